@@ -1,0 +1,66 @@
+"""The project's error types.  Every error a user can cause is one of these, with a location.
+
+>>> e = HloParseError("expected ')'", line=3, column=17, text="add(p0, p1",
+...                   expected="')' after the operand list")
+>>> str(e).splitlines()[0]
+"3:17: expected ')'"
+"""
+from __future__ import annotations
+
+
+class FusionCompilerError(Exception):
+    """Base of every error this project raises on bad input.
+
+    ``line``/``column`` are 1-based positions in the HLO text when known; ``text`` is the
+    offending text; ``expected`` says what would have been valid; ``where`` names the
+    instruction or computation when there is no text position (e.g. for a built module).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        text: str | None = None,
+        expected: str | None = None,
+        where: str | None = None,
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.text = text
+        self.expected = expected
+        self.where = where
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        prefix = ""
+        if self.line is not None:
+            prefix = f"{self.line}:{self.column if self.column is not None else 1}: "
+        elif self.where:
+            prefix = f"{self.where}: "
+        out = prefix + self.message
+        if self.line is not None and self.where:
+            out += f" (in {self.where})"
+        if self.text:
+            out += f"\n  offending text: {self.text}"
+        if self.expected:
+            out += f"\n  expected: {self.expected}"
+        return out
+
+
+class HloParseError(FusionCompilerError):
+    """The HLO text does not parse."""
+
+
+class HloVerifyError(FusionCompilerError):
+    """The module parses but is not valid HLO (bad shapes, missing operands, cycles, ...)."""
+
+
+class UnsupportedOpError(FusionCompilerError):
+    """A valid op that this phase of the compiler does not handle."""
+
+
+class EvaluationError(FusionCompilerError):
+    """The reference evaluator cannot run the module with the given inputs."""
