@@ -1,0 +1,95 @@
+"""``fusion-compile check FILE.hlo [--json]``: parse and verify an HLO module, and summarize it.
+
+Prints the computations, the fusions grouped by kind and how often each op is used; exits 0
+when the module is valid.  An invalid module is reported with the error's line:column and exit
+status 1 (with ``--json``, as the ``error`` field of the JSON object).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fusion.errors import FusionCompilerError, HloParseError
+from fusion.hlo_module import HloModule
+
+HELP = "parse and verify an HLO module; list its computations, fusions and ops"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE.hlo", help="HLO text (as XLA or JAX prints it)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+
+
+def read_module(path: str) -> HloModule:
+    """Read and parse ``path``; an unreadable file is a located error, not a traceback."""
+    from fusion.parser import parse_hlo  # noqa: PLC0415 - keep --help fast
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise HloParseError(f"cannot read {path}: {err}", where=path) from None
+    return parse_hlo(text)
+
+
+def summarize(module: HloModule) -> dict[str, Any]:
+    """Computations, fusions by kind (``{"kLoop": [names]}``) and op counts of ``module``."""
+    fusions: dict[str, list[str]] = {}
+    for _, instr in module.fusions():
+        fusions.setdefault(str(instr.attr("kind", "?")), []).append(instr.name)
+    ops = Counter(i.opcode for c in module.computations for i in c.instructions)
+    return {
+        "module": module.name,
+        "computations": [c.name for c in module.computations],
+        "fusions": {k: fusions[k] for k in sorted(fusions)},
+        "ops": dict(sorted(ops.items())),
+    }
+
+
+def _error_json(err: FusionCompilerError) -> dict[str, Any]:
+    return {"message": err.message, "line": err.line, "column": err.column, "where": err.where}
+
+
+def run(args: argparse.Namespace) -> int:
+    from fusion.verifier import verify_module  # noqa: PLC0415
+
+    if not args.json:
+        module = read_module(args.file)
+        verify_module(module)
+        _print_text(module)
+        return 0
+    report: dict[str, Any] = {"module": None, "valid": False, "computations": [],
+                              "fusions": {}, "ops": {}, "error": None}
+    try:
+        module = read_module(args.file)
+        report.update(summarize(module))
+        verify_module(module)
+        report["valid"] = True
+    except FusionCompilerError as err:
+        report["error"] = _error_json(err)
+    except FileNotFoundError as err:
+        report["error"] = {"message": str(err), "line": None, "column": None, "where": args.file}
+    json.dump(report, sys.stdout, indent=2)
+    print()
+    return 0 if report["valid"] else 1
+
+
+def _print_text(module: HloModule) -> None:
+    summary = summarize(module)
+    entry = module.entry
+    print(f"module {module.name}: valid")
+    print(f"computations ({len(module.computations)}):")
+    for comp in module.computations:
+        marker = " (ENTRY)" if comp.name == entry.name else ""
+        print(f"  {comp.name}{marker}: {len(comp.instructions)} instructions, root {comp.root_name}")
+    print(f"fusions ({sum(len(v) for v in summary['fusions'].values())}):")
+    for kind, names in summary["fusions"].items():
+        print(f"  {kind}: {', '.join(names)}")
+    print("ops:")
+    for op, count in summary["ops"].items():
+        print(f"  {op}: {count}")
