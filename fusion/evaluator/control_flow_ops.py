@@ -1,0 +1,71 @@
+"""Rules that call computations: ``call``, ``conditional``, ``fusion``, ``map``, ``while``.
+
+A ``conditional`` with an s32 branch index out of range runs the last branch, as XLA does.
+
+>>> _branch_index(np.array(7, np.int32), 3), _branch_index(np.array(-1, np.int32), 3)
+(2, 2)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusion.evaluator.failures import op_error
+
+
+def _call(ev: Any, instr: Any, args: list) -> Any:
+    return ev.call(instr.attr("to_apply"), args, caller=instr)
+
+
+def _fusion(ev: Any, instr: Any, args: list) -> Any:
+    return ev.call(instr.attr("calls"), args, caller=instr)
+
+
+def _branch_index(index: np.ndarray, branch_count: int) -> int:
+    value = int(np.asarray(index).reshape(()))
+    return value if 0 <= value < branch_count else branch_count - 1
+
+
+def _conditional(ev: Any, instr: Any, args: list) -> Any:
+    selector = args[0]
+    if instr.has_attr("branch_computations"):
+        branches = tuple(instr.attr("branch_computations"))
+        if len(branches) != len(args) - 1:
+            raise op_error(instr, f"{len(branches)} branches but {len(args) - 1} branch operands")
+        if selector.dtype == np.bool_:
+            # A pred selector with branch_computations: true runs branch 0, false branch 1.
+            chosen = 0 if bool(selector) else 1
+        else:
+            chosen = _branch_index(selector, len(branches))
+        return ev.call(branches[chosen], [args[1 + chosen]], caller=instr)
+    if len(args) != 3:
+        raise op_error(instr, f"pred conditional takes 3 operands, got {len(args)}")
+    if bool(np.asarray(selector).reshape(())):
+        return ev.call(instr.attr("true_computation"), [args[1]], caller=instr)
+    return ev.call(instr.attr("false_computation"), [args[2]], caller=instr)
+
+
+def _map(ev: Any, instr: Any, args: list) -> np.ndarray:
+    results = ev.call_scalar(instr.attr("to_apply"), args, caller=instr)
+    return results[0]
+
+
+def _while(ev: Any, instr: Any, args: list) -> Any:
+    if len(args) != 1:
+        raise op_error(instr, f"while takes one operand, got {len(args)}")
+    state = args[0]
+    condition = instr.attr("condition")
+    body = instr.attr("body")
+    while bool(np.asarray(ev.call(condition, [state], caller=instr)).reshape(())):
+        state = ev.call(body, [state], caller=instr)
+    return state
+
+
+CONTROL_FLOW_RULES: dict[str, Callable[..., Any]] = {
+    "call": _call,
+    "conditional": _conditional,
+    "fusion": _fusion,
+    "map": _map,
+    "while": _while,
+}

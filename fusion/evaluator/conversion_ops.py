@@ -1,0 +1,123 @@
+"""Type conversion rules: ``convert``, ``bitcast-convert``, ``reduce-precision``.
+
+XLA's float-to-integer conversion saturates: NaN gives 0, values beyond the integer's range
+(infinities included) give its min or max.  Conversion to pred is ``x != 0``.
+
+>>> _float_to_int(np.array([np.nan, 1e10, -1e10, -2.7], np.float32), np.dtype(np.int8)).tolist()
+[0, 127, -128, -2]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusion.evaluator.failures import op_error
+from fusion.evaluator.numerics import is_float_dtype, numpy_dtype, widen
+
+
+def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    wide = x.astype(np.float64) if x.dtype.itemsize < 8 else x
+    truncated = np.trunc(wide)
+    # Powers of two, hence exact in every float type: the range is [low, high_exclusive).
+    low = float(info.min)
+    high_exclusive = float(info.max) + 1.0 if dtype.itemsize < 8 else 2.0 ** (info.bits - (dtype.kind == "i"))
+    in_range = (truncated >= low) & (truncated < high_exclusive)
+    safe = np.where(in_range, truncated, 0).astype(dtype)
+    out = np.where(truncated >= high_exclusive, np.array(info.max, dtype), safe)
+    out = np.where(truncated < low, np.array(info.min, dtype), out)
+    return np.where(np.isnan(wide), np.zeros((), dtype), out)
+
+
+def _convert(ev: Any, instr: Any, args: list) -> np.ndarray:
+    x = args[0]
+    target = numpy_dtype(instr.array_shape)
+    if target == np.bool_:
+        return x != 0
+    if np.iscomplexobj(x) and target.kind != "c":
+        x = np.real(x)
+    if target.kind in "iu" and is_float_dtype(x.dtype):
+        return _float_to_int(widen(x), target)
+    if target.kind in "iu" or x.dtype == np.bool_:
+        return x.astype(target)
+    if x.dtype.kind in "iu" and target.itemsize < 8 and target.kind != "c":
+        # Integers go through f64 (exact up to 2**53) for a single rounding to the target.
+        return x.astype(np.float64).astype(target)
+    return x.astype(target)
+
+
+def _bitcast_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
+    x = np.array(args[0], order="C", copy=None)
+    target = numpy_dtype(instr.array_shape)
+    source_bits = instr_bits(x.dtype)
+    target_bits = instr_bits(target)
+    if source_bits is None or target_bits is None:
+        raise op_error(instr, f"bitcast-convert between {x.dtype} and {target} is not supported")
+    if source_bits == target_bits:
+        return x.view(target)
+    if source_bits > target_bits:
+        # The wider element splits into a new minor dim (little-endian element order).
+        return x.view(target).reshape(x.shape + (source_bits // target_bits,))
+    return x.view(target).reshape(x.shape[:-1])
+
+
+def instr_bits(dtype: np.dtype) -> int | None:
+    """Bits of a dtype that can be reinterpreted byte-wise (sub-byte types cannot)."""
+    dtype = np.dtype(dtype)
+    if dtype.name in ("int2", "int4", "uint2", "uint4", "float4_e2m1fn"):
+        return None
+    return dtype.itemsize * 8
+
+
+_FLOAT_FORMATS = {4: (8, 23, np.uint32), 8: (11, 52, np.uint64)}
+
+
+def _reduce_precision(ev: Any, instr: Any, args: list) -> np.ndarray:
+    x = widen(args[0])
+    if x.dtype.itemsize not in _FLOAT_FORMATS or x.dtype.kind != "f":
+        raise op_error(instr, f"reduce-precision of {args[0].dtype} is not supported")
+    return reduce_precision(x, instr.attr("exponent_bits"), instr.attr("mantissa_bits"))
+
+
+def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """XLA's ReducePrecision: round to nearest even, then flush/overflow the exponent.
+
+    >>> reduce_precision(np.array([1.00390625, 70000.0], np.float32), 5, 10).tolist()
+    [1.00390625, inf]
+    """
+    source_exponent_bits, source_mantissa_bits, uint = _FLOAT_FORMATS[x.dtype.itemsize]
+    bits = np.array(x, order="C", copy=None).view(uint).copy()
+    width = x.dtype.itemsize * 8
+    if mantissa_bits < source_mantissa_bits:
+        dropped = source_mantissa_bits - mantissa_bits
+        last_kept = uint(1) << uint(dropped)
+        base_bias = (last_kept >> uint(1)) - uint(1)
+        bias = ((bits & last_kept) >> uint(dropped)) + base_bias
+        bits = (bits + bias) & ~(last_kept - uint(1))
+    if exponent_bits < source_exponent_bits:
+        sign_mask = uint(1) << uint(width - 1)
+        exponent_mask = ((uint(1) << uint(source_exponent_bits)) - uint(1)) << uint(
+            source_mantissa_bits
+        )
+        bias = (1 << (source_exponent_bits - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        max_exponent = uint(bias + reduced_bias) << uint(source_mantissa_bits)
+        min_exponent = uint(bias - reduced_bias) << uint(source_mantissa_bits)
+        exponent = bits & exponent_mask
+        signed_zero = bits & sign_mask
+        bits = np.where(
+            exponent > max_exponent,
+            signed_zero | exponent_mask,
+            np.where(exponent <= min_exponent, signed_zero, bits),
+        )
+    result = bits.astype(uint).view(x.dtype)
+    # NaN stays NaN (XLA keeps the input where x != x).
+    return np.where(np.isnan(x), x, result)
+
+
+CONVERSION_RULES: dict[str, Callable[..., Any]] = {
+    "bitcast-convert": _bitcast_convert,
+    "convert": _convert,
+    "reduce-precision": _reduce_precision,
+}

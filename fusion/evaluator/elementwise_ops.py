@@ -1,0 +1,171 @@
+"""Elementwise op rules: math, logic, comparison and selection.
+
+Operands are widened first (narrow floats to f32, see ``numerics.widen``); the interpreter
+rounds each result to the declared type.  Integer arithmetic wraps, as in XLA.
+
+>>> _round_afz(np.array([0.5, -0.5, 2.5, 0.49999997], np.float32)).tolist()
+[1.0, -1.0, 3.0, 0.0]
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from fusion.evaluator.failures import op_error
+from fusion.evaluator.integer_ops import INTEGER_RULES
+from fusion.evaluator.numerics import is_float_dtype, numpy_dtype, total_order_key, widen
+
+
+def _unary(function: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
+        return function(widen(args[0]))
+
+    return rule
+
+
+def _binary(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
+    def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
+        return function(widen(args[0]), widen(args[1]))
+
+    return rule
+
+
+def _abs(x: np.ndarray) -> np.ndarray:
+    return np.abs(x)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    if np.iscomplexobj(x):
+        magnitude = np.abs(x)
+        return np.where(magnitude == 0, x, x / np.where(magnitude == 0, 1, magnitude))
+    if x.dtype == np.bool_:
+        return x
+    # np.sign(-0.0) is +0.0; XLA keeps the zero's sign.
+    return np.where(x == 0, x, np.sign(x))
+
+
+def _round_afz(x: np.ndarray) -> np.ndarray:
+    truncated = np.trunc(x)
+    # x - trunc(x) is exact, so this never double-rounds the way floor(x + 0.5) does.
+    return np.where(np.abs(x - truncated) >= 0.5, truncated + np.sign(x), truncated)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return np.ones((), x.dtype) / np.sqrt(x)
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # Computed in f64 and rounded to the result type: at least as accurate as XLA's polynomial.
+    return _ERF(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+
+
+def _not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _is_finite(x: np.ndarray) -> np.ndarray:
+    return np.isfinite(x)
+
+
+def _real(x: np.ndarray) -> np.ndarray:
+    return np.real(x)
+
+
+def _imag(x: np.ndarray) -> np.ndarray:
+    return np.imag(x) if np.iscomplexobj(x) else np.zeros_like(x)
+
+
+def _complex(ev: Any, instr: Any, args: list) -> np.ndarray:
+    real, imag = np.broadcast_arrays(widen(args[0]), widen(args[1]))
+    out = np.empty(real.shape, numpy_dtype(instr.shape))
+    out.real = real
+    out.imag = imag
+    return out
+
+
+def _logical(function: Callable, bool_function: Callable) -> Callable[..., Any]:
+    def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
+        lhs, rhs = args
+        if lhs.dtype == np.bool_:
+            return bool_function(lhs, rhs)
+        return function(lhs, rhs)
+
+    return rule
+
+
+def _compare(ev: Any, instr: Any, args: list) -> np.ndarray:
+    lhs, rhs = widen(args[0]), widen(args[1])
+    direction = instr.attr("direction")
+    if instr.attr("type", None) == "TOTALORDER" and is_float_dtype(args[0].dtype):
+        # The key is taken on the operands' own bits (no widening needed for an order).
+        lhs, rhs = total_order_key(args[0]), total_order_key(args[1])
+    functions = {
+        "EQ": np.equal, "NE": np.not_equal, "LT": np.less,
+        "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
+    }
+    if direction not in functions:
+        raise op_error(instr, f"unknown comparison direction {direction!r}")
+    return functions[direction](lhs, rhs)
+
+
+def _select(ev: Any, instr: Any, args: list) -> Any:
+    predicate, on_true, on_false = args
+    return np.where(predicate, on_true, on_false)
+
+
+def _clamp(ev: Any, instr: Any, args: list) -> np.ndarray:
+    low, x, high = (widen(a) for a in args)
+    return np.minimum(np.maximum(x, low), high)
+
+
+ELEMENTWISE_RULES: dict[str, Callable[..., Any]] = {
+    "abs": _unary(_abs),
+    "add": _binary(np.add),
+    "and": _logical(np.bitwise_and, np.logical_and),
+    "atan2": _binary(np.arctan2),
+    "cbrt": _unary(np.cbrt),
+    "ceil": _unary(np.ceil),
+    "clamp": _clamp,
+    "compare": _compare,
+    "complex": _complex,
+    "cosine": _unary(np.cos),
+    "erf": _unary(_erf),
+    "exponential": _unary(np.exp),
+    "exponential-minus-one": _unary(np.expm1),
+    "floor": _unary(np.floor),
+    "imag": _unary(_imag),
+    "is-finite": _unary(_is_finite),
+    "log": _unary(np.log),
+    "log-plus-one": _unary(np.log1p),
+    "logistic": _unary(_logistic),
+    "maximum": _binary(np.maximum),
+    "minimum": _binary(np.minimum),
+    "multiply": _binary(np.multiply),
+    "negate": _unary(np.negative),
+    "not": _unary(_not),
+    "or": _logical(np.bitwise_or, np.logical_or),
+    "real": _unary(_real),
+    "round-nearest-afz": _unary(_round_afz),
+    "round-nearest-even": _unary(np.rint),
+    "rsqrt": _unary(_rsqrt),
+    "select": _select,
+    "sign": _unary(_sign),
+    "sine": _unary(np.sin),
+    "sqrt": _unary(np.sqrt),
+    "subtract": _binary(np.subtract),
+    "tan": _unary(np.tan),
+    "tanh": _unary(np.tanh),
+    "xor": _logical(np.bitwise_xor, np.logical_xor),
+    **INTEGER_RULES,
+}
+"""Rules for elementwise ops; ``INTEGER_RULES`` adds those with integer-specific semantics."""

@@ -1,0 +1,136 @@
+"""Elementwise rules whose integer semantics are XLA's own, not NumPy's.
+
+XLA's integer division truncates toward zero, defines ``x / 0 = -1`` (all ones for unsigned),
+``x % 0 = x``, ``INT_MIN / -1 = INT_MIN`` and ``INT_MIN % -1 = 0``; shift amounts are read as
+unsigned and an amount of at least the bit width gives 0 (sign fill for arithmetic shifts).
+
+>>> _int_divide(np.array([7, -7, 7, -128], np.int8), np.array([2, 2, 0, -1], np.int8)).tolist()
+[3, -3, -1, -128]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusion.evaluator.numerics import int_bits, signed_twin, unsigned_twin, widen
+
+
+def _is_integer(array: np.ndarray) -> bool:
+    return array.dtype.kind in "iu"
+
+
+def _division_guards(lhs: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rhs is zero, the op overflows) masks."""
+    zero = rhs == 0
+    if lhs.dtype.kind == "i":
+        overflow = (lhs == np.iinfo(lhs.dtype).min) & (rhs == -1)
+    else:
+        overflow = np.zeros(np.broadcast_shapes(lhs.shape, rhs.shape), bool)
+    return zero, overflow
+
+
+def _int_divide(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    zero, overflow = _division_guards(lhs, rhs)
+    safe_rhs = np.where(zero | overflow, np.ones((), rhs.dtype), rhs)
+    # fmod is C's truncating remainder, so lhs - fmod is an exact multiple of rhs.
+    quotient = (lhs - np.fmod(lhs, safe_rhs)) // safe_rhs
+    all_ones = np.array(-1).astype(lhs.dtype) if lhs.dtype.kind == "i" else np.array(
+        np.iinfo(lhs.dtype).max, lhs.dtype
+    )
+    quotient = np.where(zero, all_ones, quotient)
+    return np.where(overflow, lhs, quotient).astype(lhs.dtype)
+
+
+def _int_remainder(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    zero, overflow = _division_guards(lhs, rhs)
+    safe_rhs = np.where(zero | overflow, np.ones((), rhs.dtype), rhs)
+    remainder = np.fmod(lhs, safe_rhs)
+    remainder = np.where(overflow, np.zeros((), lhs.dtype), remainder)
+    return np.where(zero, lhs, remainder).astype(lhs.dtype)
+
+
+def _int_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    base, exponent = np.broadcast_arrays(base, exponent)
+    dtype = base.dtype
+    accumulator = np.ones(base.shape, dtype)
+    square = base.astype(dtype, copy=True)
+    remaining = exponent.astype(unsigned_twin(exponent.dtype))
+    one = np.ones((), remaining.dtype)
+    for _ in range(int_bits(dtype)):
+        odd = (remaining & one) == one
+        accumulator = np.where(odd, accumulator * square, accumulator).astype(dtype)
+        square = (square * square).astype(dtype)
+        remaining = remaining >> one
+    if exponent.dtype.kind == "i":
+        # A negative exponent gives 0 except for bases 1 (1) and -1 (+-1 by parity).
+        odd_exponent = (exponent & 1) == 1
+        minus_one_power = np.where(odd_exponent, np.array(-1).astype(dtype), np.ones((), dtype))
+        negative_result = np.where(
+            base == 1,
+            np.ones((), dtype),
+            np.where(base == np.array(-1).astype(dtype), minus_one_power, np.zeros((), dtype)),
+        )
+        accumulator = np.where(exponent < 0, negative_result, accumulator)
+    return accumulator.astype(dtype)
+
+
+def _arith(
+    integer_function: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    float_function: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> Callable[..., np.ndarray]:
+    def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
+        lhs, rhs = widen(args[0]), widen(args[1])
+        if _is_integer(lhs):
+            return integer_function(lhs, rhs)
+        return float_function(lhs, rhs)
+
+    return rule
+
+
+def _shift(kind: str) -> Callable[..., np.ndarray]:
+    def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
+        lhs, rhs = args
+        unsigned = unsigned_twin(lhs.dtype)
+        bits = int_bits(lhs.dtype)
+        amount = rhs.astype(unsigned)
+        too_far = amount >= bits
+        safe = np.where(too_far, np.zeros((), unsigned), amount)
+        if kind == "arithmetic":
+            signed = lhs.astype(signed_twin(lhs.dtype))
+            fill = np.where(signed < 0, np.array(-1, signed.dtype), np.zeros((), signed.dtype))
+            shifted = np.where(too_far, fill, signed >> safe.astype(signed.dtype))
+        else:
+            bits_view = lhs.astype(unsigned)
+            moved = bits_view << safe if kind == "left" else bits_view >> safe
+            shifted = np.where(too_far, np.zeros((), unsigned), moved)
+        return shifted.astype(lhs.dtype)
+
+    return rule
+
+
+def _popcnt(ev: Any, instr: Any, args: list) -> np.ndarray:
+    return np.bitwise_count(args[0].astype(unsigned_twin(args[0].dtype)))
+
+
+def _count_leading_zeros(ev: Any, instr: Any, args: list) -> np.ndarray:
+    bits = int_bits(args[0].dtype)
+    smeared = args[0].astype(unsigned_twin(args[0].dtype))
+    shift = 1
+    while shift < bits:
+        # After smearing, every bit below the highest set bit is set: popcount = bit length.
+        smeared = smeared | (smeared >> np.array(shift, smeared.dtype))
+        shift *= 2
+    return bits - np.bitwise_count(smeared).astype(np.int64)
+
+
+INTEGER_RULES: dict[str, Callable[..., Any]] = {
+    "count-leading-zeros": _count_leading_zeros,
+    "divide": _arith(_int_divide, np.divide),
+    "popcnt": _popcnt,
+    "power": _arith(_int_power, np.power),
+    "remainder": _arith(_int_remainder, np.fmod),
+    "shift-left": _shift("left"),
+    "shift-right-arithmetic": _shift("arithmetic"),
+    "shift-right-logical": _shift("logical"),
+}

@@ -1,0 +1,56 @@
+"""The evaluator's op registry: one rule per opcode, keyed alphabetically.
+
+A rule is ``rule(evaluator, instruction, operand_values) -> value``; the interpreter rounds the
+value to the declared element type and checks its dims.  ``parameter`` is bound by the
+interpreter itself and ``custom-call`` is rejected there, naming its target.
+
+>>> list(OP_RULES) == sorted(OP_RULES)
+True
+>>> "add" in BATCHABLE_OPCODES, "reduce" in BATCHABLE_OPCODES
+(True, False)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fusion.evaluator.constant_ops import CONSTANT_RULES
+from fusion.evaluator.control_flow_ops import CONTROL_FLOW_RULES
+from fusion.evaluator.conversion_ops import CONVERSION_RULES
+from fusion.evaluator.data_movement_ops import DATA_MOVEMENT_RULES
+from fusion.evaluator.dot_ops import DOT_RULES
+from fusion.evaluator.elementwise_ops import ELEMENTWISE_RULES
+from fusion.evaluator.gather_scatter_ops import GATHER_SCATTER_RULES
+from fusion.evaluator.reduction_ops import REDUCTION_RULES
+from fusion.evaluator.sort_ops import SORT_RULES
+
+Rule = Callable[[Any, Any, list], Any]
+
+
+def _merge(*families: dict[str, Rule]) -> dict[str, Rule]:
+    merged: dict[str, Rule] = {}
+    for family in families:
+        for opcode, rule in family.items():
+            if opcode in merged:
+                raise RuntimeError(f"opcode {opcode!r} has two evaluation rules")
+            merged[opcode] = rule
+    return dict(sorted(merged.items()))
+
+
+OP_RULES: dict[str, Rule] = _merge(
+    CONSTANT_RULES,
+    CONTROL_FLOW_RULES,
+    CONVERSION_RULES,
+    DATA_MOVEMENT_RULES,
+    DOT_RULES,
+    ELEMENTWISE_RULES,
+    GATHER_SCATTER_RULES,
+    REDUCTION_RULES,
+    SORT_RULES,
+)
+
+BATCHABLE_OPCODES: frozenset[str] = frozenset(
+    set(ELEMENTWISE_RULES)
+    | set(CONVERSION_RULES)
+    | {"constant", "copy", "get-tuple-element", "parameter", "tuple"}
+)
+"""Opcodes that, in a computation over scalars, also work on whole arrays of scalars."""
