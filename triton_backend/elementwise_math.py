@@ -1,0 +1,300 @@
+"""``@triton.jit`` math helpers called by the expressions ``elementwise_lowering`` renders.
+
+Generated kernels import this module as ``xla_math``.  Two implementations of the
+transcendental functions are chosen when this module is imported (Triton reads
+``TRITON_INTERPRET`` at decoration time, so the choice matches how the kernels are run):
+
+* compiled for a GPU: CUDA libdevice (``triton.language.extra.libdevice``), as XLA:GPU does;
+* under ``TRITON_INTERPRET=1``, where libdevice calls are stubs returning ``None`` in Triton
+  3.9: the same functions computed in fp64 from the primitives the interpreter has
+  (``tl.exp``, ``tl.log``, ``tl.exp2``, ``tl.log2``, ``tl.sin``, ``tl.cos``), then rounded.
+
+The bit-exact helpers (rounding to integers, clz, popcount, integer power) are plain tl code
+shared by both.  Inputs are fp32 or fp64 (16-bit floats are held in fp32, see
+``numerics_policy``); results have the input's dtype.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.language.extra import libdevice
+
+INTERPRETED = bool(knobs.runtime.interpret)
+
+
+@triton.jit
+def signbit(x):
+    """True where the sign bit of the float ``x`` is set (also for -0.0 and -NaN)."""
+    return x.to(tl.float64).to(tl.int64, bitcast=True) < 0
+
+
+@triton.jit
+def _nan_like(d):
+    return (d.to(tl.int64, bitcast=True) * 0 + 0x7FF8000000000000).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def bf16_to_f32(x):
+    """Widen bf16 exactly by moving its bits (the interpreter's conversion loses denormals)."""
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def f32_to_bf16_exact(x):
+    """Narrow an fp32 that holds a bf16 value (see ``round_to_bf16``) by dropping low bits."""
+    return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def round_to_bf16(x):
+    """fp32 ``x`` rounded to the nearest-even bf16 value, still as fp32 (NaN kept).
+
+    Integer arithmetic on the bits, because the interpreter's ``.to(tl.bfloat16)`` truncates
+    while the GPU's ``cvt.rn`` rounds; this is the same on both.
+    """
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def round_nearest_even(x):
+    """Round half to even; exact for fp32 and fp64 (``|x| + 2**52 - 2**52`` in fp64)."""
+    d = x.to(tl.float64)
+    a = tl.abs(d)
+    r = tl.where(a < 4503599627370496.0, (a + 4503599627370496.0) - 4503599627370496.0, a)
+    return tl.where(signbit(d), -r, r).to(x.dtype)
+
+
+@triton.jit
+def round_nearest_afz(x):
+    """Round half away from zero; ``|x| - floor(|x|)`` is exact, so no double rounding."""
+    a = tl.abs(x)
+    t = tl.math.floor(a)
+    r = tl.where(a - t >= 0.5, t + 1.0, t)
+    return tl.where(signbit(x), -r, r)
+
+
+@triton.jit
+def clz32(u):
+    """Leading zeros of ``uint32`` values (32 for 0), by binary search."""
+    n = u * 0
+    c = u <= 0x0000FFFF
+    n = tl.where(c, n + 16, n)
+    u = tl.where(c, u << 16, u)
+    c = u <= 0x00FFFFFF
+    n = tl.where(c, n + 8, n)
+    u = tl.where(c, u << 8, u)
+    c = u <= 0x0FFFFFFF
+    n = tl.where(c, n + 4, n)
+    u = tl.where(c, u << 4, u)
+    c = u <= 0x3FFFFFFF
+    n = tl.where(c, n + 2, n)
+    u = tl.where(c, u << 2, u)
+    c = u <= 0x7FFFFFFF
+    n = tl.where(c, n + 1, n)
+    return tl.where(u == 0, n + 1, n)
+
+
+@triton.jit
+def popc32(u):
+    """Set bits of ``uint32`` values (SWAR)."""
+    u = u - ((u >> 1) & 0x55555555)
+    u = (u & 0x33333333) + ((u >> 2) & 0x33333333)
+    u = (u + (u >> 4)) & 0x0F0F0F0F
+    return (u * 0x01010101) >> 24
+
+
+@triton.jit
+def int_pow(x, e, BITS: tl.constexpr, SIGNED: tl.constexpr):
+    """``x ** e`` wrapping, by squaring; a negative exponent gives ``x == 1 ? 1 : 0`` (XLA)."""
+    acc = x * 0 + 1
+    base = x
+    for i in tl.static_range(BITS):
+        bit = ((e >> i) & 1) != 0
+        acc = tl.where(bit, acc * base, acc)
+        base = base * base
+    if SIGNED:
+        acc = tl.where(e < 0, tl.where(x == 1, acc * 0 + 1, acc * 0), acc)
+    return acc
+
+
+@triton.jit
+def _atan_f64(t):
+    # Cephes atan (double): range reduction to |t| <= 0.66, then a rational approximation.
+    a = tl.abs(t)
+    big = a > 2.414213562373095
+    mid = (a > 0.66) & ~big
+    z = tl.where(big, -1.0 / tl.where(big, a, 1.0), tl.where(mid, (a - 1.0) / (a + 1.0), a))
+    y0 = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    zz = z * z
+    p = (((-8.750608600031904122785e-1 * zz - 1.615753718733365076637e1) * zz
+          - 7.500855792314704667340e1) * zz - 1.228866684490136173410e2) * zz - 6.485021904942025371773e1
+    q = ((((zz + 2.485846490142306297962e1) * zz + 1.650270098316988542046e2) * zz
+          + 4.328810604912902668951e2) * zz + 4.853903996359136964868e2) * zz + 1.945506571482613964425e2
+    r = z * (zz * p / q) + z
+    r = r + tl.where(big, 6.123233995736765886130e-17, tl.where(mid, 3.061616997868382943065e-17, 0.0))
+    r = y0 + r
+    return tl.where(t < 0, -r, r)
+
+
+@triton.jit
+def _expm1_f64(d):
+    u = tl.exp(d)
+    um1 = u - 1.0
+    safe_log = tl.where((u == 1.0) | (um1 == -1.0) | (u == float("inf")), 2.0, u)
+    r = um1 * d / tl.log(safe_log)
+    r = tl.where(u == 1.0, d, r)
+    r = tl.where(um1 == -1.0, -1.0, r)
+    return tl.where(u == float("inf"), u, r)
+
+
+if INTERPRETED:
+    @triton.jit
+    def exp(x):
+        return tl.exp(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def log(x):
+        return tl.log(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def sin(x):
+        return tl.sin(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def cos(x):
+        return tl.cos(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def tan(x):
+        d = x.to(tl.float64)
+        return (tl.sin(d) / tl.cos(d)).to(x.dtype)
+
+    @triton.jit
+    def erf(x):
+        return tl.math.erf(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def expm1(x):
+        return _expm1_f64(x.to(tl.float64)).to(x.dtype)
+
+    @triton.jit
+    def log1p(x):
+        d = x.to(tl.float64)
+        u = 1.0 + d
+        safe = tl.where((u == 1.0) | (u == float("inf")), 2.0, u)
+        r = tl.log(safe) * d / (safe - 1.0)
+        r = tl.where(u == 1.0, d, r)
+        r = tl.where(d == float("inf"), d, r)
+        r = tl.where(u == 0.0, -float("inf"), r)
+        r = tl.where(u < 0.0, _nan_like(d), r)
+        return r.to(x.dtype)
+
+    @triton.jit
+    def tanh(x):
+        d = x.to(tl.float64)
+        e = _expm1_f64(2.0 * tl.where(tl.abs(d) > 20.0, 0.0, d))
+        r = e / (e + 2.0)
+        r = tl.where(tl.abs(d) > 20.0, tl.where(d > 0, 1.0, -1.0), r)
+        return r.to(x.dtype)
+
+    @triton.jit
+    def cbrt(x):
+        d = x.to(tl.float64)
+        a = tl.abs(d)
+        ok = (a != 0.0) & (a != float("inf")) & (d == d)
+        a1 = tl.where(ok, a, 1.0)
+        y = tl.exp2(tl.log2(a1) / 3.0)
+        y = y - (y * y * y - a1) / (3.0 * y * y)
+        r = tl.where(ok, tl.where(d < 0, -y, y), d)
+        return r.to(x.dtype)
+
+    @triton.jit
+    def atan2(y, x):
+        dy = y.to(tl.float64)
+        dx = x.to(tl.float64)
+        ay = tl.abs(dy)
+        ax = tl.abs(dx)
+        both_inf = (ay == float("inf")) & (ax == float("inf"))
+        both_zero = (ay == 0.0) & (ax == 0.0)
+        ratio = tl.where(both_inf | both_zero, 1.0, ay) / tl.where(both_inf | both_zero, 1.0, ax)
+        t = _atan_f64(ratio)
+        t = tl.where(both_zero, 0.0, t)
+        t = tl.where(signbit(dx), 3.141592653589793 - t, t)
+        r = tl.where(signbit(dy), -t, t)
+        r = tl.where((dx != dx) | (dy != dy), dx + dy, r)
+        return r.to(y.dtype)
+
+    @triton.jit
+    def pow(x, y):
+        d = x.to(tl.float64)
+        e = y.to(tl.float64)
+        ad = tl.abs(d)
+        r = tl.exp2(e * tl.log2(ad))
+        e_int = tl.math.floor(e) == e
+        e_odd = e_int & (tl.abs(e) < 9007199254740992.0) & ((e % 2.0) != 0.0)
+        neg = signbit(d) & (d == d)
+        r = tl.where(neg & ~e_int & (ad != float("inf")) & (ad != 0.0) & (e == e), _nan_like(d), r)
+        r = tl.where(neg & e_odd, -r, r)
+        r = tl.where((ad == 1.0) & (tl.abs(e) == float("inf")), 1.0, r)
+        r = tl.where((e == 0.0) | (d == 1.0), 1.0, r)
+        return r.to(x.dtype)
+
+    @triton.jit
+    def fmod(x, y):
+        return x % y
+
+else:
+    @triton.jit
+    def exp(x):
+        return libdevice.exp(x)
+
+    @triton.jit
+    def log(x):
+        return libdevice.log(x)
+
+    @triton.jit
+    def sin(x):
+        return libdevice.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return libdevice.cos(x)
+
+    @triton.jit
+    def tan(x):
+        return libdevice.tan(x)
+
+    @triton.jit
+    def erf(x):
+        return libdevice.erf(x)
+
+    @triton.jit
+    def expm1(x):
+        return libdevice.expm1(x)
+
+    @triton.jit
+    def log1p(x):
+        return libdevice.log1p(x)
+
+    @triton.jit
+    def tanh(x):
+        return libdevice.tanh(x)
+
+    @triton.jit
+    def cbrt(x):
+        return libdevice.cbrt(x)
+
+    @triton.jit
+    def atan2(y, x):
+        return libdevice.atan2(y, x)
+
+    @triton.jit
+    def pow(x, y):
+        return libdevice.pow(x, y)
+
+    @triton.jit
+    def fmod(x, y):
+        return libdevice.fmod(x, y)
