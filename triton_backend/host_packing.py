@@ -1,0 +1,198 @@
+"""Exact packing of torch tensors into the physical buffer of a tiled layout, and back.
+
+The torch twin of ``tiling.packing``: the same pad / reshape / transpose steps
+(``tiling.layout.TiledLayout.steps``) run as torch ops on the tensor's device, then sub-32-bit
+layouts with a ``(k,1)`` last tile (or ``E(n)``) put ``k`` elements in each ``torch.uint32``
+word, lowest bits first.  Values move as same-width integers, so NaN payloads and ``-0.0``
+survive.
+
+>>> x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.bfloat16)
+>>> layout = parse_tiles("1,0", "(2,2)(2,1)")
+>>> [hex(w) for w in pack_tensor(x, layout).tolist()]
+['0x40403f80', '0x40804000']
+>>> unpack_tensor(pack_tensor(x, layout), (2, 2), layout, "bf16").tolist()
+[[1.0, 2.0], [3.0, 4.0]]
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from fusion.element_types import element_type
+from fusion.layout import Layout
+from tiling.layout import (
+    LayoutError,
+    PadHigh,
+    Reshape,
+    Step,
+    TiledLayout,
+    Transpose,
+    elements_per_word,
+    parse_tiles,
+    storage_bits,
+)
+from tiling.packing import fill_value, step_shapes
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "bf16": torch.bfloat16,
+    "c128": torch.complex128,
+    "c64": torch.complex64,
+    "f16": torch.float16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "f8e4m3fn": torch.float8_e4m3fn,
+    "f8e4m3fnuz": torch.float8_e4m3fnuz,
+    "f8e5m2": torch.float8_e5m2,
+    "f8e5m2fnuz": torch.float8_e5m2fnuz,
+    "f8e8m0fnu": torch.float8_e8m0fnu,
+    "pred": torch.bool,
+    "s16": torch.int16,
+    "s32": torch.int32,
+    "s64": torch.int64,
+    "s8": torch.int8,
+    "u16": torch.uint16,
+    "u32": torch.uint32,
+    "u64": torch.uint64,
+    "u8": torch.uint8,
+}
+"""HLO element type -> the torch dtype holding it (types torch lacks are not packable here)."""
+
+_HLO_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
+_CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def hlo_type_of(dtype: torch.dtype) -> str:
+    """The HLO element type of a torch dtype.
+
+    >>> hlo_type_of(torch.bfloat16)
+    'bf16'
+    """
+    try:
+        return _HLO_OF_TORCH[dtype]
+    except KeyError:
+        raise LayoutError(f"torch dtype {dtype} has no HLO element type") from None
+
+
+def torch_dtype_of(dtype: str) -> torch.dtype:
+    """The torch dtype of an HLO element type (``LayoutError`` when torch has none)."""
+    try:
+        return TORCH_DTYPES[dtype]
+    except KeyError:
+        raise LayoutError(f"element type {dtype} has no torch dtype") from None
+
+
+def _carrier(t: torch.Tensor) -> torch.Tensor:
+    uint = _CARRIERS.get(t.element_size())
+    return t.view(uint) if uint is not None else t
+
+
+def _fill(fill: object, hlo: str, device: torch.device) -> torch.Tensor:
+    """``fill``'s bits in the carrier dtype, converted exactly as ``tiling.packing`` does
+    (so both packers agree on the padding even where libraries round differently)."""
+    bits = fill_value(fill, element_type(hlo).numpy_dtype())
+    size = bits.dtype.itemsize
+    if size not in _CARRIERS:
+        return torch.from_numpy(bits.reshape(1).copy()).to(device)
+    value = int(bits)
+    if size > 1 and value >= 1 << (8 * size - 1):
+        value -= 1 << (8 * size)  # the signed carrier holds the same bits
+    return torch.tensor([value], dtype=_CARRIERS[size], device=device)
+
+
+def apply_steps_tensor(t: torch.Tensor, steps: Sequence[Step], fill: torch.Tensor) -> torch.Tensor:
+    """Run pad / reshape / transpose steps on a tensor; padding gets ``fill`` (a 1-element tensor)."""
+    for step in steps:
+        if isinstance(step, Transpose):
+            t = t.permute(step.permutation)
+        elif isinstance(step, Reshape):
+            t = t.reshape(step.dims)
+        elif tuple(step.dims) != tuple(t.shape):
+            out = fill.reshape(()).expand(step.dims).clone()
+            out[tuple(slice(0, d) for d in t.shape)] = t
+            t = out
+    return t
+
+
+def undo_steps_tensor(t: torch.Tensor, steps: Sequence[Step], dims: Sequence[int]) -> torch.Tensor:
+    """The inverse of ``apply_steps_tensor`` for a start shape ``dims``."""
+    shapes = step_shapes(steps, dims)
+    for step, before in zip(reversed(steps), reversed(shapes[:-1])):
+        if isinstance(step, Transpose):
+            inverse = [0] * len(step.permutation)
+            for i, p in enumerate(step.permutation):
+                inverse[p] = i
+            t = t.permute(inverse)
+        elif isinstance(step, Reshape):
+            t = t.reshape(before)
+        else:
+            t = t[tuple(slice(0, d) for d in before)]
+    return t
+
+
+def pack_tensor(
+    t: torch.Tensor, layout: Layout, dtype: str | None = None, fill: object = 0
+) -> torch.Tensor:
+    """The physical buffer of ``t`` under ``layout``: flat, in memory order, on ``t``'s device.
+
+    ``torch.uint32`` words for word-packed layouts, else ``t.dtype`` elements.  ``fill`` goes
+    in the padding (``float("nan")`` or a sentinel lets a test catch reads of padding).
+    """
+    hlo = dtype or hlo_type_of(t.dtype)
+    if torch_dtype_of(hlo) != t.dtype:
+        raise LayoutError(f"tensor of {t.dtype} cannot hold element type {hlo}")
+    tiled = TiledLayout.of(tuple(t.shape), layout)
+    pad = _fill(fill, hlo, t.device)
+    physical = apply_steps_tensor(_carrier(t.contiguous()), tiled.steps(), pad).reshape(-1)
+    per = elements_per_word(hlo, layout)
+    if per == 1:
+        return physical.contiguous().view(t.dtype)
+    return _pack_words(physical, storage_bits(hlo, layout), per, pad)
+
+
+def unpack_tensor(buffer: torch.Tensor, dims: Sequence[int], layout: Layout, dtype: str) -> torch.Tensor:
+    """The logical tensor held in ``buffer`` (as ``pack_tensor`` gives it); padding is dropped."""
+    torch_dtype = torch_dtype_of(dtype)
+    tiled = TiledLayout.of(dims, layout)
+    n = tiled.padded_elements
+    per = elements_per_word(dtype, layout)
+    buffer = buffer.reshape(-1)
+    if per == 1:
+        if buffer.numel() != n or buffer.dtype != torch_dtype:
+            raise LayoutError(
+                f"buffer has {buffer.numel()} {buffer.dtype} elements; layout {layout} of "
+                f"{dtype}{list(dims)} needs {n} {torch_dtype}"
+            )
+        flat = _carrier(buffer)
+    else:
+        words = -(-n // per)
+        if buffer.numel() != words or buffer.dtype != torch.uint32:
+            raise LayoutError(
+                f"buffer has {buffer.numel()} {buffer.dtype} elements; layout {layout} of "
+                f"{dtype}{list(dims)} needs {words} torch.uint32 words"
+            )
+        carrier = _CARRIERS[torch.empty((), dtype=torch_dtype).element_size()]
+        flat = _unpack_words(buffer, storage_bits(dtype, layout), per, carrier)[:n]
+    physical = flat.reshape(tiled.physical_shape)
+    logical = undo_steps_tensor(physical, tiled.steps(), tiled.dims)
+    return logical.contiguous().view(torch_dtype).reshape(tiled.dims)
+
+
+def _pack_words(flat: torch.Tensor, bits: int, per: int, pad: torch.Tensor) -> torch.Tensor:
+    extra = (-flat.numel()) % per
+    if extra:
+        flat = torch.cat([flat, pad.expand(extra)])
+    # int64 arithmetic: torch has few ops on uint32; the fields never overlap, so sum == or.
+    values = flat.to(torch.int64) & ((1 << bits) - 1)
+    shifts = torch.arange(per, dtype=torch.int64, device=flat.device) * bits
+    words = (values.reshape(-1, per) << shifts).sum(dim=1)
+    return words.to(torch.uint32)
+
+
+def _unpack_words(words: torch.Tensor, bits: int, per: int, carrier: torch.dtype) -> torch.Tensor:
+    shifts = torch.arange(per, dtype=torch.int64, device=words.device) * bits
+    values = ((words.to(torch.int64).reshape(-1, 1) >> shifts) & ((1 << bits) - 1)).reshape(-1)
+    if carrier == torch.int16:
+        # Values are 0..65535; int16 holds the upper half as negatives with the same bits.
+        values = torch.where(values >= 1 << 15, values - (1 << 16), values)
+    return values.to(carrier)
