@@ -1,0 +1,494 @@
+"""Affine expressions over dimensions ``d_i`` and symbols ``s_j``, in canonical form.
+
+Nodes are frozen dataclasses: ``Constant``, ``DimExpr``, ``SymbolExpr``, ``SumExpr`` (a linear
+combination of non-constant *atoms* plus a constant), ``FloorDivExpr`` and ``ModExpr`` (by a
+positive constant).  Build them with ``d(i)``, ``s(j)``, ``const(c)`` and Python operators; the
+smart constructors keep every expression canonical (sums flattened, like terms merged, terms
+sorted, constants folded) so algebraically equal sums compare and hash equal.  ``ceildiv`` is
+stored as ``(e + c - 1) floordiv c``.  Semantics follow MLIR: ``floordiv`` rounds toward minus
+infinity and ``mod`` is non-negative for a positive divisor.
+
+>>> e = d(0) * 4 + d(1)
+>>> str(e), e.evaluate((2, 3))
+('d0 * 4 + d1', 11)
+>>> str((d(1) - 3) % 7), str(16 - d(1)), str(d(0) // 8)
+('(d1 - 3) mod 7', '-d1 + 16', 'd0 floordiv 8')
+>>> (d(1) + d(0)) == (d(0) + d(1) * 2 - d(1))
+True
+>>> (-d(0)).floordiv(2).evaluate((3,))   # floor(-1.5)
+-2
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import gcd
+from typing import Callable, Iterable, Sequence, Union
+
+IntOrExpr = Union[int, "AffineExpr"]
+
+# Sort ranks of the node kinds; sums print their terms in this order (dims, symbols,
+# floordivs, mods), which reproduces the seed's printed maps, e.g. `d2 + (d1 mod 2) * 4`.
+_RANK_CONST, _RANK_DIM, _RANK_SYM, _RANK_FLOORDIV, _RANK_MOD, _RANK_SUM = -1, 0, 1, 2, 3, 4
+
+
+class AffineExpr:
+    """Base of all affine expression nodes; provides operators, evaluation and printing.
+
+    Subclasses set ``_order`` (a tuple that identifies the expression structurally and totally
+    orders expressions) and ``_hash`` at construction.
+    """
+
+    __slots__ = ()
+    _order: tuple
+    _hash: int
+
+    # --- identity -------------------------------------------------------------------------
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, AffineExpr):
+            return NotImplemented
+        return self._hash == other._hash and self._order == other._order
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __lt__(self, other: "AffineExpr") -> bool:
+        return self._order < other._order
+
+    # --- operators ------------------------------------------------------------------------
+    def __add__(self, other: IntOrExpr) -> "AffineExpr":
+        return add(self, as_expr(other))
+
+    def __radd__(self, other: IntOrExpr) -> "AffineExpr":
+        return add(as_expr(other), self)
+
+    def __sub__(self, other: IntOrExpr) -> "AffineExpr":
+        return add(self, scale(as_expr(other), -1))
+
+    def __rsub__(self, other: IntOrExpr) -> "AffineExpr":
+        return add(as_expr(other), scale(self, -1))
+
+    def __neg__(self) -> "AffineExpr":
+        return scale(self, -1)
+
+    def __pos__(self) -> "AffineExpr":
+        return self
+
+    def __mul__(self, other: IntOrExpr) -> "AffineExpr":
+        return multiply(self, as_expr(other))
+
+    def __rmul__(self, other: IntOrExpr) -> "AffineExpr":
+        return multiply(as_expr(other), self)
+
+    def __floordiv__(self, divisor: IntOrExpr) -> "AffineExpr":
+        return floordiv(self, _const_value(divisor, "floordiv"))
+
+    def __mod__(self, divisor: IntOrExpr) -> "AffineExpr":
+        return mod(self, _const_value(divisor, "mod"))
+
+    def floordiv(self, divisor: IntOrExpr) -> "AffineExpr":
+        return floordiv(self, _const_value(divisor, "floordiv"))
+
+    def ceildiv(self, divisor: IntOrExpr) -> "AffineExpr":
+        return ceildiv(self, _const_value(divisor, "ceildiv"))
+
+    def mod(self, divisor: IntOrExpr) -> "AffineExpr":
+        return mod(self, _const_value(divisor, "mod"))
+
+    # --- queries --------------------------------------------------------------------------
+    def evaluate(self, dims: Sequence[int], symbols: Sequence[int] = ()) -> int:
+        """The value at integer dims/symbols (floor semantics).
+
+        >>> ((d(0) - 5) // 3).evaluate((0,))
+        -2
+        """
+        return _evaluate(self, dims, symbols)
+
+    def is_constant(self) -> bool:
+        return isinstance(self, Constant)
+
+    def to_str(
+        self,
+        dim_names: Callable[[int], str] | Sequence[str] | None = None,
+        symbol_names: Callable[[int], str] | Sequence[str] | None = None,
+    ) -> str:
+        """Print in MLIR/XLA syntax with the given variable names (default ``d{i}``/``s{j}``)."""
+        return _format(self, _namer(dim_names, "d"), _namer(symbol_names, "s"))
+
+    def __str__(self) -> str:
+        return self.to_str()
+
+    def __repr__(self) -> str:
+        return f"AffineExpr({self.to_str()!r})"
+
+
+def _namer(names: Callable[[int], str] | Sequence[str] | None, prefix: str) -> Callable[[int], str]:
+    if names is None:
+        return lambda i: f"{prefix}{i}"
+    if callable(names):
+        return names
+    seq = tuple(names)
+    return lambda i: seq[i] if i < len(seq) else f"{prefix}{i}"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Constant(AffineExpr):
+    value: int
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", (_RANK_CONST, self.value))
+        object.__setattr__(self, "_hash", hash(("c", self.value)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class DimExpr(AffineExpr):
+    index: int
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", (_RANK_DIM, self.index))
+        object.__setattr__(self, "_hash", hash(("d", self.index)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SymbolExpr(AffineExpr):
+    index: int
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", (_RANK_SYM, self.index))
+        object.__setattr__(self, "_hash", hash(("s", self.index)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SumExpr(AffineExpr):
+    """``sum(coeff * atom) + constant``; terms sorted, coefficients non-zero, atoms distinct.
+
+    Never built directly with fewer than two parts: use ``add``/``linear_combination``.
+    """
+
+    terms: tuple[tuple[AffineExpr, int], ...]
+    constant: int = 0
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        order = (_RANK_SUM, tuple((a._order, c) for a, c in self.terms), self.constant)
+        object.__setattr__(self, "_order", order)
+        h = hash(("+", tuple((a._hash, c) for a, c in self.terms), self.constant))
+        object.__setattr__(self, "_hash", h)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class FloorDivExpr(AffineExpr):
+    dividend: AffineExpr
+    divisor: int
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", (_RANK_FLOORDIV, self.dividend._order, self.divisor))
+        object.__setattr__(self, "_hash", hash(("/", self.dividend._hash, self.divisor)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ModExpr(AffineExpr):
+    dividend: AffineExpr
+    divisor: int
+    _order: tuple = field(init=False, compare=False)
+    _hash: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", (_RANK_MOD, self.dividend._order, self.divisor))
+        object.__setattr__(self, "_hash", hash(("%", self.dividend._hash, self.divisor)))
+
+
+# --- constructors ---------------------------------------------------------------------------
+def d(index: int) -> DimExpr:
+    """Dimension variable ``d<index>``."""
+    return DimExpr(index)
+
+
+def s(index: int) -> SymbolExpr:
+    """Symbol ``s<index>`` (range variables first, then runtime variables)."""
+    return SymbolExpr(index)
+
+
+def const(value: int) -> Constant:
+    return Constant(int(value))
+
+
+def as_expr(value: IntOrExpr) -> AffineExpr:
+    if isinstance(value, AffineExpr):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"cannot use {value!r} in an affine expression")
+    return Constant(value)
+
+
+def _const_value(value: IntOrExpr, op: str) -> int:
+    if isinstance(value, Constant):
+        return value.value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{op} by a non-constant ({value!r}) is not affine")
+
+
+def linear_parts(e: AffineExpr) -> tuple[tuple[tuple[AffineExpr, int], ...], int]:
+    """``e`` as (terms, constant): a sum's own parts, an atom as ``((e, 1),)``."""
+    if isinstance(e, SumExpr):
+        return e.terms, e.constant
+    if isinstance(e, Constant):
+        return (), e.value
+    return ((e, 1),), 0
+
+
+def linear_combination(terms: Iterable[tuple[AffineExpr, int]], constant: int = 0) -> AffineExpr:
+    """Canonical ``sum(coeff * expr) + constant``; ``expr`` may itself be any expression.
+
+    >>> str(linear_combination([(d(1), 2), (d(0), 1), (d(1), -2)], 5))
+    'd0 + 5'
+    """
+    acc: dict[AffineExpr, int] = {}
+    for expr, coeff in terms:
+        if coeff == 0:
+            continue
+        sub_terms, sub_const = linear_parts(expr)
+        constant += sub_const * coeff
+        for atom, c in sub_terms:
+            acc[atom] = acc.get(atom, 0) + c * coeff
+    items = [(a, c) for a, c in acc.items() if c != 0]
+    if not items:
+        return Constant(constant)
+    if len(items) == 1 and items[0][1] == 1 and constant == 0:
+        return items[0][0]
+    items.sort(key=lambda t: t[0]._order)
+    return SumExpr(tuple(items), constant)
+
+
+def add(a: AffineExpr, b: AffineExpr) -> AffineExpr:
+    if isinstance(b, Constant):
+        if b.value == 0:
+            return a
+        if isinstance(a, Constant):
+            return Constant(a.value + b.value)
+        return _make_sum(*linear_parts(a), b.value)
+    if isinstance(a, Constant):
+        return add(b, a)
+    return linear_combination(((a, 1), (b, 1)))
+
+
+def _make_sum(terms: tuple[tuple[AffineExpr, int], ...], constant: int, extra: int = 0) -> AffineExpr:
+    """A sum from already canonical (sorted, merged, non-zero) terms."""
+    constant += extra
+    if not terms:
+        return Constant(constant)
+    if constant == 0 and len(terms) == 1 and terms[0][1] == 1:
+        return terms[0][0]
+    return SumExpr(terms, constant)
+
+
+def scale(e: AffineExpr, factor: int) -> AffineExpr:
+    if factor == 1:
+        return e
+    if factor == 0:
+        return Constant(0)
+    if isinstance(e, Constant):
+        return Constant(e.value * factor)
+    terms, c = linear_parts(e)
+    return _make_sum(tuple((a, k * factor) for a, k in terms), c * factor)
+
+
+def multiply(a: AffineExpr, b: AffineExpr) -> AffineExpr:
+    if isinstance(b, Constant):
+        return scale(a, b.value)
+    if isinstance(a, Constant):
+        return scale(b, a.value)
+    raise TypeError(f"product of two non-constant expressions ({a}) * ({b}) is not affine")
+
+
+def floordiv(e: AffineExpr, divisor: int) -> AffineExpr:
+    """``e floordiv divisor`` (rounds toward minus infinity)."""
+    if divisor == 0:
+        raise ZeroDivisionError(f"({e}) floordiv 0")
+    if divisor < 0:
+        return floordiv(scale(e, -1), -divisor)
+    if divisor == 1:
+        return e
+    if isinstance(e, Constant):
+        return Constant(e.value // divisor)
+    if isinstance(e, FloorDivExpr):  # floor(floor(x/a)/b) == floor(x/(a*b)) for a, b > 0
+        return FloorDivExpr(e.dividend, e.divisor * divisor)
+    return FloorDivExpr(e, divisor)
+
+
+def ceildiv(e: AffineExpr, divisor: int) -> AffineExpr:
+    """``e ceildiv divisor``, stored as ``(e + divisor - 1) floordiv divisor``."""
+    if divisor == 0:
+        raise ZeroDivisionError(f"({e}) ceildiv 0")
+    if divisor < 0:
+        return ceildiv(scale(e, -1), -divisor)
+    return floordiv(add(e, Constant(divisor - 1)), divisor)
+
+
+def mod(e: AffineExpr, divisor: int) -> AffineExpr:
+    """``e mod divisor``: in ``[0, divisor)`` for a positive divisor."""
+    if divisor == 0:
+        raise ZeroDivisionError(f"({e}) mod 0")
+    if divisor < 0:  # x mod -c == -((-x) mod c), matching Python and MLIR's floor semantics
+        return scale(mod(scale(e, -1), -divisor), -1)
+    if divisor == 1:
+        return Constant(0)
+    if isinstance(e, Constant):
+        return Constant(e.value % divisor)
+    if isinstance(e, ModExpr) and e.divisor % divisor == 0:
+        return mod(e.dividend, divisor)
+    return ModExpr(e, divisor)
+
+
+# --- traversal ------------------------------------------------------------------------------
+def _evaluate(e: AffineExpr, dims: Sequence[int], symbols: Sequence[int]) -> int:
+    if isinstance(e, SumExpr):
+        total = e.constant
+        for atom, coeff in e.terms:
+            total += coeff * _evaluate(atom, dims, symbols)
+        return total
+    if isinstance(e, DimExpr):
+        return dims[e.index]
+    if isinstance(e, SymbolExpr):
+        return symbols[e.index]
+    if isinstance(e, Constant):
+        return e.value
+    if isinstance(e, FloorDivExpr):
+        return _evaluate(e.dividend, dims, symbols) // e.divisor
+    if isinstance(e, ModExpr):
+        return _evaluate(e.dividend, dims, symbols) % e.divisor
+    raise TypeError(f"not an affine expression: {e!r}")
+
+
+def substitute(
+    e: AffineExpr,
+    dims: Sequence[AffineExpr] | None,
+    symbols: Sequence[AffineExpr] | None,
+    memo: dict[int, AffineExpr] | None = None,
+) -> AffineExpr:
+    """Replace ``d_i`` by ``dims[i]`` and ``s_j`` by ``symbols[j]`` (``None``: keep as is).
+
+    ``memo`` (keyed by node id) shares work across a DAG and across several expressions.
+
+    >>> str(substitute(d(0) * 2 + s(0), [d(1) + 1], [d(0)]))
+    'd0 + d1 * 2 + 2'
+    """
+    if memo is None:
+        memo = {}
+    return _substitute(e, dims, symbols, memo)
+
+
+def _substitute(e, dims, symbols, memo):
+    key = id(e)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    if isinstance(e, DimExpr):
+        out = dims[e.index] if dims is not None else e
+    elif isinstance(e, SymbolExpr):
+        out = symbols[e.index] if symbols is not None else e
+    elif isinstance(e, Constant):
+        out = e
+    elif isinstance(e, SumExpr):
+        out = linear_combination(
+            [(_substitute(a, dims, symbols, memo), c) for a, c in e.terms], e.constant
+        )
+    elif isinstance(e, FloorDivExpr):
+        out = floordiv(_substitute(e.dividend, dims, symbols, memo), e.divisor)
+    elif isinstance(e, ModExpr):
+        out = mod(_substitute(e.dividend, dims, symbols, memo), e.divisor)
+    else:
+        raise TypeError(f"not an affine expression: {e!r}")
+    memo[key] = out
+    memo[-key - 1] = e  # keep `e` alive so its id is not reused while the memo lives
+    return out
+
+
+def used_variables(e: AffineExpr) -> tuple[frozenset[int], frozenset[int]]:
+    """The indices of the dims and of the symbols that occur in ``e``.
+
+    >>> used_variables(d(2) + s(1) // 4)
+    (frozenset({2}), frozenset({1}))
+    """
+    dims: set[int] = set()
+    syms: set[int] = set()
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, DimExpr):
+            dims.add(x.index)
+        elif isinstance(x, SymbolExpr):
+            syms.add(x.index)
+        elif isinstance(x, SumExpr):
+            stack.extend(a for a, _ in x.terms)
+        elif isinstance(x, (FloorDivExpr, ModExpr)):
+            stack.append(x.dividend)
+    return frozenset(dims), frozenset(syms)
+
+
+def coefficient_gcd(terms: Iterable[tuple[AffineExpr, int]]) -> int:
+    g = 0
+    for _, c in terms:
+        g = gcd(g, c)
+    return g
+
+
+# --- printing -------------------------------------------------------------------------------
+def _format(e: AffineExpr, dn: Callable[[int], str], sn: Callable[[int], str]) -> str:
+    if isinstance(e, DimExpr):
+        return dn(e.index)
+    if isinstance(e, SymbolExpr):
+        return sn(e.index)
+    if isinstance(e, Constant):
+        return str(e.value)
+    if isinstance(e, (FloorDivExpr, ModExpr)):
+        op = "floordiv" if isinstance(e, FloorDivExpr) else "mod"
+        return f"{_operand(e.dividend, dn, sn)} {op} {e.divisor}"
+    if isinstance(e, SumExpr):
+        parts: list[str] = []
+        for i, (atom, coeff) in enumerate(e.terms):
+            if i == 0:
+                if coeff == 1:
+                    parts.append(_format(atom, dn, sn))
+                elif coeff == -1:
+                    parts.append("-" + _operand(atom, dn, sn))
+                else:
+                    parts.append(f"{_operand(atom, dn, sn)} * {coeff}")
+                continue
+            sign = " + " if coeff > 0 else " - "
+            mag = abs(coeff)
+            body = _format(atom, dn, sn) if mag == 1 else f"{_operand(atom, dn, sn)} * {mag}"
+            parts.append(sign + body)
+        if e.constant > 0:
+            parts.append(f" + {e.constant}")
+        elif e.constant < 0:
+            parts.append(f" - {-e.constant}")
+        return "".join(parts)
+    raise TypeError(f"not an affine expression: {e!r}")
+
+
+def _operand(e: AffineExpr, dn, sn) -> str:
+    """An operand of ``*``, ``floordiv``, ``mod`` or unary minus: parenthesized unless atomic."""
+    text = _format(e, dn, sn)
+    if isinstance(e, (DimExpr, SymbolExpr)) or (isinstance(e, Constant) and e.value >= 0):
+        return text
+    return f"({text})"
