@@ -1,0 +1,108 @@
+"""The public entry points of the indexing analysis (see the package docstring)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.shape import Shape, TupleShape
+from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
+from tiling.indexing_analysis.operands import Operand, num_outputs
+from tiling.indexing_map import IndexingMap
+
+
+def _holding_computation(instr: HloInstruction, module) -> HloComputation | None:
+    if isinstance(module, HloComputation):
+        return module
+    for computation in module.computations:
+        if computation.has_instruction(instr.name) and computation.instruction(instr.name) == instr:
+            return computation
+    return None
+
+
+def _operands(instr: HloInstruction, module, operand_shapes) -> tuple[Operand, ...]:
+    if operand_shapes is not None:
+        if len(operand_shapes) != len(instr.operands):
+            raise ValueError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands,"
+                             f" got {len(operand_shapes)} operand shapes")
+        return tuple(Operand(shape) for shape in operand_shapes)
+    if not instr.operands:
+        return ()
+    computation = None if module is None else _holding_computation(instr, module)
+    if computation is None:
+        raise ValueError(
+            f"{instr.opcode} {instr.name!r}: pass the module (or computation) holding it, or"
+            " operand_shapes, to know its operands' shapes")
+    return tuple(
+        Operand(computation.instruction(n).shape, computation.instruction(n))
+        for n in instr.operands
+    )
+
+
+def _as_set(maps) -> frozenset[IndexingMap]:
+    return frozenset(m.simplify() for m in maps if not m.is_known_empty
+                     and not m.simplify().is_known_empty)
+
+
+def _module_of(instr: HloInstruction, module) -> HloModule:
+    if not isinstance(module, HloModule):
+        raise ValueError(f"fusion {instr.name!r}: pass the HloModule to reach its fused"
+                         " computation")
+    return module
+
+
+def output_to_input_indexing(
+    instr: HloInstruction,
+    module: HloModule | HloComputation | None = None,
+    output_index: int = 0,
+    operand_shapes: Sequence[Shape] | None = None,
+) -> tuple[frozenset[IndexingMap], ...]:
+    """One set of maps per operand: from output ``output_index`` (a leaf of a tuple-shaped
+    result) of ``instr`` to that operand."""
+    if instr.opcode == "fusion":
+        from tiling.fusion_indexing import fusion_output_to_input
+
+        per_operand = fusion_output_to_input(instr, _module_of(instr, module), output_index)
+        return tuple(_as_set(maps) for maps in per_operand)
+    maps = op_output_to_input(instr, _operands(instr, module, operand_shapes), output_index)
+    return tuple(_as_set((m,)) for m in maps)
+
+
+def input_to_output_indexing_per_output(
+    instr: HloInstruction,
+    operand_index: int,
+    module: HloModule | HloComputation | None = None,
+    operand_shapes: Sequence[Shape] | None = None,
+) -> tuple[frozenset[IndexingMap], ...]:
+    """One set of maps per output (tuple leaf, in order; one for an array result): from
+    operand ``operand_index`` to that output."""
+    if not 0 <= operand_index < len(instr.operands):
+        raise ValueError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands;"
+                         f" there is no operand {operand_index}")
+    if instr.opcode == "fusion":
+        from tiling.fusion_indexing import fusion_input_to_output
+
+        per_output = fusion_input_to_output(instr, _module_of(instr, module), operand_index)
+        return tuple(_as_set(maps) for maps in per_output)
+    maps = op_input_to_output(instr, _operands(instr, module, operand_shapes), operand_index)
+    return tuple(_as_set((m,)) for m in maps)
+
+
+def input_to_output_indexing(
+    instr: HloInstruction,
+    operand_index: int,
+    module: HloModule | HloComputation | None = None,
+    operand_shapes: Sequence[Shape] | None = None,
+) -> frozenset[IndexingMap]:
+    """The maps from operand ``operand_index`` to the output.  For a tuple-shaped result
+    whose leaves all have the same dims (a variadic reduce: every input reaches every output
+    through the same map) this is the union over the leaves; other multi-output results
+    (a multi-output fusion) need ``input_to_output_indexing_per_output``."""
+    per_output = input_to_output_indexing_per_output(instr, operand_index, module,
+                                                     operand_shapes)
+    if isinstance(instr.shape, TupleShape) and num_outputs(instr.shape) > 1:
+        leaves = {leaf.dims for leaf in instr.shape.elements}
+        if len(leaves) > 1:
+            raise ValueError(
+                f"{instr.opcode} {instr.name!r} has outputs of different shapes; use"
+                " input_to_output_indexing_per_output")
+    return frozenset().union(*per_output)

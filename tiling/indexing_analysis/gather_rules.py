@@ -1,0 +1,60 @@
+"""Indexing of gather: start indices are runtime variables read from the indices operand.
+
+The seed shows the canonical form (``indices`` is ``[N, K]`` with ``index_vector_dim=1``, no
+collapsed dims, ``start_index_map={0..K-1}``); this rule also accepts collapsed slice dims,
+any ``start_index_map`` and any ``index_vector_dim`` (gathers with operand batching dims get
+an undefined map).  Output dims not in ``offset_dims`` are the batch dims; they index the
+indices operand, with ``index_vector_dim`` in between.  Operand dim ``k`` is read at
+``offset_dim + rt_k`` (``rt_k`` only for ``k`` in ``start_index_map``, feasible in
+``[0, operand_dim - slice_size]`` since XLA clamps the start indices).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tiling.affine_expr import AffineExpr, Constant, d, s
+from tiling.indexing_analysis.operands import Operand, array_dims, undefined_maps
+from tiling.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.interval import Interval
+
+
+def _output_to_input_gather(instr, operands: Sequence[Operand], output_index: int):
+    out = array_dims(instr.shape)
+    if instr.attr("operand_batching_dims", ()):
+        return undefined_maps(2)
+    operand_dims, indices_dims = operands[0].dims, operands[1].dims
+    offset_dims = tuple(instr.attr("offset_dims"))
+    collapsed = set(instr.attr("collapsed_slice_dims", ()))
+    start_index_map = tuple(instr.attr("start_index_map"))
+    index_vector_dim = instr.attr("index_vector_dim")
+    slice_sizes = tuple(instr.attr("slice_sizes"))
+    batch_dims = [i for i in range(len(out)) if i not in offset_dims]
+    rank = len(out)
+
+    def indices_index(component: AffineExpr) -> tuple[AffineExpr, ...]:
+        exprs: list[AffineExpr] = []
+        batch = iter(batch_dims)
+        for j in range(len(indices_dims)):
+            exprs.append(component if j == index_vector_dim else d(next(batch)))
+        return tuple(exprs)
+
+    index_vector_length = (indices_dims[index_vector_dim]
+                           if index_vector_dim < len(indices_dims) else 1)
+    indices_map = IndexingMap.from_sizes(indices_index(s(0)), out, (index_vector_length,))
+    if index_vector_dim == len(indices_dims):
+        indices_map = IndexingMap.from_sizes(indices_index(s(0)), out)
+
+    results: list[AffineExpr] = []
+    rt_vars: list[RTVar] = []
+    offsets = iter(offset_dims)
+    for k, n in enumerate(operand_dims):
+        e: AffineExpr = Constant(0) if k in collapsed else d(next(offsets))
+        if k in start_index_map:
+            component = start_index_map.index(k)
+            rt_map = AffineMap(rank, 0, indices_index(Constant(component)))
+            e = e + s(len(rt_vars))
+            rt_vars.append(RTVar(Interval(0, n - slice_sizes[k]), operands[1].instruction,
+                                 rt_map))
+        results.append(e)
+    operand_map = IndexingMap.create(tuple(results), [(0, n - 1) for n in out], (), rt_vars)
+    return operand_map, indices_map

@@ -1,0 +1,133 @@
+"""``fusion-compile indexing FILE.hlo``: the indexing maps of one instruction.
+
+By default the ENTRY root (through its fused computation if it is a fusion), output -> input
+for output 0 and every operand, each map in XLA's one-line text form (``--multiline``: the
+seed's form, with runtime variables' instructions).  ``--direction input-to-output`` needs
+``--operand K`` and prints the maps from operand K to every output.  Unknown maps print as
+``UNDEFINED``.  Never imports torch or triton.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+
+from fusion.errors import FusionCompilerError
+from fusion.parser import parse_hlo
+from fusion.shape import flatten_shape
+
+HELP = "print an instruction's indexing maps (output->input or input->output)"
+
+
+class IndexingCommandError(FusionCompilerError):
+    """A bad ``indexing`` command line: unknown instruction, missing or bad operand/output."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="an HLO text file")
+    parser.add_argument("--instruction", help="instruction name (default: the ENTRY root)")
+    parser.add_argument("--direction", choices=("output-to-input", "input-to-output"),
+                        default="output-to-input")
+    parser.add_argument("--output", type=int, default=0, help="output (tuple leaf) index")
+    parser.add_argument("--operand", type=int, help="operand index (all by default)")
+    parser.add_argument("--multiline", action="store_true", help="the seed's multi-line form")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _find(module, name: str | None):
+    if name is None:
+        return module.entry.root
+    name = name.lstrip("%")
+    for computation in module.computations:
+        if computation.has_instruction(name):
+            return computation.instruction(name)
+    names = [i.name for c in module.computations for i in c.instructions]
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise IndexingCommandError(f"no instruction named {name!r} in module {module.name}{hint}",
+                               where=f"--instruction {name}")
+
+
+def _sorted_texts(maps, multiline: bool = False) -> list[str]:
+    return sorted(m.to_string(multiline=multiline) for m in maps)
+
+
+def describe(text: str, instruction: str | None = None, direction: str = "output-to-input",
+             output: int = 0, operand: int | None = None) -> dict:
+    """The ``--json`` object.
+
+    >>> r = describe('''HloModule m
+    ... ENTRY e {
+    ...   p = f32[2,3] parameter(0)
+    ...   ROOT t = f32[3,2] transpose(p), dimensions={1,0}
+    ... }''')
+    >>> r["operands"]
+    [{'operand': 0, 'maps': ['(d0, d1) -> (d1, d0), domain: d0 in [0, 2], d1 in [0, 1]']}]
+    """
+    return _describe(text, instruction, direction, output, operand, multiline=False)
+
+
+def _describe(text, instruction, direction, output, operand, multiline) -> dict:
+    from tiling.indexing_analysis import (
+        input_to_output_indexing_per_output,
+        output_to_input_indexing,
+    )
+
+    module = parse_hlo(text)
+    instr = _find(module, instruction)
+    n_operands = len(instr.operands)
+    if operand is not None and not 0 <= operand < n_operands:
+        raise IndexingCommandError(
+            f"{instr.opcode} {instr.name} has {n_operands} operands; --operand {operand} is out"
+            " of range", where=f"--operand {operand}")
+    if direction == "input-to-output":
+        if operand is None:
+            raise IndexingCommandError(
+                "--direction input-to-output needs --operand K (which operand's maps to print)",
+                where="--operand")
+        holder = _holding(module, instr)
+        per_output = input_to_output_indexing_per_output(instr, operand, holder)
+        return {"instruction": instr.name, "direction": direction, "operand": operand,
+                "outputs": [{"output": j, "maps": _sorted_texts(s, multiline)}
+                            for j, s in enumerate(per_output)]}
+    n_outputs = len(flatten_shape(instr.shape))
+    if not 0 <= output < n_outputs:
+        raise IndexingCommandError(
+            f"{instr.opcode} {instr.name} has {n_outputs} outputs; --output {output} is out of"
+            " range", where=f"--output {output}")
+    holder = _holding(module, instr)
+    per_operand = output_to_input_indexing(instr, holder, output_index=output)
+    wanted = range(n_operands) if operand is None else [operand]
+    return {"instruction": instr.name, "direction": direction, "output": output,
+            "operands": [{"operand": k, "maps": _sorted_texts(per_operand[k], multiline)}
+                         for k in wanted]}
+
+
+def _holding(module, instr):
+    # A fusion needs the module; any other instruction, the computation holding it.
+    if instr.opcode == "fusion":
+        return module
+    for computation in module.computations:
+        if computation.has_instruction(instr.name) and computation.instruction(instr.name) is instr:
+            return computation
+    return module
+
+
+def run(args: argparse.Namespace) -> int:
+    with open(args.file, encoding="utf-8") as f:
+        text = f.read()
+    result = _describe(text, args.instruction, args.direction, args.output, args.operand,
+                       multiline=args.multiline and not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['instruction']}: {result['direction']}")
+    groups = result.get("operands") or result.get("outputs")
+    key = "operand" if "operands" in result else "output"
+    for group in groups:
+        label = (f"output {result['output']} -> operand {group['operand']}" if key == "operand"
+                 else f"operand {result['operand']} -> output {group['output']}")
+        print(f"{label}:" + ("" if group["maps"] else " (not read)"))
+        for text_ in group["maps"]:
+            print("  " + text_.replace("\n", "\n  "))
+    return 0
