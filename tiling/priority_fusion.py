@@ -1,0 +1,347 @@
+"""Priority fusion: turn an unfused module (as JAX lowers it) into XLA-style fusions.
+
+In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
+
+1. canonicalize (``fusion.canonicalize``: inline calls, drop no-op ops, fold constants);
+2. every instruction starts as its own node; repeatedly, of all producers that may fuse into
+   *all* their consumers (see ``tiling.fusion_decisions``), the one saving the most bytes of
+   memory traffic is fused (a producer with several consumers is duplicated into each);
+3. producer-consumer multi-output fusion: a producer that must stay materialized (it is
+   expensive and has other users) is fused into a reduction that reads it and becomes a second
+   output of that fusion (softmax's ``exp`` with its row sum);
+4. sibling multi-output fusion: reductions of the same shape sharing an input become one
+   fusion with a tuple root (kind ``kInput``);
+5. every node that does work becomes a ``fusion`` (kind ``kInput`` with a reduction hero, else
+   ``kLoop``); ``while``/``conditional`` bodies are fused recursively.
+
+Dots, gathers, scatters, sorts, reduce-windows, custom-calls and control flow stay unfused
+(XLA GPU would put dots into Triton gemm fusions; this pass keeps them as their own kernels).
+
+>>> from fusion.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   p = f32[4,8] parameter(0)
+...   e = f32[4,8] exponential(p)
+...   ROOT n = f32[4,8] negate(e)
+... }''')
+>>> result = fuse_module(m)
+>>> [i.opcode for i in result.module.entry.instructions]
+['parameter', 'fusion']
+>>> print(result.decisions[0])
+e: fuse e -> n: saves 256 bytes
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fusion.canonicalize import canonicalize
+from fusion.hlo_module import HloComputation, HloModule
+from fusion.shape import ArrayShape
+from tiling.fusion_builder import NameAllocator, fused_computation, rebuild_computation
+from tiling.fusion_decisions import (
+    FUSIBLE_OPCODES,
+    MAX_FUSION_MEMBERS,
+    MAX_FUSION_PARAMETERS,
+    FusionDecision,
+    MapsCheck,
+    Node,
+    TileCheck,
+    broadcast_reuse,
+    epilogue_problem,
+    external_inputs,
+    has_expensive,
+    indexing_reads_differently,
+    is_kernel,
+    node_traffic,
+    reduce_members,
+    structural_tile_check,
+)
+from tiling.fusion_multi_output import multi_output_fusion
+
+# Attribute keys whose computations run at the caller's level (fused recursively); other
+# called computations (reduction regions, comparators, fused computations) are left alone.
+CONTROL_FLOW_KEYS = ("body", "branch_computations", "condition", "false_computation",
+                     "true_computation")
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    """Knobs of the pass.  ``tile_check`` and ``maps_check`` are the injected analyses
+    (defaults: the emitter analysis, and the indexing analysis with a structural fallback)."""
+
+    canonicalize: bool = True
+    multi_output: bool = True
+    tile_check: TileCheck | None = None
+    maps_check: MapsCheck | None = None
+    max_members: int = MAX_FUSION_MEMBERS
+    max_parameters: int = MAX_FUSION_PARAMETERS
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """The fused module and every decision taken (or refused), with its reason."""
+
+    module: HloModule
+    decisions: tuple[FusionDecision, ...]
+
+    def explain(self) -> str:
+        """The decision log, one line per decision."""
+        return "\n".join(str(d) for d in self.decisions)
+
+
+@dataclass
+class FusionGraph:
+    """The nodes of one computation while the pass runs (owned by one call; not shared)."""
+
+    comp: HloComputation
+    module: HloModule
+    options: FusionOptions
+    nodes: dict[int, Node] = field(default_factory=dict)
+    _next: int = 0
+    _cache: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = {i.name: n for n, i in enumerate(self.comp.instructions)}
+        for instr in self.comp.instructions:
+            fusible = instr.opcode in FUSIBLE_OPCODES and (
+                isinstance(instr.shape, ArrayShape) or instr.opcode == "reduce")
+            self.add(Node((instr.name,), (instr.name,), fusible))
+
+    def add(self, node: Node) -> int:
+        self.nodes[self._next] = node
+        self._next += 1
+        return self._next - 1
+
+    def ordered(self, names) -> tuple[str, ...]:
+        return tuple(sorted(set(names), key=self.index.__getitem__))
+
+    def readers(self) -> dict[str, list[int]]:
+        """For each value, the nodes reading it from memory."""
+        out: dict[str, list[int]] = {}
+        for nid, node in self.nodes.items():
+            for v in external_inputs(self.comp, node.members):
+                out.setdefault(v, []).append(nid)
+        return out
+
+    def owner(self) -> dict[str, int]:
+        return {v: nid for nid, node in self.nodes.items() for v in node.outputs}
+
+    def successors(self) -> dict[int, set[int]]:
+        owner = self.owner()
+        succ: dict[int, set[int]] = {nid: set() for nid in self.nodes}
+        for nid, node in self.nodes.items():
+            for v in external_inputs(self.comp, node.members):
+                succ[owner[v]].add(nid)
+        return succ
+
+    def traffic(self, node: Node) -> int:
+        return node_traffic(self.comp, node)
+
+    def candidate(self, node: Node) -> HloComputation:
+        """The fused computation ``node`` would become, for the injected checks."""
+        names = NameAllocator(set(self.index))
+        return fused_computation(self.comp, node, "candidate", names)
+
+    def check_limits(self, node: Node) -> str | None:
+        if len(node.members) > self.options.max_members:
+            return f"the fusion would have {len(node.members)} instructions (limit " \
+                   f"{self.options.max_members})"
+        inputs = len(external_inputs(self.comp, node.members))
+        if inputs > self.options.max_parameters:
+            return f"the fusion would have {inputs} parameters (limit " \
+                   f"{self.options.max_parameters})"
+        return None
+
+    def tile_problem(self, node: Node) -> str | None:
+        check = self.options.tile_check or structural_tile_check
+        return check(self.candidate(node), self.module)
+
+    def reads_differently(self, node: Node, name: str) -> bool:
+        check = self.options.maps_check or indexing_reads_differently
+        return check(self.candidate(node), self.module, name)
+
+    def order(self) -> list[Node]:
+        """Nodes with producers first (stable by the position of their first output)."""
+        succ = self.successors()
+        indegree = {nid: 0 for nid in self.nodes}
+        for nid, targets in succ.items():
+            for t in targets:
+                indegree[t] += 1
+        key = {nid: min(self.index[o] for o in n.outputs) for nid, n in self.nodes.items()}
+        ready = sorted((nid for nid, d in indegree.items() if d == 0), key=key.__getitem__)
+        out: list[Node] = []
+        while ready:
+            nid = ready.pop(0)
+            out.append(self.nodes[nid])
+            for t in succ[nid]:
+                indegree[t] -= 1
+                if indegree[t] == 0:
+                    ready.append(t)
+            ready.sort(key=key.__getitem__)
+        return out
+
+
+def evaluate_producer(graph: FusionGraph, pid: int, readers: dict[str, list[int]]
+                      ) -> tuple[FusionDecision, list[int], list[Node]] | None:
+    """Whether node ``pid`` may fuse into all its consumers, with the merged consumer nodes;
+    None when it has no consumer (or is a parameter, tuple or get-tuple-element)."""
+    comp = graph.comp
+    producer = graph.nodes[pid]
+    consumers = sorted(set(readers.get(producer.root, ())))
+    if not consumers:
+        return None
+    opcode = comp.instruction(producer.root).opcode
+    if opcode in ("get-tuple-element", "parameter", "tuple"):
+        return None
+    names = tuple(graph.nodes[c].root for c in consumers)
+    key = (producer, tuple(graph.nodes[c] for c in consumers))
+    if key in graph._cache:
+        return graph._cache[key]
+
+    def reject(reason: str) -> tuple[FusionDecision, list[int], list[Node]]:
+        return FusionDecision(comp.name, producer.root, names, False, reason), consumers, []
+
+    result = _judge(graph, producer, consumers, reject)
+    graph._cache[key] = result
+    return result
+
+
+def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
+    comp = graph.comp
+    opcode = comp.instruction(producer.root).opcode
+    if not producer.fusible:
+        hint = " (XLA GPU would make it a Triton gemm fusion)" if opcode == "dot" else ""
+        return reject(f"{opcode} is not fusible: it stays its own kernel{hint}")
+    if len(producer.outputs) > 1:
+        return reject("a multi-output fusion is not fused further")
+    if producer.root == comp.root_name:
+        return reject("it is the computation's result")
+    for c in consumers:
+        node = graph.nodes[c]
+        if not node.fusible:
+            return reject(f"consumer {node.root} ({comp.instruction(node.root).opcode}) "
+                          "cannot take a fused producer")
+    reduces = reduce_members(comp, producer.members)
+    if reduces and len(consumers) > 1:
+        return reject(f"reduction {reduces[0]} would be computed {len(consumers)} times")
+    if reduces:
+        problem = epilogue_problem(comp, producer, graph.nodes[consumers[0]])
+        if problem:
+            return reject(f"no reduction epilogue: {problem}")
+    expensive = has_expensive(comp, producer.members)
+    if expensive and len(consumers) > 1:
+        return reject(f"expensive {comp.instruction(expensive).opcode} {expensive} would be "
+                      f"computed in {len(consumers)} consumers")
+    merged: list[Node] = []
+    for c in consumers:
+        consumer = graph.nodes[c]
+        node = Node(graph.ordered(consumer.members + producer.members), consumer.outputs, True)
+        problem = graph.check_limits(node)
+        if problem:
+            return reject(problem)
+        if expensive and not reduces:
+            fused = graph.candidate(node)
+            if broadcast_reuse(fused, producer.root):
+                return reject(f"expensive {expensive} would be recomputed for every element "
+                              f"a broadcast in {consumer.root} makes of it")
+            if graph.reads_differently(node, producer.root):
+                return reject(f"expensive {expensive} is read through different indexing "
+                              f"maps in {consumer.root}")
+        problem = graph.tile_problem(node)
+        if problem:
+            return reject(f"fusing into {consumer.root} cannot be tiled: {problem}")
+        merged.append(node)
+    before = graph.traffic(producer) + sum(graph.traffic(graph.nodes[c]) for c in consumers)
+    saved = before - sum(graph.traffic(n) for n in merged)
+    if saved < 0 or (saved == 0 and is_kernel(graph.comp, producer)):
+        return reject(f"would move {-saved} more bytes")
+    reason = f"saves {saved} bytes" + (
+        f", duplicated into {len(consumers)} consumers" if len(consumers) > 1 else "")
+    decision = FusionDecision(comp.name, producer.root,
+                              tuple(graph.nodes[c].root for c in consumers), True, reason, saved)
+    return decision, consumers, merged
+
+
+def producer_consumer_fusion(graph: FusionGraph) -> list[FusionDecision]:
+    """Fuse the best producer into its consumers until none saves traffic; then log why the
+    remaining producers stay."""
+    log: list[FusionDecision] = []
+    while True:
+        readers = graph.readers()
+        best = None
+        for pid in list(graph.nodes):
+            judged = evaluate_producer(graph, pid, readers)
+            if judged is None or not judged[0].fused:
+                continue
+            rank = (judged[0].bytes_saved, -graph.index[graph.nodes[pid].root])
+            if best is None or rank > best[0]:
+                best = (rank, pid, judged)
+        if best is None:
+            break
+        _, pid, (decision, consumers, merged) = best
+        del graph.nodes[pid]
+        for c in consumers:
+            del graph.nodes[c]
+        for node in merged:
+            graph.add(node)
+        log.append(decision)
+    readers = graph.readers()
+    for pid in sorted(graph.nodes, key=lambda n: graph.index[graph.nodes[n].root]):
+        judged = evaluate_producer(graph, pid, readers)
+        node = graph.nodes[pid]
+        if judged is not None and (node.fusible or is_kernel(graph.comp, node)):
+            log.append(judged[0])
+    return log
+
+
+def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOptions,
+                     names: NameAllocator) -> tuple[HloComputation, list[HloComputation],
+                                                    list[FusionDecision]]:
+    """Fuse one computation: its new version, the fused computations, the decisions."""
+    graph = FusionGraph(comp, module, options)
+    log = producer_consumer_fusion(graph)
+    if options.multi_output:
+        log += multi_output_fusion(graph)
+    new, fused = rebuild_computation(comp, graph.order(), names)
+    return new, fused, log
+
+
+def computations_to_fuse(module: HloModule) -> list[str]:
+    """The entry and every computation run as control flow from it (while bodies and
+    conditions, conditional branches, calls that were not inlined)."""
+    out: list[str] = []
+    stack = [module.entry_name]
+    while stack:
+        name = stack.pop()
+        if name in out or not module.has_computation(name):
+            continue
+        out.append(name)
+        for instr in module.computation(name).instructions:
+            for key, value in instr.attributes:
+                if key in CONTROL_FLOW_KEYS or (instr.opcode == "call" and key == "to_apply"):
+                    stack.extend(value if isinstance(value, tuple) else (value,))
+    return out
+
+
+def fuse_module(module: HloModule, *, options: FusionOptions | None = None) -> FusionResult:
+    """Canonicalize and fuse ``module``; the result verifies, prints and parses back, and
+    evaluates to the same values bit for bit.  See the module docstring for an example."""
+    options = options or FusionOptions()
+    if options.canonicalize:
+        module = canonicalize(module)
+    targets = set(computations_to_fuse(module))
+    names = NameAllocator({i.name for c in module.computations for i in c.instructions}
+                          | {c.name for c in module.computations})
+    computations: list[HloComputation] = []
+    decisions: list[FusionDecision] = []
+    for comp in module.computations:
+        if comp.name not in targets:
+            computations.append(comp)
+            continue
+        new, fused, log = fuse_computation(comp, module, options, names)
+        computations.extend(fused)
+        computations.append(new)
+        decisions.extend(log)
+    fused_module = HloModule(module.name, tuple(computations), module.entry_name,
+                             module.attributes, module.stack_frames)
+    return FusionResult(fused_module, tuple(decisions))
