@@ -1,0 +1,149 @@
+"""Candidate enumeration, costs, the default choice, and XLA's block_level_fusion_config."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusion.parser import parse_hlo
+from tiling.tiled_fusion import analyze_fusion_tiling
+from tiling.tiling_candidates import (
+    candidate_sizes,
+    choose_tiling,
+    evaluate_candidate,
+    tiling_candidates,
+)
+from tiling.tiling_legality import MAX_PERSISTENT_REDUCTION, check_tiling
+from tiling.xla_tiling_config import xla_tiling_of
+
+
+def _module(body: str, params: str, out: str, backend_config: str = "") -> tuple:
+    text = (f"HloModule m\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            f"  ROOT s = f32[] add(a, b)\n}}\nf {{\n{body}\n}}\nENTRY e {{\n{params}\n"
+            f"  ROOT y = {out} fusion({', '.join(p.split('=')[0].strip() for p in params.splitlines())}),"
+            f" kind=kCustom, calls=f{backend_config}\n}}")
+    m = parse_hlo(text)
+    return m, m.entry.root
+
+
+def test_candidate_sizes_are_powers_of_two_plus_the_dim():
+    assert candidate_sizes((6,)) == [(1,), (2,), (4,), (6,)]
+    assert len(candidate_sizes((6, 512, 4096))) == 4 * 10 * 13
+
+
+def test_reuse_counts_a_parameter_read_through_two_overlapping_maps_once():
+    m, f = _module("  p = f32[8,8] parameter(0)\n  t = f32[8,8] transpose(p), dimensions={1,0}\n"
+                   "  ROOT a = f32[8,8] add(p, t)", "  x = f32[8,8] parameter(0)", "f32[8,8]")
+    c = evaluate_candidate(analyze_fusion_tiling(m, f), (8, 8))
+    assert c.bytes_read == 2 * 64 * 4            # two tiles of the whole parameter
+    assert c.bytes_read_with_reuse == 64 * 4     # the same elements: read once
+    c = evaluate_candidate(analyze_fusion_tiling(m, f), (2, 8))
+    # rows 0-1 and columns 0-1 overlap in a 2x2 corner
+    assert c.bytes_read_with_reuse == (16 + 16 - 4) * 4
+    assert c.bytes_written == 16 * 4 and c.flops == 16
+
+
+def test_broadcast_operand_is_reread_by_every_block():
+    m, f = _module("  p = f32[256] parameter(0)\n"
+                   "  ROOT b = f32[64,256] broadcast(p), dimensions={1}",
+                   "  x = f32[256] parameter(0)", "f32[64,256]")
+    report = tiling_candidates(m, f)
+    c = next(c for c in report.legal if c.tile_sizes == (1, 256))
+    assert c.num_blocks == 64 and c.total_bytes_read == 64 * 256 * 4
+    assert report.reread_factor(c) == 64.0
+
+
+def test_default_is_coalesced_and_explained():
+    m, f = _module("  p = f32[6,4096] parameter(0)\n  ROOT e = f32[6,4096] exponential(p)",
+                   "  x = f32[6,4096] parameter(0)", "f32[6,4096]")
+    report = tiling_candidates(m, f)
+    assert report.default.tile_sizes[1] >= 128
+    assert "coalesce" in report.default_reason and "blocks" in report.default_reason
+    assert all(r.reason for r in report.rejected)
+    assert any("fewer than 16" in r.reason for r in report.rejected)
+
+
+@pytest.mark.parametrize("rows, cols, chunked", [(4, 8, False), (4, 65536, True)])
+def test_row_reduction_whole_when_it_fits_chunked_otherwise(rows, cols, chunked):
+    m, f = _module(f"  p = f32[{rows},{cols}] parameter(0)\n  z = f32[] constant(0)\n"
+                   f"  ROOT r = f32[{rows}] reduce(p, z), dimensions={{1}}, to_apply=add",
+                   f"  x = f32[{rows},{cols}] parameter(0)", f"f32[{rows}]")
+    report = tiling_candidates(m, f)
+    assert (report.default.reduction_chunk is not None) == chunked
+    if chunked:
+        assert report.default.reduction_chunk <= MAX_PERSISTENT_REDUCTION
+        assert "chunks" in report.default_reason
+    else:
+        assert "persistent" in report.default_reason
+
+
+def test_column_reduction_keeps_the_reduced_dim_whole():
+    m, f = _module("  p = f32[64,32] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT r = f32[32] reduce(p, z), dimensions={0}, to_apply=add",
+                   "  x = f32[64,32] parameter(0)", "f32[32]")
+    analysis = analyze_fusion_tiling(m, f)
+    report = tiling_candidates(m, f)
+    assert report.default.reduction_chunk is None
+    tiled = analysis.instantiate(report.default.tile_sizes)
+    p_tile = next(t for t in tiled.instructions if t.name == "p")
+    assert p_tile.tile.sizes == (64, report.default.tile_sizes[0])
+
+
+@pytest.mark.parametrize("path, fusion", [
+    ("tests/data/hlo/softmax.after.hlo", "reduce_divide_fusion"),
+    ("tests/data/hlo/layernorm.after.hlo", "add_rsqrt_fusion"),
+])
+def test_corpus_reductions_are_persistent(path, fusion):
+    from pathlib import Path
+    m = parse_hlo((Path(__file__).resolve().parents[2] / path).read_text())
+    f = next(i for _, i in m.fusions() if i.name == fusion)
+    report = tiling_candidates(m, f)
+    assert report.default is not None and report.default.reduction_chunk is None
+    tiled = analyze_fusion_tiling(m, f).instantiate(report.default.tile_sizes)
+    assert any(t.tile.sizes == (report.default.tile_sizes[0], 8) for t in tiled.instructions)
+
+
+def test_concatenate_tiles_must_divide_operands_evenly():
+    m, f = _module("  a = f32[4,32] parameter(0)\n  b = f32[4,64] parameter(1)\n"
+                   "  ROOT c = f32[4,96] concatenate(a, b), dimensions={1}",
+                   "  x = f32[4,32] parameter(0)\n  w = f32[4,64] parameter(1)", "f32[4,96]")
+    analysis = analyze_fusion_tiling(m, f)
+    assert check_tiling(analysis, (1, 32)) is None
+    assert "evenly" in check_tiling(analysis, (1, 64))
+    assert "evenly" in check_tiling(analysis, (1, 96))
+
+
+def test_grid_and_numel_limits():
+    m, f = _module("  p = f32[2048,1024] parameter(0)\n  ROOT e = f32[2048,1024] negate(p)",
+                   "  x = f32[2048,1024] parameter(0)", "f32[2048,1024]")
+    analysis = analyze_fusion_tiling(m, f)
+    assert "1048576" in check_tiling(analysis, (2048, 1024))
+    assert check_tiling(analysis, (1024, 1024)) is None
+
+
+XLA_CONFIG = json.dumps({"fusion_backend_config": {"kind": "__triton", "block_level_fusion_config": {
+    "output_tiles": [{"sizes": ["2", "128"]}], "num_warps": "4", "num_stages": 1}}})
+
+
+def test_xla_tiling_is_honored_unless_ours_is_asked_for():
+    m, f = _module("  p = f32[8,256] parameter(0)\n  ROOT e = f32[8,256] exponential(p)",
+                   "  x = f32[8,256] parameter(0)", "f32[8,256]",
+                   f", backend_config='{XLA_CONFIG}'")
+    cfg = xla_tiling_of(f)
+    assert cfg.tile_sizes == (2, 128) and cfg.num_warps == 4 and cfg.num_stages == 1
+    report = tiling_candidates(m, f)
+    assert report.xla_problem is None
+    chosen, why = choose_tiling(report)
+    assert chosen.tile_sizes == (2, 128) and "XLA" in why
+    ours, _ = choose_tiling(report, prefer_ours=True)
+    assert ours == report.default
+
+
+def test_illegal_xla_tiling_is_reported_and_ours_used():
+    bad = XLA_CONFIG.replace('"2", "128"', '"1", "4"')
+    m, f = _module("  p = f32[8,256] parameter(0)\n  ROOT e = f32[8,256] exponential(p)",
+                   "  x = f32[8,256] parameter(0)", "f32[8,256]", f", backend_config='{bad}'")
+    report = tiling_candidates(m, f)
+    assert "fewer than 16" in report.xla_problem
+    chosen, why = choose_tiling(report)
+    assert chosen == report.default and "rejected" in why

@@ -1,0 +1,325 @@
+"""The tiled instruction graph of a fusion (XLA's ``SymbolicTileAnalysis`` and
+``TiledHloComputation``).
+
+The fusion's output is cut into blocks of ``tile_sizes``; each block becomes one Triton
+program.  Walking from the root operand-wards, every instruction gets the map from the fusion
+output to its own elements (the composition of the per-op maps along the path) and, from it,
+its symbolic tile (``tiling.symbolic_tile``).  Two paths asking for the same tile share one
+node; different tiles of one instruction (``p0 + transpose(p0)``) are different nodes.
+
+>>> from fusion.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... f {
+...   p0 = f32[4,256] parameter(0)
+...   ROOT e = f32[4,256] exponential(p0)
+... }
+... ENTRY main {
+...   x = f32[4,256] parameter(0)
+...   ROOT r = f32[4,256] fusion(x), kind=kLoop, calls=f
+... }''')
+>>> tiled = tile_fusion(m, m.entry.root, (1, 128))
+>>> tiled.grid, tiled.num_blocks
+((4, 2), 8)
+>>> print(tiled)
+p0 = parameter() tile_sizes=(1, 128) tile_strides=(1, 1) tile_offsets_indexing=(d0, d1) -> (d0, d1 * 128), domain: d0 in [0, 3], d1 in [0, 1]
+e = exponential(p0) tile_sizes=(1, 128) tile_strides=(1, 1) tile_offsets_indexing=(d0, d1) -> (d0, d1 * 128), domain: d0 in [0, 3], d1 in [0, 1]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from fusion.errors import FusionCompilerError
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.shape import ArrayShape, TupleShape
+from tiling.indexing_analysis import output_to_input_indexing
+from tiling.indexing_map import IndexingMap, compose
+from tiling.symbolic_tile import ConcreteTile, NotTileable, SymbolicTile, symbolic_tile
+
+
+class TilingError(FusionCompilerError):
+    """A fusion cannot be tiled as asked (names the fusion and the instruction)."""
+
+
+def next_power_of_two(n: int) -> int:
+    """Triton's ``tl.arange`` needs power-of-two extents: a tile of 100 is padded to 128.
+
+    >>> [next_power_of_two(n) for n in (1, 3, 100, 128)]
+    [1, 4, 128, 128]
+    """
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class SymbolicNode:
+    """One instruction reached with one map from the fusion output."""
+
+    index: int
+    instruction: HloInstruction
+    indexing: IndexingMap
+    tile: SymbolicTile | NotTileable
+    operands: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return self.instruction.name
+
+
+@dataclass(frozen=True)
+class TiledInstruction:
+    """An instruction of the tiled graph with its tile at concrete sizes.
+
+    ``tile.offsets_map``: block ids -> the tile's first element; ``tile.element_map``:
+    (block ids, in-tile indices) -> element indices; ``padded_sizes``: the power-of-two
+    extents Triton works on (elements beyond ``tile.sizes`` are masked).
+    """
+
+    index: int
+    instruction: HloInstruction
+    indexing: IndexingMap
+    symbolic: SymbolicTile
+    tile: ConcreteTile
+    operands: tuple[int, ...]
+    label: str
+
+    @property
+    def name(self) -> str:
+        return self.instruction.name
+
+    @property
+    def padded_sizes(self) -> tuple[int, ...]:
+        return tuple(next_power_of_two(s) for s in self.tile.sizes)
+
+    def to_string(self, labels: Sequence[str]) -> str:
+        ops = ", ".join(labels[i] for i in self.operands)
+        return (f"{self.label} = {self.instruction.opcode}({ops}) "
+                f"tile_sizes=({', '.join(map(str, self.tile.sizes))}) "
+                f"tile_strides=({', '.join(map(str, self.tile.strides))}) "
+                f"tile_offsets_indexing={self.tile.offsets_map}")
+
+
+@dataclass(frozen=True)
+class TiledFusion:
+    """The tiled instruction graph for one output tiling; ``instructions`` in post order
+    (operands first), the roots last.  ``grid[i]`` blocks along output dim ``i``."""
+
+    fusion: str
+    tile_sizes: tuple[int, ...]
+    output_dims: tuple[int, ...]
+    reduction_chunk: int | None
+    instructions: tuple[TiledInstruction, ...]
+    roots: tuple[int, ...]
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-n // t) for n, t in zip(self.output_dims, self.tile_sizes))
+
+    @property
+    def num_blocks(self) -> int:
+        out = 1
+        for g in self.grid:
+            out *= g
+        return out
+
+    def to_string(self) -> str:
+        labels = [t.label for t in self.instructions]
+        return "\n".join(t.to_string(labels) for t in self.instructions)
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+@dataclass(frozen=True)
+class SymbolicTiledFusion:
+    """The tiling-independent part: every (instruction, map) node and its symbolic tile."""
+
+    fusion: str
+    computation: HloComputation
+    output_dims: tuple[int, ...]
+    nodes: tuple[SymbolicNode, ...]
+    roots: tuple[int, ...]
+
+    def not_tileable(self) -> list[tuple[SymbolicNode, NotTileable]]:
+        return [(n, n.tile) for n in self.nodes if isinstance(n.tile, NotTileable)]
+
+    def problems(self, tile_sizes: Sequence[int], reduction_chunk: int | None = None) -> list[str]:
+        """Why these sizes do not give exact tiles (empty when they do)."""
+        out = [f"{n.name}: {t}" for n, t in self.not_tileable()]
+        if out:
+            return out
+        for n in self.nodes:
+            chunks = _chunks(n.tile, reduction_chunk)
+            if not n.tile.is_satisfied(tile_sizes, chunks):
+                out.append(f"{n.name}: tile sizes {tuple(tile_sizes)} violate "
+                           f"{n.tile.constraints.to_str(len(tile_sizes))}")
+        return out
+
+    def instantiate(self, tile_sizes: Sequence[int],
+                    reduction_chunk: int | None = None) -> TiledFusion:
+        """The tiled graph at ``tile_sizes``; ``TilingError`` if a tile would be inexact."""
+        tile_sizes = tuple(int(t) for t in tile_sizes)
+        _check_sizes(self, tile_sizes)
+        problems = self.problems(tile_sizes, reduction_chunk)
+        if problems:
+            raise TilingError("; ".join(problems), where=self.fusion)
+        tiles: list[TiledInstruction] = []
+        by_key: dict[tuple, int] = {}
+        node_to_tile: dict[int, int] = {}
+        seen_names: dict[str, int] = {}
+        for node in self.nodes:  # post order: operands are already placed
+            concrete = node.tile.instantiate(tile_sizes, self.output_dims,
+                                             _chunks(node.tile, reduction_chunk))
+            operands = tuple(node_to_tile[i] for i in node.operands)
+            key = (node.name, concrete.sizes, concrete.strides, str(concrete.offsets_map),
+                   operands)
+            if key in by_key:
+                node_to_tile[node.index] = by_key[key]
+                continue
+            count = seen_names.get(node.name, 0)
+            seen_names[node.name] = count + 1
+            label = node.name if count == 0 else f"{node.name}#{count + 1}"
+            tiles.append(TiledInstruction(len(tiles), node.instruction, node.indexing,
+                                          node.tile, concrete, operands, label))
+            by_key[key] = node_to_tile[node.index] = len(tiles) - 1
+        roots = tuple(dict.fromkeys(node_to_tile[r] for r in self.roots))
+        return TiledFusion(self.fusion, tile_sizes, self.output_dims, reduction_chunk,
+                           tuple(tiles), roots)
+
+
+def _chunks(tile: SymbolicTile, reduction_chunk: int | None) -> tuple[int, ...] | None:
+    if reduction_chunk is None:
+        return None
+    return tuple(min(reduction_chunk, n) for n in tile.full_range_sizes())
+
+
+def _check_sizes(analysis: SymbolicTiledFusion, tile_sizes: tuple[int, ...]) -> None:
+    dims = analysis.output_dims
+    if len(tile_sizes) != len(dims):
+        raise TilingError(f"{len(tile_sizes)} tile sizes for an output of rank {len(dims)}"
+                          f" {list(dims)}", where=analysis.fusion)
+    for i, (t, n) in enumerate(zip(tile_sizes, dims)):
+        if not 1 <= t <= max(n, 1):
+            raise TilingError(f"tile size {t} of dim {i} is outside [1, {n}]",
+                              where=analysis.fusion)
+
+
+def leaf_dims(instr: HloInstruction) -> tuple[int, ...] | None:
+    """The dims of an array result, or of the first leaf of a variadic op's tuple."""
+    shape = instr.shape
+    if isinstance(shape, TupleShape):
+        shape = shape.elements[0] if shape.elements else None
+    return tuple(shape.dims) if isinstance(shape, ArrayShape) else None
+
+
+def fused_computation(module: HloModule, fusion_instr: HloInstruction) -> HloComputation:
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        raise TilingError(f"{fusion_instr.opcode} {fusion_instr.name!r} is not a fusion with a"
+                          " fused computation", where=fusion_instr.name)
+    return module.computation(called)
+
+
+def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, ...], list[str]]:
+    root = computation.root
+    if isinstance(root.shape, ArrayShape):
+        return tuple(root.shape.dims), [root.name]
+    if root.opcode != "tuple":  # a variadic reduce: its outputs share their dims
+        leaves = {tuple(e.dims) for e in root.shape.elements if isinstance(e, ArrayShape)}
+        if len(leaves) != 1 or len(leaves) != len({type(e) for e in root.shape.elements}):
+            raise TilingError(f"root {root.opcode} {root.name!r} has outputs of different"
+                              " shapes", where=fusion)
+        return leaves.pop(), [root.name]
+    outs = [computation.instruction(o) for o in root.operands]
+    dims = {tuple(o.shape.dims) for o in outs if isinstance(o.shape, ArrayShape)}
+    if len(dims) != 1 or any(isinstance(o.shape, TupleShape) for o in outs):
+        raise TilingError("a multi-output fusion is tiled only when all outputs have the same"
+                          f" dims; got {sorted(dims)}", where=fusion)
+    return dims.pop(), [o.name for o in outs]
+
+
+def analyze_fusion_tiling(module: HloModule, fusion_instr: HloInstruction) -> SymbolicTiledFusion:
+    """Every instruction of the fused computation with its map(s) from the output and its
+    symbolic tile; independent of the tile sizes (reuse it across candidates)."""
+    computation = fused_computation(module, fusion_instr)
+    return analyze_computation_tiling(computation, fusion_instr.name)
+
+
+def analyze_computation_tiling(computation: HloComputation, name: str) -> SymbolicTiledFusion:
+    """``analyze_fusion_tiling`` for a bare computation (e.g. a single-op wrapper)."""
+    out_dims, root_names = _output_dims(computation, name)
+    identity = IndexingMap.identity(out_dims)
+    keys: dict[tuple[str, IndexingMap], int] = {}
+    pending: list[tuple[str, IndexingMap]] = []
+    operand_keys: dict[int, list[tuple[str, IndexingMap]]] = {}
+    op_maps_cache: dict[str, tuple] = {}
+    for r in root_names:
+        keys.setdefault((r, identity), len(keys))
+        pending.append((r, identity))
+    entries: list[tuple[str, IndexingMap]] = list(keys)
+    while pending:
+        name_, m = pending.pop()
+        idx = keys[(name_, m)]
+        instr = computation.instruction(name_)
+        if name_ not in op_maps_cache:
+            try:
+                op_maps_cache[name_] = output_to_input_indexing(instr, computation)
+            except (ValueError, KeyError, TypeError) as err:
+                raise TilingError(f"no indexing for {instr.opcode} {name_!r}: {err}",
+                                  where=name) from None
+        children = []
+        for operand_name, maps in zip(instr.operands, op_maps_cache[name_]):
+            for op_map in sorted(maps, key=str)[:1] or [IndexingMap.undefined()]:
+                composed = compose(op_map, m)
+                key = (operand_name, composed)
+                if key not in keys:
+                    keys[key] = len(keys)
+                    entries.append(key)
+                    pending.append(key)
+                children.append(key)
+        operand_keys[idx] = children
+    order = _post_order(entries, keys, operand_keys, [keys[(r, identity)] for r in root_names])
+    new_index = {old: new for new, old in enumerate(order)}
+    nodes = []
+    for old in order:
+        name_, m = entries[old]
+        instr = computation.instruction(name_)
+        dims = leaf_dims(instr)
+        tile = symbolic_tile(m, dims, out_dims)
+        ops = tuple(new_index[keys[k]] for k in operand_keys.get(old, []))
+        nodes.append(SymbolicNode(new_index[old], instr, m, tile, ops))
+    roots = tuple(new_index[keys[(r, identity)]] for r in root_names)
+    return SymbolicTiledFusion(name, computation, out_dims, tuple(nodes), roots)
+
+
+def _post_order(entries, keys, operand_keys, roots) -> list[int]:
+    order: list[int] = []
+    state: dict[int, int] = {}
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        idx, expanded = stack.pop()
+        if expanded:
+            if state.get(idx) != 2:
+                state[idx] = 2
+                order.append(idx)
+            continue
+        if state.get(idx):
+            continue
+        state[idx] = 1
+        stack.append((idx, True))
+        for k in reversed(operand_keys.get(idx, [])):
+            if not state.get(keys[k]):
+                stack.append((keys[k], False))
+    return order
+
+
+def tile_fusion(module: HloModule, fusion_instr: HloInstruction, tile_sizes: Sequence[int],
+                reduction_chunk: int | None = None) -> TiledFusion:
+    """The tiled instruction graph of ``fusion_instr`` for output tiles of ``tile_sizes``.
+
+    Reduced dims are whole (persistent) unless ``reduction_chunk`` splits them into a loop of
+    chunks.  Raises ``TilingError`` (with the instruction and the violated constraint) when a
+    tile would not be exact.  Legality for Triton is checked separately
+    (``tiling.tiling_legality``).  See the module docstring for an example.
+    """
+    return analyze_fusion_tiling(module, fusion_instr).instantiate(tile_sizes, reduction_chunk)

@@ -1,0 +1,117 @@
+"""Which output tilings our Triton backend can emit, and why the others are rejected.
+
+Rules, checked in this order (the first failing one is the reason):
+
+1. every tile size is in ``[1, dim]``;
+2. every instruction's tile is exact (``tiling.symbolic_tile`` constraints hold);
+3. a concatenate's tile along its concatenated dim divides every operand's size there, so
+   each block reads exactly one operand;
+4. every tile, padded to powers of two (``tl.arange`` needs them: 100 is padded to 128 and
+   masked), has at most 1,048,576 elements (Triton's max numel);
+5. the root tile has at least 16 elements unless the whole output is smaller;
+6. a reduced dim is whole (persistent) when its padded extent fits
+   ``MAX_PERSISTENT_REDUCTION``, else looped in power-of-two chunks;
+7. the grid (blocks flattened onto CUDA's x axis) has at most 2^31 - 1 blocks.
+
+>>> from fusion.parser import parse_hlo
+>>> from tiling.tiled_fusion import analyze_fusion_tiling
+>>> m = parse_hlo('''HloModule m
+... f {
+...   p0 = f32[4,256] parameter(0)
+...   ROOT e = f32[4,256] exponential(p0)
+... }
+... ENTRY main {
+...   x = f32[4,256] parameter(0)
+...   ROOT r = f32[4,256] fusion(x), kind=kLoop, calls=f
+... }''')
+>>> a = analyze_fusion_tiling(m, m.entry.root)
+>>> check_tiling(a, (1, 128)), check_tiling(a, (1, 4))
+(None, 'root tile (1, 4) has 4 elements, fewer than 16')
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tiling.symbolic_tile import SymbolicTile
+from tiling.tiled_fusion import SymbolicTiledFusion, next_power_of_two
+
+MAX_TILE_NUMEL = 1 << 20
+MIN_ROOT_TILE_ELEMENTS = 16
+MAX_PERSISTENT_REDUCTION = 16384
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def node_sizes(tile: SymbolicTile, tile_sizes: Sequence[int],
+               reduction_chunk: int | None = None) -> tuple[int, ...]:
+    """The tile's sizes at concrete tile sizes (cheap: no maps are built)."""
+    chunks = None
+    if reduction_chunk is not None:
+        chunks = tuple(min(reduction_chunk, n) for n in tile.full_range_sizes())
+    p = tile.params(tile_sizes, chunks)
+    return tuple(s.evaluate(p) for s in tile.sizes)
+
+
+def reduced_extent(analysis: SymbolicTiledFusion) -> int:
+    """The largest padded extent of the reduced dims any tile covers whole (0: none)."""
+    out = 0
+    for n in analysis.nodes:
+        if isinstance(n.tile, SymbolicTile) and n.tile.num_range_vars:
+            out = max(out, _prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
+    return out
+
+
+def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
+                 reduction_chunk: int | None = None) -> str | None:
+    """``None`` if the tiling is legal, else the reason (one sentence)."""
+    dims = analysis.output_dims
+    tile_sizes = tuple(tile_sizes)
+    if len(tile_sizes) != len(dims):
+        return f"{len(tile_sizes)} tile sizes for an output of rank {len(dims)}"
+    for i, (t, n) in enumerate(zip(tile_sizes, dims)):
+        if not 1 <= t <= max(n, 1):
+            return f"tile size {t} of dim {i} is outside [1, {n}]"
+    problems = analysis.problems(tile_sizes, reduction_chunk)
+    if problems:
+        return "inexact tile: " + problems[0]
+    for node in analysis.nodes:
+        instr = node.instruction
+        if instr.opcode != "concatenate":
+            continue
+        axis = instr.attr("dimensions")[0]
+        size = node_sizes(node.tile, tile_sizes, reduction_chunk)[axis]
+        comp = analysis.computation
+        parts = [comp.instruction(o).shape.dims[axis] for o in instr.operands]
+        if any(p % size for p in parts):
+            return (f"concatenate {instr.name!r}: its tile of {size} along dim {axis} does not"
+                    f" divide the operands' sizes {parts} evenly")
+    for node in analysis.nodes:
+        sizes = node_sizes(node.tile, tile_sizes, reduction_chunk)
+        padded = _prod(next_power_of_two(s) for s in sizes)
+        if padded > MAX_TILE_NUMEL:
+            return (f"{node.name}: tile {sizes} padded to powers of two has {padded} elements,"
+                    f" more than Triton's {MAX_TILE_NUMEL}")
+    root_numel = _prod(tile_sizes)
+    if root_numel < min(MIN_ROOT_TILE_ELEMENTS, _prod(dims)):
+        return (f"root tile {tile_sizes} has {root_numel} elements, fewer than"
+                f" {MIN_ROOT_TILE_ELEMENTS}")
+    extent = reduced_extent(analysis)
+    if reduction_chunk is None and extent > MAX_PERSISTENT_REDUCTION:
+        return (f"reduced dims of padded extent {extent} exceed the persistent limit"
+                f" {MAX_PERSISTENT_REDUCTION}: loop over chunks")
+    if reduction_chunk is not None:
+        if extent == 0:
+            return "a reduction chunk was given but the fusion reduces nothing"
+        if reduction_chunk != next_power_of_two(reduction_chunk):
+            return f"reduction chunk {reduction_chunk} is not a power of two"
+    blocks = _prod(-(-n // t) for n, t in zip(dims, tile_sizes))
+    if blocks > MAX_GRID_X:
+        return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"
+    return None

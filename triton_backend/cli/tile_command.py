@@ -1,0 +1,241 @@
+"""``fusion-compile tile FILE.hlo [--fusion NAME] [--tile 1,128] [--ours] [--all] [--json]``.
+
+For each fusion: its hero and emitter kind, its partition into subgraphs, the legal output
+tilings ranked (blocks, bytes read and written, flops), the rejected ones with the reason,
+the default choice with why, XLA's own ``block_level_fusion_config`` when present (honored
+unless ``--ours``), and with ``--tile`` the tiled instruction graph.  A module with no fusions
+(as JAX lowers it) is read as one single-op fusion per non-trivial ENTRY instruction.  Never
+imports torch or triton.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+
+from fusion.computation_partitioner import partition_computation
+from fusion.emitter_kind import analyze_computation, analyze_fusion
+from fusion.errors import FusionCompilerError
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.parser import parse_hlo
+from tiling.tiled_fusion import (
+    SymbolicTiledFusion,
+    TilingError,
+    analyze_computation_tiling,
+    analyze_fusion_tiling,
+)
+from tiling.tiling_candidates import TilingReport, choose_tiling, report_for
+from tiling.xla_tiling_config import xla_tiling_of
+
+HELP = "tile fusions for Triton: legal output tilings, their costs, the default choice"
+
+# Ops that are not worth a kernel of their own when reading an unfused module.
+_TRIVIAL = frozenset({"bitcast", "constant", "get-tuple-element", "parameter", "tuple"})
+_SHOWN = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="an HLO text file")
+    parser.add_argument("--fusion", help="only the fusion (or ENTRY instruction) of this name")
+    parser.add_argument("--tile", help="output tile sizes, e.g. 1,128: print the tiled graph")
+    parser.add_argument("--ours", action="store_true",
+                        help="use our default even where XLA's block_level_fusion_config exists")
+    parser.add_argument("--all", action="store_true", help="list every legal/rejected tiling")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+@dataclass(frozen=True)
+class FusionTarget:
+    """A fusion to tile: a real fusion op, or an ENTRY op wrapped as a single-op fusion."""
+
+    name: str
+    computation: HloComputation
+    fusion_instr: HloInstruction | None
+    single_op: bool
+
+
+def single_op_computation(entry: HloComputation, instr: HloInstruction) -> HloComputation:
+    """``instr`` alone, its operands turned into parameters (a single-op fusion)."""
+    params = []
+    names = []
+    for i, operand in enumerate(instr.operands):
+        producer = entry.instruction(operand)
+        name = f"param_{i}"
+        params.append(HloInstruction(name, "parameter", producer.shape, (),
+                                     (("parameter_number", i),)))
+        names.append(name)
+    body = instr.replace(operands=tuple(names))
+    return HloComputation(f"single_op_{instr.name}", tuple(params) + (body,), instr.name)
+
+
+def fusion_targets(module: HloModule, only: str | None = None) -> list[FusionTarget]:
+    targets = [FusionTarget(i.name, module.computation(i.attr("calls")), i, False)
+               for _, i in module.fusions()]
+    if not targets:
+        targets = [FusionTarget(i.name, single_op_computation(module.entry, i), None, True)
+                   for i in module.entry.instructions if i.opcode not in _TRIVIAL]
+    if only is not None:
+        targets = [t for t in targets if t.name == only]
+        if not targets:
+            raise FusionCompilerError(f"no fusion named {only!r} in module {module.name!r}",
+                                      where=module.name)
+    return targets
+
+
+def _parse_tile(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise FusionCompilerError("--tile expects comma-separated integers, e.g. 1,128",
+                                  text=text) from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise FusionCompilerError("--tile sizes must be positive integers", text=text)
+    return sizes
+
+
+def describe_target(module: HloModule, target: FusionTarget, tile: tuple[int, ...] | None,
+                    prefer_ours: bool) -> dict:
+    """Everything reported for one fusion, as plain data (the ``--json`` entry plus the
+    extra fields the text output prints)."""
+    if target.fusion_instr is not None:
+        analysis_kind = analyze_fusion(module, target.fusion_instr)
+        tiling = analyze_fusion_tiling(module, target.fusion_instr)
+        xla = xla_tiling_of(target.fusion_instr)
+    else:
+        analysis_kind = analyze_computation(target.computation, module)
+        tiling = analyze_computation_tiling(target.computation, target.name)
+        xla = None
+    report = report_for(tiling, xla)
+    chosen, chosen_reason = choose_tiling(report, prefer_ours)
+    partition = partition_computation(target.computation)
+    graph = None
+    if tile is not None:
+        graph = _tiled_graph(tiling, tile)
+    return {
+        "name": target.name,
+        "single_op": target.single_op,
+        "kind": analysis_kind.kind.value,
+        "hero": ", ".join(analysis_kind.heroes),
+        "kind_reason": analysis_kind.reason,
+        "partition": [s.name for s in partition.subgraphs],
+        "output_dims": list(report.output_dims),
+        "legal_tilings": len(report.legal),
+        "default": _default_json(report),
+        "chosen": None if chosen is None else {"tile_sizes": list(chosen.tile_sizes),
+                                               "reason": chosen_reason},
+        "xla_tiling": None if xla is None else list(xla.tile_sizes),
+        "xla_config": None if xla is None else xla.to_json(),
+        "xla_problem": report.xla_problem,
+        "not_tileable": list(report.not_tileable),
+        "rejected": [r.to_json() for r in report.rejected],
+        "legal": [c.to_json() for c in report.legal],
+        "reread_factor": None if report.default is None else round(
+            report.reread_factor(report.default), 3),
+        "tiled_graph": graph,
+    }
+
+
+def _default_json(report: TilingReport):
+    c = report.default
+    if c is None:
+        return None
+    return {"tile_sizes": list(c.tile_sizes), "reduction_chunk": c.reduction_chunk,
+            "num_blocks": c.num_blocks, "bytes_read": c.total_bytes_read,
+            "bytes_written": c.total_bytes_written, "reason": report.default_reason}
+
+
+def _tiled_graph(tiling: SymbolicTiledFusion, tile: tuple[int, ...]) -> str:
+    try:
+        return tiling.instantiate(tile).to_string()
+    except TilingError as err:
+        return f"cannot tile with {list(tile)}: {err.message}"
+
+
+def _format(entry: dict, show_all: bool) -> str:
+    lines = [f"fusion {entry['name']}"
+             + (" (single-op fusion of an ENTRY instruction: the module has no fusions)"
+                if entry["single_op"] else "")]
+    lines.append(f"  kind: {entry['kind']}; hero: {entry['hero']}")
+    lines.append(f"    ({entry['kind_reason']})")
+    lines.append(f"  partition: {', '.join(entry['partition'])}")
+    lines.append(f"  output dims: {entry['output_dims']}; {entry['legal_tilings']} legal"
+                 f" tilings, {len(entry['rejected'])} rejected")
+    for reason in entry["not_tileable"]:
+        lines.append(f"  not tileable: {reason}")
+    legal = entry["legal"] if show_all else entry["legal"][:_SHOWN]
+    if legal:
+        lines.append("  legal tilings (best first; bytes are per block, reads with reuse):")
+    for c in legal:
+        chunk = f" chunk={c['reduction_chunk']}" if c["reduction_chunk"] else ""
+        lines.append(
+            f"    {tuple(c['tile_sizes'])}{chunk}: blocks={c['num_blocks']}"
+            f" read={c['bytes_read']}B (with reuse {c['bytes_read_with_reuse']}B)"
+            f" written={c['bytes_written']}B flops={c['flops']}"
+            f" total_read={c['total_bytes_read']}B"
+            + ("" if c["coalesced"] else " (not coalesced)"))
+    if len(legal) < entry["legal_tilings"]:
+        lines.append(f"    ... {entry['legal_tilings'] - len(legal)} more (--all)")
+    rejected = entry["rejected"] if show_all else entry["rejected"][:_SHOWN]
+    if rejected:
+        lines.append("  rejected:")
+    for r in rejected:
+        lines.append(f"    {tuple(r['tile_sizes'])}: {r['reason']}")
+    if len(rejected) < len(entry["rejected"]):
+        lines.append(f"    ... {len(entry['rejected']) - len(rejected)} more (--all)")
+    d = entry["default"]
+    if d is None:
+        lines.append("  default: none (no legal tiling)")
+    else:
+        lines.append(f"  default: {tuple(d['tile_sizes'])} -- {d['reason']}")
+    if entry["xla_tiling"] is not None:
+        status = "legal" if entry["xla_problem"] is None else f"rejected: {entry['xla_problem']}"
+        cfg = entry["xla_config"]
+        lines.append(f"  XLA's tiling: {tuple(entry['xla_tiling'])} num_warps={cfg['num_warps']}"
+                     f" num_stages={cfg['num_stages']} ({status})")
+    if entry["chosen"] is not None:
+        lines.append(f"  chosen: {tuple(entry['chosen']['tile_sizes'])} -- "
+                     f"{entry['chosen']['reason']}")
+    if entry["tiled_graph"] is not None:
+        lines.append("  tiled graph:")
+        lines.extend("    " + line for line in entry["tiled_graph"].splitlines())
+    return "\n".join(lines)
+
+
+def _failed_entry(target: FusionTarget, message: str) -> dict:
+    return {"name": target.name, "single_op": target.single_op, "kind": None, "hero": None,
+            "kind_reason": message, "partition": [], "output_dims": [], "legal_tilings": 0,
+            "default": None, "chosen": None, "xla_tiling": None, "xla_config": None,
+            "xla_problem": None, "not_tileable": [message], "rejected": [], "legal": [],
+            "reread_factor": None, "tiled_graph": None}
+
+
+_JSON_KEYS = ("name", "kind", "hero", "legal_tilings", "default", "xla_tiling", "rejected")
+
+
+def run(args: argparse.Namespace) -> int:
+    with open(args.file, encoding="utf-8") as f:
+        module = parse_hlo(f.read())
+    tile = _parse_tile(args.tile) if args.tile else None
+    entries = []
+    for target in fusion_targets(module, args.fusion):
+        try:
+            entries.append(describe_target(module, target, tile, args.ours))
+        except FusionCompilerError as err:  # one fusion we cannot analyse: say so, go on
+            entries.append(_failed_entry(target, str(err)))
+    if args.json:
+        out = []
+        for e in entries:
+            item = {k: e[k] for k in _JSON_KEYS}
+            item["rejected"] = [{"tile_sizes": r["tile_sizes"], "reason": r["reason"]}
+                                for r in e["rejected"]]
+            item.update(single_op=e["single_op"], chosen=e["chosen"],
+                        xla_problem=e["xla_problem"], not_tileable=e["not_tileable"],
+                        tiled_graph=e["tiled_graph"])
+            out.append(item)
+        print(json.dumps({"fusions": out}, indent=1))
+    else:
+        if not module.fusions():
+            print(f"module {module.name} has no fusions: each non-trivial ENTRY instruction"
+                  " is tiled as a single-op fusion")
+        print("\n\n".join(_format(e, args.all) for e in entries))
+    return 0
