@@ -1,0 +1,80 @@
+"""Rules for values that come from memory or from the HLO text: parameters and constants.
+
+A parameter (or an array constant, passed to the kernel as an extra buffer) is loaded at its
+indices through its buffer's addressing (``addressing.buffer_addressing``), masked by the
+bounds of every index so that lanes outside the array (partial tiles, padding, other
+concatenate pieces) never touch memory.  Scalar constants become ``tl.full`` literals.
+
+>>> from fusion.element_types import ELEMENT_TYPES as T
+>>> scalar_literal(float("-inf"), T["f32"])
+'tl.full([], -8388608, tl.int32).to(tl.float32, bitcast=True)'
+>>> scalar_literal(0.1, T["bf16"]), scalar_literal(True, T["pred"])
+('tl.full([], 0.10009765625, tl.float32)', 'tl.full([], 1, tl.int1)')
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fusion.attributes import Literal
+from fusion.element_types import ElementType
+from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloInstruction
+from tiling.affine_expr import AffineExpr
+from triton_backend.codegen.addressing import buffer_addressing
+from triton_backend.codegen.value_emitter import Value, ValueEmitter, array_shape
+from triton_backend.elementwise_lowering import (
+    register_dtype,
+    render_load_widen,
+    storage_dtype,
+)
+
+
+def scalar_literal(value, t: ElementType) -> str:
+    """A ``tl`` scalar holding ``value`` (a Literal element) in register representation."""
+    if t.is_pred:
+        return f"tl.full([], {int(bool(value))}, tl.int1)"
+    if t.is_integer:
+        return f"tl.full([], {int(value)}, {storage_dtype(t)})"
+    if not t.is_float or t.numpy_name is None:
+        raise UnsupportedOpError(f"constant of type {t.name} is not supported", where=t.name)
+    # XLA parses the decimal text to a double, then rounds it to the declared type.
+    rounded = float(np.array(value, np.float64).astype(np.dtype(_numpy_dtype(t))))
+    reg = register_dtype(t)
+    if math.isfinite(rounded):
+        return f"tl.full([], {rounded!r}, {reg})"
+    bits_type, int_type = ("<f8", "tl.int64") if reg == "tl.float64" else ("<f4", "tl.int32")
+    bits = int(np.array(rounded, bits_type).view("<i8" if bits_type == "<f8" else "<i4"))
+    return f"tl.full([], {bits}, {int_type}).to({reg}, bitcast=True)"
+
+
+def _numpy_dtype(t: ElementType):
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+    return np.dtype(t.numpy_name)
+
+
+def load_buffer(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> str:
+    """Emit the masked load of ``instr``'s buffer at ``indices``; return the widened value."""
+    shape = array_shape(instr)
+    buffer = em.pointer_for(instr)
+    addressing = buffer_addressing(shape, instr.name)
+    offset = em.index_text(addressing.offset(indices))
+    mask = em.in_bounds(indices, shape.dims)
+    load = (f"tl.load({buffer.pointer} + {offset}, mask={mask}, other=0)" if mask
+            else f"tl.load({buffer.pointer} + {offset})")
+    return em.bind(render_load_widen(load, shape.element_type), instr.name)
+
+
+def parameter_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+    return load_buffer(em, instr, indices)
+
+
+def constant_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+    shape = array_shape(instr)
+    literal = instr.attr("literal", None)
+    if not isinstance(literal, Literal) or len(literal.values) != math.prod(shape.dims):
+        raise UnsupportedOpError("constant without a matching array literal", where=instr.name)
+    if shape.rank == 0 or len({repr(v) for v in literal.values}) == 1:
+        return em.bind(scalar_literal(literal.values[0], shape.element_type), instr.name)
+    return load_buffer(em, instr, indices)
