@@ -1,0 +1,220 @@
+"""Tiling parameters of a dot kernel: output tiles of M and N, a K tile looped inside the kernel.
+
+This follows XLA's tiling specification for dots: the batch dims go on the grid (one program
+per batch element and output tile), the free dims of each operand are flattened into M (lhs)
+and N (rhs), and the contracting dims into K, which is a tiling parameter of its own (the
+kernel loops over K in steps of ``block_k``).  A tiling is legal for ``tl.dot`` when
+
+* every block is a power of two and at least 16 (the MMA fragment size; smaller dims are
+  padded to 16 and masked), M and N blocks at most 256, K block at most 256;
+* the software pipeline fits shared memory: ``(BM*BK + BK*BN) * bytes * num_stages`` is at
+  most 227 KiB on sm_90 and 163 KiB on sm_80 (the per-block limits).
+
+:func:`candidate_tilings` lists the legal tilings an autotuner may try; :func:`default_tiling`
+picks one without measuring.  :func:`dot_flops` is the work count the cost model uses.
+
+>>> p = DotProblem(batch=2, m=20, n=36, k=28, operand_bytes=4)
+>>> t = default_tiling(p, arch=90)
+>>> (t.block_m, t.block_n, t.block_k), check_tiling(t, p, 90)
+((32, 64, 32), None)
+>>> dot_flops(p)
+80640
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion.errors import UnsupportedOpError
+
+#: Shared memory one block may use, per compute capability (bytes).
+SHARED_MEMORY_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+MIN_BLOCK = 16
+MAX_BLOCK_MN = 256
+MAX_BLOCK_K = 256
+
+
+@dataclass(frozen=True)
+class DotProblem:
+    """The sizes of a dot after flattening: ``batch`` x (M x K) @ (K x N)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    operand_bytes: int
+
+
+@dataclass(frozen=True)
+class DotTiling:
+    """One choice of blocks, program grouping and launch options for a dot kernel."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+
+    @property
+    def tile_sizes(self) -> tuple[int, int, int]:
+        return (self.block_m, self.block_n, self.block_k)
+
+
+def dot_flops(problem: DotProblem) -> int:
+    """Floating-point (or integer) operations of the dot: ``2 * M * N * K * batch``.
+
+    >>> dot_flops(DotProblem(1, 128, 128, 64, 2))
+    2097152
+    """
+    return 2 * problem.m * problem.n * problem.k * problem.batch
+
+
+def shared_memory_bytes(tiling: DotTiling, operand_bytes: int) -> int:
+    """Shared memory of the pipelined operand tiles: ``(BM*BK + BK*BN) * bytes * stages``.
+
+    >>> shared_memory_bytes(DotTiling(128, 128, 64, num_stages=4), 2)
+    131072
+    """
+    per_stage = tiling.block_m * tiling.block_k + tiling.block_k * tiling.block_n
+    return per_stage * operand_bytes * tiling.num_stages
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _smem_limit(arch: int) -> int:
+    if arch not in SHARED_MEMORY_PER_BLOCK:
+        raise UnsupportedOpError(f"unknown target sm_{arch}; expected one of "
+                                 f"{sorted(SHARED_MEMORY_PER_BLOCK)}", where=f"sm_{arch}")
+    return SHARED_MEMORY_PER_BLOCK[arch]
+
+
+def tiling_problems(tiling: DotTiling, problem: DotProblem, arch: int) -> list[str]:
+    """Why ``tiling`` is illegal for ``problem`` on ``sm_<arch>`` (empty: legal).
+
+    >>> tiling_problems(DotTiling(8, 64, 24), DotProblem(1, 8, 8, 8, 4), 80)
+    ['block_m=8 is not a power of two >= 16', 'block_k=24 is not a power of two >= 16']
+    """
+    reasons = []
+    for name, value, high in (("block_m", tiling.block_m, MAX_BLOCK_MN),
+                              ("block_n", tiling.block_n, MAX_BLOCK_MN),
+                              ("block_k", tiling.block_k, MAX_BLOCK_K)):
+        if value < MIN_BLOCK or value & (value - 1):
+            reasons.append(f"{name}={value} is not a power of two >= {MIN_BLOCK}")
+        elif value > high:
+            reasons.append(f"{name}={value} exceeds {high}")
+    if tiling.group_m < 1:
+        reasons.append(f"group_m={tiling.group_m} must be >= 1")
+    if tiling.num_stages < 1 or tiling.num_warps not in (1, 2, 4, 8, 16):
+        reasons.append(f"num_stages={tiling.num_stages}/num_warps={tiling.num_warps} invalid")
+    if not reasons:
+        used, limit = shared_memory_bytes(tiling, problem.operand_bytes), _smem_limit(arch)
+        if used > limit:
+            reasons.append(f"shared memory {used} bytes for {tiling.num_stages} stages exceeds "
+                           f"sm_{arch}'s {limit} bytes per block")
+    return reasons
+
+
+def check_tiling(tiling: DotTiling, problem: DotProblem, arch: int) -> None:
+    """Raise ``UnsupportedOpError`` listing every reason ``tiling`` is illegal."""
+    reasons = tiling_problems(tiling, problem, arch)
+    if reasons:
+        raise UnsupportedOpError(f"illegal dot tiling {tiling}: " + "; ".join(reasons),
+                                 where="dot tiling")
+
+
+def _warps_for(block_m: int, block_n: int) -> int:
+    return 8 if block_m * block_n >= 128 * 128 else 4
+
+
+def _fit_stages(tiling: DotTiling, problem: DotProblem, arch: int) -> DotTiling | None:
+    for stages in range(tiling.num_stages, 0, -1):
+        candidate = DotTiling(tiling.block_m, tiling.block_n, tiling.block_k, tiling.group_m,
+                              tiling.num_warps, stages)
+        if not tiling_problems(candidate, problem, arch):
+            return candidate
+    return None
+
+
+def default_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
+    """A tiling chosen without measuring: tiles as large as the problem up to 128x128x64.
+
+    Wide operands (4-byte) take a 32-deep K tile so three pipeline stages still fit.
+
+    >>> default_tiling(DotProblem(1, 4096, 4096, 4096, 2), 80)
+    DotTiling(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=3)
+    """
+    block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), 128)
+    block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), 128)
+    k_cap = 32 if problem.operand_bytes >= 4 else 64
+    block_k = min(max(_pow2_at_least(problem.k), MIN_BLOCK), k_cap)
+    stages = 4 if arch >= 90 else 3
+    chosen = _fit_stages(DotTiling(block_m, block_n, block_k, 8, _warps_for(block_m, block_n),
+                                   stages), problem, arch)
+    assert chosen is not None  # 128x128x64 at 4 bytes and 1 stage is 64 KiB: always fits
+    return chosen
+
+
+def candidate_tilings(problem: DotProblem, arch: int = 90) -> tuple[DotTiling, ...]:
+    """Legal tilings worth trying for ``problem`` (the default first), for autotuning.
+
+    Blocks larger than the padded problem are left out (they only add masked work).
+
+    >>> ts = candidate_tilings(DotProblem(1, 20, 36, 28, 4), 90)
+    >>> ts[0] == default_tiling(DotProblem(1, 20, 36, 28, 4), 90), len(ts) > 1
+    (True, True)
+    >>> all(not tiling_problems(t, DotProblem(1, 20, 36, 28, 4), 90) for t in ts)
+    True
+    """
+    def useful(limit: int, options):
+        cap = max(_pow2_at_least(limit), MIN_BLOCK)
+        return [b for b in options if b <= cap]
+
+    default = default_tiling(problem, arch)
+    found = [default]
+    for block_m in useful(problem.m, (16, 32, 64, 128, 256)):
+        for block_n in useful(problem.n, (16, 32, 64, 128, 256)):
+            for block_k in useful(problem.k, (16, 32, 64, 128)):
+                for stages in (2, 3, 4, 5):
+                    t = DotTiling(block_m, block_n, block_k, 8, _warps_for(block_m, block_n), stages)
+                    if t not in found and not tiling_problems(t, problem, arch):
+                        found.append(t)
+    return tuple(found)
+
+
+def grid_size(tiling: DotTiling, problem: DotProblem) -> tuple[int, int]:
+    """The launch grid: (M tiles * N tiles, batch).
+
+    >>> grid_size(DotTiling(32, 64, 32), DotProblem(3, 20, 130, 28, 4))
+    (3, 3)
+    """
+    return (math.ceil(problem.m / tiling.block_m) * math.ceil(problem.n / tiling.block_n),
+            problem.batch)
+
+
+def tiling_from(tile_sizes, problem: DotProblem, arch: int) -> DotTiling:
+    """A ``DotTiling`` from a user's ``tile_sizes``: a DotTiling, (BM, BN, BK) or a mapping."""
+    if tile_sizes is None:
+        return default_tiling(problem, arch)
+    if isinstance(tile_sizes, DotTiling):
+        tiling = tile_sizes
+    elif isinstance(tile_sizes, dict):
+        base = default_tiling(problem, arch)
+        fields = {**base.__dict__, **tile_sizes}
+        unknown = set(tile_sizes) - set(base.__dict__)
+        if unknown:
+            raise UnsupportedOpError(f"unknown dot tiling keys {sorted(unknown)}", where="dot tiling")
+        tiling = DotTiling(**fields)
+    else:
+        sizes = tuple(tile_sizes)
+        if len(sizes) != 3:
+            raise UnsupportedOpError(f"dot tile sizes must be (block_m, block_n, block_k), got "
+                                     f"{sizes}", where="dot tiling")
+        base = default_tiling(problem, arch)
+        tiling = DotTiling(*sizes, base.group_m, _warps_for(sizes[0], sizes[1]), base.num_stages)
+        tiling = _fit_stages(tiling, problem, arch) or tiling
+    check_tiling(tiling, problem, arch)
+    return tiling
