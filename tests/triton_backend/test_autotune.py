@@ -1,0 +1,89 @@
+"""Autotuning on CPU: candidates compiled through an executor and ranked by the cost model."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from fusion.parser import parse_hlo
+from tiling.tiling_candidates import tiling_candidates
+from triton_backend.autotune import autotune, plan_sweep, workload_for
+from triton_backend.cost_model import estimate
+from triton_backend.device_specs import device_spec
+from triton_backend.tuning_db import TuningDb
+
+BROADCAST_ADD = """HloModule m
+f {
+  p0 = f32[256] parameter(0)
+  p1 = f32[64,256] parameter(1)
+  b = f32[64,256] broadcast(p0), dimensions={1}
+  ROOT a = f32[64,256] add(b, p1)
+}
+ENTRY e {
+  x = f32[256] parameter(0)
+  y = f32[64,256] parameter(1)
+  ROOT r = f32[64,256] fusion(x, y), kind=kLoop, calls=f
+}"""
+
+
+@pytest.fixture
+def module():
+    return parse_hlo(BROADCAST_ADD)
+
+
+def test_sweep_is_ranked_by_the_cost_model(module):
+    spec = device_spec("a100-80gb")
+    trials = plan_sweep(module, module.entry.root, spec, num_warps=(2, 8), num_stages=(1, 2))
+    report = tiling_candidates(module, module.entry.root)
+    # No reduction loop: one stage count per (tiling, warps).
+    assert len(trials) == len(report.legal) * 2
+    assert {t.config.num_stages for t in trials} == {1}
+    # Independent recomputation of every prediction, then the order.
+    times = [estimate(workload_for(module, module.entry.root,
+                                   next(c for c in report.legal if c.tile_sizes == t.config.tile_sizes)),
+                      spec, num_warps=t.config.num_warps,
+                      num_stages=t.config.num_stages).predicted_time_s for t in trials]
+    assert times == sorted(times)
+    assert [t.estimate.predicted_time_s for t in trials] == times
+    assert len(plan_sweep(module, module.entry.root, spec, budget=5)) == 5
+
+
+def test_cpu_autotune_with_a_thread_pool_says_it_used_the_cost_model(module, tmp_path):
+    with ThreadPoolExecutor(2) as pool:
+        result = autotune(module, "r", device="a100-80gb", budget=6, executor=pool,
+                          db=TuningDb(tmp_path / "db.sqlite"))
+    assert not result.measured
+    assert "cost model" in result.method and "no GPU" in result.method
+    assert len(result.trials) == 6 and all(t.error is None for t in result.trials)
+    assert all(t.median_s is None for t in result.trials)
+    predicted = [t.estimate.predicted_time_s for t in result.trials]
+    assert predicted == sorted(predicted)
+    assert result.best.time_s == min(predicted)
+    best = result.best
+    assert best.gb_per_s == pytest.approx((66560 + 65536) / best.time_s / 1e9)
+
+
+def test_default_process_pool(module, tmp_path):
+    result = autotune(module, "r", device="h100", budget=2, jobs=1, num_warps=(4,),
+                      num_stages=(1,), db=TuningDb(tmp_path / "db.sqlite"))
+    assert [t.error for t in result.trials] == [None, None]
+    assert not result.measured and result.best is not None
+
+
+def test_a_candidate_that_fails_to_compile_is_reported_not_fatal(module, tmp_path, monkeypatch):
+    import triton_backend.autotune as autotune_module
+
+    real = autotune_module.compile_candidate
+
+    def flaky(hlo_text, fusion_name, tile_sizes, *rest):
+        if tuple(tile_sizes) == (64, 256):
+            return "UnsupportedOpError: injected"
+        return real(hlo_text, fusion_name, tile_sizes, *rest)
+
+    monkeypatch.setattr(autotune_module, "compile_candidate", flaky)
+    with ThreadPoolExecutor(2) as pool:
+        result = autotune(module, "r", device="h100", executor=pool, num_warps=(4,),
+                          num_stages=(1,), db=TuningDb(tmp_path / "db.sqlite"))
+    failed = [t for t in result.trials if t.error]
+    assert [t.config.tile_sizes for t in failed] == [(64, 256)]
+    assert result.trials[-1].error and result.best.error is None

@@ -1,0 +1,105 @@
+"""The benchmark scripts on CPU: skips that exit 0, and the pieces that run without a GPU."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fusion.evaluator import evaluate
+from fusion.parser import parse_hlo
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+CORPUS = ROOT / "tests" / "data" / "hlo"
+
+
+def _load(name):
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_gpu_runtime_skips_cleanly_without_a_gpu(capsys, tmp_path):
+    gpu_runtime = _load("gpu_runtime")
+    assert gpu_runtime.main(["--csv", str(tmp_path / "x.csv")]) == 0
+    assert "gpu_runtime: skipped:" in capsys.readouterr().out
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_plot_is_optional(tmp_path):
+    gpu_runtime = _load("gpu_runtime")
+    message = gpu_runtime.write_plot([], tmp_path / "p.png")
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "matplotlib is not installed" in message and not (tmp_path / "p.png").exists()
+    else:
+        assert (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "gelu", "integer_ops", "slices"])
+def test_torch_reference_of_fusions_matches_the_evaluator(name):
+    sys.path.insert(0, str(BENCH))
+    try:
+        from hlo_torch_reference import torch_function
+    finally:
+        sys.path.remove(str(BENCH))
+    module = parse_hlo((CORPUS / f"{name}.after.hlo").read_text())
+    checked = 0
+    for _, instr in module.fusions():
+        comp = module.computation(instr.attr("calls"))
+        try:
+            fn = torch_function(module, comp)
+        except KeyError:
+            continue
+        rng = np.random.default_rng(0)
+        arrays = []
+        for p in comp.parameters:
+            dtype = p.shape.element_type.numpy_dtype()
+            values = rng.integers(1, 5, p.shape.dims) if dtype.kind in "iu" else rng.standard_normal(p.shape.dims)
+            arrays.append(np.asarray(values).astype(dtype))
+        sub = parse_hlo(_wrap(module, instr))
+        (expected,) = evaluate(sub, *arrays)
+        got = fn(*[torch.from_numpy(np.asarray(a, np.float32) if a.dtype.name == "bfloat16" else a)
+                   .to(torch.bfloat16 if a.dtype.name == "bfloat16" else None) for a in arrays])
+        np.testing.assert_allclose(got.float().numpy() if got.is_floating_point() else got.numpy(),
+                                   np.asarray(expected, np.float32) if got.is_floating_point() else expected,
+                                   rtol=2e-2, atol=2e-2)
+        checked += 1
+    assert checked
+
+
+def _wrap(module, instr) -> str:
+    """The fused computation (and its callees) as a module of its own."""
+    from fusion.hlo_module import HloComputation, HloModule
+    from fusion.printer import print_hlo
+    from triton_backend.tuning_db import _called_closure
+
+    names = _called_closure(module, instr.attr("calls"))
+    comps = [module.computation(n) for n in reversed(names)]
+    entry = comps[-1]
+    comps[-1] = HloComputation(entry.name, entry.instructions, entry.root_name, is_entry=True)
+    return print_hlo(HloModule("wrapped", tuple(comps), entry.name))
+
+
+def test_compile_latency_without_triton(capsys):
+    compile_latency = _load("compile_latency")
+    assert compile_latency.main(["--no-triton", str(CORPUS / "softmax.after.hlo")]) == 0
+    out = capsys.readouterr().out
+    assert "softmax.after.hlo" in out and "codegen_warm" in out
+
+
+def test_codegen_quality_compiles_for_sm90(capsys):
+    codegen_quality = _load("codegen_quality")
+    assert codegen_quality.main([str(CORPUS / "gelu.after.hlo")]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("gelu.after.hlo"))
+    fields = line.split()
+    assert fields[4] == "1.00"  # an elementwise fusion moves each byte once
+    assert int(fields[5]) > 0 and fields[6] == "0"  # registers, no spills
