@@ -1,0 +1,361 @@
+"""``compile_hlo``: a whole HLO module as generated Triton kernels plus host glue.
+
+``compile_hlo(text_or_module)`` parses and verifies the module, fuses it when it is unfused
+(``tiling.priority_fusion``, when present; ``fuse=False`` skips it), wraps every remaining lone
+op as a one-op fusion (``single_op_fusion``), and compiles every fusion that the host will
+launch, once, up front: an op the backend cannot emit is an ``UnsupportedOpError`` here, with
+the op, its line:column and the reason, never at run time.  Calling the result with torch
+tensors (one per ENTRY parameter) runs the ENTRY computation: kernels for the fusions, the
+host (``host_ops``) for parameters, tuples, views, constants and control flow.  It returns the
+ENTRY result flattened to a tuple of tensors.
+
+Without a CUDA device the kernels run under the Triton interpreter on CPU tensors
+(``launch_mode``); with one, inputs must be CUDA tensors.
+
+>>> import torch
+>>> compiled = compile_hlo('''HloModule m
+... ENTRY e {
+...   x = f32[4] parameter(0)
+...   c = f32[] constant(2)
+...   b = f32[4] broadcast(c), dimensions={}
+...   ROOT y = f32[4] multiply(x, b)
+... }''')
+>>> compiled(torch.tensor([1.0, 2.0, -3.0, 0.5]))[0].tolist()
+[2.0, 4.0, -6.0, 1.0]
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fusion.errors import FusionCompilerError, UnsupportedOpError
+from fusion.computation_partitioner import post_order
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.shape import ArrayShape, TupleShape, flatten_shape
+from triton_backend.host_ops import (
+    CONTROL_FLOW_OPCODES, Executor, HostContext, Value, host_executor,
+)
+from triton_backend.input_validation import parameter_label, torch_dtype, validate_arguments
+from triton_backend.launch_mode import configure_launch_mode
+from triton_backend.single_op_fusion import wrap_lone_ops
+
+TileSizes = Sequence[int]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction of a host program: how to run it and which values die after it."""
+
+    name: str
+    operands: tuple[str, ...]
+    execute: Executor
+    release: tuple[str, ...]
+    constant: Value | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A host-executed computation: its steps in dependency order and its root."""
+
+    name: str
+    steps: tuple[Step, ...]
+    root: str
+
+
+@dataclass(frozen=True)
+class CompiledModule:
+    """A module ready to run: call it with one torch tensor per ENTRY parameter.
+
+    ``module`` is what runs (fused, lone ops wrapped); ``source_module`` what was given;
+    ``fusions`` maps each launched fusion's name to its ``CompiledFusion`` (``kernel_path``,
+    ``source``, ``grid``, ``tile_sizes``, ``kind``).  ``fusion_mode`` says how the module was
+    fused: ``"fused"`` (the fusion pass), ``"fused-single-output"`` (the pass without
+    multi-output fusion, after the backend rejected a multi-output fusion) or ``"unfused"``
+    (XLA's fusions only, lone ops as one-op fusions); ``fusion_fallbacks`` says why a more
+    aggressive mode was given up.
+    """
+
+    module: HloModule
+    source_module: HloModule
+    fusions: Mapping[str, Any]
+    programs: Mapping[str, Program] = field(repr=False)
+    device: torch.device
+    fusion_mode: str = "unfused"
+    fusion_fallbacks: tuple[str, ...] = ()
+    fusion_decisions: tuple = field(default=(), repr=False)
+    constant_storages: frozenset[int] = field(default=frozenset(), repr=False)
+
+    def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        entry = self.module.entry
+        tensors = validate_arguments(entry.parameters, args, self.device,
+                                     computation=f"ENTRY {entry.name}")
+        result = self.call_computation(entry.name, tensors)
+        return _fresh_outputs(_flatten(result), tensors, self.constant_storages)
+
+    def call_computation(self, name: str, arguments: Sequence[Value]) -> Value:
+        """Run the host program of computation ``name`` on ``arguments``."""
+        program = self.programs[name]
+        ctx = HostContext(tuple(arguments), self.call_computation)
+        env: dict[str, Value] = {}
+        for step in program.steps:
+            env[step.name] = step.execute([env[o] for o in step.operands], ctx)
+            for dead in step.release:
+                env.pop(dead, None)
+        return env[program.root]
+
+
+def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = None,
+                tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True) -> CompiledModule:
+    """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
+
+    ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
+    names of the compiled module (``CompiledModule.fusions``, or the report of
+    ``fusion-compile compile``) to tile sizes (one power of two per output dim); ``fuse`` runs
+    the fusion pass on ops left unfused.  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with
+    its location on bad input.
+    """
+    from fusion.verifier import verify_module  # noqa: PLC0415
+
+    device = configure_launch_mode()
+    source = _parse(text_or_module)
+    verify_module(source)
+    _check_entry_signature(source)
+    tiling = dict(tiling or {})
+    attempts = _fusion_attempts() if fuse and _lone_ops(source) else [("unfused", None)]
+    fallbacks: list[str] = []
+    for number, (mode, options) in enumerate(attempts):
+        module, decisions = _fuse(source, options) if mode != "unfused" else (source, ())
+        module = wrap_lone_ops(module, _lone_ops(module))
+        try:
+            fusions = _compile_fusions(module, tiling, _cache_target(target))
+            break
+        except UnsupportedOpError as err:
+            # A fusion the pass formed but the emitters cannot emit: fuse less, then not at
+            # all; the unfused attempt's error (the op itself, located) is the one raised.
+            if number == len(attempts) - 1:
+                raise
+            fallbacks.append(f"{mode}: {err.message}")
+    programs = {name: _program(module, module.computation(name), fusions, device)
+                for name in host_computations(module)}
+    return CompiledModule(module, source, fusions, programs, device, fusion_mode=mode,
+                          fusion_fallbacks=tuple(fallbacks), fusion_decisions=tuple(decisions),
+                          constant_storages=_constant_storages(programs.values()))
+
+
+def host_computations(module: HloModule) -> tuple[str, ...]:
+    """The ENTRY and every computation it reaches through call/while/conditional, callees first.
+
+    >>> from fusion.parser import parse_hlo
+    >>> host_computations(parse_hlo('''HloModule m
+    ... f { a = f32[] parameter(0)
+    ...     ROOT n = f32[] negate(a) }
+    ... ENTRY e { x = f32[] parameter(0)
+    ...     ROOT c = f32[] call(x), to_apply=f }'''))
+    ('f', 'e')
+    """
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for instr in module.computation(name).instructions:
+            if instr.opcode in CONTROL_FLOW_OPCODES:
+                for callee in instr.called_computations():
+                    visit(callee)
+        order.append(name)
+
+    visit(module.entry_name)
+    return tuple(order)
+
+
+def _parse(text_or_module: str | HloModule) -> HloModule:
+    if isinstance(text_or_module, HloModule):
+        return text_or_module
+    if not isinstance(text_or_module, str):
+        raise TypeError(f"compile_hlo takes HLO text or an HloModule, not {type(text_or_module).__name__}")
+    from fusion.parser import parse_hlo  # noqa: PLC0415
+
+    return parse_hlo(text_or_module)
+
+
+def _check_entry_signature(module: HloModule) -> None:
+    entry = module.entry
+    for number, param in enumerate(entry.parameters):
+        label = parameter_label(number, param)
+        if not isinstance(param.shape, ArrayShape):
+            raise _located(UnsupportedOpError, f"{label} has tuple shape {param.shape}; compiled "
+                           "modules take one tensor per parameter", param)
+        _torch_dtype_at(param.shape, param, label)
+    for shape in flatten_shape(entry.root.shape):
+        _torch_dtype_at(shape, entry.root, f"ENTRY result %{entry.root.name}")
+
+
+def _torch_dtype_at(shape: ArrayShape, instr: HloInstruction, label: str) -> None:
+    try:
+        torch_dtype(shape.dtype)
+    except UnsupportedOpError as err:
+        raise _located(UnsupportedOpError, f"{label}: {err.message}", instr) from None
+
+
+def _located(cls: type[FusionCompilerError], message: str, instr: HloInstruction,
+             where: str | None = None) -> FusionCompilerError:
+    loc = instr.location
+    return cls(message, line=loc.line if loc else None, column=loc.column if loc else None,
+               where=where or instr.name)
+
+
+def _lone_ops(module: HloModule) -> dict[str, tuple[str, ...]]:
+    """Per host computation, the ops that need a kernel but are not fusions yet."""
+    device = torch.device("cpu")  # rules only decide here; nothing is materialized
+    out: dict[str, tuple[str, ...]] = {}
+    for name in host_computations(module):
+        comp = module.computation(name)
+        lone = tuple(i.name for i in comp.instructions
+                     if i.opcode != "fusion" and host_executor(comp, i, device) is None)
+        if lone:
+            out[name] = lone
+    return out
+
+
+def _fusion_attempts() -> list[tuple[str, Any]]:
+    """The fusion modes to try, most aggressive first; just ``unfused`` without the pass."""
+    try:
+        from tiling.priority_fusion import FusionOptions  # noqa: PLC0415
+    except ModuleNotFoundError as err:
+        if err.name != "tiling.priority_fusion":
+            raise
+        return [("unfused", None)]
+    return [("fused", FusionOptions()), ("fused-single-output", FusionOptions(multi_output=False)),
+            ("unfused", None)]
+
+
+def _fuse(module: HloModule, options: Any) -> tuple[HloModule, tuple]:
+    from tiling.priority_fusion import fuse_module  # noqa: PLC0415
+
+    result = fuse_module(module, options=options)
+    return result.module, tuple(result.decisions)
+
+
+def _cache_target(target: str | int | None) -> str | None:
+    """``"sm_90"``/``90`` -> ``"cuda:90"`` (the kernel-cache key)."""
+    if target is None:
+        return None
+    text = str(target).strip().lower().removeprefix("sm_").removeprefix("cuda:")
+    if not text.isdigit():
+        raise FusionCompilerError(f"unknown target {target!r}; expected sm_80 or sm_90",
+                                  where="target")
+    return f"cuda:{int(text)}"
+
+
+def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
+                     target: str | None) -> dict[str, Any]:
+    from triton_backend.compiled_fusion import compile_fusion  # noqa: PLC0415
+
+    launched = [(module.computation(c), i) for c in host_computations(module)
+                for i in module.computation(c).instructions if i.opcode == "fusion"]
+    names = {i.name for _, i in launched}
+    unknown = sorted(set(tiling) - names)
+    if unknown:
+        raise FusionCompilerError(
+            f"names fusion(s) {', '.join(unknown)} not in the compiled module; its fusions are "
+            f"{', '.join(sorted(names)) or 'none'}", where="tiling")
+    compiled: dict[str, Any] = {}
+    for comp, instr in launched:
+        sizes = tiling.get(instr.name)
+        try:
+            compiled[instr.name] = compile_fusion(
+                module, instr, tile_sizes=None if sizes is None else tuple(sizes), target=target)
+        except UnsupportedOpError as err:
+            raise _unsupported_in(err, module, comp, instr) from None
+    return compiled
+
+
+def _unsupported_in(err: UnsupportedOpError, module: HloModule, comp: HloComputation,
+                    fusion_instr: HloInstruction) -> UnsupportedOpError:
+    """``err`` with a line:column: of the op it names if known, else of the fusion."""
+    if err.line is not None:
+        return err
+    fused = module.computation(fusion_instr.attr("calls"))
+    instr = fusion_instr
+    if err.where and fused.has_instruction(err.where) and fused.instruction(err.where).location:
+        instr = fused.instruction(err.where)
+    elif fusion_instr.location is None and fused.has_instruction(fused.root_name):
+        instr = fused.root
+    message = err.message
+    if err.where and err.where != fusion_instr.name and err.where not in message:
+        message = f"{err.where}: {message}"
+    loc = instr.location
+    return UnsupportedOpError(message, line=loc.line if loc else None,
+                              column=loc.column if loc else None, text=err.text,
+                              expected=err.expected,
+                              where=f"fusion {fusion_instr.name} of computation {comp.name}")
+
+
+def _program(module: HloModule, comp: HloComputation, fusions: Mapping[str, Any],
+             device: torch.device) -> Program:
+    order = post_order(comp)
+    last_use: dict[str, int] = {}
+    for k, name in enumerate(order):
+        for operand in comp.instruction(name).operands:
+            last_use[operand] = k
+    steps = []
+    for k, name in enumerate(order):
+        instr = comp.instruction(name)
+        if instr.opcode == "fusion":
+            execute = _fusion_executor(fusions[name], instr)
+        else:
+            execute = host_executor(comp, instr, device)
+            assert execute is not None, f"{instr.opcode} {name} was neither wrapped nor host-run"
+        release = tuple(o for o in dict.fromkeys(instr.operands)
+                        if last_use.get(o) == k and o != comp.root_name)
+        constant = execute([], None) if instr.opcode == "constant" else None
+        steps.append(Step(name, instr.operands, execute, release, constant))
+    return Program(comp.name, tuple(steps), comp.root_name)
+
+
+def _fusion_executor(compiled: Any, instr: HloInstruction) -> Executor:
+    is_tuple = isinstance(instr.shape, TupleShape)
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        outputs = compiled(*operands)
+        return tuple(outputs) if is_tuple else outputs[0]
+
+    return run
+
+
+def _flatten(value: Value) -> list[torch.Tensor]:
+    if isinstance(value, tuple):
+        return [t for v in value for t in _flatten(v)]
+    return [value]
+
+
+def _constant_storages(programs) -> frozenset[int]:
+    """Storages of the constants materialized at compile time (shared by every call)."""
+    ptrs = set()
+    for program in programs:
+        for step in program.steps:
+            if step.constant is not None:
+                ptrs.update(t.untyped_storage().data_ptr() for t in _flatten(step.constant))
+    return frozenset(ptrs)
+
+
+def _fresh_outputs(outputs: list[torch.Tensor], inputs: Sequence[torch.Tensor],
+                   constants: frozenset[int]) -> tuple[torch.Tensor, ...]:
+    """Outputs the caller may own: contiguous, and never sharing memory with an input, a
+    constant (reused by every call) or another output."""
+    taken = {t.untyped_storage().data_ptr() for t in inputs} | constants
+    out = []
+    for tensor in outputs:
+        fresh = tensor.untyped_storage().data_ptr() not in taken
+        tensor = tensor.contiguous() if fresh else tensor.clone(memory_format=torch.contiguous_format)
+        taken.add(tensor.untyped_storage().data_ptr())
+        out.append(tensor)
+    return tuple(out)
+
+
+__all__ = ["CompiledModule", "Program", "Step", "compile_hlo", "host_computations"]

@@ -1,0 +1,104 @@
+"""Comparing a compiled module's outputs with the reference evaluator's, per element type.
+
+An element passes when ``|out - ref| <= atol + rtol * |ref|`` (NaN where the reference has NaN,
+the same infinity where it has one).  The tolerances allow for what ``numerics_policy``
+documents: transcendentals within a few ulps on f32/f64, one or two ulps of rounding for the
+16- and 8-bit floats (a last-bit difference in f32 may move the rounded result by one ulp);
+integers and pred must be exact.
+
+>>> import numpy as np
+>>> c = compare_output("o0", np.float32([1, 2.5]), np.float32([1, 2.5000002]), "f32")
+>>> c.passed, c.max_abs_error > 0
+(True, True)
+>>> compare_output("o0", np.int32([1, 2]), np.int32([1, 3]), "s32").passed
+False
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fusion.element_types import element_type
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Absolute and relative tolerance of one element type."""
+
+    atol: float
+    rtol: float
+
+
+#: Per HLO element type (alphabetical); types not listed compare exactly.
+TOLERANCES: dict[str, Tolerance] = {
+    "bf16": Tolerance(1e-2, 1.6e-2),
+    "c128": Tolerance(1e-12, 1e-12),
+    "c64": Tolerance(1e-6, 1e-5),
+    "f16": Tolerance(1e-3, 2e-3),
+    "f32": Tolerance(1e-6, 1e-5),
+    "f64": Tolerance(1e-12, 1e-12),
+    "f8e4m3": Tolerance(0.125, 0.25),
+    "f8e4m3b11fnuz": Tolerance(0.125, 0.25),
+    "f8e4m3fn": Tolerance(0.125, 0.25),
+    "f8e4m3fnuz": Tolerance(0.125, 0.25),
+    "f8e5m2": Tolerance(0.25, 0.5),
+    "f8e5m2fnuz": Tolerance(0.25, 0.5),
+}
+EXACT = Tolerance(0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """How one output compares: worst absolute and relative error, and the verdict."""
+
+    key: str
+    dtype: str
+    max_abs_error: float
+    max_rel_error: float
+    tolerance: Tolerance
+    mismatches: int
+    size: int
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0
+
+    def describe(self) -> str:
+        verdict = "ok" if self.passed else f"FAILED ({self.mismatches}/{self.size} elements)"
+        return (f"{self.key}: {self.dtype} max abs error {self.max_abs_error:.3g}, max rel error "
+                f"{self.max_rel_error:.3g} (atol {self.tolerance.atol:g}, rtol "
+                f"{self.tolerance.rtol:g}): {verdict}")
+
+
+def tolerance_for(dtype: str) -> Tolerance:
+    """The tolerance of ``dtype`` (exact for integers and pred)."""
+    return TOLERANCES.get(dtype, EXACT)
+
+
+def compare_output(key: str, reference: np.ndarray, actual: np.ndarray, dtype: str) -> OutputComparison:
+    """Compare ``actual`` with ``reference`` (same shape) under ``dtype``'s tolerance."""
+    tol = tolerance_for(dtype)
+    kind = element_type(dtype).kind
+    if tuple(reference.shape) != tuple(actual.shape):
+        return OutputComparison(key, dtype, float("inf"), float("inf"), tol, reference.size,
+                                reference.size)
+    if reference.size == 0:
+        return OutputComparison(key, dtype, 0.0, 0.0, tol, 0, 0)
+    wide = np.complex128 if kind == "complex" else np.float64
+    ref = np.asarray(reference).astype(wide)
+    out = np.asarray(actual).astype(wide)
+    nan_ref, nan_out = np.isnan(ref), np.isnan(out)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(out - ref)
+        same = (ref == out) | (nan_ref & nan_out)
+        close = same | (~nan_ref & ~nan_out & np.isfinite(ref) & (diff <= tol.atol + tol.rtol * np.abs(ref)))
+        finite = np.isfinite(diff)
+        diff = np.where(same, 0.0, np.where(finite, diff, np.inf))
+        rel = diff / np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+        rel = np.where(same, 0.0, rel)
+    return OutputComparison(key, dtype, float(diff.max()), float(np.nanmax(rel)), tol,
+                            int((~close).sum()), int(ref.size))
+
+
+__all__ = ["EXACT", "OutputComparison", "TOLERANCES", "Tolerance", "compare_output", "tolerance_for"]
