@@ -54,18 +54,20 @@ def _comp_error(comp: HloComputation, message: str) -> HloVerifyError:
 
 
 def _check_names(module: HloModule) -> None:
-    # XLA requires instruction names to be unique in the whole module, not just per computation.
+    # Instruction names are scoped per computation, as in XLA's HLO parser (which uniquifies
+    # them module-wide afterwards): the seed's GELU reproducer names a parameter `param` in
+    # both of its computations, and run_hlo_module accepts it.
     seen_comps: set[str] = set()
-    seen: dict[str, str] = {}
     for comp in module.computations:
         if comp.name in seen_comps:
             raise _comp_error(comp, f"duplicate computation name '{comp.name}'")
         seen_comps.add(comp.name)
+        seen: set[str] = set()
         for instr in comp.instructions:
             if instr.name in seen:
-                fail(instr, f"duplicate instruction name '{instr.name}' (first defined in "
-                     f"computation '{seen[instr.name]}')")
-            seen[instr.name] = comp.name
+                fail(instr, f"duplicate instruction name '{instr.name}' in computation "
+                     f"'{comp.name}'")
+            seen.add(instr.name)
 
 
 def _check_root(comp: HloComputation) -> None:
