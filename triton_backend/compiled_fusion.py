@@ -14,7 +14,9 @@
 >>> compiled(torch.tensor([1.0, -2.0, 0.5]))[0].tolist()
 [-1.0, 2.0, -0.5]
 >>> compiled.kind, compiled.tile_sizes, compiled.grid
-('loop', (4,), (1,))
+('loop', (3,), (1,))
+>>> compiled.tiling_reason.split(":")[0]
+'tile analysis'
 """
 from __future__ import annotations
 
@@ -26,21 +28,42 @@ from pathlib import Path
 from types import ModuleType
 
 from fusion.emitter_kind import analyze_fusion
-from fusion.errors import UnsupportedOpError
+from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from triton_backend.codegen.kernel_file import render_kernel_file
+from triton_backend.codegen.kernel_plan import (
+    DEFAULT_REDUCTION_CHUNK,
+    MAX_PERSISTENT_REDUCTION,
+)
 from triton_backend.kernel_cache import KernelCache
 from triton_backend.numerics_policy import pin_triton_environment
 
-#: Emitter kinds whose fusions this backend emits (everything is an index-expression kernel).
+#: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
 SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices", "loop",
                    "reduction", "transpose")
+
+#: Fusions with a template of their own, recognized (in this order) before the emitter kind:
+#: ``(kind, module, predicate(module, instr) -> bool, compiler(module, instr, *, tile_sizes,
+#: target, cache) -> CompiledFusion)``.  A new template is one line here.
+SPECIAL_FUSIONS = (
+    ("dot", "triton_backend.dot_fusion", "is_dot_fusion", "compile_dot_fusion"),
+    ("sort", "triton_backend.sort_fusion", "is_sort_fusion", "compile_sort_fusion"),
+)
+
+#: Emitter kinds with a template of their own: kind -> (module, compiler) as above.
+KIND_COMPILERS = {
+    "scatter": ("triton_backend.codegen.scatter_template", "compile_scatter_fusion"),
+}
 
 
 @dataclass(frozen=True)
 class CompiledFusion:
-    """A compiled fusion: call it with one torch tensor per operand; returns a tuple of outputs."""
+    """A compiled fusion: call it with one torch tensor per operand; returns a tuple of outputs.
+
+    ``tiling_reason`` says where ``tile_sizes`` came from (the tile analysis' choice and why,
+    the fallback and why the analysis refused, or the caller's explicit sizes).
+    """
 
     fusion_name: str
     kind: str
@@ -49,6 +72,8 @@ class CompiledFusion:
     grid: tuple[int, ...]
     tile_sizes: tuple[int, ...]
     module: ModuleType = field(repr=False, compare=False)
+    tiling_reason: str = ""
+    reduction_chunk: int | None = None
 
     def __call__(self, *tensors):
         runner = self.module
@@ -59,26 +84,101 @@ class CompiledFusion:
 
 def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                    tile_sizes: tuple[int, ...] | None = None, target: str | None = None,
-                   cache: KernelCache | None = None) -> CompiledFusion:
+                   cache: KernelCache | None = None,
+                   reduction_chunk: int | None = None) -> CompiledFusion:
     """Generate, cache and load the kernel for ``fusion_instr`` (the instruction or its name).
 
-    Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot be
-    emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
+    Dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter fusions to
+    theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is the tile
+    analysis' choice (``tiling.tiling_candidates.choose_tiling``: XLA's
+    ``block_level_fusion_config`` when legal, else the ranked default); when the analysis
+    refuses the fusion, ``default_tile_sizes``.  Explicit ``tile_sizes`` (and
+    ``reduction_chunk``) are checked by ``tiling.tiling_legality`` and rejected with its
+    reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
+    be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
     """
     instr = _find_fusion(module, fusion_instr)
+    for kind, module_name, predicate, compiler in SPECIAL_FUSIONS:
+        owner = _optional_module(module_name)
+        if owner is not None and hasattr(owner, predicate) and getattr(owner, predicate)(module, instr):
+            return getattr(owner, compiler)(module, instr, tile_sizes=tile_sizes, target=target,
+                                            cache=cache)
     analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
     kind = analysis.kind.value
+    if kind in KIND_COMPILERS:
+        module_name, compiler = KIND_COMPILERS[kind]
+        return getattr(importlib.import_module(module_name), compiler)(
+            module, instr, tile_sizes=tile_sizes, target=target, cache=cache)
     if kind not in SUPPORTED_KINDS:
         raise UnsupportedOpError(f"fusion {instr.name}: {kind} fusions are not emitted by the "
                                  f"Triton backend ({analysis.reason})", where=instr.name)
-    rendered = render_kernel_file(module, instr, tile_sizes, kind)
+    tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk)
+    rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk)
+    plan = rendered.plan
+    loaded, path = load_kernel(module, instr, rendered.source,
+                               repr((plan.tile_sizes, plan.reduction_chunk)), target, cache)
+    return CompiledFusion(instr.name, kind, path, rendered.source, plan.grid, plan.tile_sizes,
+                          loaded, reason, plan.reduction_chunk if plan.reduce_axes else None)
+
+
+def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
+                         tile_sizes: tuple[int, ...] | None,
+                         reduction_chunk: int | None) -> tuple[tuple[int, ...] | None, int | None, str]:
+    """``(tile sizes or None for the default, reduction chunk, why)`` for a fusion."""
+    from tiling.tiled_fusion import analyze_fusion_tiling
+    from tiling.tiling_candidates import choose_tiling, report_for
+    from tiling.tiling_legality import check_tiling, reduced_extent
+    from tiling.xla_tiling_config import xla_tiling_of
+
+    analysis, refusal = None, ""
+    try:
+        analysis = analyze_fusion_tiling(module, instr)
+        if analysis.not_tileable():
+            node, why = analysis.not_tileable()[0]
+            analysis, refusal = None, f"{node.name}: {why.reason}"
+    except FusionCompilerError as err:
+        refusal = err.message
+    if tile_sizes is None:
+        if analysis is not None:
+            candidate, why = choose_tiling(report_for(analysis, xla_tiling_of(instr)))
+            if candidate is not None:
+                chunk = reduction_chunk if reduction_chunk is not None else candidate.reduction_chunk
+                return candidate.tile_sizes or None, chunk, f"tile analysis: {why}"
+            refusal = why
+        return None, reduction_chunk, f"default tile sizes (the tile analysis refused: {refusal})"
+    tile_sizes = tuple(int(t) for t in tile_sizes)
+    if analysis is None:
+        return tile_sizes or None, reduction_chunk, \
+            f"explicit tile sizes (unchecked: the tile analysis refused: {refusal})"
+    chunk = reduction_chunk
+    if chunk is None and reduced_extent(analysis) > MAX_PERSISTENT_REDUCTION:
+        chunk = DEFAULT_REDUCTION_CHUNK
+    problem = check_tiling(analysis, tile_sizes, chunk)
+    if problem is not None and problem.startswith("root tile"):
+        # A performance preference of the ranking, not a correctness rule: allowed on request.
+        return tile_sizes or None, chunk, f"explicit tile sizes (legal; note: {problem})"
+    if problem is not None:
+        raise UnsupportedOpError(f"fusion {instr.name}: tile sizes {list(tile_sizes)}"
+                                 + (f" with reduction chunk {chunk}" if chunk else "")
+                                 + f" are illegal: {problem}", where=instr.name)
+    return tile_sizes or None, chunk, "explicit tile sizes (legal)"
+
+
+def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,
+                target: str | None, cache: KernelCache | None) -> tuple[ModuleType, Path]:
+    """Write (once) and import a generated kernel file; returns the module and its path."""
     pin_triton_environment()
     cache = cache or KernelCache()
     key = {"fusion": print_instruction(instr) + "\n" + print_computation(module.computation(instr.attr("calls"))),
-           "tiling": repr(rendered.plan.tile_sizes), "target": target or ""}
-    loaded = cache.load(rendered.source, key)
-    return CompiledFusion(instr.name, kind, cache.path_for(rendered.source, key), rendered.source,
-                          rendered.plan.grid, rendered.plan.tile_sizes, loaded)
+           "tiling": tiling, "target": target or ""}
+    return cache.load(source, key), cache.path_for(source, key)
+
+
+def _optional_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:

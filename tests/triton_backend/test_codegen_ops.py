@@ -153,11 +153,19 @@ def test_row_reduction_broadcast_back_in_one_fusion():
                     tile_sizes=(2, 4))
 
 
-@pytest.mark.parametrize("tiles", [(1, 1), (2, 8), (4, 2)])
+@pytest.mark.parametrize("tiles", [(1, 1), (2, 4), (4, 2), (3, 7), (5, 3)])
 def test_partial_tiles_and_explicit_tile_sizes(tiles):
     compiled = run_and_compare(fm(["f32[5,7]{0,1}"], "  ROOT r = f32[5,7]{1,0} negate(p0)",
                                   "f32[5,7]{1,0}"), exact=True, tile_sizes=tiles)
     assert compiled.tile_sizes == tiles
+    assert compiled.tiling_reason.startswith("explicit tile sizes (legal")
+
+
+@pytest.mark.parametrize("tiles,why", [((2, 8), "outside"), ((5,), "rank")])
+def test_illegal_explicit_tile_sizes_are_rejected_with_the_reason(tiles, why):
+    module = parse_hlo(fm(["f32[5,7]"], "  ROOT r = f32[5,7] negate(p0)", "f32[5,7]"))
+    with pytest.raises(UnsupportedOpError, match=f"illegal: .*{why}"):
+        compile_fusion(module, "fusion", tile_sizes=tiles)
 
 
 def test_scalar_output_and_array_constant():
@@ -173,18 +181,22 @@ def test_non_default_output_layout():
 
 
 @pytest.mark.parametrize("body,op", [
-    ("  ROOT r = f32[3] sort(p0), dimensions={0}, to_apply=lt", "sort"),
-    ("  ROOT r = f32[3,3] dot(p0, p0), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "dot"),
+    ("  ROOT r = f32[3,3] cholesky(p0), lower=true", "cholesky"),
+    ("  ROOT r = f32[3,3] convolution(p0, p0), window={size=1x1}, dim_labels=bf_io->bf", "convolution"),
 ])
 def test_unsupported_ops_raise_naming_the_op(body, op):
-    shape = "f32[3]" if op == "sort" else "f32[3,3]"
-    extra = "lt { a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = pred[] compare(a, b), direction=LT }"
-    module = parse_hlo(fm([shape], body, shape, extra))
+    module = parse_hlo(fm(["f32[3,3]"], body, "f32[3,3]"))
     with pytest.raises(UnsupportedOpError, match=op):
         compile_fusion(module, "fusion")
 
 
-def test_tiled_layout_is_rejected_with_the_buffer_name():
-    module = parse_hlo(fm(["f32[8,128]{1,0:T(8,128)}"], "  ROOT r = f32[8,128] negate(p0)", "f32[8,128]"))
-    with pytest.raises(UnsupportedOpError, match="tiled layout"):
-        compile_fusion(module, "fusion")
+@pytest.mark.parametrize("body,shape,kind", [
+    ("  ROOT r = f32[5] sort(p0), dimensions={0}, to_apply=lt", "f32[5]", "sort"),
+    ("  ROOT r = f32[3,3] dot(p0, p0), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+     "f32[3,3]", "dot"),
+])
+def test_dot_and_sort_fusions_dispatch_to_their_templates(body, shape, kind):
+    extra = "lt { a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = pred[] compare(a, b), direction=LT }"
+    compiled = run_and_compare(fm([shape], body, shape, extra), exact=kind == "sort",
+                               reduction_length=3)
+    assert compiled.kind == kind

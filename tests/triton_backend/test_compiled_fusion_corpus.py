@@ -24,11 +24,7 @@ from triton_backend.compiled_fusion import compile_fusion
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "hlo")
 
 #: fusion -> the op that makes it unsupported (the reason must name it).
-UNSUPPORTED = {
-    "cumsum:wrapped_reduce-window": "reduce-window",
-    "max_pool:wrapped_reduce-window": "reduce-window",
-    "scatter:wrapped_scatter": "scatter",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def _fusions():

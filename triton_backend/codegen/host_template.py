@@ -4,6 +4,13 @@
 as its HLO layout says (``minor_to_major``), launches the kernel on the tensors' device (CUDA
 tensors on the GPU; CPU tensors need the file imported under ``TRITON_INTERPRET=1``), and
 returns logical views of the outputs.
+
+Buffers in a physical layout (tiled, ``T(...)``, or word-packed) are passed and returned in
+their physical form instead: flat tensors of the layout's physical buffer, padding included,
+as ``host_packing.pack_tensor`` gives them (``torch.uint32`` words when elements share 32-bit
+words, else elements).  Their spec describes that flat buffer (``dims`` = its length, order
+``(0,)``), and such outputs (listed in ``PADDED_OUTPUTS``) are allocated zero-filled: the
+kernel never writes padding-only words or elements, so their padding reads zero.
 """
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import math
 
 from fusion.errors import UnsupportedOpError
 from fusion.shape import ArrayShape
-from triton_backend.codegen.addressing import minor_to_major
+from triton_backend.codegen.addressing import buffer_addressing, is_physical_layout, minor_to_major
 
 TORCH_DTYPES = {
     "pred": "torch.bool", "s8": "torch.int8", "s16": "torch.int16", "s32": "torch.int32",
@@ -27,6 +34,9 @@ import torch
 if __name__ == "__main__" and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # standalone run without a GPU
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")  # numerics_policy: no FP contraction
+
+PADDED_OUTPUTS = ()  # outputs in a physical layout: allocated zero-filled (padding reads 0)
+OUTPUT_FROM_INPUT = ()  # (output, input) pairs: the output starts as a copy of the input
 '''
 
 RUNTIME = '''
@@ -52,8 +62,12 @@ def run(*inputs):
         args.append(_physical(tensor.to(device), order))
     for name, dtype, dims, order, values in CONSTANT_SPECS:
         args.append(_physical(torch.tensor(values, dtype=dtype, device=device).reshape(dims), order))
-    outputs = [torch.empty([dims[k] for k in reversed(order)], dtype=dtype, device=device)
-               for name, dtype, dims, order in OUTPUT_SPECS]
+    outputs = [(torch.zeros if i in PADDED_OUTPUTS else torch.empty)(
+                   [dims[k] for k in reversed(order)], dtype=dtype, device=device)
+               for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS)]
+    # An in-place output (scatter's) starts as a copy of the input it updates.
+    for i, source in OUTPUT_FROM_INPUT:
+        outputs[i].copy_(args[source])
     KERNEL[GRID](*args, *outputs)
     return tuple(_logical(out, spec[3]) for out, spec in zip(outputs, OUTPUT_SPECS))
 
@@ -87,8 +101,29 @@ def torch_dtype(shape: ArrayShape, where: str) -> str:
 
 
 def buffer_spec(name: str, shape: ArrayShape) -> str:
-    """``(name, torch dtype, dims, minor_to_major)`` as Python source."""
+    """``(name, torch dtype, dims, minor_to_major)`` as Python source; a physical layout's
+    flat buffer as ``(name, buffer dtype, (entries,), (0,))``.
+
+    >>> from tiling.layout import parse_tiles
+    >>> buffer_spec("p0", ArrayShape("bf16", (37, 300), parse_tiles("1,0", "(8,128)(2,1)")))
+    "('p0', torch.uint32, (7680,), (0,))"
+    """
+    if is_physical_layout(shape):
+        addressing = buffer_addressing(shape, name)
+        dtype = "torch.uint32" if addressing.is_packed else torch_dtype(shape, name)
+        return f"({name!r}, {dtype}, ({addressing.buffer_entries},), (0,))"
     return f"({name!r}, {torch_dtype(shape, name)}, {tuple(shape.dims)!r}, {minor_to_major(shape)!r})"
+
+
+def padded_outputs_line(outputs) -> str:
+    """``PADDED_OUTPUTS = (...)`` naming the outputs in a physical layout ('' when none).
+
+    >>> from tiling.layout import parse_tiles
+    >>> padded_outputs_line([ArrayShape("f32", (3,)), ArrayShape("f32", (3,), parse_tiles("0", "(8)"))])
+    'PADDED_OUTPUTS = (1,)\\n'
+    """
+    padded = tuple(i for i, shape in enumerate(outputs) if is_physical_layout(shape))
+    return f"PADDED_OUTPUTS = {padded!r}\n" if padded else ""
 
 
 def constant_spec(name: str, shape: ArrayShape, values) -> str:

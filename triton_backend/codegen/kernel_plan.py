@@ -1,9 +1,13 @@
-"""The iteration space of one kernel: output tile sizes, reduction axes, grid.
+"""The iteration space of one kernel: output tile sizes, reduction axes, grid, index width.
 
-Each program computes one tile of the (common) output shape; tile sizes are powers of two.
-Every reduce reachable from the root gets one extra kernel axis per reduced dim, holding the
-whole dim padded to a power of two.  ``default_tile_sizes`` is the one place choosing tiles
-(swap it for ``tiling.tiling_candidates`` when that lands).
+Each program computes one tile of the (common) iteration shape.  A tile size may be any
+size in ``[1, dim]`` (the tiling analysis proposes whole dims such as 100) or a power of two
+(``default_tile_sizes``); its kernel axis holds the next power of two (``tl.arange`` needs
+one) and lanes past the tile are masked.  Every reduce and reduce-window reachable from the
+root gets one extra kernel axis per reduced (window) dim: the whole dim padded to a power of
+two (a *persistent* reduction), or, when the padded extent exceeds
+``MAX_PERSISTENT_REDUCTION`` or a ``reduction_chunk`` is given, a chunk of it that the
+kernel loops over with an accumulator (a *looped* reduction).
 
 >>> default_tile_sizes((5, 300), budget=256)
 (1, 256)
@@ -23,6 +27,10 @@ from fusion.shape import ArrayShape
 DEFAULT_TILE_BUDGET = 1024
 #: Largest padded reduction (elements) a persistent reduction keeps in registers.
 MAX_PERSISTENT_REDUCTION = 1 << 14
+#: Chunk (elements per reduced dim per iteration) of a looped reduction nobody chose.
+DEFAULT_REDUCTION_CHUNK = 1024
+#: Buffers with more elements than this need 64-bit offsets.
+MAX_INT32_ELEMENTS = 2**31 - 1
 
 
 def next_power_of_two(n: int) -> int:
@@ -44,15 +52,32 @@ def default_tile_sizes(dims: tuple[int, ...], budget: int = DEFAULT_TILE_BUDGET)
     return tuple(reversed(sizes))
 
 
+def index_bits_for(element_counts) -> int:
+    """32 unless some buffer has more than 2^31 - 1 elements (then offsets need 64 bits).
+
+    >>> index_bits_for([10, 2**31 - 1]), index_bits_for([2**31])
+    (32, 64)
+    """
+    return 64 if any(n > MAX_INT32_ELEMENTS for n in element_counts) else 32
+
+
 @dataclass(frozen=True)
 class KernelPlan:
-    """Static shape of a kernel: axes ``[output dims..., reduction axes...]`` and the grid."""
+    """Static shape of a kernel: axes ``[output dims..., reduction axes...]`` and the grid.
+
+    ``reduce_axes`` maps each reduce/reduce-window to its axes (one per reduced or window
+    dim, in the op's dim order); ``reduce_extents`` gives the sizes those axes walk.  With a
+    ``reduction_chunk`` every reduction is looped in chunks of (at most) that many elements
+    per axis.
+    """
 
     output_dims: tuple[int, ...]
     tile_sizes: tuple[int, ...]
     axis_blocks: tuple[int, ...]
     reduce_axes: tuple[tuple[str, tuple[int, ...]], ...]
     tiles_per_dim: tuple[int, ...]
+    reduction_chunk: int | None = None
+    index_bits: int = 32
 
     @property
     def grid(self) -> tuple[int]:
@@ -78,32 +103,53 @@ def reachable_instructions(computation: HloComputation) -> list[str]:
     return order
 
 
+def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
+    """The sizes a reduce's (reduce-window's) reduction axes walk, in its dim order."""
+    instr = computation.instruction(name)
+    if instr.opcode == "reduce-window":
+        return tuple(d.size for d in instr.attr("window").dims if d.size > 1)
+    operand = computation.instruction(instr.operands[0]).shape
+    assert isinstance(operand, ArrayShape)
+    return tuple(operand.dims[k] for k in instr.attr("dimensions"))
+
+
 def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
-                tile_sizes: tuple[int, ...] | None = None) -> KernelPlan:
-    """The plan for tiles of ``output_dims`` (a rank-0 output is iterated as ``(1,)``)."""
+                tile_sizes: tuple[int, ...] | None = None, *,
+                reduction_chunk: int | None = None, index_bits: int = 32) -> KernelPlan:
+    """The plan for tiles of ``output_dims`` (a rank-0 output is iterated as ``(1,)``).
+
+    Without ``reduction_chunk``, reductions whose padded extent exceeds
+    ``MAX_PERSISTENT_REDUCTION`` are looped in chunks of ``DEFAULT_REDUCTION_CHUNK``.
+    """
     space = output_dims or (1,)
+    reducers = [n for n in reachable_instructions(computation)
+                if computation.instruction(n).opcode in ("reduce", "reduce-window")]
+    extents = [reduced_extents(computation, n) for n in reducers]
+    persistent = math.prod(next_power_of_two(e) for ext in extents for e in ext)
+    if reduction_chunk is None and persistent > MAX_PERSISTENT_REDUCTION:
+        reduction_chunk = DEFAULT_REDUCTION_CHUNK
+    if reduction_chunk is not None and (reduction_chunk < 1 or reduction_chunk & (reduction_chunk - 1)):
+        raise UnsupportedOpError(f"reduction chunk {reduction_chunk} must be a power of two",
+                                 where=computation.name)
     reduce_axes, reduce_blocks = [], []
-    for name in reachable_instructions(computation):
-        instr = computation.instruction(name)
-        if instr.opcode != "reduce":
-            continue
-        operand = computation.instruction(instr.operands[0]).shape
-        assert isinstance(operand, ArrayShape)
-        blocks = [next_power_of_two(operand.dims[k]) for k in instr.attr("dimensions")]
+    for name, ext in zip(reducers, extents):
+        blocks = [next_power_of_two(e) if reduction_chunk is None else
+                  min(reduction_chunk, next_power_of_two(e)) for e in ext]
         first = len(space) + len(reduce_blocks)
         reduce_axes.append((name, tuple(range(first, first + len(blocks)))))
         reduce_blocks.extend(blocks)
     reduction = math.prod(reduce_blocks)
-    if reduction > MAX_PERSISTENT_REDUCTION:
-        raise UnsupportedOpError(
-            f"reductions over {reduction} padded elements exceed the persistent limit "
-            f"{MAX_PERSISTENT_REDUCTION} (looped reductions are not emitted yet)",
-            where=computation.name)
     if tile_sizes is None:
         tile_sizes = default_tile_sizes(space, max(1, DEFAULT_TILE_BUDGET // reduction))
-    tile_sizes = tuple(tile_sizes)
-    if len(tile_sizes) != len(space) or any(t < 1 or t & (t - 1) for t in tile_sizes):
-        raise UnsupportedOpError(f"tile sizes {list(tile_sizes)} must be {len(space)} powers of two",
+    tile_sizes = tuple(int(t) for t in tile_sizes)
+    if len(tile_sizes) != len(space) or any(t < 1 for t in tile_sizes):
+        raise UnsupportedOpError(f"tile sizes {list(tile_sizes)} must be {len(space)} positive sizes",
                                  where=computation.name)
+    for t, n in zip(tile_sizes, space):
+        if t & (t - 1) and t > n:
+            raise UnsupportedOpError(f"tile sizes {list(tile_sizes)}: a tile that is not a power of "
+                                     f"two must not exceed its dim ({t} > {n})", where=computation.name)
     tiles = tuple(-(-size // tile) for size, tile in zip(space, tile_sizes))
-    return KernelPlan(space, tile_sizes, tile_sizes + tuple(reduce_blocks), tuple(reduce_axes), tiles)
+    blocks = tuple(next_power_of_two(t) for t in tile_sizes)
+    return KernelPlan(space, tile_sizes, blocks + tuple(reduce_blocks), tuple(reduce_axes), tiles,
+                      reduction_chunk, index_bits)

@@ -11,6 +11,8 @@ once (the computation partitioner's point).  The rule for each opcode lives in
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -63,10 +65,20 @@ class ValueEmitter:
     symbols: list[str] = field(default_factory=list)
     symbol_axes: list[frozenset[int]] = field(default_factory=list)
     memo: dict = field(default_factory=dict)
+    #: Every (instruction, indices) read from memory, for the kernel file's header comment.
+    reads: set = field(default_factory=set)
     buffers: dict[str, ExternalBuffer] = field(default_factory=dict)
     helper_functions: dict[str, str] = field(default_factory=dict)
     helper_names: dict[str, str] = field(default_factory=dict)
     indent: str = "    "
+    #: Chunk of looped reductions (None: reductions are persistent).
+    reduction_chunk: int | None = None
+    #: Width of index arithmetic: 64 when some buffer has more than 2^31 - 1 elements.
+    index_bits: int = 32
+
+    @property
+    def index_dtype(self) -> str:
+        return f"tl.int{self.index_bits}"
 
     # --- variables --------------------------------------------------------------------------
     @property
@@ -85,7 +97,10 @@ class ValueEmitter:
         """
         block = self.axis_blocks[axis]
         name = self.names.fresh(hint)
-        base = f"tl.arange(0, {block})" if start is None else f"({start} + tl.arange(0, {block}))"
+        lanes = f"tl.arange(0, {block})"
+        if self.index_bits == 64:
+            lanes = f"{lanes}.to(tl.int64)"
+        base = lanes if start is None else f"({start} + {lanes})"
         self.emit(f"{name} = {base}{self.axis_view(axis)}")
         self.dims.append(IndexVar(name, axis, block, extent, block - 1 if upper is None else upper))
         return d(len(self.dims) - 1)
@@ -112,6 +127,20 @@ class ValueEmitter:
     def emit(self, line: str) -> None:
         self.lines.append(self.indent + line)
 
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        """Emit ``header`` (e.g. a ``for``) and the lines of the ``with`` body indented under it.
+
+        Values emitted inside are forgotten afterwards: they are not defined after the loop.
+        """
+        self.emit(header)
+        saved_memo, saved_indent = dict(self.memo), self.indent
+        self.indent += "    "
+        try:
+            yield
+        finally:
+            self.indent, self.memo = saved_indent, saved_memo
+
     def bind(self, expr: str, hint: str) -> str:
         name = self.names.fresh(hint)
         self.emit(f"{name} = {expr}")
@@ -124,7 +153,7 @@ class ValueEmitter:
         """Like ``index_text`` but always a tensor (a constant index becomes ``tl.full``)."""
         from tiling.affine_expr import Constant
         if isinstance(expr, Constant):
-            return f"tl.full([], {expr.value}, tl.int32)"
+            return f"tl.full([], {expr.value}, {self.index_dtype})"
         return f"({self.index_text(expr)})"
 
     def shape_of(self, indices: tuple[AffineExpr, ...]) -> tuple[int, ...]:
@@ -185,6 +214,8 @@ class ValueEmitter:
             rule_for,  # the rules use this class
         )
         instr = self.instruction(name)
+        if instr.opcode in ("parameter", "constant"):
+            self.reads.add(key)
         result = rule_for(instr)(self, instr, tuple(indices))
         self.memo[key] = result
         return result

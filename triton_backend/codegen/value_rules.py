@@ -17,6 +17,7 @@ from fusion.hlo_module import HloInstruction
 from tiling.affine_expr import AffineExpr, const
 from triton_backend.codegen.addressing import physical_strides
 from triton_backend.codegen.memory_rules import constant_rule, parameter_rule
+from triton_backend.codegen.reduce_window_rules import reduce_window_rule
 from triton_backend.codegen.reduction_rules import reduce_rule
 from triton_backend.codegen.value_emitter import (
     Value,
@@ -122,7 +123,7 @@ def _clamped_starts(em: ValueEmitter, instr: HloInstruction, first: int, sizes) 
         raw = em.scalar_value(name)
         high = operand.dims[j] - sizes[j]
         starts.append(em.new_symbol(
-            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to(tl.int32)", f"start{j}"))
+            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to({em.index_dtype})", f"start{j}"))
     return starts
 
 
@@ -160,7 +161,7 @@ def _gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
         raw = _single(em, instr.operands[1], tuple(where))
         high = operand.dims[operand_dim] - sizes[operand_dim]
         starts[operand_dim] = em.new_symbol(
-            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to(tl.int32)",
+            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to({em.index_dtype})",
             f"gather_start{i}", tuple(where))
     windows = iter(indices[k] for k in offset_dims)
     operand_indices = []
@@ -241,6 +242,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "pad": _pad,
     "parameter": parameter_rule,
     "reduce": reduce_rule,
+    "reduce-window": reduce_window_rule,
     "reshape": _reshape,
     "reverse": _reverse,
     "slice": _slice,
@@ -250,8 +252,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
 
 _WHY_UNSUPPORTED = {
     "dot": "matrix multiplication belongs to the library/Triton GEMM path, not the emitters",
-    "reduce-window": "windowed reductions are not emitted yet",
-    "scatter": "scatter needs the scatter emitter (atomic or sorted updates)",
+    "scatter": "scatter is emitted only as the root of a scatter fusion (scatter_template)",
     "sort": "sort needs its own emitter",
 }
 

@@ -1,0 +1,171 @@
+"""Looped (chunked) reductions, reduce-window and multi-output reduction fusions in the Triton
+interpreter against the reference evaluator, on small non-power-of-two shapes (chunks are
+forced small so loops run many iterations); plus where the tiling comes from."""
+from __future__ import annotations
+
+import pytest
+
+from fusion.parser import parse_hlo
+from tests.triton_backend.fusion_check import run_and_compare
+from tests.triton_backend.fusion_check import single_fusion_module as fm
+from triton_backend.codegen.kernel_plan import DEFAULT_REDUCTION_CHUNK, plan_kernel
+from triton_backend.compiled_fusion import compile_fusion
+
+ADD = "add {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] add(a, b) }}\n"
+MAX = "max {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] maximum(a, b) }}\n"
+MUL = "mul {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] multiply(a, b) }}\n"
+
+
+def reducers(t: str) -> str:
+    return (ADD + MAX + MUL).format(t=t)
+
+
+SOFTMAX = """  ninf = {t}[] constant(-inf)
+  m = {t}[3] reduce(p0, ninf), dimensions={{1}}, to_apply=max
+  mb = {t}[3,100] broadcast(m), dimensions={{0}}
+  d = {t}[3,100] subtract(p0, mb)
+  e = {t}[3,100] exponential(d)
+  z = {t}[] constant(0)
+  s = {t}[3] reduce(e, z), dimensions={{1}}, to_apply=add
+  sb = {t}[3,100] broadcast(s), dimensions={{0}}
+  ROOT r = {t}[3,100] divide(e, sb)"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("chunk", [16, 32])
+def test_softmax_rows_looped_in_chunks(dtype, chunk):
+    text = fm([f"{dtype}[3,100]"], SOFTMAX.format(t=dtype), f"{dtype}[3,100]", reducers(dtype))
+    compiled = run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=chunk)
+    assert compiled.reduction_chunk == chunk
+    assert f"range(0, 100, {chunk})" in compiled.source
+
+
+def test_layernorm_looped_with_tile_over_the_row():
+    body = """  z = f32[] constant(0)
+  n = f32[] constant(0.01)
+  s = f32[5] reduce(p0, z), dimensions={1}, to_apply=add
+  nb = f32[5] broadcast(n), dimensions={}
+  mean = f32[5] multiply(s, nb)
+  mb = f32[5,100] broadcast(mean), dimensions={0}
+  c = f32[5,100] subtract(p0, mb)
+  sq = f32[5,100] multiply(c, c)
+  v = f32[5] reduce(sq, z), dimensions={1}, to_apply=add
+  var = f32[5] multiply(v, nb)
+  eps = f32[5] broadcast(n), dimensions={}
+  ve = f32[5] add(var, eps)
+  r = f32[5] rsqrt(ve)
+  rb = f32[5,100] broadcast(r), dimensions={0}
+  ROOT o = f32[5,100] multiply(c, rb)"""
+    text = fm(["f32[5,100]"], body, "f32[5,100]", reducers("f32"))
+    run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=16, tile_sizes=(2, 32))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "s32", "s8"])
+@pytest.mark.parametrize("dims,reducer,init", [("{1}", "add", "3"), ("{0,2}", "max", "-100"),
+                                               ("{2}", "mul", "1")])
+def test_looped_reduce_any_combiner_non_identity_init(dtype, dims, reducer, init):
+    kept = [k for k in range(3) if str(k) not in dims]
+    out = f"{dtype}[{','.join(str([5, 19, 21][k]) for k in kept)}]"
+    body = (f"  c = {dtype}[] constant({init})\n"
+            f"  ROOT r = {out} reduce(p0, c), dimensions={dims}, to_apply={reducer}")
+    text = fm([f"{dtype}[5,19,21]"], body, out, reducers(dtype))
+    length = 5 * 21 if dims == "{0,2}" else 21
+    run_and_compare(text, exact=dtype in ("s32", "s8") and reducer != "mul", reduction_length=length,
+                    reduction_chunk=4)
+
+
+def test_looped_variadic_argmax():
+    extra = """argmax { a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(gt, tie)
+  v = f32[] select(pick, a, b)
+  i = s32[] select(pick, ai, bi)
+  ROOT r = (f32[], s32[]) tuple(v, i) }"""
+    body = ("  io = s32[4,37] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
+            "  z = s32[] constant(0)\n"
+            "  ROOT am = (f32[4], s32[4]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax")
+    run_and_compare(fm(["f32[4,37]"], body, "(f32[4], s32[4])", extra), exact=True,
+                    reduction_chunk=8)
+
+
+def test_large_reductions_are_looped_automatically():
+    body = "  z = f32[] constant(0)\n  ROOT r = f32[2] reduce(p0, z), dimensions={1}, to_apply=add"
+    module = parse_hlo(fm(["f32[2,100000]"], body, "f32[2]", reducers("f32")))
+    plan = plan_kernel(module.computation("f"), (2,))
+    assert plan.reduction_chunk == DEFAULT_REDUCTION_CHUNK
+    assert plan.axis_blocks[1] == DEFAULT_REDUCTION_CHUNK
+    compiled = compile_fusion(module, "fusion")
+    assert compiled.reduction_chunk is not None and "for r_r_0_start in range(0, 100000," in compiled.source
+
+
+WINDOWS = {
+    "strided": ("f32[7,9]", "size=2x3 stride=2x2", "f32[3,4]", "max", "-inf"),
+    "padded": ("f32[5,6]", "size=3x2 pad=1_1x0_1", "f32[5,6]", "add", "0"),
+    "window_dilated": ("f32[9,5]", "size=3x2 rhs_dilate=2x3", "f32[5,2]", "add", "0"),
+    "base_dilated": ("f32[4,5]", "size=2x2 stride=1x2 pad=1_0x0_0 lhs_dilate=2x1", "f32[7,2]", "max", "-inf"),
+    "cumsum": ("f32[3,13]", "size=1x13 pad=0_0x12_0", "f32[3,13]", "add", "0"),
+    "non_identity_init": ("s32[6,7]", "size=2x3 pad=0_1x1_1", "s32[6,7]", "add", "5"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WINDOWS))
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_reduce_window(case, chunk):
+    in_shape, window, out, reducer, init = WINDOWS[case]
+    t = in_shape.split("[")[0]
+    body = (f"  c = {t}[] constant({init})\n"
+            f"  ROOT r = {out} reduce-window(p0, c), window={{{window}}}, to_apply={reducer}")
+    text = fm([in_shape], body, out, reducers(t))
+    compiled = run_and_compare(text, exact=t == "s32" or reducer == "max", reduction_length=13,
+                               reduction_chunk=chunk)
+    assert compiled.reduction_chunk == chunk
+
+
+def test_reduce_window_inside_a_loop_fusion():
+    body = ("  c = f32[] constant(0)\n  e = f32[4,11] exponential(p0)\n"
+            "  w = f32[4,11] reduce-window(e, c), window={size=1x11 pad=0_0x10_0}, to_apply=add\n"
+            "  ROOT r = f32[4,11] multiply(w, p0)")
+    run_and_compare(fm(["f32[4,11]"], body, "f32[4,11]", reducers("f32")), exact=False,
+                    reduction_length=11)
+
+
+MULTI_OUTPUT = """  z = f32[] constant(0)
+  e = f32[6,37] exponential(p0)
+  s = f32[{kept}] reduce(e, z), dimensions={{{dims}}}, to_apply=add
+  ROOT t = (f32[{kept}], f32[6,37]) tuple(s, e)"""
+
+
+@pytest.mark.parametrize("dims,kept,tiles", [("1", "6", None), ("1", "6", (4, 16)),
+                                             ("0", "37", (2, 8)), ("0", "37", None)])
+def test_multi_output_reduction_with_an_input_shaped_output(dims, kept, tiles):
+    text = fm(["f32[6,37]"], MULTI_OUTPUT.format(dims=dims, kept=kept), f"(f32[{kept}], f32[6,37])",
+              reducers("f32"))
+    run_and_compare(text, exact=False, reduction_length=37, tile_sizes=tiles)
+
+
+def test_multi_output_of_unrelated_shapes_is_rejected_with_the_reason():
+    from fusion.errors import UnsupportedOpError
+    body = ("  a = f32[3,4] negate(p0)\n  b = f32[12] reshape(p0)\n"
+            "  ROOT t = (f32[3,4], f32[12]) tuple(a, b)")
+    module = parse_hlo(fm(["f32[3,4]"], body, "(f32[3,4], f32[12])"))
+    with pytest.raises(UnsupportedOpError, match="neither of the iteration shape"):
+        compile_fusion(module, "fusion")
+
+
+def test_tiling_comes_from_the_tile_analysis_or_falls_back_with_the_reason():
+    loop = parse_hlo(fm(["f32[64,300]"], "  ROOT r = f32[64,300] exponential(p0)", "f32[64,300]"))
+    compiled = compile_fusion(loop, "fusion")
+    assert compiled.tiling_reason.startswith("tile analysis: ")
+    assert "coalesce" in compiled.tiling_reason
+    body = ("  c = f32[] constant(0)\n"
+            "  ROOT r = f32[4,11] reduce-window(p0, c), window={size=1x11 pad=0_0x10_0}, to_apply=add")
+    windowed = parse_hlo(fm(["f32[4,11]"], body, "f32[4,11]", reducers("f32")))
+    compiled = compile_fusion(windowed, "fusion")
+    assert compiled.tiling_reason.startswith("tile analysis") or \
+        compiled.tiling_reason.startswith("default tile sizes (the tile analysis refused: ")
