@@ -274,10 +274,10 @@ def _chunked(analysis, tile_sizes) -> TilingCandidate | RejectedTiling:
     return last or RejectedTiling(tuple(tile_sizes), None, "no legal reduction chunk")
 
 
-def _target(output_numel: int) -> int:
+def _target(output_numel: int, target_elements: int = TARGET_TILE_ELEMENTS) -> int:
     per_sm = max(1, output_numel // NUM_SMS)
     target = 1 << max(0, per_sm.bit_length() - 1)
-    return max(16, min(TARGET_TILE_ELEMENTS, target))
+    return max(16, min(target_elements, target))
 
 
 def _rank_key(c: TilingCandidate, target: int):
@@ -315,7 +315,8 @@ def explain_default(analysis: SymbolicTiledFusion, c: TilingCandidate, target: i
     return "; ".join(parts)
 
 
-def rank_candidates(analysis: SymbolicTiledFusion) -> tuple[list[TilingCandidate], list[RejectedTiling]]:
+def rank_candidates(analysis: SymbolicTiledFusion, target_elements: int = TARGET_TILE_ELEMENTS,
+                    ) -> tuple[list[TilingCandidate], list[RejectedTiling]]:
     legal: list[TilingCandidate] = []
     rejected: list[RejectedTiling] = []
     for sizes in candidate_sizes(analysis.output_dims):
@@ -326,24 +327,28 @@ def rank_candidates(analysis: SymbolicTiledFusion) -> tuple[list[TilingCandidate
     numel = 1
     for n in analysis.output_dims:
         numel *= n
-    target = _target(numel)
+    target = _target(numel, target_elements)
     legal.sort(key=lambda c: _rank_key(c, target))
     return legal, rejected
 
 
 def tiling_candidates(module: HloModule, fusion_instr: HloInstruction,
-                      analysis: SymbolicTiledFusion | None = None) -> TilingReport:
+                      analysis: SymbolicTiledFusion | None = None,
+                      target_elements: int = TARGET_TILE_ELEMENTS) -> TilingReport:
     """Legal tilings ranked, rejected ones with reasons, the default, and XLA's choice.
 
     See the module docstring for an example.  ``analysis`` (from
     ``tiling.tiled_fusion.analyze_fusion_tiling``) is reused when given.
+    ``target_elements`` is the block size the ranking aims for: 1024 suits a GPU; the
+    Triton interpreter, which pays a fixed cost per program, wants far larger blocks.
     """
     if analysis is None:
         analysis = analyze_fusion_tiling(module, fusion_instr)
-    return report_for(analysis, xla_tiling_of(fusion_instr))
+    return report_for(analysis, xla_tiling_of(fusion_instr), target_elements)
 
 
-def report_for(analysis: SymbolicTiledFusion, xla: XlaTilingConfig | None = None) -> TilingReport:
+def report_for(analysis: SymbolicTiledFusion, xla: XlaTilingConfig | None = None,
+               target_elements: int = TARGET_TILE_ELEMENTS) -> TilingReport:
     """``tiling_candidates`` for an analysis already made (e.g. of a single-op wrapper)."""
     input_bytes = 0
     for p in analysis.computation.parameters:
@@ -353,11 +358,11 @@ def report_for(analysis: SymbolicTiledFusion, xla: XlaTilingConfig | None = None
                 count *= n
             input_bytes += count * _bytes_of(p)
     not_tileable = tuple(f"{n.name}: {t.reason}" for n, t in analysis.not_tileable())
-    legal, rejected = rank_candidates(analysis)
+    legal, rejected = rank_candidates(analysis, target_elements)
     numel = 1
     for n in analysis.output_dims:
         numel *= n
-    target = _target(numel)
+    target = _target(numel, target_elements)
     default, reason = None, "no legal tiling"
     if not_tileable:
         reason = "not tileable: " + not_tileable[0]
