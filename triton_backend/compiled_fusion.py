@@ -61,6 +61,11 @@ KIND_COMPILERS = {
 class CompiledFusion:
     """A compiled fusion: call it with one torch tensor per operand; returns a tuple of outputs.
 
+    Operands and outputs in a tiled or word-packed layout (``T(...)``, ``E(n)``) are their
+    PHYSICAL buffers, flat, padding included, as ``host_packing.pack_tensor`` makes them
+    (``torch.uint32`` words when elements share 32-bit words, e.g. bf16 ``(8,128)(2,1)``);
+    read outputs back with ``host_packing.unpack_tensor``.  Their padding is zero.
+
     ``tiling_reason`` says where ``tile_sizes`` came from (the tile analysis' choice and why,
     the fallback and why the analysis refused, or the caller's explicit sizes).
     """
@@ -121,6 +126,18 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                           loaded, reason, plan.reduction_chunk if plan.reduce_axes else None)
 
 
+INTERPRETER_TILE_ELEMENTS = 1 << 16
+"""Block size the default tiling aims for under the Triton interpreter: it pays milliseconds per
+program, so the GPU's 1024-element blocks would make the seed's 12.6M-element GELU take minutes."""
+
+
+def _target_tile_elements() -> int:
+    from tiling.tiling_candidates import TARGET_TILE_ELEMENTS
+    from triton_backend.launch_mode import interpreting
+
+    return INTERPRETER_TILE_ELEMENTS if interpreting() else TARGET_TILE_ELEMENTS
+
+
 def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
                          tile_sizes: tuple[int, ...] | None,
                          reduction_chunk: int | None) -> tuple[tuple[int, ...] | None, int | None, str]:
@@ -140,7 +157,8 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
         refusal = err.message
     if tile_sizes is None:
         if analysis is not None:
-            candidate, why = choose_tiling(report_for(analysis, xla_tiling_of(instr)))
+            report = report_for(analysis, xla_tiling_of(instr), _target_tile_elements())
+            candidate, why = choose_tiling(report)
             if candidate is not None:
                 chunk = reduction_chunk if reduction_chunk is not None else candidate.reduction_chunk
                 return candidate.tile_sizes or None, chunk, f"tile analysis: {why}"
