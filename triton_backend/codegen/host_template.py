@@ -18,7 +18,11 @@ import math
 
 from fusion.errors import UnsupportedOpError
 from fusion.shape import ArrayShape
-from triton_backend.codegen.addressing import buffer_addressing, is_physical_layout, minor_to_major
+from triton_backend.codegen.addressing import (
+    buffer_addressing,
+    is_physical_layout,
+    minor_to_major,
+)
 
 TORCH_DTYPES = {
     "pred": "torch.bool", "s8": "torch.int8", "s16": "torch.int16", "s32": "torch.int32",

@@ -4,6 +4,10 @@ A parameter (or an array constant, passed to the kernel as an extra buffer) is l
 indices through its buffer's addressing (``addressing.buffer_addressing``), masked by the
 bounds of every index so that lanes outside the array (partial tiles, padding, other
 concatenate pieces) never touch memory.  Scalar constants become ``tl.full`` literals.
+Parameters in tiled layouts are read from their physical buffer; word-packed ones through
+``packed_access`` (a word per lane, the field shifted out).  Array constants are buffers the
+host builds itself, so they are always passed untiled whatever layout the HLO gives them.
+``store_output`` writes a kernel result the same ways (packed: whole words only).
 
 >>> from fusion.element_types import ELEMENT_TYPES as T
 >>> scalar_literal(float("-inf"), T["f32"])
@@ -21,12 +25,16 @@ from fusion.attributes import Literal
 from fusion.element_types import ElementType
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction
+from fusion.layout import Layout
+from fusion.shape import ArrayShape
 from tiling.affine_expr import AffineExpr
 from triton_backend.codegen.addressing import buffer_addressing
+from triton_backend.codegen.packed_access import emit_packed_load, emit_packed_store
 from triton_backend.codegen.value_emitter import Value, ValueEmitter, array_shape
 from triton_backend.elementwise_lowering import (
     register_dtype,
     render_load_widen,
+    render_store_narrow,
     storage_dtype,
 )
 
@@ -58,12 +66,47 @@ def load_buffer(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineEx
     """Emit the masked load of ``instr``'s buffer at ``indices``; return the widened value."""
     shape = array_shape(instr)
     buffer = em.pointer_for(instr)
+    if instr.opcode == "constant":
+        shape = untiled(shape)
     addressing = buffer_addressing(shape, instr.name)
-    offset = em.index_text(addressing.offset(indices))
     mask = em.in_bounds(indices, shape.dims)
-    load = (f"tl.load({buffer.pointer} + {offset}, mask={mask}, other=0)" if mask
-            else f"tl.load({buffer.pointer} + {offset})")
+    if addressing.is_packed:
+        load = emit_packed_load(em, buffer.pointer, addressing, indices, mask, instr.name)
+    else:
+        offset = em.index_text(addressing.element_offset(indices))
+        load = (f"tl.load({buffer.pointer} + {offset}, mask={mask}, other=0)" if mask
+                else f"tl.load({buffer.pointer} + {offset})")
     return em.bind(render_load_widen(load, shape.element_type), instr.name)
+
+
+def untiled(shape: ArrayShape) -> ArrayShape:
+    """``shape`` with only its dim order kept (how the host passes array constants).
+
+    >>> from tiling.layout import parse_tiles
+    >>> str(untiled(ArrayShape("bf16", (4, 4), parse_tiles("0,1", "(8,128)(2,1)"))))
+    'bf16[4,4]{0,1}'
+    """
+    if shape.layout is None:
+        return shape
+    return shape.with_layout(Layout(tuple(shape.layout.minor_to_major)))
+
+
+def store_output(em: ValueEmitter, value: str, shape: ArrayShape, pointer: str,
+                 indices: tuple[AffineExpr, ...], mask: str, zero: str, where: str,
+                 tile: tuple[AffineExpr, ...] = ()) -> None:
+    """Store ``value`` (register representation) over the output tile at ``indices``.
+
+    ``tile`` holds all the tile's dim variables (default: ``indices``), ``mask`` is true on
+    the lanes to store, ``zero`` an index-typed zero tensor spanning the tile; packed
+    layouts are written as whole words (see ``packed_access``).
+    """
+    addressing = buffer_addressing(shape, where)
+    narrow = render_store_narrow(value, shape.element_type)
+    if addressing.is_packed:
+        emit_packed_store(em, pointer, addressing, narrow, indices, mask, zero, tile or indices)
+        return
+    offset = em.index_text(addressing.element_offset(indices))
+    em.emit(f"tl.store({pointer} + {offset} + {zero}, {narrow}, mask={mask})")
 
 
 def parameter_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
