@@ -21,7 +21,7 @@ from fusion.attributes import Literal
 from fusion.element_types import ELEMENT_TYPES
 from fusion.hlo_lexer import Lexer, Token
 from fusion.shape import ArrayShape, Shape, TupleShape
-from fusion.shape_parsing import is_shape_start, read_shape
+from fusion.shape_parsing import MAX_NESTING, is_shape_start, read_shape
 
 NAN = math.nan
 NEG_NAN = -math.nan
@@ -80,8 +80,11 @@ def _read_tuple_literal(lexer: Lexer, shape: TupleShape) -> Literal:
     return Literal((), (), tuple(elements))
 
 
-def _read_nested(lexer: Lexer, kind: str, out: list) -> tuple[int, ...]:
+def _read_nested(lexer: Lexer, kind: str, out: list, depth: int = 0) -> tuple[int, ...]:
     """Read one ``{...}`` level; return the dims found from this level down."""
+    if depth >= MAX_NESTING:
+        raise lexer.error(f"array literal nested deeper than {MAX_NESTING} levels",
+                          lexer.peek().pos, expected="one '{' level per dimension of the shape")
     _expect(lexer, "{", "'{' opening an array literal")
     count = 0
     inner: tuple[int, ...] | None = None
@@ -92,7 +95,7 @@ def _read_nested(lexer: Lexer, kind: str, out: list) -> tuple[int, ...]:
                 break
         if lexer.peek().kind == "{":
             row_pos = lexer.peek().pos
-            dims = _read_nested(lexer, kind, out)
+            dims = _read_nested(lexer, kind, out, depth + 1)
             if inner is not None and dims != inner:
                 raise lexer.error("ragged array literal", row_pos, text=lexer.text[row_pos:lexer.pos],
                                   expected=f"every row to have dims {list(inner)}")

@@ -156,7 +156,8 @@ def random_inputs(module: HloModule, seed: int = 0) -> list[np.ndarray]:
     Floats are uniform in [-2, 2]; integers that feed indices (dynamic-slice and
     dynamic-update-slice starts, gather and scatter indices, also through converts, fusions
     and calls) lie in ``[0, bound]`` so that every index is in range; other integers are small
-    ([-4, 4], unsigned [0, 8]); pred is random.
+    ([-4, 4], unsigned [0, 8]); pred is random.  A module too large to evaluate is refused
+    with an ``EvaluationError`` (``fusion.evaluator.size_limit``) before anything is allocated.
 
     >>> from fusion.parser import parse_hlo
     >>> m = parse_hlo('''HloModule m
@@ -169,6 +170,9 @@ def random_inputs(module: HloModule, seed: int = 0) -> list[np.ndarray]:
     >>> x.dtype.name, bool(abs(x).max() <= 2), 0 <= int(i) <= 3
     ('float32', True, True)
     """
+    from fusion.evaluator.size_limit import check_module_size  # noqa: PLC0415
+
+    check_module_size(module)  # never allocate inputs for a module too large to evaluate
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(module)
     out = []
@@ -177,11 +181,13 @@ def random_inputs(module: HloModule, seed: int = 0) -> list[np.ndarray]:
         if not isinstance(shape, ArrayShape):
             raise EvaluationError(f"parameter {param.name} has tuple shape {shape}; random "
                                   "inputs are made for array parameters only", where=param.name)
-        out.append(_random_array(rng, shape, bounds.get((module.entry_name, param.name))))
+        out.append(_random_array(rng, shape, bounds.get((module.entry_name, param.name)),
+                                 param.name))
     return out
 
 
-def _random_array(rng: np.random.Generator, shape: ArrayShape, bound: int | None) -> np.ndarray:
+def _random_array(rng: np.random.Generator, shape: ArrayShape, bound: int | None,
+                  where: str) -> np.ndarray:
     t = element_type(shape.dtype)
     dims = shape.dims
     if t.kind == "pred":
@@ -198,7 +204,7 @@ def _random_array(rng: np.random.Generator, shape: ArrayShape, bound: int | None
     elif t.kind == "unsigned":
         values = rng.integers(0, min(8, 2**t.bits - 1) + 1, size=dims)
     else:
-        raise EvaluationError(f"cannot make random values of type {shape.dtype}")
+        raise EvaluationError(f"cannot make random values of type {shape.dtype}", where=where)
     return np.asarray(values).astype(t.numpy_dtype())
 
 

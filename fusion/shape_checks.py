@@ -101,6 +101,15 @@ def int_list(instr: HloInstruction, key: str, default: Any = None) -> tuple[int,
     return value
 
 
+def one_dim(instr: HloInstruction, key: str) -> int:
+    """An attribute holding exactly one dim (``dimensions={1}`` of concatenate and sort)."""
+    dims = int_list(instr, key)
+    if len(dims) != 1:
+        fail(instr, f"{instr.opcode} needs exactly one dim in {key}, got "
+             f"{{{','.join(map(str, dims))}}}", expected=f"{key}={{<dim>}}")
+    return dims[0]
+
+
 def int_attr(instr: HloInstruction, key: str, default: Any = None) -> int:
     value = instr.attr(key, default)
     if isinstance(value, tuple) and len(value) == 1:

@@ -21,6 +21,10 @@ _INT = re.compile(r"[0-9]+")
 # Fast path for the common static shape, so long modules do not lex every digit as a token.
 _STATIC_DIMS = re.compile(r"\[([0-9]+(?:,[0-9]+)*)?\]")
 _LAYOUT_FIELD = re.compile(r"[A-Z][A-Z]?|#|\*")
+# Deepest tuple (and literal) nesting accepted.  Real modules nest a few levels; the cap keeps
+# every recursive walk over shapes (parser, verifier, printer, analyses) far from Python's
+# recursion limit, so hostile input gets a located error instead of a RecursionError.
+MAX_NESTING = 64
 
 
 def is_shape_start(lexer: Lexer, k: int = 0) -> bool:
@@ -36,17 +40,23 @@ def is_shape_start(lexer: Lexer, k: int = 0) -> bool:
     )
 
 
-def read_shape(lexer: Lexer) -> Shape:
-    """Read one shape (array or tuple) at the lexer's position."""
+def read_shape(lexer: Lexer, *, depth: int = 0) -> Shape:
+    """Read one shape (array or tuple) at the lexer's position.
+
+    ``depth`` is how many tuples enclose it; tuples nest at most ``MAX_NESTING`` deep.
+    """
     tok = lexer.peek()
     if tok.kind == "(":
+        if depth >= MAX_NESTING:
+            raise lexer.error(f"tuple shape nested deeper than {MAX_NESTING} levels", tok.pos,
+                              expected=f"at most {MAX_NESTING} nested tuple shapes")
         lexer.next()
         elements: list[Shape] = []
         if lexer.peek().kind != ")":
-            elements.append(read_shape(lexer))
+            elements.append(read_shape(lexer, depth=depth + 1))
             while lexer.peek().kind == ",":
                 lexer.next()
-                elements.append(read_shape(lexer))
+                elements.append(read_shape(lexer, depth=depth + 1))
         close = lexer.next()
         if close.kind != ")":
             raise lexer.error("bad tuple shape", close.pos, expected="',' or ')' in a tuple shape")

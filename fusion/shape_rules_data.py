@@ -26,6 +26,7 @@ from fusion.shape_checks import (
     expect_same_type,
     expect_scalar,
     fail,
+    one_dim,
     int_attr,
     int_list,
 )
@@ -52,7 +53,7 @@ def infer_broadcast(instr: HloInstruction, operands: Sequence[Shape], module: Hl
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
     out = _declared_array(instr)
-    dims = int_list(instr, "dimensions", ())
+    dims = int_list(instr, "dimensions")  # required, even for a scalar (``dimensions={}``)
     if len(dims) != x.rank:
         fail(instr, f"broadcast of rank-{x.rank} {x} needs {x.rank} dimensions, got {len(dims)}")
     expect_dims_in_range(instr, dims, out.rank, "dimensions")
@@ -69,7 +70,7 @@ def infer_concatenate(
     expect_operand_count(instr, operands, 1, -1)
     xs = [expect_array(instr, s, f"operand {n}") for n, s in enumerate(operands)]
     expect_same_type(instr, xs, "the operands")
-    (dim,) = int_list(instr, "dimensions")
+    dim = one_dim(instr, "dimensions")
     expect_dims_in_range(instr, (dim,), xs[0].rank, "dimensions")
     for x in xs[1:]:
         if x.rank != xs[0].rank or any(
@@ -215,7 +216,7 @@ def infer_reshape(instr: HloInstruction, operands: Sequence[Shape], module: HloM
 def infer_reverse(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
-    expect_dims_in_range(instr, int_list(instr, "dimensions", ()), x.rank, "dimensions")
+    expect_dims_in_range(instr, int_list(instr, "dimensions"), x.rank, "dimensions")
     return ArrayShape(x.dtype, x.dims)
 
 

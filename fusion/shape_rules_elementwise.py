@@ -130,6 +130,10 @@ def infer_bitcast_convert(
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
     out = expect_array(instr, instr.shape, "the result")
+    for shape, what in ((x, "operand"), (out, "result")):
+        if not etype(instr, shape).has_values:  # 0 bits: no width to reinterpret
+            fail(instr, f"cannot bitcast-convert a {what} of type {shape.dtype}, which has no "
+                 "values", expected="an array element type")
     in_bits, out_bits = etype(instr, x).bits, etype(instr, out).bits
     if in_bits == out_bits:
         return ArrayShape(out.dtype, x.dims)

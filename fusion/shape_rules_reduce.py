@@ -25,6 +25,7 @@ from fusion.shape_checks import (
     expect_same_type,
     expect_scalar,
     fail,
+    one_dim,
     int_list,
     signature,
 )
@@ -86,7 +87,7 @@ def _results(dims: tuple[int, ...], inits: Sequence[ArrayShape]) -> Shape:
 def infer_reduce(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Variadic reduce: the reduced ``dimensions`` disappear; one result per init value."""
     xs, inits = _inputs_and_inits(instr, operands)
-    dims = int_list(instr, "dimensions", ())
+    dims = int_list(instr, "dimensions")
     expect_dims_in_range(instr, dims, xs[0].rank, "dimensions")
     expect_reducer(instr, module, "to_apply", [i.dtype for i in inits], [x.dtype for x in xs])
     kept = tuple(s for d, s in enumerate(xs[0].dims) if d not in dims)
@@ -139,7 +140,7 @@ def infer_sort(instr: HloInstruction, operands: Sequence[Shape], module: HloModu
     expect_operand_count(instr, operands, 1, -1)
     xs = [expect_array(instr, s, f"operand {k}") for k, s in enumerate(operands)]
     expect_same_dims(instr, xs, "the operands")
-    (dim,) = int_list(instr, "dimensions")
+    dim = one_dim(instr, "dimensions")
     expect_dims_in_range(instr, (dim,), xs[0].rank, "dimensions")
     pairs = [d for x in xs for d in (x.dtype, x.dtype)]
     expect_reducer(instr, module, "to_apply", pairs, [], result="pred")

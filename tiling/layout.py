@@ -338,9 +338,14 @@ def row_major_coords(offset: Index, dims: Sequence[int]) -> tuple[Index, ...]:
 
     >>> row_major_coords(17, (2, 3, 2, 2))
     (1, 1, 0, 1)
+    >>> row_major_coords(5, (2, 0, 3))
+    (1, 0, 2)
     """
     out = []
     for d in reversed(dims[1:]):
+        if d == 0:  # an empty shape holds no element, so no offset to split (and no mod 0)
+            out.append(0)
+            continue
         out.append(offset % d)
         offset = offset // d
     out.append(offset)

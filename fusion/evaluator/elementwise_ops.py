@@ -123,9 +123,34 @@ def _select(ev: Any, instr: Any, args: list) -> Any:
     return np.where(predicate, on_true, on_false)
 
 
+def _maximum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """XLA's maximum: IEEE 754-2019 (NaN propagates, ``-0.0 < +0.0`` in either order).
+
+    >>> np.signbit(_maximum(np.float32([0.0, -0.0]), np.float32([-0.0, 0.0]))).tolist()
+    [False, False]
+    """
+    result = np.maximum(x, y)
+    if x.dtype.kind != "f":
+        return result
+    # np.maximum returns the second operand of two equal zeros.
+    return np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), result)
+
+
+def _minimum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """XLA's minimum: IEEE 754-2019 (NaN propagates, ``-0.0 < +0.0`` in either order).
+
+    >>> np.signbit(_minimum(np.float32([0.0, -0.0]), np.float32([-0.0, 0.0]))).tolist()
+    [True, True]
+    """
+    result = np.minimum(x, y)
+    if x.dtype.kind != "f":
+        return result
+    return np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), result)
+
+
 def _clamp(ev: Any, instr: Any, args: list) -> np.ndarray:
     low, x, high = (widen(a) for a in args)
-    return np.minimum(np.maximum(x, low), high)
+    return _minimum(_maximum(x, low), high)
 
 
 ELEMENTWISE_RULES: dict[str, Callable[..., Any]] = {
@@ -148,8 +173,8 @@ ELEMENTWISE_RULES: dict[str, Callable[..., Any]] = {
     "log": _unary(np.log),
     "log-plus-one": _unary(np.log1p),
     "logistic": _unary(_logistic),
-    "maximum": _binary(np.maximum),
-    "minimum": _binary(np.minimum),
+    "maximum": _binary(_maximum),
+    "minimum": _binary(_minimum),
     "multiply": _binary(np.multiply),
     "negate": _unary(np.negative),
     "not": _unary(_not),

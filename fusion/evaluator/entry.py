@@ -8,6 +8,7 @@ import numpy as np
 from fusion.errors import EvaluationError
 from fusion.evaluator.input_binding import bind_value
 from fusion.evaluator.interpreter import Evaluator, flatten_value
+from fusion.evaluator.size_limit import check_module_size
 from fusion.hlo_module import HloModule
 
 
@@ -15,7 +16,8 @@ def evaluate(module: HloModule, *arrays: Any) -> tuple[np.ndarray, ...]:
     """The ENTRY result for ``arrays`` (one per ENTRY parameter), flattened depth first.
 
     Narrow floats (f16, bf16, f8) are computed in f32 and rounded per op, as XLA does.
-    Raises ``EvaluationError`` naming the parameter or the instruction on bad input.
+    Raises ``EvaluationError`` naming the parameter or the instruction on bad input, and on a
+    module too large to evaluate (see ``fusion.evaluator.size_limit``).
 
     >>> import fusion
     >>> m = fusion.parse_hlo("HloModule m\\nENTRY e {\\n  p = f32[2] parameter(0)\\n"
@@ -26,6 +28,7 @@ def evaluate(module: HloModule, *arrays: Any) -> tuple[np.ndarray, ...]:
     if not module.has_computation(module.entry_name):
         raise EvaluationError(f"module has no ENTRY computation {module.entry_name!r}",
                               where=f"module {module.name}")
+    check_module_size(module)
     entry = module.entry
     parameters = entry.parameters
     if len(arrays) != len(parameters):

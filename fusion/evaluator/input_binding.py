@@ -21,12 +21,13 @@ from fusion.shape import ArrayShape, Shape, TupleShape
 def bind_array(value: Any, shape: ArrayShape, what: str) -> np.ndarray:
     """``value`` as an array of ``shape``'s dtype; ``EvaluationError`` naming ``what``."""
     if isinstance(value, (tuple, list)) and not _is_nested_numbers(value):
-        raise EvaluationError(f"{what} expects an array of shape {shape}, got a tuple")
+        raise EvaluationError(f"{what} expects an array of shape {shape}, got a tuple",
+                              where=what)
     array = np.asarray(value)
     if array.shape != tuple(shape.dims):
         raise EvaluationError(
             f"{what} expects dims {list(shape.dims)} ({shape}), got an array of dims "
-            f"{list(array.shape)}"
+            f"{list(array.shape)}", where=what
         )
     dtype = numpy_dtype(shape)
     if array.dtype == dtype:
@@ -38,13 +39,14 @@ def bind_array(value: Any, shape: ArrayShape, what: str) -> np.ndarray:
             back = converted.astype(array.dtype)
         except (TypeError, ValueError) as error:
             raise EvaluationError(
-                f"{what} expects {shape.dtype}; cannot convert {array.dtype}: {error}"
+                f"{what} expects {shape.dtype}; cannot convert {array.dtype}: {error}",
+                where=what,
             ) from None
         same = (back == array) | (_is_nan(back) & _is_nan(array))
     if not np.all(same):
         raise EvaluationError(
             f"{what} expects {shape.dtype} ({dtype}); the {array.dtype} values are not all "
-            f"exactly representable"
+            f"exactly representable", where=what
         )
     return converted
 
@@ -54,7 +56,8 @@ def bind_value(value: Any, shape: Shape, what: str) -> Any:
     if isinstance(shape, TupleShape):
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.elements):
             raise EvaluationError(
-                f"{what} expects a tuple of {len(shape.elements)} values for shape {shape}"
+                f"{what} expects a tuple of {len(shape.elements)} values for shape {shape}",
+                where=what,
             )
         return tuple(
             bind_value(v, s, f"{what} element {i}")

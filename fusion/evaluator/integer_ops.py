@@ -3,6 +3,7 @@
 XLA's integer division truncates toward zero, defines ``x / 0 = -1`` (all ones for unsigned),
 ``x % 0 = x``, ``INT_MIN / -1 = INT_MIN`` and ``INT_MIN % -1 = 0``; shift amounts are read as
 unsigned and an amount of at least the bit width gives 0 (sign fill for arithmetic shifts).
+``power`` uses only the low 6 bits of the exponent, as XLA's emitter does.
 
 >>> _int_divide(np.array([7, -7, 7, -128], np.int8), np.array([2, 2, 0, -1], np.int8)).tolist()
 [3, -3, -1, -128]
@@ -50,6 +51,10 @@ def _int_remainder(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return np.where(zero, lhs, remainder).astype(lhs.dtype)
 
 
+#: How many exponent bits XLA's integer power looks at (its squaring loop is unrolled 6 times).
+_POWER_EXPONENT_BITS = 6
+
+
 def _int_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     base, exponent = np.broadcast_arrays(base, exponent)
     dtype = base.dtype
@@ -57,22 +62,20 @@ def _int_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     square = base.astype(dtype, copy=True)
     remaining = exponent.astype(unsigned_twin(exponent.dtype))
     one = np.ones((), remaining.dtype)
-    for _ in range(int_bits(dtype)):
+    # XLA's EmitIntegerPow squares exactly 6 times: only the low 6 bits of the exponent
+    # count (3 ** 64 == 1 on XLA:CPU), whatever the width.
+    for _ in range(_POWER_EXPONENT_BITS):
         odd = (remaining & one) == one
         accumulator = np.where(odd, accumulator * square, accumulator).astype(dtype)
         square = (square * square).astype(dtype)
         remaining = remaining >> one
-    if exponent.dtype.kind == "i":
-        # A negative exponent gives 0 except for bases 1 (1) and -1 (+-1 by parity).
-        odd_exponent = (exponent & 1) == 1
-        minus_one_power = np.where(odd_exponent, np.array(-1).astype(dtype), np.ones((), dtype))
-        negative_result = np.where(
-            base == 1,
-            np.ones((), dtype),
-            np.where(base == np.array(-1).astype(dtype), minus_one_power, np.zeros((), dtype)),
-        )
-        accumulator = np.where(exponent < 0, negative_result, accumulator)
-    return accumulator.astype(dtype)
+    # An exponent negative when read as signed (for unsigned types too) gives 0 except for
+    # bases 1 (1) and -1, i.e. all ones (the power above, +-1 by parity).
+    negative = exponent.astype(signed_twin(exponent.dtype)) < 0
+    all_ones = base == np.array(-1).astype(dtype)
+    negative_result = np.where(base == 1, np.ones((), dtype),
+                               np.where(all_ones, accumulator, np.zeros((), dtype)))
+    return np.where(negative, negative_result, accumulator).astype(dtype)
 
 
 def _arith(

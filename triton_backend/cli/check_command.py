@@ -1,8 +1,10 @@
-"""``fusion-compile check FILE.hlo [--json]``: parse and verify an HLO module, and summarize it.
+"""``fusion-compile check FILE.hlo [--json] [--triton]``: parse and verify an HLO module, and summarize it.
 
 Prints the computations, the fusions grouped by kind and how often each op is used; exits 0
 when the module is valid.  An invalid module is reported with the error's line:column and exit
-status 1 (with ``--json``, as the ``error`` field of the JSON object).
+status 1 (with ``--json``, as the ``error`` field of the JSON object).  ``--triton`` also lists
+the ops of a valid module the Triton path does not cover (``triton_backend.op_coverage``), with
+line:column and reason (JSON: ``triton_uncovered``); they do not change the exit status.
 """
 from __future__ import annotations
 
@@ -22,19 +24,25 @@ HELP = "parse and verify an HLO module; list its computations, fusions and ops"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE.hlo", help="HLO text (as XLA or JAX prints it)")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+    parser.add_argument("--triton", action="store_true",
+                        help="also list the ops the Triton path does not cover, and why")
+
+
+def read_text(path: str) -> str:
+    """The text of ``path``; an unreadable file is a located error, not a traceback."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise HloParseError(f"cannot read {path}: {err}", where=path) from None
 
 
 def read_module(path: str) -> HloModule:
     """Read and parse ``path``; an unreadable file is a located error, not a traceback."""
     from fusion.parser import parse_hlo  # noqa: PLC0415 - keep --help fast
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise HloParseError(f"cannot read {path}: {err}", where=path) from None
-    return parse_hlo(text)
+    return parse_hlo(read_text(path))
 
 
 def summarize(module: HloModule) -> dict[str, Any]:
@@ -62,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         module = read_module(args.file)
         verify_module(module)
         _print_text(module)
+        if getattr(args, "triton", False):
+            _print_uncovered(module)
         return 0
     report: dict[str, Any] = {"module": None, "valid": False, "computations": [],
                               "fusions": {}, "ops": {}, "error": None}
@@ -70,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         report.update(summarize(module))
         verify_module(module)
         report["valid"] = True
+        if getattr(args, "triton", False):
+            report["triton_uncovered"] = _uncovered_json(module)
     except FusionCompilerError as err:
         report["error"] = _error_json(err)
     except FileNotFoundError as err:
@@ -93,3 +105,27 @@ def _print_text(module: HloModule) -> None:
     print("ops:")
     for op, count in summary["ops"].items():
         print(f"  {op}: {count}")
+
+
+def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
+    from triton_backend.op_coverage import uncovered_ops  # noqa: PLC0415 - torch-free
+
+    out = []
+    for item in uncovered_ops(module):
+        loc = item.instruction.location
+        out.append({"op": item.instruction.opcode, "instruction": item.instruction.name,
+                    "line": loc.line if loc else None, "column": loc.column if loc else None,
+                    "reason": item.reason})
+    return out
+
+
+def _print_uncovered(module: HloModule) -> None:
+    from triton_backend.op_coverage import describe, uncovered_ops  # noqa: PLC0415 - torch-free
+
+    uncovered = uncovered_ops(module)
+    if not uncovered:
+        print("triton: every op is covered")
+        return
+    print(f"triton: {len(uncovered)} op(s) not covered:")
+    for item in uncovered:
+        print(f"  {describe(item)}")

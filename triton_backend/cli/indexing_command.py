@@ -14,6 +14,7 @@ import json
 
 from fusion.errors import FusionCompilerError
 from fusion.parser import parse_hlo
+from fusion.verifier import verify_module
 from fusion.shape import flatten_shape
 
 HELP = "print an instruction's indexing maps (output->input or input->output)"
@@ -74,6 +75,9 @@ def _describe(text, instruction, direction, output, operand, multiline) -> dict:
     )
 
     module = parse_hlo(text)
+    # The analysis trusts the module's shapes and attributes: check them first, so that an
+    # invalid module is a located HloVerifyError rather than an internal failure.
+    verify_module(module)
     instr = _find(module, instruction)
     n_operands = len(instr.operands)
     if operand is not None and not 0 <= operand < n_operands:
@@ -114,16 +118,17 @@ def _holding(module, instr):
 
 
 def run(args: argparse.Namespace) -> int:
-    with open(args.file, encoding="utf-8") as f:
-        text = f.read()
+    from triton_backend.cli.check_command import read_text  # noqa: PLC0415
+
+    text = read_text(args.file)
     result = _describe(text, args.instruction, args.direction, args.output, args.operand,
                        multiline=args.multiline and not args.json)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{result['instruction']}: {result['direction']}")
-    groups = result.get("operands") or result.get("outputs")
     key = "operand" if "operands" in result else "output"
+    groups = result[key + "s"]  # may be empty: an instruction without operands
     for group in groups:
         label = (f"output {result['output']} -> operand {group['operand']}" if key == "operand"
                  else f"operand {result['operand']} -> output {group['output']}")
