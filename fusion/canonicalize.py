@@ -38,6 +38,7 @@ from fusion.attributes import Literal
 from fusion.element_types import element_type
 from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.instruction_order import in_dependency_order
 from fusion.shape import ArrayShape
 
 # Constants whose folded value has at most this many elements are folded (XLA folds larger
@@ -385,7 +386,7 @@ def canonicalize(module: HloModule) -> HloModule:
     """
     fused_bodies = {i.attr("calls") for c in module.computations for i in c.instructions
                     if i.opcode == "fusion" and i.has_attr("calls")}
-    current = module
+    current = in_dependency_order(module)  # the rewrites walk each computation top to bottom
     for _ in range(_MAX_ITERATIONS):
         taken = _all_names(current.computations)
         comps = tuple(c if c.name in fused_bodies else _rewrite_once(c, current, taken)

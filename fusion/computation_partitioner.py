@@ -33,9 +33,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from fusion.errors import HloVerifyError
 from fusion.hero_analysis import is_elementwise
 from fusion.hlo_module import HloComputation, HloInstruction
+from fusion.instruction_order import operands_first
 from fusion.printer import print_instruction
 from fusion.shape import ArrayShape, flatten_shape
 
@@ -99,38 +99,11 @@ def sanitize_function_name(name: str) -> str:
 
 
 def post_order(computation: HloComputation) -> tuple[str, ...]:
-    """Operands before users; unused instructions (the root among them) in text order.
-
-    Iterative, so deep chains do not hit Python's recursion limit.
-    """
+    """Operands before users, walking from the unused instructions (the root among them) in
+    text order."""
     users = computation.users
-    done: set[str] = set()
-    out: list[str] = []
-    for start in computation.instructions:
-        if users[start.name] or start.name in done:
-            continue
-        stack: list[tuple[str, int]] = [(start.name, 0)]
-        on_stack = {start.name}
-        while stack:
-            name, k = stack.pop()
-            operands = computation.instruction(name).operands
-            if k < len(operands):
-                stack.append((name, k + 1))
-                op = operands[k]
-                if op in done:
-                    continue
-                if op in on_stack:
-                    raise HloVerifyError("the computation has a cycle", where=op)
-                if not computation.has_instruction(op):
-                    raise HloVerifyError(f"operand {op!r} is not in the computation", where=name)
-                stack.append((op, 0))
-                on_stack.add(op)
-            else:
-                on_stack.discard(name)
-                if name not in done:
-                    done.add(name)
-                    out.append(name)
-    return tuple(out)
+    return operands_first(computation, (i.name for i in computation.instructions
+                                        if not users[i.name]))
 
 
 def _reads_at_own_index(computation: HloComputation, user: HloInstruction, instr) -> bool:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from fusion.canonicalize import canonicalize
 from fusion.hlo_module import HloComputation, HloModule
+from fusion.instruction_order import in_dependency_order
 from fusion.shape import ArrayShape
 from tiling.fusion_builder import NameAllocator, fused_computation, rebuild_computation
 from tiling.fusion_decisions import (
@@ -327,6 +328,7 @@ def fuse_module(module: HloModule, *, options: FusionOptions | None = None) -> F
     """Canonicalize and fuse ``module``; the result verifies, prints and parses back, and
     evaluates to the same values bit for bit.  See the module docstring for an example."""
     options = options or FusionOptions()
+    module = in_dependency_order(module)  # the pass walks each computation top to bottom
     if options.canonicalize:
         module = canonicalize(module)
     targets = set(computations_to_fuse(module))

@@ -135,3 +135,18 @@ def test_dead_code_removed_but_parameters_kept():
                    "  ROOT n = f32[4] negate(p)")
     module = canonicalize(parse_hlo(text))
     assert [i.name for i in module.entry.instructions] == ["p", "q", "n"]
+
+
+def test_forward_references_are_put_in_dependency_order_first():
+    # Found by the front-end fuzzer: an operand defined on a later line crashed the rewrites.
+    module = parse_hlo("""HloModule m
+ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT a = f32[2] add(p, b)
+  c = f32[] constant(1)
+  b = f32[2] broadcast(c), dimensions={}
+}""")
+    x = np.array([1.5, -2.0], np.float32)
+    (want,) = evaluate(module, x)
+    (got,) = evaluate(canonicalize(module), x)
+    np.testing.assert_array_equal(got, want)
