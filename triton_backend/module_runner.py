@@ -10,7 +10,12 @@ host (``host_ops``) for parameters, tuples, views, constants and control flow.  
 ENTRY result flattened to a tuple of tensors.
 
 Without a CUDA device the kernels run under the Triton interpreter on CPU tensors
-(``launch_mode``); with one, inputs must be CUDA tensors.
+(``launch_mode``); with one, inputs must be CUDA tensors on the device current at compile time.
+
+Results are new values, as in XLA without buffer donation (which is not supported): the
+caller's tensors are never written, not even by a fusion XLA would emit in place (a
+dynamic-update-slice of parameter 0), and no output shares storage with an input, a constant
+or another output (a tuple returning one value twice gives two tensors).
 
 >>> import torch
 >>> compiled = compile_hlo('''HloModule m
@@ -26,6 +31,7 @@ Without a CUDA device the kernels run under the Triton interpreter on CPU tensor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +46,7 @@ from triton_backend.host_ops import (
 )
 from triton_backend.input_validation import parameter_label, torch_dtype, validate_arguments
 from triton_backend.launch_mode import configure_launch_mode
+from triton_backend.op_coverage import check_triton_coverage
 from triton_backend.single_op_fusion import wrap_lone_ops
 
 TileSizes = Sequence[int]
@@ -71,7 +78,8 @@ class CompiledModule:
 
     ``module`` is what runs (fused, lone ops wrapped); ``source_module`` what was given;
     ``fusions`` maps each launched fusion's name to its ``CompiledFusion`` (``kernel_path``,
-    ``source``, ``grid``, ``tile_sizes``, ``kind``).  ``fusion_mode`` says how the module was
+    ``source``, ``grid``, ``tile_sizes``, ``kind``); a fusion whose outputs all have zero
+    elements launches nothing and is not there.  ``fusion_mode`` says how the module was
     fused: ``"fused"`` (the fusion pass), ``"fused-single-output"`` (the pass without
     multi-output fusion, after the backend rejected a multi-output fusion) or ``"unfused"``
     (XLA's fusions only, lone ops as one-op fusions); ``fusion_fallbacks`` says why a more
@@ -92,7 +100,9 @@ class CompiledModule:
         entry = self.module.entry
         tensors = validate_arguments(entry.parameters, args, self.device,
                                      computation=f"ENTRY {entry.name}")
-        result = self.call_computation(entry.name, tensors)
+        # Triton launches on the current CUDA device: make it the one the constants live on.
+        with torch.cuda.device(self.device) if self.device.type == "cuda" else nullcontext():
+            result = self.call_computation(entry.name, tensors)
         return _fresh_outputs(_flatten(result), tensors, self.constant_storages)
 
     def call_computation(self, name: str, arguments: Sequence[Value]) -> Value:
@@ -119,10 +129,12 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     """
     from fusion.verifier import verify_module  # noqa: PLC0415
 
-    device = configure_launch_mode()
+    device = _pinned(configure_launch_mode())
     source = _parse(text_or_module)
     verify_module(source)
     _check_entry_signature(source)
+    # Every op the Triton path cannot run, located, before the fusion pass or any kernel.
+    check_triton_coverage(source, canonicalized=fuse and bool(_lone_ops(source)))
     tiling = dict(tiling or {})
     attempts = _fusion_attempts() if fuse and _lone_ops(source) else [("unfused", None)]
     fallbacks: list[str] = []
@@ -171,6 +183,13 @@ def host_computations(module: HloModule) -> tuple[str, ...]:
 
     visit(module.entry_name)
     return tuple(order)
+
+
+def _pinned(device: torch.device) -> torch.device:
+    """``cuda`` -> ``cuda:<current>``: constants are materialized there, so calls must match."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def _parse(text_or_module: str | HloModule) -> HloModule:
@@ -256,9 +275,10 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
                      target: str | None) -> dict[str, Any]:
     from triton_backend.compiled_fusion import compile_fusion  # noqa: PLC0415
 
-    launched = [(module.computation(c), i) for c in host_computations(module)
-                for i in module.computation(c).instructions if i.opcode == "fusion"]
-    names = {i.name for _, i in launched}
+    fusions = [(module.computation(c), i) for c in host_computations(module)
+               for i in module.computation(c).instructions if i.opcode == "fusion"]
+    names = {i.name for _, i in fusions}
+    launched = [(c, i) for c, i in fusions if _empty_outputs(i) is None]
     unknown = sorted(set(tiling) - names)
     if unknown:
         raise FusionCompilerError(
@@ -306,7 +326,9 @@ def _program(module: HloModule, comp: HloComputation, fusions: Mapping[str, Any]
     steps = []
     for k, name in enumerate(order):
         instr = comp.instruction(name)
-        if instr.opcode == "fusion":
+        if instr.opcode == "fusion" and name not in fusions:
+            execute = _empty_executor(instr, _empty_outputs(instr), device)
+        elif instr.opcode == "fusion":
             execute = _fusion_executor(fusions[name], instr)
         else:
             execute = host_executor(comp, instr, device)
@@ -324,6 +346,32 @@ def _fusion_executor(compiled: Any, instr: HloInstruction) -> Executor:
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
         outputs = compiled(*operands)
         return tuple(outputs) if is_tuple else outputs[0]
+
+    return run
+
+
+def _empty_outputs(instr: HloInstruction) -> tuple[ArrayShape, ...] | None:
+    """A fusion's outputs when every one has zero elements (in a logical layout), else None.
+
+    Such a fusion writes nothing: like XLA, we compile and launch no kernel for it (it would
+    have an empty grid), so no emitter ever sees a zero-size iteration space.
+    """
+    from triton_backend.codegen.addressing import is_physical_layout  # noqa: PLC0415
+
+    shapes = flatten_shape(instr.shape)
+    if shapes and all(s.num_elements == 0 and not is_physical_layout(s) for s in shapes):
+        return shapes
+    return None
+
+
+def _empty_executor(instr: HloInstruction, shapes: tuple[ArrayShape, ...],
+                    device: torch.device) -> Executor:
+    is_tuple = isinstance(instr.shape, TupleShape)
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        outputs = tuple(torch.empty(s.dims, dtype=torch_dtype(s.dtype), device=device)
+                        for s in shapes)
+        return outputs if is_tuple else outputs[0]
 
     return run
 

@@ -108,7 +108,7 @@ def _print_text(module: HloModule) -> None:
 
 
 def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
-    from triton_backend.op_coverage import uncovered_ops  # noqa: PLC0415 - torch-free
+    from triton_backend.op_coverage import uncovered_ops  # torch-free
 
     out = []
     for item in uncovered_ops(module):
@@ -120,7 +120,7 @@ def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
 
 
 def _print_uncovered(module: HloModule) -> None:
-    from triton_backend.op_coverage import describe, uncovered_ops  # noqa: PLC0415 - torch-free
+    from triton_backend.op_coverage import describe, uncovered_ops  # torch-free
 
     uncovered = uncovered_ops(module)
     if not uncovered:

@@ -1,0 +1,199 @@
+"""Tiny HLO modules for ``test_op_coverage``: one per evaluator opcode, and one per coverage limit.
+
+:func:`opcode_case` gives, for every opcode of ``fusion.evaluator.registry.OP_RULES``, a module
+using it with realistic attributes (elementwise ones generated from their family, the rest
+written out).  :data:`LIMIT_CASES` hold ops the Triton path covers in general but not with these
+attributes, types or surroundings: ``name -> (text, name of the uncovered instruction, a
+fragment of the reason)``.
+"""
+from __future__ import annotations
+
+UNARY_FLOAT = ("abs", "cbrt", "ceil", "copy", "cosine", "erf", "exponential",
+               "exponential-minus-one", "floor", "log", "log-plus-one", "logistic", "negate",
+               "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan",
+               "tanh")
+BINARY_FLOAT = ("add", "atan2", "divide", "maximum", "minimum", "multiply", "power", "remainder",
+                "subtract")
+BINARY_INT = ("and", "or", "shift-left", "shift-right-arithmetic", "shift-right-logical", "xor")
+UNARY_INT = ("count-leading-zeros", "not", "popcnt")
+
+
+def unary(op: str, dtype: str = "f32", out: str | None = None, attrs: str = "") -> str:
+    return (f"HloModule m_{op}\nENTRY e {{\n  x = {dtype}[2,3] parameter(0)\n"
+            f"  ROOT r = {out or dtype}[2,3] {op}(x){attrs}\n}}\n")
+
+
+def binary(op: str, dtype: str = "f32") -> str:
+    return (f"HloModule m_{op}\nENTRY e {{\n  x = {dtype}[2,3] parameter(0)\n"
+            f"  y = {dtype}[2,3] parameter(1)\n  ROOT r = {dtype}[2,3] {op}(x, y)\n}}\n")
+
+
+ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}\n"
+LT = ("lt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT c = pred[] compare(a, b), direction=LT\n}\n")
+
+WRITTEN: dict[str, str] = {
+    "bitcast": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[6] bitcast(x)\n}\n",
+    "bitcast-convert": unary("bitcast-convert", "f32", "s32"),
+    "broadcast": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
+                 "  ROOT r = f32[2,3] broadcast(x), dimensions={1}\n}\n",
+    "call": "HloModule m\ncallee {\n  a = f32[2,3] parameter(0)\n  ROOT n = f32[2,3] negate(a)\n}\n"
+            "ENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[2,3] call(x), to_apply=callee\n}\n",
+    # Full-shape bounds: with rank-0 bounds the kernel fails in the Triton interpreter (the
+    # NaN-aware maximum of a rank-0 value, a known value_rules/elementwise bug).
+    "clamp": "HloModule m\nENTRY e {\n  lo = f32[2,3] parameter(0)\n  x = f32[2,3] parameter(1)\n"
+             "  hi = f32[2,3] parameter(2)\n  ROOT r = f32[2,3] clamp(lo, x, hi)\n}\n",
+    "compare": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
+               "  ROOT r = pred[2,3] compare(x, y), direction=LT\n}\n",
+    "complex": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
+               "  ROOT r = c64[2,3] complex(x, y)\n}\n",
+    "concatenate": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,2] parameter(1)\n"
+                   "  ROOT r = f32[2,5] concatenate(x, y), dimensions={1}\n}\n",
+    "conditional": "HloModule m\nt {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n"
+                   "f {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] exponential(a)\n}\n"
+                   "ENTRY e {\n  p = pred[] parameter(0)\n  x = f32[3] parameter(1)\n"
+                   "  ROOT r = f32[3] conditional(p, x, x), true_computation=t, false_computation=f\n}\n",
+    "constant": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  c = f32[3] constant({1.5, -2, 4})\n"
+                "  ROOT r = f32[3] add(x, c)\n}\n",
+    "convert": unary("convert", "f32", "s32"),
+    "dot": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[3,4] parameter(1)\n"
+           "  ROOT r = f32[2,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+    "dynamic-slice": "HloModule m\nENTRY e {\n  x = f32[4,5] parameter(0)\n  i = s32[] parameter(1)\n"
+                     "  j = s32[] parameter(2)\n"
+                     "  ROOT r = f32[2,3] dynamic-slice(x, i, j), dynamic_slice_sizes={2,3}\n}\n",
+    "dynamic-update-slice": "HloModule m\nENTRY e {\n  x = f32[4,5] parameter(0)\n"
+                            "  u = f32[2,3] parameter(1)\n  i = s32[] parameter(2)\n"
+                            "  j = s32[] parameter(3)\n"
+                            "  ROOT r = f32[4,5] dynamic-update-slice(x, u, i, j)\n}\n",
+    "fusion": "HloModule m\nfused {\n  a = f32[2,3] parameter(0)\n  b = f32[2,3] parameter(1)\n"
+              "  m = f32[2,3] multiply(a, b)\n  ROOT s = f32[2,3] add(m, a)\n}\n"
+              "ENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
+              "  ROOT r = f32[2,3] fusion(x, y), kind=kLoop, calls=fused\n}\n",
+    "gather": "HloModule m\nENTRY e {\n  x = f32[5,3] parameter(0)\n  i = s32[4,1] parameter(1)\n"
+              "  ROOT r = f32[4,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
+              "start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n}\n",
+    "get-tuple-element": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  y = f32[2] parameter(1)\n"
+                         "  t = (f32[3], f32[2]) tuple(x, y)\n"
+                         "  ROOT r = f32[2] get-tuple-element(t), index=1\n}\n",
+    "imag": unary("imag", "c64", "f32"),
+    "iota": "HloModule m\nENTRY e {\n  x = s32[2,3] parameter(0)\n"
+            "  i = s32[2,3] iota(), iota_dimension=1\n  ROOT r = s32[2,3] add(x, i)\n}\n",
+    "is-finite": unary("is-finite", "f32", "pred"),
+    "map": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
+           "  ROOT r = f32[2,3] map(x, y), dimensions={0,1}, to_apply=add\n}\n",
+    "pad": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
+           "  ROOT r = f32[4,7] pad(x, z), padding=1_1x0_2_1\n}\n",
+    "real": unary("real", "c64", "f32"),
+    "reduce": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
+              "  ROOT r = f32[2] reduce(x, z), dimensions={1}, to_apply=add\n}\n",
+    "reduce-precision": unary("reduce-precision", attrs=", exponent_bits=5, mantissa_bits=10"),
+    "reduce-window": "HloModule m\n" + MAX + "ENTRY e {\n  x = f32[4,6] parameter(0)\n"
+                     "  z = f32[] constant(-inf)\n  ROOT r = f32[2,3] reduce-window(x, z), "
+                     "window={size=2x2 stride=2x2}, to_apply=max\n}\n",
+    "reshape": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[3,2] reshape(x)\n}\n",
+    "reverse": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+               "  ROOT r = f32[2,3] reverse(x), dimensions={1}\n}\n",
+    "scatter": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[5,2] parameter(0)\n  i = s32[3,1] parameter(1)\n"
+               "  u = f32[3,2] parameter(2)\n  ROOT r = f32[5,2] scatter(x, i, u), update_window_dims={1}, "
+               "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+               "to_apply=add\n}\n",
+    "select": "HloModule m\nENTRY e {\n  p = pred[2,3] parameter(0)\n  x = f32[2,3] parameter(1)\n"
+              "  y = f32[2,3] parameter(2)\n  ROOT r = f32[2,3] select(p, x, y)\n}\n",
+    "select-and-scatter": "HloModule m\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                          "  ROOT c = pred[] compare(a, b), direction=GE\n}\n" + ADD +
+                          "ENTRY e {\n  x = f32[4,6] parameter(0)\n  s = f32[2,3] parameter(1)\n"
+                          "  z = f32[] constant(0)\n  ROOT r = f32[4,6] select-and-scatter(x, s, z), "
+                          "window={size=2x2 stride=2x2}, select=ge, scatter=add\n}\n",
+    "slice": "HloModule m\nENTRY e {\n  x = f32[4,6] parameter(0)\n"
+             "  ROOT r = f32[2,2] slice(x), slice={[1:3], [0:6:3]}\n}\n",
+    "sort": "HloModule m\n" + LT + "ENTRY e {\n  x = f32[2,5] parameter(0)\n"
+            "  ROOT r = f32[2,5] sort(x), dimensions={1}, to_apply=lt\n}\n",
+    "transpose": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+                 "  ROOT r = f32[3,2] transpose(x), dimensions={1,0}\n}\n",
+    "tuple": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  n = f32[3] negate(x)\n"
+             "  ROOT r = (f32[3], f32[3]) tuple(x, n)\n}\n",
+    "while": "HloModule m\ncond {\n  s = (s32[], f32[3]) parameter(0)\n"
+             "  i = s32[] get-tuple-element(s), index=0\n  k = s32[] constant(3)\n"
+             "  ROOT c = pred[] compare(i, k), direction=LT\n}\n"
+             "body {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+             "  v = f32[3] get-tuple-element(s), index=1\n  one = s32[] constant(1)\n"
+             "  j = s32[] add(i, one)\n  w = f32[3] add(v, v)\n  ROOT t = (s32[], f32[3]) tuple(j, w)\n}\n"
+             "ENTRY e {\n  x = f32[3] parameter(0)\n  z = s32[] constant(0)\n"
+             "  t = (s32[], f32[3]) tuple(z, x)\n"
+             "  w = (s32[], f32[3]) while(t), condition=cond, body=body\n"
+             "  ROOT r = f32[3] get-tuple-element(w), index=1\n}\n",
+}
+
+
+def opcode_case(op: str) -> str:
+    """A tiny module using ``op``; ``KeyError`` for an opcode with no case yet."""
+    if op in WRITTEN:
+        return WRITTEN[op]
+    if op in UNARY_FLOAT:
+        return unary(op)
+    if op in BINARY_FLOAT:
+        return binary(op)
+    if op in BINARY_INT:
+        return binary(op, "s32")
+    if op in UNARY_INT:
+        return unary(op, "s32")
+    raise KeyError(f"no test module for opcode {op!r}: add one to op_coverage_cases")
+
+
+LIMIT_CASES: dict[str, tuple[str, str, str]] = {
+    "sort_longer_than_a_tile": (
+        ("HloModule m\n" + LT + "ENTRY e {\n  x = f32[4097] parameter(0)\n"
+        "  ROOT r = f32[4097] sort(x), dimensions={0}, to_apply=lt\n}\n"), "r", "4096"),
+    "sort_custom_comparator": (
+        ("HloModule m\nbyabs {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  x = f32[] abs(a)\n  y = f32[] abs(b)\n  ROOT c = pred[] compare(x, y), direction=LT\n}\n"
+        "ENTRY e {\n  x = f32[8] parameter(0)\n"
+        "  ROOT r = f32[8] sort(x), dimensions={0}, to_apply=byabs\n}\n"), "r", "comparator"),
+    "dot_of_s32": (
+        ("HloModule m\nENTRY e {\n  x = s32[2,3] parameter(0)\n  y = s32[3,4] parameter(1)\n"
+        "  ROOT r = s32[2,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"),
+        "r", "s32"),
+    "variadic_scatter": (
+        ("HloModule m\nadd2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  c = f32[] parameter(2)\n  d = f32[] parameter(3)\n  s = f32[] add(a, c)\n"
+        "  t = f32[] add(b, d)\n  ROOT rt = (f32[], f32[]) tuple(s, t)\n}\n"
+        "ENTRY e {\n  x = f32[5] parameter(0)\n  y = f32[5] parameter(1)\n  i = s32[3,1] parameter(2)\n"
+        "  u = f32[3] parameter(3)\n  v = f32[3] parameter(4)\n"
+        "  r = (f32[5], f32[5]) scatter(x, y, i, u, v), update_window_dims={}, "
+        "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+        "to_apply=add2\n  ROOT g = f32[5] get-tuple-element(r), index=0\n}\n"), "r", "variadic"),
+    "reducer_with_a_copy": (
+        ("HloModule m\ncopyadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  c = f32[] copy(a)\n  ROOT s = f32[] add(c, b)\n}\n"
+        "ENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
+        "  ROOT r = f32[2] reduce(x, z), dimensions={1}, to_apply=copyadd\n}\n"), "c", "reducer"),
+    "reduce_window_reversed": (
+        ("HloModule m\n" + MAX + "ENTRY e {\n  x = f32[6] parameter(0)\n  z = f32[] constant(-inf)\n"
+        "  ROOT r = f32[5] reduce-window(x, z), window={size=2 rhs_reversal=1}, to_apply=max\n}\n"),
+        "r", "reversal"),
+    "f8_convert": (
+        ("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  c = f8e4m3fn[4] convert(x)\n"
+        "  ROOT r = f32[4] convert(c)\n}\n"), "c", "f8e4m3fn"),
+    "bitcast_convert_to_narrower": (
+        ("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
+        "  ROOT r = u16[3,2] bitcast-convert(x)\n}\n"), "r", "bit widths"),
+    "uncovered_op_in_while_body": (
+        ("HloModule m\ncond {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        "  k = s32[] constant(2)\n  ROOT c = pred[] compare(i, k), direction=LT\n}\n"
+        "body {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        "  v = f32[3] get-tuple-element(s), index=1\n  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
+        "  w = f32[3] reduce-precision(v), exponent_bits=5, mantissa_bits=2\n"
+        "  ROOT t = (s32[], f32[3]) tuple(j, w)\n}\n"
+        "ENTRY e {\n  x = f32[3] parameter(0)\n  z = s32[] constant(0)\n  t = (s32[], f32[3]) tuple(z, x)\n"
+        "  w = (s32[], f32[3]) while(t), condition=cond, body=body\n"
+        "  ROOT r = f32[3] get-tuple-element(w), index=1\n}\n"), "w", "exponent/mantissa"),
+    "uncovered_op_in_xla_fusion": (
+        ("HloModule m\nfused {\n  a = f32[2,3] parameter(0)\n  n = f32[2,3] negate(a)\n"
+        "  ROOT p = f32[2,3] reduce-precision(n), exponent_bits=8, mantissa_bits=7\n}\n"
+        "ENTRY e {\n  x = f32[2,3] parameter(0)\n"
+        "  ROOT r = f32[2,3] fusion(x), kind=kLoop, calls=fused\n}\n"), "p", "exponent/mantissa"),
+    "custom_call": (
+        ("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+        "  ROOT r = f32[4] custom-call(x), custom_call_target=\"foo\"\n}\n"), "r", "custom-call"),
+}
