@@ -141,11 +141,12 @@ def _scatter(ev: Any, instr: Any, args: list) -> Any:
         window_size[d] = window_shape[i]
     shape = np.array(operands[0].shape, np.int64)
     in_bounds = np.all((starts >= 0) & (starts <= shape - np.array(window_size)), axis=1)
-    offsets = np.indices(window_shape).reshape(len(window_shape), -1)
+    window_count = math.prod(window_shape)
+    # An explicit count: with no window dims (one element per index row) -1 is ambiguous.
+    offsets = np.indices(window_shape).reshape(len(window_shape), window_count)
     coords = [starts[:, d][:, None] for d in range(rank)]
     for i, d in enumerate(window_operand_dims):
         coords[d] = coords[d] + offsets[i][None, :]
-    window_count = math.prod(window_shape)
     coords = [np.broadcast_to(c, (starts.shape[0], window_count)) for c in coords]
     mask = np.broadcast_to(in_bounds[:, None], (starts.shape[0], window_count))
     safe = [np.where(mask, c, 0) for c in coords]

@@ -192,6 +192,20 @@ def test_scatter_drops_out_of_bounds_windows_and_applies_in_order():
     np.testing.assert_array_equal(got, want)
 
 
+def test_scatter_without_window_dims_updates_single_elements():
+    # update_window_dims={} (one element per index row, as x.at[i].add(v) on a vector lowers)
+    # once made NumPy reshape an empty index grid with -1 and crash.
+    (got,) = run("o = f32[6] parameter(0)\ni = s32[4,1] parameter(1)\nu = f32[4] parameter(2)\n"
+                 "ROOT s = f32[6] scatter(o, i, u), update_window_dims={}, "
+                 "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+                 "index_vector_dim=1, to_apply=add", np.zeros(6, np.float32),
+                 np.array([[2], [5], [2], [9]], np.int32), np.array([1, 2, 4, 8], np.float32),
+                 extra=ADD)
+    want = np.zeros(6, np.float32)
+    np.add.at(want, [2, 5, 2], [1, 2, 4])  # index 9 is out of bounds: dropped
+    np.testing.assert_array_equal(got, want)
+
+
 def test_gather_with_batching_dims():
     operand = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
     indices = np.array([[4, 0, 9], [1, 1, -2]], np.int32)
