@@ -21,15 +21,17 @@ from tiling.indexing_analysis.operands import (
 )
 from tiling.indexing_map import IndexingMap
 
-# XLA's IsOpElementwise, plus `map` (its computation is applied element by element).
+# XLA's IsOpElementwise, plus `map` (its computation is applied element by element), in the
+# HLO text spelling of the opcodes (``cosine``, ``sine``, ``count-leading-zeros``).
 ELEMENTWISE_OPCODES = (
-    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "clz", "compare",
-    "complex", "convert", "copy", "cos", "divide", "erf", "exponential",
-    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
-    "map", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real",
-    "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
-    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin",
-    "sqrt", "stochastic-convert", "subtract", "tan", "tanh", "xor",
+    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "compare",
+    "complex", "convert", "copy", "cosine", "count-leading-zeros", "divide", "erf",
+    "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log",
+    "log-plus-one", "logistic", "map", "maximum", "minimum", "multiply", "negate", "not", "or",
+    "popcnt", "power", "real", "reduce-precision", "remainder", "round-nearest-afz",
+    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "stochastic-convert", "subtract", "tan",
+    "tanh", "xor",
 )
 
 

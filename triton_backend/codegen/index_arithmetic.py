@@ -1,8 +1,9 @@
 """Affine index expressions printed as Triton integer arithmetic.
 
 Dimensions and symbols are named by the caller (index tensors or runtime scalars bound earlier
-in the kernel).  ``floordiv``/``mod`` print as ``//`` and ``%``: generated kernels only rely on
-them for non-negative dividends (out-of-range lanes are masked, whatever they compute).
+in the kernel).  ``floordiv``/``mod`` print as ``//`` and ``%``, which truncate toward zero in
+Triton: they agree with floordiv/mod on the non-negative dividends whose values a kernel uses;
+other lanes are masked, and ``ValueEmitter.bounds`` follows truncation so the masks hold there.
 
 >>> from tiling.affine_expr import d, s
 >>> render_affine(d(0) * 4 + (d(1) // 3) % 2 - 1, ("i0", "i1"))

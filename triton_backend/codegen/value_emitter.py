@@ -75,6 +75,8 @@ class ValueEmitter:
     reduction_chunk: int | None = None
     #: Width of index arithmetic: 64 when some buffer has more than 2^31 - 1 elements.
     index_bits: int = 32
+    #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
+    index_maps: dict = field(default_factory=dict)
 
     @property
     def index_dtype(self) -> str:
@@ -173,7 +175,18 @@ class ValueEmitter:
         return " & ".join(checks) if checks else None
 
     def bounds(self, e: AffineExpr) -> tuple[float, float]:
-        """Interval of ``e`` over the dim variables' blocks (symbols: unbounded)."""
+        """Interval of ``e`` over the dim variables' blocks (symbols: unbounded), as the kernel
+        computes it: Triton's ``//`` and ``%`` truncate toward zero like C, so on lanes where a
+        dividend is negative (other concatenate pieces, padding) a quotient rounds up and a
+        remainder is negative; the masks built from these bounds must still hold there.
+
+        >>> from fusion.hlo_module import HloComputation, HloModule
+        >>> from tiling.affine_expr import d
+        >>> em = ValueEmitter(HloModule("m", (), ""), HloComputation("c", (), ""), [8], None, {},
+        ...                   dims=[IndexVar("i0", 0, 8, 8, 7)])
+        >>> em.bounds((d(0) - 2) // 4), em.bounds((d(0) - 2) % 4), em.bounds(d(0) % 4)
+        ((0, 1), (-3, 3), (0, 3))
+        """
         from tiling.affine_expr import (
             Constant,
             FloorDivExpr,
@@ -187,11 +200,12 @@ class ValueEmitter:
             return 0, self.dims[e.index].upper
         if isinstance(e, SymbolExpr):
             return float("-inf"), float("inf")
-        if isinstance(e, FloorDivExpr):
+        if isinstance(e, FloorDivExpr):  # truncation is monotone: bound the ends
             lo, hi = self.bounds(e.dividend)
-            return lo // e.divisor, hi // e.divisor if hi != float("inf") else hi
+            return _truncating_div(lo, e.divisor), _truncating_div(hi, e.divisor)
         if isinstance(e, ModExpr):
-            return 0, e.divisor - 1
+            lo, hi = self.bounds(e.dividend)
+            return (0 if lo >= 0 else 1 - e.divisor), (0 if hi <= 0 else e.divisor - 1)
         if isinstance(e, SumExpr):
             lo = hi = e.constant
             for atom, coeff in e.terms:
@@ -235,6 +249,13 @@ class ValueEmitter:
             existing = ExternalBuffer(self.names.fresh(hint), instr, number)
             self.buffers[instr.name] = existing
         return existing
+
+
+def _truncating_div(value: float, divisor: int) -> float:
+    if value in (float("inf"), float("-inf")):
+        return value
+    quotient = abs(int(value)) // divisor
+    return quotient if value >= 0 else -quotient
 
 
 def array_shape(instr: HloInstruction) -> ArrayShape:

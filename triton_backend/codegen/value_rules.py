@@ -1,10 +1,14 @@
 """One rule per HLO opcode: emit an instruction's value at index expressions.
 
 A rule is ``rule(emitter, instr, indices) -> identifier`` (a tuple of identifiers for
-tuple-shaped values).  Elementwise ops read their operands at the same indices and go through
-``elementwise_lowering``; data-movement ops read their operand at the indices given by the op's
-output->operand indexing map; parameters and array constants are loaded (see
-``memory_rules``); reductions are in ``reduction_rules``.  Anything else raises
+tuple-shaped values).  Where an op reads its operands is not re-derived here: it comes from the
+indexing analysis' output -> operand maps (``operand_indices``), so elementwise ops (identity,
+or ``()`` for a scalar operand) and data-movement ops read their operands at those maps'
+results.  What the maps do not say stays in the rules: which operand a concatenate selects,
+the padding value outside a pad's domain, a dynamic-update-slice's choice between update and
+base, and the element computation itself (``elementwise_lowering``).  Parameters and array
+constants are loaded (see ``memory_rules``); reductions, whose range variables become
+reduction axes, are in ``reduction_rules`` and ``reduce_window_rules``.  Anything else raises
 ``UnsupportedOpError`` naming the op and why.
 """
 from __future__ import annotations
@@ -14,9 +18,15 @@ from collections.abc import Callable
 from fusion.element_types import ELEMENT_TYPES
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction
-from tiling.affine_expr import AffineExpr, const
+from tiling.affine_expr import AffineExpr
 from triton_backend.codegen.addressing import physical_strides
 from triton_backend.codegen.memory_rules import constant_rule, parameter_rule
+from triton_backend.codegen.operand_indices import (
+    domain_mask,
+    exact_operand_indices,
+    operand_indices,
+    operand_map,
+)
 from triton_backend.codegen.reduce_window_rules import reduce_window_rule
 from triton_backend.codegen.reduction_rules import reduce_rule
 from triton_backend.codegen.value_emitter import (
@@ -43,72 +53,44 @@ def _single(em: ValueEmitter, name: str, indices: Indices) -> str:
 
 
 def _elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    operands = tuple(_single(em, o, indices) for o in instr.operands)
+    why = "operand and result ranks differ (a bitcast-convert between different bit widths?)"
+    operands = tuple(_single(em, o, exact_operand_indices(em, instr, k, indices, why=why))
+                     for k, o in enumerate(instr.operands))
     types = tuple(element_type_of(em.instruction(o)) for o in instr.operands)
     expr = render_elementwise(instr.opcode, operands, types, element_type_of(instr),
                               dict(instr.attributes))
     return em.bind(expr, instr.name)
 
 
-def _same_index(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    return em.value(instr.operands[0], indices)
-
-
-def _broadcast(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    return em.value(instr.operands[0], tuple(indices[k] for k in instr.attr("dimensions")))
-
-
-def _linear_relayout(em, instr, indices, out_strides, in_strides, in_dims) -> Value:
-    linear = const(0)
-    for index, stride in zip(indices, out_strides):
-        linear = linear + index * stride
-    operand_indices = []
-    for j, (stride, size) in enumerate(zip(in_strides, in_dims)):
-        q = linear // stride if stride != 1 else linear
-        # The slowest dim needs no mod: lanes past the end fail the operand's bounds check.
-        operand_indices.append(q if stride * size == _volume(in_dims) else q % size)
-    return em.value(instr.operands[0], tuple(operand_indices))
-
-
-def _volume(dims) -> int:
-    total = 1
-    for size in dims:
-        total *= size
-    return total
-
-
-def _row_major(dims) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(dims):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
+def _through_map(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    """Broadcast, copy, dynamic-slice, reshape, reverse, slice, transpose: operand 0 where its
+    map says (dynamic-slice offsets are the map's runtime variables, read and clamped)."""
+    return em.value(instr.operands[0], exact_operand_indices(em, instr, 0, indices))
 
 
 def _bitcast(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     out, operand = array_shape(instr), _operand_shape(em, instr, 0)
     if out.element_type.bits != operand.element_type.bits:
         raise UnsupportedOpError("bitcast changing the element width", where=instr.name)
-    # A bitcast reinterprets the buffer: equal physical linear offsets are the same element.
-    return _linear_relayout(em, instr, indices, physical_strides(out), physical_strides(operand),
-                            operand.dims)
-
-
-def _reshape(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    out, operand = array_shape(instr), _operand_shape(em, instr, 0)
-    return _linear_relayout(em, instr, indices, _row_major(out.dims), _row_major(operand.dims),
-                            operand.dims)
+    # The analysis' map ignores packing (E(n)) and refuses tiles; a physical layout has no
+    # per-dim strides to reinterpret, so it is rejected here with that reason.
+    physical_strides(out), physical_strides(operand)
+    return _through_map(em, instr, indices)
 
 
 def _concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    # The maps give each operand's index; each holds only on its span of the axis (its dim
+    # bound), which the kernel honours by selecting among the operands in order.
     (axis,) = instr.attr("dimensions")
-    pieces, offset = [], 0
-    for i, name in enumerate(instr.operands):
-        shifted = list(indices)
-        shifted[axis] = indices[axis] - offset
-        size = _operand_shape(em, instr, i).dims[axis]
-        pieces.append((offset + size, _single(em, name, tuple(shifted))))
-        offset += size
+    pieces = []
+    for k, name in enumerate(instr.operands):
+        m = operand_map(em, instr, k)
+        if m is None:  # an empty operand is never read
+            continue
+        pieces.append((m.dim_bounds[axis].upper + 1,
+                       _single(em, name, operand_indices(em, instr, k, indices))))
+    if not pieces:  # every operand is empty, so is the result: no lane is ever stored
+        return _single(em, instr.operands[0], indices)
     where = em.index_tensor(indices[axis])
     expr = pieces[-1][1]
     for end, value in reversed(pieces[:-1]):
@@ -116,27 +98,12 @@ def _concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> V
     return em.bind(expr, instr.name)
 
 
-def _clamped_starts(em: ValueEmitter, instr: HloInstruction, first: int, sizes) -> list[AffineExpr]:
-    operand = _operand_shape(em, instr, 0)
-    starts = []
-    for j, name in enumerate(instr.operands[first:]):
-        raw = em.scalar_value(name)
-        high = operand.dims[j] - sizes[j]
-        starts.append(em.new_symbol(
-            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to({em.index_dtype})", f"start{j}"))
-    return starts
-
-
-def _dynamic_slice(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    starts = _clamped_starts(em, instr, 1, instr.attr("dynamic_slice_sizes"))
-    return em.value(instr.operands[0], tuple(i + s for i, s in zip(indices, starts)))
-
-
 def _dynamic_update_slice(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    # The update's map is not restricted to the updated window (as in XLA): the kernel selects
+    # the update inside the window and the base elsewhere.
     update = _operand_shape(em, instr, 1)
-    starts = _clamped_starts(em, instr, 2, update.dims)
-    base = _single(em, instr.operands[0], indices)
-    inner = tuple(i - s for i, s in zip(indices, starts))
+    inner = exact_operand_indices(em, instr, 1, indices)
+    base = _single(em, instr.operands[0], exact_operand_indices(em, instr, 0, indices))
     patch = _single(em, instr.operands[1], inner)
     inside = em.in_bounds(inner, update.dims) or "True"
     return em.bind(f"tl.where({inside}, {patch}, {base})", instr.name)
@@ -146,32 +113,12 @@ def _gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     for key in ("operand_batching_dims", "start_indices_batching_dims"):
         if instr.attr(key, ()):
             raise UnsupportedOpError(f"gather with {key} is not supported", where=instr.name)
-    operand, starts_shape = _operand_shape(em, instr, 0), _operand_shape(em, instr, 1)
-    offset_dims = tuple(instr.attr("offset_dims"))
-    collapsed = tuple(instr.attr("collapsed_slice_dims"))
-    start_map = tuple(instr.attr("start_index_map"))
-    vector_dim = instr.attr("index_vector_dim")
-    sizes = tuple(instr.attr("slice_sizes"))
-    batch = [indices[k] for k in range(len(indices)) if k not in offset_dims]
-    starts: dict[int, AffineExpr] = {}
-    for i, operand_dim in enumerate(start_map):
-        where = list(batch)
-        if vector_dim < starts_shape.rank:
-            where.insert(vector_dim, const(i))
-        raw = _single(em, instr.operands[1], tuple(where))
-        high = operand.dims[operand_dim] - sizes[operand_dim]
-        starts[operand_dim] = em.new_symbol(
-            f"tl.minimum(tl.maximum(({raw}).to(tl.int64), 0), {high}).to({em.index_dtype})",
-            f"gather_start{i}", tuple(where))
-    windows = iter(indices[k] for k in offset_dims)
-    operand_indices = []
-    for j in range(operand.rank):
-        within = const(0) if j in collapsed else next(windows)
-        operand_indices.append(within + starts[j] if j in starts else within)
-    return em.value(instr.operands[0], tuple(operand_indices))
+    return em.value(instr.operands[0],
+                    exact_operand_indices(em, instr, 0, indices, hint="gather_start"))
 
 
 def _get_tuple_element(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    # Indices pass through (the analysis' map is the identity); the rule picks the leaf.
     value = em.value(instr.operands[0], indices)
     if isinstance(value, str):
         raise UnsupportedOpError("get-tuple-element of an array", where=instr.name)
@@ -179,6 +126,7 @@ def _get_tuple_element(em: ValueEmitter, instr: HloInstruction, indices: Indices
 
 
 def _iota(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    # No operand, so no map: the value is the index itself.
     t = element_type_of(instr)
     index = em.index_tensor(indices[instr.attr("iota_dimension")])
     if t.is_pred:
@@ -188,53 +136,33 @@ def _iota(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
 
 
 def _pad(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    operand = _operand_shape(em, instr, 0)
-    conditions, operand_indices = [], []
-    for index, pad, size in zip(indices, instr.attr("padding").dims, operand.dims):
-        shifted = index - pad.low
-        step = pad.interior + 1
-        source = shifted // step if step > 1 else shifted
-        operand_indices.append(source)
-        text = em.index_text(shifted)
-        conditions.append(f"({text} >= 0) & ({text} <= {(size - 1) * step})")
-        if step > 1:
-            conditions.append(f"(({text}) % {step} == 0)")
-    value = _single(em, instr.operands[0], tuple(operand_indices))
-    padding = _single(em, instr.operands[1], ())
-    return em.bind(f"tl.where({' & '.join(conditions)}, {value}, {padding})", instr.name)
-
-
-def _reverse(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    dims = array_shape(instr).dims
-    flipped = tuple((dims[k] - 1) - index if k in instr.attr("dimensions") else index
-                    for k, index in enumerate(indices))
-    return em.value(instr.operands[0], flipped)
-
-
-def _slice(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    return em.value(instr.operands[0], tuple(
-        dim.start + dim.stride * index for index, dim in zip(indices, instr.attr("slice"))))
-
-
-def _transpose(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    perm = instr.attr("dimensions")
-    operand_indices = [const(0)] * len(perm)
-    for out_dim, operand_dim in enumerate(perm):
-        operand_indices[operand_dim] = indices[out_dim]
-    return em.value(instr.operands[0], tuple(operand_indices))
+    # The operand's map holds only on the non-padding positions (its dim bounds and interior
+    # constraints): the kernel masks by that domain and takes the padding value elsewhere.
+    m = operand_map(em, instr, 0)
+    at = operand_indices(em, instr, 0, indices)
+    value = _single(em, instr.operands[0], at) if at is not None else None
+    padding = _single(em, instr.operands[1], exact_operand_indices(em, instr, 1, indices))
+    if m is None or value is None:  # nothing of the operand survives: all padding
+        return padding
+    inside = domain_mask(em, m, indices)
+    if inside is None:
+        return value
+    return em.bind(f"tl.where({inside}, {value}, {padding})", instr.name)
 
 
 def _tuple(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+    # The analysis maps one leaf at a time (identity to its operand); the emitter produces all
+    # leaves at the same indices at once.
     return tuple(_single(em, o, indices) for o in instr.operands)
 
 
 _STRUCTURAL_RULES: dict[str, Rule] = {
     "bitcast": _bitcast,
-    "broadcast": _broadcast,
+    "broadcast": _through_map,
     "concatenate": _concatenate,
     "constant": constant_rule,
-    "copy": _same_index,
-    "dynamic-slice": _dynamic_slice,
+    "copy": _through_map,
+    "dynamic-slice": _through_map,
     "dynamic-update-slice": _dynamic_update_slice,
     "gather": _gather,
     "get-tuple-element": _get_tuple_element,
@@ -243,10 +171,10 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "parameter": parameter_rule,
     "reduce": reduce_rule,
     "reduce-window": reduce_window_rule,
-    "reshape": _reshape,
-    "reverse": _reverse,
-    "slice": _slice,
-    "transpose": _transpose,
+    "reshape": _through_map,
+    "reverse": _through_map,
+    "slice": _through_map,
+    "transpose": _through_map,
     "tuple": _tuple,
 }
 
