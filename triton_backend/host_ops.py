@@ -8,6 +8,8 @@ their *logical* array, row-major and contiguous, so:
   other bitcast computes and is left to a kernel (a one-op fusion);
 * ``constant`` becomes a tensor once, at compile time;
 * ``tuple``/``get-tuple-element`` build and take apart Python tuples (no copy);
+* a ``reduce`` of zero-element operands is its init values broadcast (XLA's algebraic
+  simplifier does the same), so no kernel ever loops over an empty reduced dim;
 * ``call`` runs the callee's compiled program (XLA inlines calls; so do we, at run time);
 * ``while`` and ``conditional`` are host control flow: the predicate or branch index is read
   back (one scalar), the bodies' kernels launch with the loop-carried tuple kept on the device.
@@ -156,6 +158,23 @@ def _parameter(comp: HloComputation, instr: HloInstruction, device: torch.device
     return run
 
 
+def _reduce(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
+    count = len(instr.operands) // 2
+    operand = comp.instruction(instr.operands[0]).shape
+    if not isinstance(operand, ArrayShape) or operand.num_elements != 0:
+        return None
+    shapes = instr.shape.elements if isinstance(instr.shape, TupleShape) else (instr.shape,)
+    dims = [s.dims for s in shapes]
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        # A fresh buffer per call: the init may be a constant shared by every call.
+        out = tuple(init.expand(d).clone(memory_format=torch.contiguous_format)
+                    for init, d in zip(operands[count:], dims))
+        return out if isinstance(instr.shape, TupleShape) else out[0]
+
+    return run
+
+
 def _reshape(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
     return _view_executor(comp.instruction(instr.operands[0]).shape, instr.shape)
 
@@ -186,6 +205,7 @@ HOST_RULES: dict[str, Rule] = {
     "constant": _constant,
     "get-tuple-element": _get_tuple_element,
     "parameter": _parameter,
+    "reduce": _reduce,
     "reshape": _reshape,
     "tuple": _tuple,
     "while": _while,

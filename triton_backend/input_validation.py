@@ -131,9 +131,13 @@ def validate_arguments(
 ) -> list[torch.Tensor]:
     """Check ``args`` against ``parameters``; return them as contiguous tensors on ``device``.
 
-    A non-contiguous tensor is copied to a contiguous one (kernels index row-major buffers);
-    anything that is not a tensor, or has the wrong shape, dtype or device, is an
-    ``EvaluationError`` naming the parameter.
+    Kernels read raw row-major buffers, so what they get is normalized first: a non-contiguous
+    tensor (a transposed view, a strided slice, a zero-stride ``expand``) is copied to a
+    contiguous one, a lazily negated or conjugated view (``is_neg``/``is_conj``) is
+    materialized, and autograd is detached (compiled modules are not differentiable: their
+    outputs never require grad).  Anything that is not a strided tensor, or has the wrong
+    shape, dtype or device (``device`` with an index requires that index; all arguments on one
+    device), is an ``EvaluationError`` naming the parameter.
 
     >>> from fusion.shape import ArrayShape
     >>> p = HloInstruction("x", "parameter", ArrayShape("f32", (2,)), (), (("parameter_number", 0),))
@@ -147,7 +151,14 @@ def validate_arguments(
         raise EvaluationError(
             f"{computation} takes {len(parameters)} argument(s) ({wanted}), got {len(args)}",
             where=computation)
-    return [_validate_one(n, p, a, device) for n, (p, a) in enumerate(zip(parameters, args))]
+    tensors = [_validate_one(n, p, a, device) for n, (p, a) in enumerate(zip(parameters, args))]
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        where = ", ".join(f"{parameter_label(n, p)} on {t.device}"
+                          for n, (p, t) in enumerate(zip(parameters, tensors)))
+        raise EvaluationError(f"arguments are on different devices ({where}); a module runs on "
+                              "one device", where=computation)
+    return tensors
 
 
 def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.device) -> torch.Tensor:
@@ -157,19 +168,27 @@ def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.de
         raise UnsupportedOpError(f"has tuple shape {shape}; compiled modules take arrays only",
                                  where=label)
     if not isinstance(arg, torch.Tensor):
-        raise EvaluationError(f"expected a torch.Tensor ({shape}), got {type(arg).__name__}",
+        hint = (f"; wrap a Python number as torch.tensor(value, dtype={torch_dtype(shape.dtype)})"
+                if isinstance(arg, (bool, int, float, complex)) else "")
+        raise EvaluationError(f"expected a torch.Tensor ({shape}), got {type(arg).__name__}{hint}",
                               where=label)
+    if arg.layout != torch.strided:
+        raise EvaluationError(f"has layout {arg.layout}; compiled modules take dense (strided) "
+                              "tensors: convert with .to_dense()", where=label)
     if arg.dtype != torch_dtype(shape.dtype, where=label):
         raise EvaluationError(f"has dtype {arg.dtype} ({hlo_type_of(arg.dtype)}), but the "
                               f"parameter is {shape} ({torch_dtype(shape.dtype)})", where=label)
     if tuple(arg.shape) != shape.dims:
         raise EvaluationError(f"has shape {list(arg.shape)}, but the parameter is {shape}",
                               where=label)
-    if arg.device.type != device.type:
+    if arg.device.type != device.type or (device.index is not None
+                                          and arg.device.index not in (None, device.index)):
         raise EvaluationError(
-            f"is on device {arg.device}, but the module runs on {device.type}"
+            f"is on device {arg.device}, but the module runs on {device}"
             + (" (the Triton interpreter: no CUDA device here)" if device.type == "cpu" else ""),
             where=label)
+    # A neg/conj view is a flag over the raw data; a kernel would read the unflagged values.
+    arg = arg.detach().resolve_conj().resolve_neg()
     return arg if arg.is_contiguous() else arg.contiguous()
 
 

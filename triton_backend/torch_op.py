@@ -12,8 +12,11 @@ exact metadata, no graph break, on CPU and GPU alike.
 The op takes one tensor per ENTRY parameter (in order) and returns a tensor, or a tuple when
 the ENTRY result is a tuple.  Wrong count, shape, dtype or device is an
 ``fusion.errors.EvaluationError`` naming the op and the parameter, in eager mode and while
-tracing.  Tuned tilings from the tuning database are used when present (see ``tuning_db``).
-No autograd formula is registered: calling ``backward`` through it raises.
+tracing; so is a Python number or a sparse tensor.  Non-contiguous, expanded and aliased
+inputs are fine (read, never written); outputs never alias inputs or each other.  Tuned
+tilings from the tuning database are used when present (see ``tuning_db``).  No autograd
+formula is registered: ``requires_grad`` inputs run forward, calling ``backward`` through the
+op raises.
 
 >>> import torch
 >>> op = torch_op('''HloModule double
@@ -68,8 +71,11 @@ class TorchOp:
         self.__name__ = qualname.split("::")[1]
 
     def __call__(self, *tensors: torch.Tensor):
-        if len(tensors) != len(self.signature.inputs):
-            _check(self.qualname, self.signature, tensors, "")  # raises the count error
+        # Errors the dispatcher would report in its own words (or, for a sparse tensor, as a
+        # missing kernel) are ours, naming the parameter, before dispatch.
+        if len(tensors) != len(self.signature.inputs) or any(
+                not isinstance(t, torch.Tensor) or t.layout != torch.strided for t in tensors):
+            _check(self.qualname, self.signature, tensors, self.compiled.device.type)
         return self.op(*tensors)
 
     def __repr__(self) -> str:
@@ -117,10 +123,13 @@ def _check(qualname: str, sig: _Signature, args: Sequence[Any], device_type: str
         raise EvaluationError(f"{qualname} takes {len(sig.inputs)} tensor(s) "
                               f"({', '.join(sig.names)}), got {len(args)}", where=qualname)
     for number, (arg, name, (dtype, dims)) in enumerate(zip(args, sig.names, sig.inputs)):
-        label = f"{qualname}: argument {number} ({name})"
+        label = f"argument {number} ({name})"  # the error's ``where`` names the op
         if not isinstance(arg, torch.Tensor):
             raise EvaluationError(f"{label} must be a tensor, got {type(arg).__name__}",
                                   where=qualname)
+        if arg.layout != torch.strided:
+            raise EvaluationError(f"{label} has layout {arg.layout}; the op takes dense "
+                                  "(strided) tensors: convert with .to_dense()", where=qualname)
         if arg.dtype != dtype:
             raise EvaluationError(f"{label} has dtype {arg.dtype}, expected {dtype}",
                                   where=qualname)
