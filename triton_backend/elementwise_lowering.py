@@ -158,7 +158,14 @@ def _clamp(call: ElementwiseCall) -> str:
 def _minmax(cmp: str, x: str, y: str, t: ElementType) -> str:
     x, y = _p(x), _p(y)
     if _is_float(t):
-        return f"tl.where(({x} {cmp} {y}) | ({x} != {x}), {x}, {y})"
+        # XLA's maximum/minimum are IEEE 754-2019 (LLVM's llvm.maximum): NaN propagates and
+        # -0.0 < +0.0 whatever the operand order.  Equal operands differ only in the sign of
+        # zero: max keeps x when y is -0.0, min keeps y then.  (Nested where, not ``&``: the
+        # interpreter's ``int1 block & int1 scalar`` yields floats.)
+        strict = ">" if cmp == ">=" else "<"
+        tie = (f"tl.where(xla_math.signbit({y}), {x}, {y})" if cmp == ">="
+               else f"tl.where(xla_math.signbit({y}), {y}, {x})")
+        return f"tl.where(({x} {strict} {y}) | ({x} != {x}), {x}, tl.where({x} == {y}, {tie}, {y}))"
     if t.is_pred:
         return f"{x} | {y}" if cmp == ">=" else f"{x} & {y}"
     return f"tl.maximum({x}, {y})" if cmp == ">=" else f"tl.minimum({x}, {y})"
@@ -431,7 +438,7 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
 
     >>> from fusion.element_types import ELEMENT_TYPES as T
     >>> render_elementwise("maximum", ("a", "b"), (T["f32"],) * 2, T["f32"])
-    'tl.where(((a) >= (b)) | ((a) != (a)), (a), (b))'
+    'tl.where(((a) > (b)) | ((a) != (a)), (a), tl.where((a) == (b), tl.where(xla_math.signbit((b)), (a), (b)), (b)))'
     """
     rule = ELEMENTWISE_RULES.get(opcode)
     if rule is None:
@@ -440,6 +447,11 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
         storage_dtype(t)
     call = ElementwiseCall(opcode, tuple(operands), tuple(operand_types), result_type, dict(attributes or {}))
     expr = rule(call)
+    if result_type.is_pred:
+        # Triton 3.9's interpreter labels a comparison's result with the operands' dtype, so a
+        # rank-0 one broadcast to a block (``and(compare(c, c), p)``) becomes floats and the
+        # next ``&`` fails; a select of constants relabels it int1 (free on a GPU).
+        expr = f"tl.where({expr}, True, False)"
     if result_type.name == "bf16":
         expr = f"xla_math.round_to_bf16({expr})"
     elif result_type.name == "f16":

@@ -48,14 +48,17 @@ def f32_to_bf16_exact(x):
 
 @triton.jit
 def round_to_bf16(x):
-    """fp32 ``x`` rounded to the nearest-even bf16 value, still as fp32 (NaN kept).
+    """fp32 ``x`` rounded to the nearest-even bf16 value, still as fp32 (NaN stays NaN, quiet).
 
     Integer arithmetic on the bits, because the interpreter's ``.to(tl.bfloat16)`` truncates
     while the GPU's ``cvt.rn`` rounds; this is the same on both.
     """
     bits = x.to(tl.uint32, bitcast=True)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
+    # A NaN whose payload lies only in the low 16 bits (a signalling NaN such as 0x7F800001)
+    # would truncate to infinity: set the quiet bit first, as cvt.rn and ml_dtypes do.
+    quiet = (bits | 0x00400000) & 0xFFFF0000
+    return tl.where(x != x, quiet.to(tl.float32, bitcast=True), rounded.to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -108,16 +111,24 @@ def popc32(u):
 
 @triton.jit
 def int_pow(x, e, BITS: tl.constexpr, SIGNED: tl.constexpr):
-    """``x ** e`` wrapping, by squaring; a negative exponent gives ``x == 1 ? 1 : 0`` (XLA)."""
+    """``x ** e`` wrapping, exactly as XLA's ``EmitIntegerPow`` (checked against XLA:CPU).
+
+    XLA squares only 6 times, so only the low 6 bits of ``e`` count (``3 ** 64 == 1``); an
+    exponent that is negative when read as signed (also for unsigned types) gives 1 for
+    ``x == 1``, the parity-signed power for ``x == -1`` (all ones) and 0 otherwise.
+    """
     acc = x * 0 + 1
     base = x
-    for i in tl.static_range(BITS):
+    for i in tl.static_range(6):
         bit = ((e >> i) & 1) != 0
         acc = tl.where(bit, acc * base, acc)
         base = base * base
     if SIGNED:
-        acc = tl.where(e < 0, tl.where(x == 1, acc * 0 + 1, acc * 0), acc)
-    return acc
+        negative = e < 0
+    else:
+        negative = (e >> (BITS - 1)) != 0
+    all_ones = x == ~(x * 0)
+    return tl.where(negative, tl.where(x == 1, acc * 0 + 1, tl.where(all_ones, acc, acc * 0)), acc)
 
 
 @triton.jit

@@ -14,6 +14,9 @@ files.
   concurrent processes never see half a file and the last writer wins with identical bytes.
 * Each file starts with ``# content-sha256: <hash of the body>``; a truncated or edited entry
   fails that check on load and is rewritten before it is imported, never imported as is.
+  ``load`` also requires the entry to be exactly the expected text, and executes the text it
+  checked (compiled in memory): Python's ``__pycache__`` bytecode, which the import system
+  would trust on a matching mtime and size, is neither read nor written.
 * The in-process dict of loaded modules is the only mutable global state of the backend: it is
   pure memoisation (the same path always holds the same text).
 
@@ -125,9 +128,10 @@ class KernelCache:
     """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None,
-                 template_version: str = TEMPLATE_VERSION) -> None:
+                 template_version: str | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.template_version = template_version
+        # Read at construction, not at import: a bumped TEMPLATE_VERSION must reach new caches.
+        self.template_version = TEMPLATE_VERSION if template_version is None else template_version
         self._modules: dict[Path, ModuleType] = {}
         self._lock = threading.Lock()
 
@@ -156,8 +160,9 @@ class KernelCache:
         atomically.
         """
         path = self.path_for(source, key_parts)
-        if _read_valid(path) is None:
-            _atomic_write(path, render_entry(source))
+        expected = render_entry(source)
+        if _read_text(path) != expected:
+            _atomic_write(path, expected)
         return path
 
     def load(self, source: str, key_parts: Mapping[str, str] | None = None) -> ModuleType:
@@ -167,19 +172,21 @@ class KernelCache:
             module = self._modules.get(path)
             if module is not None:
                 return module
-            if _read_valid(path) is None:
-                _atomic_write(path, render_entry(source))
-            module = _import_file(path)
+            expected = render_entry(source)
+            if _read_text(path) != expected:
+                _atomic_write(path, expected)
+            module = _import_text(path, expected)
             self._modules[path] = module
             return module
 
 
-def _read_valid(path: Path) -> str | None:
+def _read_text(path: Path) -> str | None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        # newline="" keeps a stray "\r" visible, so it cannot pass for the expected text.
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
         return None
-    return text if entry_is_valid(text) else None
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -199,17 +206,24 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _import_file(path: Path) -> ModuleType:
+def _import_text(path: Path, text: str) -> ModuleType:
+    """Execute ``text`` (the checked content of ``path``) as the module of that file.
+
+    Compiled from the text itself, so what runs is what was checked: the file could be
+    replaced between the check and an import, and ``spec.loader.exec_module`` would run any
+    ``__pycache__`` bytecode whose recorded mtime and size match the file's.
+    """
     # The module name is unique per file so two kernels never shadow each other in
-    # sys.modules; registering it there lets inspect (which Triton uses) find the source.
+    # sys.modules; registering it there (and __file__ naming the real file, with the same
+    # line numbers) lets inspect, which Triton uses, find the source.
     module_name = f"_fusion_kernel_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
+    if spec is None:
         raise ImportError(f"cannot import generated kernel file {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own checked file
     except BaseException:
         sys.modules.pop(module_name, None)
         raise

@@ -21,13 +21,18 @@
    no libdevice, so ``elementwise_math`` computes them in fp64 with tl primitives; tests allow
    the per-op ulp tolerances listed in ``ULP_TOLERANCE`` (f32 results; 16-bit results are
    compared after rounding, allowing 1 ulp of the 16-bit type).
-5. **maximum/minimum** follow XLA's elemental emitter: ``max(x, y) = x if (x >= y or isnan(x))
-   else y`` (NaN-propagating; for ``-0.0, +0.0`` the first operand wins).  ``clamp(lo, x, hi) =
-   min(max(x, lo), hi)`` with these rules.
+5. **maximum/minimum** follow XLA's elemental emitter, which emits LLVM's ``llvm.maximum`` /
+   ``llvm.minimum`` (IEEE 754-2019): NaN-propagating, and ``-0.0 < +0.0`` whatever the operand
+   order (``max(-0.0, +0.0) = max(+0.0, -0.0) = +0.0``; checked against XLA:CPU through jax).
+   ``clamp(lo, x, hi) = min(max(x, lo), hi)`` with these rules.
 6. **Integers** wrap on overflow; ``x / 0 = -1`` (signed) or all ones (unsigned), ``x % 0 = x``,
    ``INT_MIN / -1 = INT_MIN``, ``INT_MIN % -1 = 0``; shift amounts are read as unsigned and
    amounts ``>= bits`` give 0 (left, logical right) or the sign fill (arithmetic right).
-   float -> int saturates, NaN -> 0; float -> pred is ``x != 0`` (NaN -> true).
+   float -> int saturates, NaN -> 0; float -> pred is ``x != 0`` (NaN -> true).  Integer
+   ``power`` is XLA's: only the low 6 bits of the exponent count (``3 ** 64 == 1``), and an
+   exponent negative as a signed number gives 1 for base 1, +-1 for base -1, else 0.
+7. **Denormals** are kept (f32 and 16-bit), as on XLA:GPU.  XLA:CPU flushes them (its runtime
+   sets FTZ/DAZ), so cross-checks against jax on CPU leave denormal inputs out.
 
 >>> TRITON_ENVIRONMENT["TRITON_DEFAULT_FP_FUSION"]
 '0'

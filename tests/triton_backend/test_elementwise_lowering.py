@@ -143,11 +143,15 @@ def np_sign(x):
 
 
 def np_max(x, y):
-    return np.where((x >= y) | np.isnan(x), x, y)
+    # XLA (llvm.maximum): NaN propagates, -0.0 < +0.0 in either order (checked against XLA in
+    # test_numerics_audit.test_evaluator_agrees_with_xla).
+    tie = np.where(np.signbit(y), x, y)
+    return np.where((x > y) | np.isnan(x), x, np.where(x == y, tie, y))
 
 
 def np_min(x, y):
-    return np.where((x <= y) | np.isnan(x), x, y)
+    tie = np.where(np.signbit(y), y, x)
+    return np.where((x < y) | np.isnan(x), x, np.where(x == y, tie, y))
 
 
 EXACT_UNARY_FLOAT = {
@@ -293,10 +297,13 @@ def np_int_pow(x, e):
     bits = x.dtype.itemsize * 8
     out = []
     for b, p in zip(x.tolist(), e.tolist()):
+        # XLA's EmitIntegerPow: only the low 6 exponent bits count; a negative exponent gives
+        # 1 for base 1, +-1 for base -1, else 0 (checked against XLA in test_numerics_audit).
+        power = pow(b, p & 63, 1 << bits)
         if p < 0:
-            out.append(1 if b == 1 else 0)
+            out.append(1 if b == 1 else (power if b == -1 else 0))
         else:
-            out.append(pow(b, p, 1 << bits))
+            out.append(power)
     return np.array(out, dtype=np.uint64 if x.dtype.itemsize == 8 else np.int64).astype(x.dtype, casting="unsafe")
 
 
