@@ -480,13 +480,15 @@ def xla_stablehlo(op_text: str, in_types, out_type: str, arrays) -> np.ndarray:
 
 def _jax_lax():
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
     return jax, jax.lax
 
 
 def _xla(fn, *arrays) -> np.ndarray:
     jax, _ = _jax_lax()
-    return np.asarray(jax.jit(fn, backend="cpu")(*arrays))
+    # 64-bit types need x64, scoped to this call: a global switch would leak into other tests
+    # (JAX programs traced later would silently get 64-bit constants).
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(fn, backend="cpu")(*arrays))
 
 
 def _normal_f32() -> np.ndarray:
