@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from fusion.errors import FusionCompilerError
+from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape, TupleShape
+from tiling.affine_expr import d
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap, compose
 from tiling.symbolic_tile import ConcreteTile, NotTileable, SymbolicTile, symbolic_tile
@@ -220,22 +222,72 @@ def fused_computation(module: HloModule, fusion_instr: HloInstruction) -> HloCom
     return module.computation(called)
 
 
-def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, ...], list[str]]:
+def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, ...], list[str],
+                                                                  list[IndexingMap]]:
+    """The iteration space, the root names and each root's map from the space.
+
+    Outputs of one shape are reached through the identity.  A multi-output reduction (XLA's:
+    reduces next to outputs of the reduce input's shape) iterates over the larger shape; a
+    reduce output is reached through the projection onto the reduce's kept dims, so a block
+    computes it from whole reduced dims of its own (the ranking keeps those dims whole, or
+    every block along them would recompute the reduction).
+    """
     root = computation.root
     if isinstance(root.shape, ArrayShape):
-        return tuple(root.shape.dims), [root.name]
+        return tuple(root.shape.dims), [root.name], [IndexingMap.identity(root.shape.dims)]
     if root.opcode != "tuple":  # a variadic reduce: its outputs share their dims
         leaves = {tuple(e.dims) for e in root.shape.elements if isinstance(e, ArrayShape)}
         if len(leaves) != 1 or len(leaves) != len({type(e) for e in root.shape.elements}):
             raise TilingError(f"root {root.opcode} {root.name!r} has outputs of different"
                               " shapes", where=fusion)
-        return leaves.pop(), [root.name]
+        dims = leaves.pop()
+        return dims, [root.name], [IndexingMap.identity(dims)]
     outs = [computation.instruction(o) for o in root.operands]
     dims = {tuple(o.shape.dims) for o in outs if isinstance(o.shape, ArrayShape)}
-    if len(dims) != 1 or any(isinstance(o.shape, TupleShape) for o in outs):
-        raise TilingError("a multi-output fusion is tiled only when all outputs have the same"
-                          f" dims; got {sorted(dims)}", where=fusion)
-    return dims.pop(), [o.name for o in outs]
+    if not dims or any(isinstance(o.shape, TupleShape) for o in outs):
+        raise TilingError("a multi-output fusion is tiled only when its outputs are arrays",
+                          where=fusion)
+    space = max(dims, key=lambda ds: (_prod(ds), len(ds)))
+    maps = []
+    for o in outs:
+        if tuple(o.shape.dims) == space:
+            maps.append(IndexingMap.identity(space))
+            continue
+        kept = _reduce_projection(computation, o.name, space, tuple(o.shape.dims))
+        if kept is None:
+            raise TilingError("a multi-output fusion is tiled only when all outputs have the same"
+                              " dims or are reduces of the largest one's shape; got "
+                              f"{sorted(dims)}", where=fusion)
+        maps.append(IndexingMap.from_sizes(tuple(d(k) for k in kept), space))
+    return space, [o.name for o in outs], maps
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _reduce_projection(computation: HloComputation, name: str, space: tuple[int, ...],
+                       dims: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The kept dims of the reduce (of an input of shape ``space``) that output ``name`` is,
+    looking through elementwise ops and copies of its shape (the kernel emitter's rule)."""
+    while True:
+        instr = computation.instruction(name)
+        if instr.opcode == "reduce":
+            operand = computation.instruction(instr.operands[0]).shape
+            if not isinstance(operand, ArrayShape) or tuple(operand.dims) != space:
+                return None
+            kept = tuple(k for k in range(len(space)) if k not in instr.attr("dimensions"))
+            return kept if tuple(space[k] for k in kept) == dims else None
+        if instr.opcode not in ELEMENTWISE_OPCODES and instr.opcode != "copy":
+            return None
+        same = [o for o in instr.operands
+                if getattr(computation.instruction(o).shape, "dims", None) == dims]
+        if not same:
+            return None
+        name = same[0]
 
 
 def analyze_fusion_tiling(module: HloModule, fusion_instr: HloInstruction) -> SymbolicTiledFusion:
@@ -247,15 +299,15 @@ def analyze_fusion_tiling(module: HloModule, fusion_instr: HloInstruction) -> Sy
 
 def analyze_computation_tiling(computation: HloComputation, name: str) -> SymbolicTiledFusion:
     """``analyze_fusion_tiling`` for a bare computation (e.g. a single-op wrapper)."""
-    out_dims, root_names = _output_dims(computation, name)
-    identity = IndexingMap.identity(out_dims)
+    out_dims, root_names, root_maps = _output_dims(computation, name)
     keys: dict[tuple[str, IndexingMap], int] = {}
     pending: list[tuple[str, IndexingMap]] = []
     operand_keys: dict[int, list[tuple[str, IndexingMap]]] = {}
     op_maps_cache: dict[str, tuple] = {}
-    for r in root_names:
-        keys.setdefault((r, identity), len(keys))
-        pending.append((r, identity))
+    for r, m in zip(root_names, root_maps):
+        if (r, m) not in keys:
+            keys[(r, m)] = len(keys)
+            pending.append((r, m))
     entries: list[tuple[str, IndexingMap]] = list(keys)
     while pending:
         name_, m = pending.pop()
@@ -278,7 +330,8 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
                     pending.append(key)
                 children.append(key)
         operand_keys[idx] = children
-    order = _post_order(entries, keys, operand_keys, [keys[(r, identity)] for r in root_names])
+    root_keys = [keys[(r, m)] for r, m in zip(root_names, root_maps)]
+    order = _post_order(entries, keys, operand_keys, root_keys)
     new_index = {old: new for new, old in enumerate(order)}
     nodes = []
     for old in order:
@@ -288,7 +341,7 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
         tile = symbolic_tile(m, dims, out_dims)
         ops = tuple(new_index[keys[k]] for k in operand_keys.get(old, []))
         nodes.append(SymbolicNode(new_index[old], instr, m, tile, ops))
-    roots = tuple(new_index[keys[(r, identity)]] for r in root_names)
+    roots = tuple(new_index[k] for k in root_keys)
     return SymbolicTiledFusion(name, computation, out_dims, tuple(nodes), roots)
 
 

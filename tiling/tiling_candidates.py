@@ -9,10 +9,20 @@ written and flops; totals multiply by the number of blocks, so a broadcast opera
 by every block is counted once per block (``reread_factor`` compares with reading each input
 once).
 
-The default: prefer a coalesced tiling (the minor-most output dim tiled with >= 128
-contiguous elements, or whole when smaller), then the persistent reduction, then the least
-total traffic, then a root tile closest to the target size (1024 elements, less when the
-output is too small to give every SM of an H100 a block), then fewer blocks.
+The default: prefer a coalesced tiling, then the persistent reduction, then the least
+total traffic, then a block closest to the target size, then fewer blocks.
+
+* Coalesced: every access of a block, the output tiles written AND the parameter tiles
+  read, runs contiguously in memory (along its buffer's ``minor_to_major``) over at least
+  ``COALESCED_BYTES`` (128: a warp's whole cache lines; 32 f32, 64 bf16) or the whole buffer,
+  except accesses moving at most ``UNCOALESCED_TOLERANCE`` of the block's bytes (a row
+  reduction's output, a broadcast scale).  A transpose thus gets a 2-D tile (32x32 and up)
+  whose reads run along the input's minor dim and whose writes along the output's: Triton
+  converts the layout between them through shared memory, as XLA's transpose emitter does.
+* Size: the block's largest tile (a reduction's input tile counts its reduced dims) aims at
+  1024 elements, less when the work is too small to give every SM of an H100 a block, but
+  never under one warp of 128-bit accesses of the narrowest element (``VECTOR_BLOCK_BYTES``:
+  128 f32, 256 bf16), the least a block needs to vectorize.
 
 >>> from fusion.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -32,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from math import log2
+from math import gcd, log2
 from typing import Sequence
 
 from fusion.element_types import ELEMENT_TYPES
@@ -45,11 +55,16 @@ from tiling.tiled_fusion import (
     SymbolicTiledFusion,
     analyze_fusion_tiling,
     leaf_dims,
+    next_power_of_two,
 )
 from tiling.tiling_legality import check_tiling, node_sizes, reduced_extent
 from tiling.xla_tiling_config import XlaTilingConfig, xla_tiling_of
 
-COALESCED_ELEMENTS = 128
+COALESCED_BYTES = 128
+#: Bytes of one warp's 128-bit accesses (32 threads x 16 bytes).
+VECTOR_BLOCK_BYTES = 512
+#: Fraction of a block's bytes that may move in uncoalesced accesses.
+UNCOALESCED_TOLERANCE = 1 / 8
 TARGET_TILE_ELEMENTS = 1024
 NUM_SMS = 132  # H100 SXM
 _NO_FLOP_OPCODES = frozenset({"bitcast-convert", "convert", "copy"})
@@ -68,6 +83,8 @@ class TilingCandidate:
     bytes_written: int
     flops: int
     coalesced: bool
+    #: Elements of the block's largest tile, padded to powers of two (what a program holds).
+    elements: int = 0
 
     @property
     def total_bytes_read(self) -> int:
@@ -89,7 +106,7 @@ class TilingCandidate:
             "bytes_written": self.bytes_written, "flops": self.flops,
             "total_bytes_read": self.total_bytes_read,
             "total_bytes_written": self.total_bytes_written,
-            "coalesced": self.coalesced,
+            "coalesced": self.coalesced, "elements": self.elements,
         }
 
 
@@ -177,13 +194,35 @@ def _union_count(boxes: list[list[range]]) -> int:
     for k in range(1, len(boxes) + 1):
         for subset in itertools.combinations(boxes, k):
             inter = 1
-            for dim_sets in zip(*subset):
-                common = set(dim_sets[0])
-                for s in dim_sets[1:]:
-                    common &= set(s)
+            for dim_ranges in zip(*subset):
+                common = dim_ranges[0]
+                for r in dim_ranges[1:]:
+                    common = _intersect(common, r)
                 inter *= len(common)
             total += inter if k % 2 else -inter
     return total
+
+
+def _intersect(a: range, b: range) -> range:
+    """``a ∩ b`` as a range, without materializing either: a reduced dim's tile may span
+    2^33 elements, far too many for sets.
+
+    >>> _intersect(range(0, 100, 4), range(2, 100, 6)), _intersect(range(0, 9, 2), range(1, 9, 2))
+    (range(8, 97, 12), range(0, 0))
+    """
+    a, b = (r if r.step > 0 else r[::-1] for r in (a, b))
+    if not a or not b:
+        return range(0)
+    lo, hi = max(a[0], b[0]), min(a[-1], b[-1])
+    if lo > hi:
+        return range(0)
+    step = a.step * b.step // gcd(a.step, b.step)
+    first = a[0] + -(-(lo - a[0]) // a.step) * a.step
+    # The common elements repeat every lcm: the first lies within one lcm of ``first``.
+    for x in range(first, min(hi, first + step - 1) + 1, a.step):
+        if (x - b[0]) % b.step == 0:
+            return range(x, hi + 1, step)
+    return range(0)
 
 
 def block_costs(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> tuple[int, int, int, int]:
@@ -218,19 +257,85 @@ def _free_of_rhs(analysis, node: SymbolicNode, counts) -> int:
     return max(1, counts[node.index] // max(1, lhs)) if lhs else 0
 
 
-def _minor_dim(analysis: SymbolicTiledFusion) -> int:
-    root = analysis.nodes[analysis.roots[0]].instruction
-    layout = root.shape.layout if isinstance(root.shape, ArrayShape) else None
-    if layout is not None and layout.minor_to_major:
-        return layout.minor_to_major[0]
-    return len(analysis.output_dims) - 1
+def _minor_to_major(instr: HloInstruction) -> tuple[int, ...]:
+    shape = instr.shape
+    if not isinstance(shape, ArrayShape):
+        shape = next((e for e in getattr(shape, "elements", ()) if isinstance(e, ArrayShape)), None)
+    return tuple(shape.effective_layout.minor_to_major) if shape is not None else ()
+
+
+def contiguous_run(axes: Sequence[range], dims: Sequence[int], minor_to_major: Sequence[int]) -> int:
+    """Elements of a strided box that lie contiguously in memory, walking the layout from
+    its minor dim while the box covers each dim whole.
+
+    >>> contiguous_run([range(0, 4), range(0, 8)], (64, 8), (1, 0))
+    32
+    >>> contiguous_run([range(0, 4), range(0, 2)], (64, 8), (0, 1))
+    4
+    >>> contiguous_run([range(0, 4, 2), range(0, 1)], (64, 1), (1, 0))
+    1
+    """
+    run = 1
+    for d in minor_to_major:
+        axis = axes[d]
+        if len(axis) > 1 and abs(axis.step) != 1:
+            return run
+        run *= len(axis)
+        if len(axis) < dims[d]:
+            return run
+    return run
+
+
+def uncoalesced_fraction(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> float:
+    """The fraction of the first block's bytes (parameter tiles read, output tiles written)
+    moved by accesses that run contiguously over fewer than ``COALESCED_BYTES`` (and do not
+    cover their whole buffer)."""
+    bad = total = 0
+    roots = set(analysis.roots)
+    for node in analysis.nodes:
+        instr = node.instruction
+        if instr.opcode != "parameter" and node.index not in roots:
+            continue
+        dims = leaf_dims(instr) or ()
+        if not isinstance(node.tile, SymbolicTile):
+            continue
+        axes = _block0_axes(node.tile, tile_sizes, dims)
+        size = _bytes_of(instr)
+        moved = _count(axes) * size
+        numel = 1
+        for n in dims:
+            numel *= n
+        needed = min(-(-COALESCED_BYTES // size), numel)
+        total += moved
+        if contiguous_run(axes, dims, _minor_to_major(instr) or range(len(dims) - 1, -1, -1)) < needed:
+            bad += moved
+    return bad / total if total else 0.0
 
 
 def is_coalesced(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> bool:
+    """Whether the block's reads and writes coalesce (see the module docstring)."""
     if not analysis.output_dims:
         return True
-    k = _minor_dim(analysis)
-    return tile_sizes[k] >= min(COALESCED_ELEMENTS, analysis.output_dims[k])
+    return uncoalesced_fraction(analysis, tile_sizes) <= UNCOALESCED_TOLERANCE
+
+
+def block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
+                   reduction_chunk: int | None = None) -> int:
+    """Elements of the block's largest tile, padded to powers of two."""
+    largest = 1
+    for node in analysis.nodes:
+        if isinstance(node.tile, SymbolicTile):
+            padded = 1
+            for size in node_sizes(node.tile, tile_sizes, reduction_chunk):
+                padded *= next_power_of_two(size)
+            largest = max(largest, padded)
+    return largest
+
+
+def _narrowest_bytes(analysis: SymbolicTiledFusion) -> int:
+    sizes = [_bytes_of(p) for p in analysis.computation.parameters if leaf_dims(p)]
+    sizes += [_bytes_of(analysis.nodes[r].instruction) for r in analysis.roots]
+    return min((b for b in sizes if b), default=4)
 
 
 def candidate_sizes(dims: Sequence[int]) -> list[tuple[int, ...]]:
@@ -258,7 +363,8 @@ def evaluate_candidate(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
     for g in grid:
         blocks *= g
     return TilingCandidate(tile_sizes, reduction_chunk, grid, blocks, read, reuse, written,
-                           flops, is_coalesced(analysis, tile_sizes))
+                           flops, is_coalesced(analysis, tile_sizes),
+                           block_elements(analysis, tile_sizes, reduction_chunk))
 
 
 def _chunked(analysis, tile_sizes) -> TilingCandidate | RejectedTiling:
@@ -274,16 +380,29 @@ def _chunked(analysis, tile_sizes) -> TilingCandidate | RejectedTiling:
     return last or RejectedTiling(tuple(tile_sizes), None, "no legal reduction chunk")
 
 
-def _target(output_numel: int, target_elements: int = TARGET_TILE_ELEMENTS) -> int:
-    per_sm = max(1, output_numel // NUM_SMS)
+def _target(work: int, target_elements: int = TARGET_TILE_ELEMENTS,
+            minimum: int = 16) -> int:
+    """The block size (elements) to aim for: ``target_elements``, less when ``work`` (all
+    blocks' elements) cannot give every SM a block, but not under ``minimum``."""
+    per_sm = max(1, work // NUM_SMS)
     target = 1 << max(0, per_sm.bit_length() - 1)
-    return max(16, min(target_elements, target))
+    return max(minimum, min(target_elements, target))
+
+
+def target_for(analysis: SymbolicTiledFusion, target_elements: int = TARGET_TILE_ELEMENTS) -> int:
+    """``_target`` for a fusion: its work is the largest tile of one block covering the whole
+    output (a row reduction's input, not its output); the floor is one warp of 128-bit
+    accesses of its narrowest element."""
+    work = block_elements(analysis, analysis.output_dims) if analysis.output_dims else 1
+    return _target(work, target_elements, max(16, VECTOR_BLOCK_BYTES // _narrowest_bytes(analysis)))
 
 
 def _rank_key(c: TilingCandidate, target: int):
-    numel = 1
-    for t in c.tile_sizes:
-        numel *= t
+    numel = c.elements
+    if not numel:
+        numel = 1
+        for t in c.tile_sizes:
+            numel *= t
     return (not c.coalesced, c.reduction_chunk is not None,
             c.total_bytes_read + c.total_bytes_written,
             abs(log2(numel) - log2(target)), c.num_blocks, tuple(-t for t in reversed(c.tile_sizes)))
@@ -291,16 +410,14 @@ def _rank_key(c: TilingCandidate, target: int):
 
 def explain_default(analysis: SymbolicTiledFusion, c: TilingCandidate, target: int,
                     best_traffic: bool) -> str:
-    k = _minor_dim(analysis) if analysis.output_dims else 0
     parts = []
     if analysis.output_dims:
-        n, t = analysis.output_dims[k], c.tile_sizes[k]
         if c.coalesced:
-            how = "whole" if t == n else f"by {t} contiguous elements"
-            parts.append(f"minor dim {k} (size {n}) tiled {how}, so loads and stores coalesce")
+            parts.append(f"every parameter read and output write runs over >= {COALESCED_BYTES}"
+                         " contiguous bytes (or its whole buffer), so loads and stores coalesce")
         else:
-            parts.append(f"no legal tiling covers >= {COALESCED_ELEMENTS} contiguous elements"
-                         f" of minor dim {k}")
+            parts.append(f"no legal tiling makes every read and write run over >= "
+                         f"{COALESCED_BYTES} contiguous bytes; the least uncoalesced one")
     if c.reduction_chunk is None and reduced_extent(analysis):
         parts.append("reduced dims whole (persistent reduction)")
     elif c.reduction_chunk is not None:
@@ -308,10 +425,7 @@ def explain_default(analysis: SymbolicTiledFusion, c: TilingCandidate, target: i
                      f" {c.reduction_chunk}")
     parts.append(f"{c.total_bytes_read + c.total_bytes_written} bytes of total traffic"
                  + (" (the least of the coalesced tilings)" if best_traffic else ""))
-    numel = 1
-    for t in c.tile_sizes:
-        numel *= t
-    parts.append(f"{numel} elements per block (target {target}), {c.num_blocks} blocks")
+    parts.append(f"{c.elements} elements per block (target {target}), {c.num_blocks} blocks")
     return "; ".join(parts)
 
 
@@ -324,10 +438,7 @@ def rank_candidates(analysis: SymbolicTiledFusion, target_elements: int = TARGET
         if isinstance(result, RejectedTiling) and "persistent limit" in result.reason:
             result = _chunked(analysis, sizes)
         (legal if isinstance(result, TilingCandidate) else rejected).append(result)
-    numel = 1
-    for n in analysis.output_dims:
-        numel *= n
-    target = _target(numel, target_elements)
+    target = target_for(analysis, target_elements)
     legal.sort(key=lambda c: _rank_key(c, target))
     return legal, rejected
 
@@ -359,10 +470,7 @@ def report_for(analysis: SymbolicTiledFusion, xla: XlaTilingConfig | None = None
             input_bytes += count * _bytes_of(p)
     not_tileable = tuple(f"{n.name}: {t.reason}" for n, t in analysis.not_tileable())
     legal, rejected = rank_candidates(analysis, target_elements)
-    numel = 1
-    for n in analysis.output_dims:
-        numel *= n
-    target = _target(numel, target_elements)
+    target = target_for(analysis, target_elements)
     default, reason = None, "no legal tiling"
     if not_tileable:
         reason = "not tileable: " + not_tileable[0]

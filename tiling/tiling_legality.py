@@ -12,8 +12,7 @@ Rules, checked in this order (the first failing one is the reason):
    chunks" and the candidates try chunking it rather than giving up);
 5. every tile, padded to powers of two (``tl.arange`` needs them: 100 is padded to 128 and
    masked), has at most 1,048,576 elements (Triton's max numel);
-6. the root tile has at least 16 elements unless the whole output is smaller, or the block
-   is larger than its root tile (a row reduction's block of 1 row reads the whole row);
+6. the root tile has at least 16 elements unless the whole output is smaller;
 7. the grid (blocks flattened onto CUDA's x axis) has at most 2^31 - 1 blocks.
 
 >>> from fusion.parser import parse_hlo
@@ -104,16 +103,14 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
             return "a reduction chunk was given but the fusion reduces nothing"
         if reduction_chunk != next_power_of_two(reduction_chunk):
             return f"reduction chunk {reduction_chunk} is not a power of two"
-    largest = 0  # elements of the block's largest tile: a reduction's block is its input tile
     for node in analysis.nodes:
         sizes = node_sizes(node.tile, tile_sizes, reduction_chunk)
-        largest = max(largest, _prod(sizes))
         padded = _prod(next_power_of_two(s) for s in sizes)
         if padded > MAX_TILE_NUMEL:
             return (f"{node.name}: tile {sizes} padded to powers of two has {padded} elements,"
                     f" more than Triton's {MAX_TILE_NUMEL}")
     root_numel = _prod(tile_sizes)
-    if max(root_numel, largest) < min(MIN_ROOT_TILE_ELEMENTS, _prod(dims)):
+    if root_numel < min(MIN_ROOT_TILE_ELEMENTS, _prod(dims)):
         return (f"root tile {tile_sizes} has {root_numel} elements, fewer than"
                 f" {MIN_ROOT_TILE_ELEMENTS}")
     blocks = _prod(-(-n // t) for n, t in zip(dims, tile_sizes))

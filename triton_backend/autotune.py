@@ -218,23 +218,10 @@ def compile_candidate(hlo_text: str, fusion_name: str, tile_sizes: Sequence[int]
 
 
 def launch(kernel_module, inputs, *, num_warps: int, num_stages: int):
-    """Run a generated kernel file's kernel with explicit launch options.
-
-    Mirrors the file's ``run(*inputs)`` (which launches with Triton's defaults), adding
-    ``num_warps``/``num_stages``.
-    """
-    import torch  # noqa: PLC0415
-
-    args = [kernel_module._physical(t, spec[3]) for t, spec in zip(inputs, kernel_module.INPUT_SPECS)]
-    device = inputs[0].device if inputs else torch.device("cuda")
-    for _, dtype, dims, order, values in kernel_module.CONSTANT_SPECS:
-        args.append(kernel_module._physical(
-            torch.tensor(values, dtype=dtype, device=device).reshape(dims), order))
-    outputs = [torch.empty([dims[k] for k in reversed(order)], dtype=dtype, device=device)
-               for _, dtype, dims, order in kernel_module.OUTPUT_SPECS]
-    kernel_module.KERNEL[kernel_module.GRID](*args, *outputs, num_warps=num_warps,
-                                             num_stages=num_stages)
-    return outputs
+    """Run a generated kernel file with explicit launch options: its own ``run(*inputs,
+    num_warps=.., num_stages=..)``, so a measured launch is exactly the file's (layouts,
+    zero-filled padded outputs, in-place outputs' initial copies) but for the options."""
+    return kernel_module.run(*inputs, num_warps=num_warps, num_stages=num_stages)
 
 
 def default_executor(jobs: int | None = None) -> Executor:

@@ -208,3 +208,43 @@ def test_random_fusions_are_mostly_tileable():
         m = parse_hlo(text)
         tileable += not analyze_fusion_tiling(m, m.entry.root).not_tileable()
     assert tileable >= 25
+
+
+_MULTI_OUTPUT = """HloModule m
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+f {{
+  p = f32[4,8] parameter(0)
+  e = f32[4,8] exponential(p)
+  z = f32[] constant(0)
+  r = f32[4] reduce(e, z), dimensions={{1}}, to_apply=add
+  ROOT t = ({out}, f32[4,8]) tuple({first}, e)
+}}
+ENTRY main {{
+  x = f32[4,8] parameter(0)
+  ROOT y = ({out}, f32[4,8]) fusion(x), kind=kInput, calls=f
+}}"""
+
+
+def test_multi_output_reduction_is_tiled_over_the_larger_shape():
+    m = parse_hlo(_MULTI_OUTPUT.format(out="f32[4]", first="r"))
+    tiled = tile_fusion(m, m.entry.root, (2, 8))
+    assert tiled.output_dims == (4, 8) and tiled.grid == (2, 1)
+    by_label = {t.label: t for t in tiled.instructions}
+    # The reduce output is the projection onto its kept dim: 2 rows per block, each reduce
+    # reading its rows whole (the brute-force truth: rows 0-1, every column).
+    assert by_label["r"].tile.sizes == (2,)
+    reads = {t.tile.sizes for t in tiled.instructions if t.name == "p"}
+    assert reads == {(2, 8)}
+    roots = [tiled.instructions[i].name for i in tiled.roots]
+    assert roots == ["r", "e"]
+
+
+def test_multi_output_of_unrelated_shapes_is_refused():
+    m = parse_hlo(_MULTI_OUTPUT.format(out="f32[8]", first="z2").replace(
+        "  ROOT t", "  z2 = f32[8] broadcast(z), dimensions={}\n  ROOT t"))
+    with pytest.raises(TilingError, match="reduces of the largest"):
+        analyze_fusion_tiling(m, m.entry.root)

@@ -12,6 +12,7 @@ from tiling.tiling_candidates import (
     choose_tiling,
     evaluate_candidate,
     tiling_candidates,
+    uncoalesced_fraction,
 )
 from tiling.tiling_legality import MAX_PERSISTENT_REDUCTION, check_tiling
 from tiling.xla_tiling_config import xla_tiling_of
@@ -147,3 +148,39 @@ def test_illegal_xla_tiling_is_reported_and_ours_used():
     assert "fewer than 16" in report.xla_problem
     chosen, why = choose_tiling(report)
     assert chosen == report.default and "rejected" in why
+
+
+def test_transpose_default_is_2d_with_coalesced_reads_and_writes():
+    # f32[128,64]{1,0} -> f32[64,128]{1,0}: a block tiled only along the output's minor dim
+    # would read the input with stride 64; the default covers >= 128 bytes of both minor dims.
+    m, f = _module("  p = f32[128,64] parameter(0)\n"
+                   "  ROOT t = f32[64,128] transpose(p), dimensions={1,0}",
+                   "  x = f32[128,64] parameter(0)", "f32[64,128]")
+    analysis = analyze_fusion_tiling(m, f)
+    default = tiling_candidates(m, f).default
+    assert default.coalesced and min(default.tile_sizes) >= 32, default
+    assert uncoalesced_fraction(analysis, (1, 128)) == 0.5  # the strided reads: half the bytes
+    assert uncoalesced_fraction(analysis, default.tile_sizes) == 0.0
+
+
+@pytest.mark.parametrize("dtype, at_least", [("f32", 128), ("bf16", 256)])
+def test_default_block_holds_one_warp_of_128_bit_accesses(dtype, at_least):
+    m, f = _module(f"  p = {dtype}[64,256] parameter(0)\n  ROOT e = {dtype}[64,256] negate(p)",
+                   f"  x = {dtype}[64,256] parameter(0)", f"{dtype}[64,256]")
+    default = tiling_candidates(m, f).default
+    assert default.elements >= at_least and default.tile_sizes[1] >= at_least
+
+
+def test_multi_output_reduction_keeps_reduced_dims_whole():
+    # softmax's exp + row sum: outputs f32[64] and f32[64,256]; tiling the reduced dim would
+    # make every block along it recompute the whole row sum.
+    m, f = _module("  p = f32[64,256] parameter(0)\n  e = f32[64,256] exponential(p)\n"
+                   "  z = f32[] constant(0)\n"
+                   "  r = f32[64] reduce(e, z), dimensions={1}, to_apply=add\n"
+                   "  ROOT t = (f32[64], f32[64,256]) tuple(r, e)",
+                   "  x = f32[64,256] parameter(0)", "(f32[64], f32[64,256])")
+    report = tiling_candidates(m, f)
+    assert report.output_dims == (64, 256)
+    assert report.default.tile_sizes[1] == 256 and report.default.reduction_chunk is None
+    whole, split = (next(c for c in report.legal if c.tile_sizes == t) for t in ((1, 256), (1, 64)))
+    assert split.total_flops == 4 * whole.total_flops - 3 * 64 * 256  # exp once, sum 4x

@@ -87,3 +87,18 @@ def test_a_candidate_that_fails_to_compile_is_reported_not_fatal(module, tmp_pat
     failed = [t for t in result.trials if t.error]
     assert [t.config.tile_sizes for t in failed] == [(64, 256)]
     assert result.trials[-1].error and result.best.error is None
+
+
+def test_launch_runs_the_file_with_explicit_options(module):
+    import torch
+
+    from triton_backend.autotune import launch
+    from triton_backend.compiled_fusion import compile_fusion
+
+    compiled = compile_fusion(module, "r")
+    assert "NUM_WARPS = " in compiled.source and "NUM_STAGES = " in compiled.source
+    x, y = torch.randn(256), torch.randn(64, 256)
+    (out,) = launch(compiled.module, [x, y], num_warps=2, num_stages=1)  # interpreted (conftest)
+    assert torch.equal(out, x[None, :] + y)
+    with pytest.raises(TypeError, match="unknown launch options"):
+        compiled.module.run(x, y, num_ctas=2)

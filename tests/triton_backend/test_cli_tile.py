@@ -39,7 +39,7 @@ def test_text_report_with_tile_prints_the_graph(capsys):
                         "--fusion", "subtract_exponential_fusion", "--tile", "2,8")
     assert code == 0
     assert "kind: loop; hero: exp.0" in out and "partition:" in out
-    assert "default: (2, 8)" in out and "rejected:" in out
+    assert "default: (4, 8)" in out and "rejected:" in out
     assert ("exp.0 = exponential(sub.0) tile_sizes=(2, 8) tile_strides=(1, 1) "
             "tile_offsets_indexing=(d0, d1) -> (d0 * 2, d1 * 8), "
             "domain: d0 in [0, 1], d1 in [0, 0]") in out

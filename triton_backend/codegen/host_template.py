@@ -3,7 +3,9 @@
 ``run`` takes logical-shaped torch tensors (one per fusion operand), lays each out in memory
 as its HLO layout says (``minor_to_major``), launches the kernel on the tensors' device (CUDA
 tensors on the GPU; CPU tensors need the file imported under ``TRITON_INTERPRET=1``), and
-returns logical views of the outputs.
+returns logical views of the outputs.  It launches with the file's ``NUM_WARPS`` and
+``NUM_STAGES`` (Triton's defaults where a file sets none); ``run(*tensors, num_warps=..,
+num_stages=..)`` overrides them (the autotuner's sweep launches through it).
 
 Buffers in a physical layout (tiled, ``T(...)``, or word-packed) are passed and returned in
 their physical form instead: flat tensors of the layout's physical buffer, padding included,
@@ -54,8 +56,21 @@ def _logical(buffer, order):
     return buffer.permute(*[major_to_minor.index(k) for k in range(len(order))]) if order else buffer
 
 
-def run(*inputs):
-    """Run the fusion on logical-shaped tensors; returns one tensor per fusion output."""
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+def run(*inputs, **launch_options):
+    """Run the fusion on logical-shaped tensors; returns one tensor per fusion output.
+
+    ``launch_options`` (``num_warps``, ``num_stages``) override the file's ``NUM_WARPS`` and
+    ``NUM_STAGES``.
+    """
+    unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
+    if unknown:
+        raise TypeError(f"run() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
+    # NUM_WARPS / NUM_STAGES where the file sets them (templates that do not: Triton's defaults).
+    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
+    options.update(launch_options)
     if len(inputs) != len(INPUT_SPECS):
         raise ValueError(f"expected {len(INPUT_SPECS)} inputs, got {len(inputs)}")
     device = inputs[0].device if inputs else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -72,7 +87,10 @@ def run(*inputs):
     # An in-place output (scatter's) starts as a copy of the input it updates.
     for i, source in OUTPUT_FROM_INPUT:
         outputs[i].copy_(args[source])
-    KERNEL[GRID](*args, *outputs)
+    if options:
+        KERNEL[GRID](*args, *outputs, **options)
+    else:  # a file naming no launch options: Triton's defaults
+        KERNEL[GRID](*args, *outputs)
     return tuple(_logical(out, spec[3]) for out, spec in zip(outputs, OUTPUT_SPECS))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fusion.element_types import ELEMENT_TYPES
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
@@ -20,7 +21,13 @@ from triton_backend.codegen.host_template import (
     constant_spec,
     padded_outputs_line,
 )
-from triton_backend.codegen.kernel_plan import KernelPlan, index_bits_for, plan_kernel
+from triton_backend.codegen.kernel_plan import (
+    KernelPlan,
+    index_bits_for,
+    launch_options,
+    plan_kernel,
+    program_elements,
+)
 from triton_backend.codegen.memory_rules import store_output
 from triton_backend.codegen.packed_access import word_aligned_tile_sizes
 from triton_backend.codegen.value_emitter import ValueEmitter
@@ -39,6 +46,8 @@ class RenderedKernel:
     kernel_name: str
     plan: KernelPlan
     output_shapes: tuple[ArrayShape, ...]
+    num_warps: int = 4
+    num_stages: int = 1
 
 
 def output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
@@ -53,11 +62,13 @@ def output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
 def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
                        tile_sizes: tuple[int, ...] | None = None, kind: str = "loop", *,
                        reduction_chunk: int | None = None,
-                       index_bits: int | None = None) -> RenderedKernel:
+                       index_bits: int | None = None, num_warps: int | None = None,
+                       num_stages: int | None = None) -> RenderedKernel:
     """Render the kernel file for ``fusion_instr`` (a ``fusion`` op of ``module``).
 
     ``index_bits`` (32 or 64) defaults to 64 exactly when some buffer has more than
-    2^31 - 1 elements.
+    2^31 - 1 elements.  ``num_warps``/``num_stages`` (the file's ``NUM_WARPS``/``NUM_STAGES``,
+    which ``run`` launches with) default to ``kernel_plan.launch_options`` for the tile.
     """
     computation = module.computation(fusion_instr.attr("calls"))
     outputs = output_shapes(fusion_instr)
@@ -71,6 +82,8 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
     if aligned != plan.tile_sizes:  # packed outputs: each program must own whole 32-bit words
         plan = plan_kernel(computation, space, aligned, reduction_chunk=reduction_chunk,
                            index_bits=index_bits)
+    warps, stages = _launch_options(computation, plan, outputs)
+    warps, stages = num_warps or warps, num_stages or stages
     names = IdentifierAllocator()
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     em = ValueEmitter(module, computation, list(plan.axis_blocks), names, dict(plan.reduce_axes),
@@ -92,13 +105,14 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
         f"{print_instruction(fusion_instr)}\n\n{print_computation(computation)}\n\n"
         f"iteration space {list(plan.output_dims)}, tile sizes {list(plan.tile_sizes)}, "
         f"axis blocks {list(plan.axis_blocks)}, grid {plan.grid}{looped}, "
-        f"{plan.index_bits}-bit offsets\n"
+        f"{plan.index_bits}-bit offsets, num_warps {warps}, num_stages {stages}\n"
         f"index variables: {var_names}\n"
         "operand reads (output -> operand indexing):\n" + "\n".join("  " + r for r in reads))
     combiners = "\n\n".join(em.helper_functions.values())
     kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(em.lines) + "\n")
     specs = (
         f"KERNEL = {kernel_name}\nGRID = {plan.grid!r}\n"
+        f"NUM_WARPS = {warps}\nNUM_STAGES = {stages}\n"
         "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in parameters) + ")\n"
         "CONSTANT_SPECS = (" + "".join(
             constant_spec(b.instruction.name, b.instruction.shape, b.instruction.attr("literal").values)
@@ -107,7 +121,18 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
         + ")\n" + padded_outputs_line(outputs))
     source = (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (combiners + "\n\n" if combiners else "")
               + kernel + "\n\n" + specs + RUNTIME)
-    return RenderedKernel(source, kernel_name, plan, outputs)
+    return RenderedKernel(source, kernel_name, plan, outputs, warps, stages)
+
+
+def _launch_options(computation: HloComputation, plan: KernelPlan,
+                    outputs: tuple[ArrayShape, ...]) -> tuple[int, int]:
+    """``kernel_plan.launch_options`` for the plan's largest tensor and the narrowest element
+    among the buffers (the one that needs the most elements per thread for 128 bits)."""
+    shapes = [p.shape for p in computation.parameters if isinstance(p.shape, ArrayShape)]
+    sizes = [ELEMENT_TYPES[s.dtype].byte_size for s in (*shapes, *outputs)
+             if s.rank and s.dtype in ELEMENT_TYPES]
+    looped = plan.reduction_chunk is not None and bool(plan.reduce_axes)
+    return launch_options(program_elements(computation, plan), min(sizes, default=4), looped=looped)
 
 
 def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,

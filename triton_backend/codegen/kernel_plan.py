@@ -13,6 +13,19 @@ kernel loops over with an accumulator (a *looped* reduction).
 (1, 256)
 >>> default_tile_sizes((3, 5), budget=1024)
 (4, 8)
+
+Launch options (``launch_options``): ``num_warps`` gives every thread at least one 128-bit
+vector of the narrowest buffer element when the tile is large enough, like Inductor's
+``num_warps = numel // 256`` for f32 but counted in bytes (a bf16 tile needs 8 elements per
+thread for ``ld.global.v4``, an f32 one 4):
+``num_warps = clamp(pow2_floor(tile_elements * element_bytes / (16 * 32)), 1, 8)``.
+``num_stages`` is 1 unless a reduction is looped (nothing else is software-pipelined; a
+single stage allocates no staging buffers), 2 for a looped one (double buffering).
+
+>>> launch_options(tile_elements=128, element_bytes=4)
+(1, 1)
+>>> launch_options(tile_elements=1024, element_bytes=2), launch_options(1 << 16, 4, looped=True)
+((4, 1), (8, 2))
 """
 from __future__ import annotations
 
@@ -31,6 +44,10 @@ MAX_PERSISTENT_REDUCTION = 1 << 14
 DEFAULT_REDUCTION_CHUNK = 1024
 #: Buffers with more elements than this need 64-bit offsets.
 MAX_INT32_ELEMENTS = 2**31 - 1
+#: Bytes one thread should move per access (``ld.global.v4.b32``) and threads per warp.
+VECTOR_BYTES = 16
+WARP_SIZE = 32
+MAX_NUM_WARPS = 8
 
 
 def next_power_of_two(n: int) -> int:
@@ -50,6 +67,14 @@ def default_tile_sizes(dims: tuple[int, ...], budget: int = DEFAULT_TILE_BUDGET)
         sizes.append(block)
         budget //= block
     return tuple(reversed(sizes))
+
+
+def launch_options(tile_elements: int, element_bytes: int, *, looped: bool = False) -> tuple[int, int]:
+    """``(num_warps, num_stages)`` for a program over ``tile_elements`` (padded) elements whose
+    narrowest buffer element has ``element_bytes`` bytes (rule in the module docstring)."""
+    warps = max(1, tile_elements * max(1, element_bytes) // (VECTOR_BYTES * WARP_SIZE))
+    warps = min(MAX_NUM_WARPS, 1 << (warps.bit_length() - 1))
+    return warps, 2 if looped else 1
 
 
 def index_bits_for(element_counts) -> int:
@@ -82,6 +107,26 @@ class KernelPlan:
     @property
     def grid(self) -> tuple[int]:
         return (math.prod(self.tiles_per_dim),)
+
+
+def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
+    """Elements of the largest tensor one program holds: the output tile, or a reduce's input
+    tile (its kept output axes times its reduction axes; a multi-output reduction's reduce
+    keeps only some axes of the iteration space)."""
+    out_blocks = plan.axis_blocks[:len(plan.output_dims)]
+    largest = math.prod(out_blocks)
+    for name, axes in plan.reduce_axes:
+        instr = computation.instruction(name)
+        kept = math.prod(out_blocks)
+        if instr.opcode == "reduce":
+            operand = computation.instruction(instr.operands[0]).shape
+            if isinstance(operand, ArrayShape) and operand.dims == plan.output_dims \
+                    and len(instr.shape.dims if isinstance(instr.shape, ArrayShape) else ()) \
+                    < len(plan.output_dims):
+                dropped = set(instr.attr("dimensions"))
+                kept = math.prod(b for k, b in enumerate(out_blocks) if k not in dropped)
+        largest = max(largest, kept * math.prod(plan.axis_blocks[a] for a in axes))
+    return largest
 
 
 def reachable_instructions(computation: HloComputation) -> list[str]:
