@@ -1,12 +1,15 @@
 """Ops a compiled module executes on the host, between kernel launches, without computing.
 
-Values are torch tensors (on the kernels' device) or tuples of values.  Tensors always hold
-their *logical* array, row-major and contiguous, so:
+Values are torch tensors (on the kernels' device) or tuples of values.  A tensor holds its
+*logical* array, row-major and contiguous, except a value whose shape has a tiled or
+word-packed layout (``{1,0:T(8,128)(2,1)}``): that one is its flat PHYSICAL buffer, padding
+zero, exactly as kernels read and write it (``input_validation.physical_buffer``).  So:
 
 * ``bitcast``, and a ``reshape`` that is one, become ``Tensor.view`` when both shapes are
-  untiled and row-major (ignoring dims of size 1), so logical and physical order agree; any
-  other bitcast computes and is left to a kernel (a one-op fusion);
-* ``constant`` becomes a tensor once, at compile time;
+  untiled and row-major (ignoring dims of size 1), so logical and physical order agree, and
+  the identity when both have the same tiled layout; any other bitcast is left to a kernel (a
+  one-op fusion), whose emitter refuses tiled layouts with its reason at compile time;
+* ``constant`` becomes a tensor once, at compile time (packed when its layout is tiled);
 * ``tuple``/``get-tuple-element`` build and take apart Python tuples (no copy);
 * a ``reduce`` of zero-element operands is its init values broadcast (XLA's algebraic
   simplifier does the same), so no kernel ever loops over an empty reduced dim;
@@ -40,7 +43,9 @@ from fusion.errors import EvaluationError
 from fusion.evaluator.constant_ops import literal_array
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.shape import ArrayShape, Shape, TupleShape
-from triton_backend.input_validation import TORCH_DTYPES, tensor_from_numpy
+from triton_backend.input_validation import (
+    TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
+)
 
 Value = Union[torch.Tensor, tuple["Value", ...]]
 
@@ -75,7 +80,22 @@ def is_view_layout(shape: Shape) -> bool:
     return order == sorted(order)
 
 
+def _identity(operands: Sequence[Value], ctx: HostContext) -> Value:
+    return operands[0]
+
+
+def _same_physical_form(source: Shape, result: Shape) -> bool:
+    """Both tiled or packed, with one buffer description: the bitcast moves nothing."""
+    if not (isinstance(source, ArrayShape) and isinstance(result, ArrayShape)):
+        return False
+    if source.dtype not in TORCH_DTYPES or physical_buffer(source) is None:
+        return False
+    return (source.dtype, source.dims, source.layout) == (result.dtype, result.dims, result.layout)
+
+
 def _view_executor(source: Shape, result: Shape) -> Executor | None:
+    if _same_physical_form(source, result):
+        return _identity
     if not (is_view_layout(source) and is_view_layout(result)):
         return None
     assert isinstance(source, ArrayShape) and isinstance(result, ArrayShape)
@@ -118,7 +138,7 @@ def _conditional(comp: HloComputation, instr: HloInstruction, device: torch.devi
     by_pred = isinstance(selector, ArrayShape) and selector.dtype == "pred"
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
-        value = scalar(operands[0], instr)
+        value = scalar(logical_value(operands[0], selector), instr)
         if by_pred:
             index = 0 if value else 1
         else:
@@ -164,12 +184,13 @@ def _reduce(comp: HloComputation, instr: HloInstruction, device: torch.device) -
     if not isinstance(operand, ArrayShape) or operand.num_elements != 0:
         return None
     shapes = instr.shape.elements if isinstance(instr.shape, TupleShape) else (instr.shape,)
-    dims = [s.dims for s in shapes]
+    inits = [comp.instruction(o).shape for o in instr.operands[count:]]
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
         # A fresh buffer per call: the init may be a constant shared by every call.
-        out = tuple(init.expand(d).clone(memory_format=torch.contiguous_format)
-                    for init, d in zip(operands[count:], dims))
+        out = tuple(pack_logical(logical_value(init, i).expand(s.dims)
+                                 .clone(memory_format=torch.contiguous_format), s)
+                    for init, i, s in zip(operands[count:], inits, shapes))
         return out if isinstance(instr.shape, TupleShape) else out[0]
 
     return run
@@ -228,8 +249,22 @@ def scalar(value: Value, instr: HloInstruction) -> bool | int | float:
     return value.item()
 
 
+def logical_value(value: Value, shape: Shape) -> Value:
+    """``value`` (held as the host holds values of ``shape``) as its logical tensor(s).
+
+    >>> from tiling.layout import parse_tiles
+    >>> shape = ArrayShape("f32", (1, 2), parse_tiles("1,0", "(2,2)"))
+    >>> logical_value(torch.tensor([1.0, 2.0, 0.0, 0.0]), shape).tolist()
+    [[1.0, 2.0]]
+    """
+    if isinstance(shape, TupleShape):
+        return tuple(logical_value(v, s) for v, s in zip(value, shape.elements))
+    return unpack_physical(value, shape)
+
+
 def constant_value(literal: Literal, shape: Shape, device: torch.device) -> Value:
-    """A constant's value as a tensor (or a tuple of them) on ``device``.
+    """A constant's value as a tensor (or a tuple of them) on ``device``, as the host holds it
+    (a tiled layout's flat physical buffer, padding zero).
 
     >>> constant_value(Literal((2,), (1.5, -2.0)), ArrayShape("bf16", (2,)), torch.device("cpu"))
     tensor([ 1.5000, -2.0000], dtype=torch.bfloat16)
@@ -238,8 +273,8 @@ def constant_value(literal: Literal, shape: Shape, device: torch.device) -> Valu
         elements = literal.elements or ()
         return tuple(constant_value(e, s, device) for e, s in zip(elements, shape.elements))
     array = literal_array(literal, np.dtype(shape.element_type.numpy_dtype())).reshape(shape.dims)
-    return tensor_from_numpy(array, shape.dtype, device)
+    return pack_logical(tensor_from_numpy(array, shape.dtype, device), shape)
 
 
 __all__ = ["CONTROL_FLOW_OPCODES", "HOST_RULES", "HostContext", "Value", "constant_value",
-           "host_executor", "is_view_layout", "scalar"]
+           "host_executor", "is_view_layout", "logical_value", "scalar"]

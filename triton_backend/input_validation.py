@@ -139,6 +139,12 @@ def validate_arguments(
     shape, dtype or device (``device`` with an index requires that index; all arguments on one
     device), is an ``EvaluationError`` naming the parameter.
 
+    A parameter in a tiled or word-packed layout (``{1,0:T(8,128)(2,1)}``) is returned as its
+    flat physical buffer (what kernels read, ``physical_buffer``): its LOGICAL tensor (the
+    HLO's dtype and dims) is packed here, padding zero; a tensor that is already that buffer
+    (1-D, the physical length and dtype) is taken as is, padding and all.  A tensor matching
+    both (a 1-D layout without padding) is taken as logical.
+
     >>> from fusion.shape import ArrayShape
     >>> p = HloInstruction("x", "parameter", ArrayShape("f32", (2,)), (), (("parameter_number", 0),))
     >>> validate_arguments([p], [torch.zeros(3)], torch.device("cpu"))
@@ -161,6 +167,65 @@ def validate_arguments(
     return tensors
 
 
+def physical_buffer(shape: ArrayShape) -> tuple[torch.dtype, int] | None:
+    """``(dtype, length)`` of the flat physical buffer of a tiled or word-packed shape, else None.
+
+    That buffer is what kernels read and write for such a value (``host_packing.pack_tensor``):
+    padding included, ``torch.uint32`` words when elements share 32-bit words.
+
+    >>> from tiling.layout import parse_tiles
+    >>> physical_buffer(ArrayShape("bf16", (37, 300), parse_tiles("1,0", "(8,128)(2,1)")))
+    (torch.uint32, 7680)
+    >>> physical_buffer(ArrayShape("f32", (37, 300), parse_tiles("1,0", "(8,128)")))
+    (torch.float32, 15360)
+    >>> physical_buffer(ArrayShape("f32", (37, 300))) is None
+    True
+    """
+    from tiling.layout import TiledLayout, elements_per_word  # noqa: PLC0415
+
+    layout = shape.layout
+    if layout is None or not (layout.tiles or layout.element_size_in_bits):
+        return None
+    entries = TiledLayout.of(shape.dims, layout).padded_elements
+    per = elements_per_word(shape.dtype, layout)
+    if per > 1:
+        return torch.uint32, -(-entries // per)
+    return torch_dtype(shape.dtype), entries
+
+
+def pack_logical(tensor: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
+    """The physical buffer of a logical ``tensor`` of ``shape`` (itself if ``shape`` is untiled).
+
+    Padding is zero, as in the buffers kernels write (here rows 2 and 3 of each (4,1) word).
+
+    >>> from tiling.layout import parse_tiles
+    >>> shape = ArrayShape("s8", (2, 3), parse_tiles("1,0", "(4,1)"))
+    >>> [hex(w) for w in pack_logical(torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int8), shape).tolist()]
+    ['0x401', '0x502', '0x603']
+    """
+    if physical_buffer(shape) is None:
+        return tensor
+    from triton_backend.host_packing import pack_tensor  # noqa: PLC0415
+
+    return pack_tensor(tensor, shape.layout, shape.dtype, fill=0)
+
+
+def unpack_physical(buffer: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
+    """The logical tensor of ``shape`` held in its physical ``buffer`` (``buffer`` if untiled).
+
+    >>> from tiling.layout import parse_tiles
+    >>> shape = ArrayShape("s8", (2, 3), parse_tiles("1,0", "(4,1)"))
+    >>> x = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int8)
+    >>> torch.equal(unpack_physical(pack_logical(x, shape), shape), x)
+    True
+    """
+    if physical_buffer(shape) is None:
+        return buffer
+    from triton_backend.host_packing import unpack_tensor  # noqa: PLC0415
+
+    return unpack_tensor(buffer, shape.dims, shape.layout, shape.dtype)
+
+
 def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.device) -> torch.Tensor:
     label = parameter_label(number, param)
     shape = param.shape
@@ -175,22 +240,43 @@ def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.de
     if arg.layout != torch.strided:
         raise EvaluationError(f"has layout {arg.layout}; compiled modules take dense (strided) "
                               "tensors: convert with .to_dense()", where=label)
-    if arg.dtype != torch_dtype(shape.dtype, where=label):
+    logical = torch_dtype(shape.dtype, where=label)
+    physical = physical_buffer(shape)
+    is_logical = arg.dtype == logical and tuple(arg.shape) == shape.dims
+    if physical is not None and not is_logical:
+        if arg.dtype == physical[0] and tuple(arg.shape) == (physical[1],):
+            _check_device(arg, device, label)
+            return _normalized(arg)
+        raise EvaluationError(
+            f"has dtype {arg.dtype} ({hlo_type_of(arg.dtype)}) and shape {list(arg.shape)}, but "
+            f"the parameter is {shape}: pass its logical tensor ({logical} "
+            f"{list(shape.dims)}) or its flat physical buffer ({physical[0]} [{physical[1]}], "
+            "as host_packing.pack_tensor makes it)", where=label)
+    if arg.dtype != logical:
         raise EvaluationError(f"has dtype {arg.dtype} ({hlo_type_of(arg.dtype)}), but the "
-                              f"parameter is {shape} ({torch_dtype(shape.dtype)})", where=label)
+                              f"parameter is {shape} ({logical})", where=label)
     if tuple(arg.shape) != shape.dims:
         raise EvaluationError(f"has shape {list(arg.shape)}, but the parameter is {shape}",
                               where=label)
+    _check_device(arg, device, label)
+    return pack_logical(_normalized(arg), shape)
+
+
+def _check_device(arg: torch.Tensor, device: torch.device, label: str) -> None:
     if arg.device.type != device.type or (device.index is not None
                                           and arg.device.index not in (None, device.index)):
         raise EvaluationError(
             f"is on device {arg.device}, but the module runs on {device}"
             + (" (the Triton interpreter: no CUDA device here)" if device.type == "cpu" else ""),
             where=label)
+
+
+def _normalized(arg: torch.Tensor) -> torch.Tensor:
     # A neg/conj view is a flag over the raw data; a kernel would read the unflagged values.
     arg = arg.detach().resolve_conj().resolve_neg()
     return arg if arg.is_contiguous() else arg.contiguous()
 
 
-__all__ = ["HLO_TYPES", "TORCH_DTYPES", "hlo_type_of", "parameter_label", "tensor_from_numpy",
-           "tensor_to_numpy", "torch_dtype", "validate_arguments"]
+__all__ = ["HLO_TYPES", "TORCH_DTYPES", "hlo_type_of", "pack_logical", "parameter_label",
+           "physical_buffer", "tensor_from_numpy", "tensor_to_numpy", "torch_dtype",
+           "unpack_physical", "validate_arguments"]

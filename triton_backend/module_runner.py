@@ -9,6 +9,24 @@ tensors (one per ENTRY parameter) runs the ENTRY computation: kernels for the fu
 host (``host_ops``) for parameters, tuples, views, constants and control flow.  It returns the
 ENTRY result flattened to a tuple of tensors.
 
+**Tiled layouts.**  Tensors cross the ENTRY boundary in their LOGICAL form (the HLO's dtype and
+dims) even when the ENTRY signature has tiled or word-packed layouts (``bf16[37,300]{1,0:
+T(8,128)(2,1)}``): such an argument is packed on the host (``host_packing.pack_tensor``, padding
+zero); an argument that is already the flat physical buffer (``input_validation.
+physical_buffer``: 1-D, its length and dtype, e.g. ``torch.uint32`` words) is taken as is.
+Such a result is unpacked to its logical tensor, unless ``physical_outputs=True`` (on
+``compile_hlo`` or on the call) asks for the physical buffers (padding zero).  Inside the
+module such values stay physical between kernels (every kernel reads and writes them so), and
+``call``/``while``/``conditional`` must pass them to computations declaring the same layout.
+
+**Tuned tilings.**  A fusion that ``tiling`` does not name gets its tile sizes from the tuning
+database (``tuning_db``, filled by ``fusion-compile autotune``) when it holds an entry for the
+fusion on the tuning device: by default the detected GPU (``device_specs.detect_device``)
+when kernels run on one, and none under the Triton interpreter, whose default tiling (large
+blocks: it pays per program) suits it better than a GPU's tuned one.  ``tuning_device="h100"``
+names a device explicitly (also on CPU), ``tuning_device=None`` turns the lookup off.  The
+fusion's ``tiling_reason`` says when its sizes came from the database.
+
 Without a CUDA device the kernels run under the Triton interpreter on CPU tensors
 (``launch_mode``); with one, inputs must be CUDA tensors on the device current at compile time.
 
@@ -32,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -40,16 +58,21 @@ import torch
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.computation_partitioner import post_order
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import ArrayShape, TupleShape, flatten_shape
+from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from triton_backend.host_ops import (
     CONTROL_FLOW_OPCODES, Executor, HostContext, Value, host_executor,
 )
-from triton_backend.input_validation import parameter_label, torch_dtype, validate_arguments
+from triton_backend.input_validation import (
+    parameter_label, torch_dtype, unpack_physical, validate_arguments,
+)
 from triton_backend.launch_mode import configure_launch_mode
 from triton_backend.op_coverage import check_triton_coverage
 from triton_backend.single_op_fusion import wrap_lone_ops
 
 TileSizes = Sequence[int]
+
+#: ``tuning_device`` default: the detected GPU's tuned tilings on a GPU, none on the interpreter.
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -83,7 +106,9 @@ class CompiledModule:
     fused: ``"fused"`` (the fusion pass), ``"fused-single-output"`` (the pass without
     multi-output fusion, after the backend rejected a multi-output fusion) or ``"unfused"``
     (XLA's fusions only, lone ops as one-op fusions); ``fusion_fallbacks`` says why a more
-    aggressive mode was given up.
+    aggressive mode was given up.  ``physical_outputs`` is the default of the call's option
+    of that name (tiled results as physical buffers); ``tuning_device`` the device key whose
+    tuned tilings were looked up (None: none were).
     """
 
     module: HloModule
@@ -95,15 +120,23 @@ class CompiledModule:
     fusion_fallbacks: tuple[str, ...] = ()
     fusion_decisions: tuple = field(default=(), repr=False)
     constant_storages: frozenset[int] = field(default=frozenset(), repr=False)
+    physical_outputs: bool = False
+    tuning_device: str | None = None
 
-    def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(self, *args: torch.Tensor,
+                 physical_outputs: bool | None = None) -> tuple[torch.Tensor, ...]:
+        """Run the ENTRY computation; see the module docstring for tiled layouts."""
         entry = self.module.entry
         tensors = validate_arguments(entry.parameters, args, self.device,
                                      computation=f"ENTRY {entry.name}")
         # Triton launches on the current CUDA device: make it the one the constants live on.
         with torch.cuda.device(self.device) if self.device.type == "cuda" else nullcontext():
             result = self.call_computation(entry.name, tensors)
-        return _fresh_outputs(_flatten(result), tensors, self.constant_storages)
+        outputs = _flatten(result)
+        if not (self.physical_outputs if physical_outputs is None else physical_outputs):
+            outputs = [unpack_physical(t, s)
+                       for t, s in zip(outputs, flatten_shape(entry.root.shape))]
+        return _fresh_outputs(outputs, tensors, self.constant_storages)
 
     def call_computation(self, name: str, arguments: Sequence[Value]) -> Value:
         """Run the host program of computation ``name`` on ``arguments``."""
@@ -118,18 +151,25 @@ class CompiledModule:
 
 
 def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = None,
-                tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True) -> CompiledModule:
+                tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
+                physical_outputs: bool = False, tuning_device: str | None = AUTO,
+                tuning_db: Any = None) -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
     names of the compiled module (``CompiledModule.fusions``, or the report of
     ``fusion-compile compile``) to tile sizes (one power of two per output dim); ``fuse`` runs
-    the fusion pass on ops left unfused.  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with
-    its location on bad input.
+    the fusion pass on ops left unfused.  ``physical_outputs`` returns results in tiled layouts
+    as their physical buffers; ``tuning_device`` (``"auto"``, a device key such as ``"h100"``,
+    or None) and ``tuning_db`` (a ``tuning_db.TuningDb``; default: ``$FUSION_TUNING_DB`` or the
+    user cache) choose the tuned tilings used for fusions ``tiling`` does not name (module
+    docstring).  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with its
+    location on bad input.
     """
     from fusion.verifier import verify_module  # noqa: PLC0415
 
     device = _pinned(configure_launch_mode())
+    tuning_device = resolve_tuning_device(tuning_device, device)
     source = _parse(text_or_module)
     verify_module(source)
     _check_entry_signature(source)
@@ -142,7 +182,8 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
         module, decisions = _fuse(source, options) if mode != "unfused" else (source, ())
         module = wrap_lone_ops(module, _lone_ops(module))
         try:
-            fusions = _compile_fusions(module, tiling, _cache_target(target))
+            fusions = _compile_fusions(module, tiling, _cache_target(target),
+                                       _tuned(module, tuning_device, tuning_db, tiling))
             break
         except UnsupportedOpError as err:
             # A fusion the pass formed but the emitters cannot emit: fuse less, then not at
@@ -154,7 +195,8 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                 for name in host_computations(module)}
     return CompiledModule(module, source, fusions, programs, device, fusion_mode=mode,
                           fusion_fallbacks=tuple(fallbacks), fusion_decisions=tuple(decisions),
-                          constant_storages=_constant_storages(programs.values()))
+                          constant_storages=_constant_storages(programs.values()),
+                          physical_outputs=physical_outputs, tuning_device=tuning_device)
 
 
 def host_computations(module: HloModule) -> tuple[str, ...]:
@@ -271,8 +313,49 @@ def _cache_target(target: str | int | None) -> str | None:
     return f"cuda:{int(text)}"
 
 
+def resolve_tuning_device(requested: str | None, device: torch.device) -> str | None:
+    """The device key whose tuned tilings apply when kernels run on ``device``: ``"auto"`` is
+    the detected GPU's, and none under the interpreter (GPU tilings would be small blocks it
+    pays per program for); any other value is returned as is.
+
+    >>> resolve_tuning_device("auto", torch.device("cpu")) is None, resolve_tuning_device("h100", torch.device("cpu"))
+    (True, 'h100')
+    """
+    if requested != AUTO:
+        return requested
+    if device.type != "cuda":
+        return None
+    from triton_backend.device_specs import detect_device  # noqa: PLC0415
+
+    spec = detect_device(torch)
+    return spec.key if spec is not None else None
+
+
+@dataclass(frozen=True)
+class _Tuned:
+    """A tuning-database entry for one fusion: what ``compile_fusion`` takes, and where from."""
+
+    tile_sizes: tuple[int, ...]
+    reduction_chunk: int | None
+    source: str
+
+
+def _tuned(module: HloModule, device_key: str | None, db: Any,
+           explicit: Mapping[str, TileSizes]) -> dict[str, _Tuned]:
+    """The stored tilings of ``module``'s fusions that ``explicit`` does not name."""
+    if device_key is None:
+        return {}
+    from triton_backend.tuning_db import TuningDb, tuned_configs  # noqa: PLC0415
+
+    db = db if db is not None else TuningDb()
+    return {name: _Tuned(tuple(config["tile_sizes"]), config.get("reduction_chunk"),
+                         f"tuning database {db.path}, device {device_key}")
+            for name, config in tuned_configs(module, device_key, db).items()
+            if name not in explicit}
+
+
 def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
-                     target: str | None) -> dict[str, Any]:
+                     target: str | None, tuned: Mapping[str, _Tuned]) -> dict[str, Any]:
     from triton_backend.compiled_fusion import compile_fusion  # noqa: PLC0415
 
     fusions = [(module.computation(c), i) for c in host_computations(module)
@@ -288,11 +371,33 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
     for comp, instr in launched:
         sizes = tiling.get(instr.name)
         try:
-            compiled[instr.name] = compile_fusion(
-                module, instr, tile_sizes=None if sizes is None else tuple(sizes), target=target)
+            if instr.name in tuned:
+                compiled[instr.name] = _compile_tuned(module, instr, tuned[instr.name], target)
+            else:
+                compiled[instr.name] = compile_fusion(
+                    module, instr, tile_sizes=None if sizes is None else tuple(sizes),
+                    target=target)
         except UnsupportedOpError as err:
             raise _unsupported_in(err, module, comp, instr) from None
     return compiled
+
+
+def _compile_tuned(module: HloModule, instr: HloInstruction, tuned: _Tuned,
+                   target: str | None) -> Any:
+    """``compile_fusion`` with stored sizes; a stale entry the backend now refuses (another
+    emitter version, a legality rule) falls back to the default tiling, saying why."""
+    from triton_backend.compiled_fusion import compile_fusion  # noqa: PLC0415
+
+    sizes = list(tuned.tile_sizes)
+    try:
+        compiled = compile_fusion(module, instr, tile_sizes=tuned.tile_sizes, target=target,
+                                  reduction_chunk=tuned.reduction_chunk)
+    except UnsupportedOpError as err:
+        compiled = compile_fusion(module, instr, target=target)
+        return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}) "
+                       f"refused ({err.message}); {compiled.tiling_reason}")
+    return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}); "
+                   f"{compiled.tiling_reason}")
 
 
 def _unsupported_in(err: UnsupportedOpError, module: HloModule, comp: HloComputation,
@@ -331,6 +436,8 @@ def _program(module: HloModule, comp: HloComputation, fusions: Mapping[str, Any]
         elif instr.opcode == "fusion":
             execute = _fusion_executor(fusions[name], instr)
         else:
+            if instr.opcode in CONTROL_FLOW_OPCODES:
+                _check_carried_layouts(module, comp, instr)
             execute = host_executor(comp, instr, device)
             assert execute is not None, f"{instr.opcode} {name} was neither wrapped nor host-run"
         release = tuple(o for o in dict.fromkeys(instr.operands)
@@ -338,6 +445,50 @@ def _program(module: HloModule, comp: HloComputation, fusions: Mapping[str, Any]
         constant = execute([], None) if instr.opcode == "constant" else None
         steps.append(Step(name, instr.operands, execute, release, constant))
     return Program(comp.name, tuple(steps), comp.root_name)
+
+
+def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:
+    """Values in a tiled layout are physical buffers: a callee must declare the same layout
+    for what it receives and returns, or it would read one buffer format as another."""
+    def shape_of(name: str) -> Shape:
+        return comp.instruction(name).shape
+
+    pairs: list[tuple[Shape, Shape, str]] = []
+    if instr.opcode == "call":
+        callee = module.computation(instr.attr("to_apply"))
+        pairs += [(shape_of(o), p.shape, f"operand {k} and parameter {k} of {callee.name}")
+                  for k, (o, p) in enumerate(zip(instr.operands, callee.parameters))]
+        pairs.append((callee.root.shape, instr.shape, f"the result of {callee.name}"))
+    elif instr.opcode == "while":
+        body = module.computation(instr.attr("body"))
+        cond = module.computation(instr.attr("condition"))
+        state = shape_of(instr.operands[0])
+        pairs += [(state, body.parameters[0].shape, f"the state and {body.name}'s parameter"),
+                  (state, cond.parameters[0].shape, f"the state and {cond.name}'s parameter"),
+                  (body.root.shape, state, f"the result of {body.name} and the state")]
+        if any(_is_tiled(s) for s in flatten_shape(cond.root.shape)):
+            raise _located(UnsupportedOpError, f"the predicate of condition {cond.name} has the "
+                           f"tiled layout {cond.root.shape}; a while predicate must be untiled",
+                           instr)
+    else:
+        branches = (tuple(instr.attr("branch_computations"))
+                    if instr.has_attr("branch_computations")
+                    else (instr.attr("true_computation"), instr.attr("false_computation")))
+        for k, name in enumerate(branches):
+            branch = module.computation(name)
+            pairs += [(shape_of(instr.operands[1 + k]), p.shape,
+                       f"operand {1 + k} and {name}'s parameter") for p in branch.parameters[:1]]
+            pairs.append((branch.root.shape, instr.shape, f"the result of {name}"))
+    for given, declared, what in pairs:
+        for a, b in zip(flatten_shape(given), flatten_shape(declared)):
+            if (_is_tiled(a) or _is_tiled(b)) and (a.layout, a.dims) != (b.layout, b.dims):
+                raise _located(UnsupportedOpError, f"{instr.opcode} passes {what} in different "
+                               f"layouts ({a} vs {b}); a tiled layout is a buffer format, so "
+                               "both sides must declare the same one", instr)
+
+
+def _is_tiled(shape: ArrayShape) -> bool:
+    return shape.layout is not None and bool(shape.layout.tiles or shape.layout.element_size_in_bits)
 
 
 def _fusion_executor(compiled: Any, instr: HloInstruction) -> Executor:
@@ -406,4 +557,5 @@ def _fresh_outputs(outputs: list[torch.Tensor], inputs: Sequence[torch.Tensor],
     return tuple(out)
 
 
-__all__ = ["CompiledModule", "Program", "Step", "compile_hlo", "host_computations"]
+__all__ = ["AUTO", "CompiledModule", "Program", "Step", "compile_hlo", "host_computations",
+           "resolve_tuning_device"]

@@ -18,6 +18,13 @@ tilings from the tuning database are used when present (see ``tuning_db``).  No 
 formula is registered: ``requires_grad`` inputs run forward, calling ``backward`` through the
 op raises.
 
+**torch.export** (checked on CPU with torch 2.13, ``tests/triton_backend/test_torch_op_export.py``):
+``torch.export.export`` of a module calling the op gives one ``torch.ops.fusion.<name>.default``
+node (kept by ``run_decompositions``; ``torch.export.save``/``load`` round-trip while the op is
+registered in the loading process, i.e. after the same ``torch_op`` call).  Dims are static, as
+in the HLO: marking one dynamic (``dynamic_shapes``) fails export's constraint check, since
+the fake implementation returns the HLO's fixed shapes.
+
 >>> import torch
 >>> op = torch_op('''HloModule double
 ... ENTRY e {
@@ -33,7 +40,9 @@ from __future__ import annotations
 
 import keyword
 import re
+import sys
 import threading
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -142,26 +151,18 @@ def _check(qualname: str, sig: _Signature, args: Sequence[Any], device_type: str
                 f"({'Triton interpreter' if device_type == 'cpu' else 'GPU'})", where=qualname)
 
 
-def _tuned_tiling(module: HloModule, device: str | None, db) -> dict[str, tuple[int, ...]]:
-    from triton_backend.device_specs import detect_device  # noqa: PLC0415
-    from triton_backend.tuning_db import tuned_tilings  # noqa: PLC0415
-
-    if device is None:
-        spec = detect_device(torch)
-        device = spec.key if spec is not None else None
-    return tuned_tilings(module, device, db)
-
-
 def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPACE,
              device: str | None = None, tuning_db=None) -> TorchOp:
     """Compile ``hlo_text`` and register it as ``torch.ops.<namespace>.<name>``.
 
     ``name`` defaults to the module's name.  ``device`` names the spec whose tuned tilings
-    are used (default: the visible GPU's; none without a GPU).  Registering the same name
+    are used (default: the visible GPU's; none without a GPU), from ``tuning_db`` (default:
+    ``$FUSION_TUNING_DB`` or the user cache); ``compile_hlo`` looks them up for the fusions
+    of the compiled (fused) module.  Registering the same name
     again with the same text returns the existing op; with different text it is an error.
     """
     from fusion.parser import parse_hlo  # noqa: PLC0415
-    from triton_backend.module_runner import compile_hlo  # noqa: PLC0415
+    from triton_backend.module_runner import AUTO, compile_hlo  # noqa: PLC0415
 
     module = parse_hlo(hlo_text)
     op_name = _identifier(name or module.name)
@@ -174,7 +175,8 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
                                       "different HLO module; pick another name", where=qualname)
             return known[1]
         sig = _signature(module)
-        compiled = compile_hlo(module, tiling=_tuned_tiling(module, device, tuning_db))
+        compiled = compile_hlo(module, tuning_device=AUTO if device is None else device,
+                               tuning_db=tuning_db)
         device_type = compiled.device.type
         packet = _register(qualname, sig, compiled, device_type)
         op = TorchOp(qualname, packet, sig, compiled)
@@ -206,3 +208,15 @@ def _register(qualname: str, sig: _Signature, compiled, device_type: str) -> Cal
     custom.register_fake(fake)
     namespace, op_name = qualname.split("::")
     return getattr(getattr(torch.ops, namespace), op_name).default
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as ``torch_op``: importing a submodule binds its name on the
+    package, which shadows the package's lazy ``triton_backend.torch_op`` function after the
+    first use; so ``triton_backend.torch_op(text, name=...)`` works either way."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> TorchOp:
+        return torch_op(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

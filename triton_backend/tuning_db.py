@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from fusion.call_graph import reachable_computations
 from fusion.hlo_module import CALLED_COMPUTATION_KEYS, HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_shape
 from fusion.shape import ArrayShape, TupleShape
@@ -96,18 +97,6 @@ def find_fusion(module: HloModule, fusion: HloInstruction | str) -> HloInstructi
                          f"fusions: {', '.join(names) or 'none'}", where=str(fusion))
 
 
-def _called_closure(module: HloModule, root: str) -> list[str]:
-    order, stack = [], [root]
-    while stack:
-        name = stack.pop()
-        if name in order or not module.has_computation(name):
-            continue
-        order.append(name)
-        for instr in module.computation(name).instructions:
-            stack.extend(reversed(instr.called_computations()))
-    return order
-
-
 def canonical_fusion_text(module: HloModule, fusion_instr: HloInstruction) -> str:
     """The fused computation and its callees, renamed positionally, without metadata.
 
@@ -127,7 +116,9 @@ def canonical_fusion_text(module: HloModule, fusion_instr: HloInstruction) -> st
       ROOT v1 = f32[8] negate(v0)
     }
     """
-    names = _called_closure(module, fusion_instr.attr("calls"))
+    # Callees stacked in reverse so that they are visited, and numbered, in call order.
+    names = reachable_computations(module, fusion_instr.attr("calls"),
+                                   lambda instr: reversed(instr.called_computations()))
     comp_names = {name: f"c{i}" for i, name in enumerate(names)}
     texts = []
     for name in names:
@@ -268,6 +259,29 @@ def _difference(old: str, new: str) -> str:
     return "first differing lines: " + " | ".join(diff[:4])
 
 
+def tuned_configs(module: HloModule, device: str | None,
+                  db: "TuningDb | None" = None) -> dict[str, dict[str, Any]]:
+    """The stored entry (``tile_sizes``, ``reduction_chunk``, ``num_warps``, ...) per fusion
+    name of ``module`` on ``device``, for fusions whose entry has tile sizes; empty without a
+    device or a database file.
+
+    >>> from fusion.parser import parse_hlo
+    >>> tuned_configs(parse_hlo("HloModule m\\nENTRY e {\\n  ROOT x = f32[] parameter(0)\\n}"), None)
+    {}
+    """
+    if device is None:
+        return {}
+    db = db if db is not None else TuningDb()
+    if not db.path.exists():
+        return {}
+    configs = {}
+    for _, instr in module.fusions():
+        stored = db.get(fusion_key(module, instr, device))
+        if stored and stored.get("tile_sizes") is not None:
+            configs[instr.name] = stored
+    return configs
+
+
 def tuned_tilings(module: HloModule, device: str | None,
                   db: "TuningDb | None" = None) -> dict[str, tuple[int, ...]]:
     """Stored tile sizes per fusion name of ``module`` on ``device`` (the ``tiling`` argument
@@ -277,14 +291,5 @@ def tuned_tilings(module: HloModule, device: str | None,
     >>> tuned_tilings(parse_hlo("HloModule m\\nENTRY e {\\n  ROOT x = f32[] parameter(0)\\n}"), None)
     {}
     """
-    if device is None:
-        return {}
-    db = db if db is not None else TuningDb()
-    if not db.path.exists():
-        return {}
-    tiling = {}
-    for _, instr in module.fusions():
-        stored = db.get(fusion_key(module, instr, device))
-        if stored and stored.get("tile_sizes") is not None:
-            tiling[instr.name] = tuple(stored["tile_sizes"])
-    return tiling
+    return {name: tuple(config["tile_sizes"])
+            for name, config in tuned_configs(module, device, db).items()}

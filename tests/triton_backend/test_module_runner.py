@@ -54,21 +54,10 @@ def run_and_compare(text: str, **options) -> None:
         assert comparison.passed, comparison.describe()
 
 
-# The fusion pass forms maximum(broadcast(constant), x) in one kernel, and the generated
-# NaN-propagating maximum of a rank-0 constant fails in the interpreter (codegen bug, reported).
-_KNOWN_CODEGEN_BUGS = {("compare_select", "before")}
-
-
 def _corpus_cases():
     for name in RUNS:
         for stage in ("after", "before"):
-            marks = ()
-            if (name, stage) in _KNOWN_CODEGEN_BUGS:
-                from triton.runtime.errors import InterpreterError
-
-                marks = pytest.mark.xfail(raises=InterpreterError, strict=False,
-                                          reason="codegen: maximum of a rank-0 constant")
-            yield pytest.param(name, stage, marks=marks, id=f"{name}-{stage}")
+            yield pytest.param(name, stage, id=f"{name}-{stage}")
 
 
 @pytest.mark.parametrize(("name", "stage"), list(_corpus_cases()))
