@@ -95,7 +95,14 @@ def is_unnested_reduction_faster_than_elemental(r: ReductionDimensions) -> bool:
     A row reduction needs a minor reduced extent of at least a warp or dividing it; the
     column rule was found by sweeping small column reductions (reduced extent ``major``,
     kept minor extent ``minor``).
+    A reduction over no elements is just its init value: the loop emitter writes that
+    (and XLA's ``WARP_SIZE % extent`` would divide by zero).
+
+    >>> is_unnested_reduction_faster_than_elemental(ReductionDimensions(True, (1, 5, 0), (1,), (0,)))
+    False
     """
+    if 0 in r.dimensions:
+        return False
     if r.is_row_reduction:
         return r.dimensions[2] >= WARP_SIZE or WARP_SIZE % r.dimensions[2] == 0
     major, minor = r.dimensions[1], r.dimensions[2]
@@ -116,6 +123,8 @@ def is_reduction_from_or_to_contiguous_dimensions(
     if not (dimensions_are_consecutive(shape, kept) or dimensions_are_consecutive(shape, reduced)):
         return False, "neither the kept nor the reduced dims are physically consecutive"
     r = reduction_dimensions(shape, reduced)
+    if 0 in r.dimensions:
+        return False, f"zero-size reduce (grouped {list(r.dimensions)}): the loop emitter writes the init"
     if not is_unnested_reduction_faster_than_elemental(r):
         return False, (
             f"too small for the reduction emitter (grouped {list(r.dimensions)}; "

@@ -29,19 +29,8 @@ BIT_EXACT = frozenset({
     "slices", "sort", "transpose", "transpose_2d",
 })
 
-_SCALAR_OR = (
-    "maximum(broadcast(f32[] constant(-1)), f32[2,3] x) (jnp.clip, fused by our pass) fails under "
-    "the Triton interpreter: the broadcast constant is emitted as a 0-d `lo = tl.full([], -1.0, "
-    "tl.float32)` and the NaN-propagating maximum as `((lo) > (x)) | ((lo) != (lo))`; OR-ing a "
-    "block of i1 with a 0-d i1 raises InterpreterError TypeError(\"ufunc 'bitwise_or' not "
-    "supported for the input types\"). Minimal HLO: ENTRY { a = f32[3] parameter(0); lo = f32[] "
-    "constant(-1); bl = f32[3] broadcast(lo), dimensions={}; ROOT r = f32[3] maximum(bl, a) }"
-)
-
 #: (program, variant) -> why compile_hlo's result is wrong or it cannot run the program.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("compare_select", "before"): _SCALAR_OR,
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 #: (program, variant) -> why the reference evaluator disagrees with XLA.
 EVALUATOR_FAILURES: dict[tuple[str, str], str] = {}

@@ -81,6 +81,41 @@ def test_compare_select_clamp_convert_chain():
     run_and_compare(fm(["f32[3,5]"] * 2, body, "bf16[3,5]"), exact=True)
 
 
+#: Scalars combined with blocks: a broadcast constant or parameter, or clamp's scalar bounds,
+#: through the NaN-propagating maximum/minimum (whose lowering ORs two comparisons) and
+#: through a pred chain; the interpreter once failed on a 0-d i1 OR-ed with a block.
+SCALAR_OPERANDS = {
+    "max_of_broadcast_constant": (["f32[2,3]"], ("  lo = f32[] constant(-1)\n"
+                                                 "  bl = f32[2,3] broadcast(lo), dimensions={}\n"
+                                                 "  ROOT r = f32[2,3] maximum(bl, p0)"),
+                                  "f32[2,3]"),
+    "min_of_broadcast_parameter": (["f32[2,3]", "f32[]"],
+                                   ("  bh = f32[2,3] broadcast(p1), dimensions={}\n"
+                                    "  ROOT r = f32[2,3] minimum(p0, bh)"), "f32[2,3]"),
+    "clamp_scalar_bounds": (["f32[2,3]"], ("  lo = f32[] constant(-0.5)\n"
+                                           "  hi = f32[] constant(0.75)\n"
+                                           "  ROOT r = f32[2,3] clamp(lo, p0, hi)"), "f32[2,3]"),
+    "max_of_sum_of_broadcasts": (["f32[2,3]", "f32[]"],
+                                 ("  b = f32[2,3] broadcast(p1), dimensions={}\n"
+                                  "  s = f32[2,3] add(b, b)\n"
+                                  "  ROOT r = f32[2,3] maximum(s, p0)"), "f32[2,3]"),
+    "or_of_broadcast_compare": (["f32[2,3]", "f32[]"],
+                                ("  k = pred[] compare(p1, p1), direction=NE\n"
+                                 "  kb = pred[2,3] broadcast(k), dimensions={}\n"
+                                 "  c = pred[2,3] compare(p0, p0), direction=NE\n"
+                                 "  ROOT r = pred[2,3] or(kb, c)"), "pred[2,3]"),
+}
+
+
+@pytest.mark.parametrize("scalar", [-1.0, float("nan")])
+@pytest.mark.parametrize("case", sorted(SCALAR_OPERANDS))
+def test_scalar_operands_combined_with_blocks(case, scalar):
+    params, body, out = SCALAR_OPERANDS[case]
+    x = np.array([[-3.0, np.nan, 2.0], [0.0, -0.0, 0.5]], np.float32)
+    arrays = [x] + [np.array(scalar, np.float32)] * (len(params) - 1)
+    run_and_compare(fm(params, body, out), exact=True, arrays=arrays)
+
+
 REDUCERS = """
 add { a = {t}[] parameter(0)
   b = {t}[] parameter(1)

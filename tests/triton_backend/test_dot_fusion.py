@@ -69,6 +69,18 @@ def test_batch_dims_anywhere_and_two_contracting_dims():
     assert dot_problem(module, "r").k == 18
 
 
+def test_batch_past_grid_y_limit_is_folded_into_grid_x(monkeypatch):
+    # A real fold needs > 65535 batches; lowering the limit runs the same kernel code on 3.
+    from triton_backend.codegen import dot_tiling
+    monkeypatch.setattr(dot_tiling, "MAX_GRID_YZ", 2)
+    module = plain_dot("f32", "f32", lhs="3,20,28", rhs="3,28,36", out_dims="3,20,36",
+                       dims="lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                            "rhs_batch_dims={0}, rhs_contracting_dims={1}")
+    compiled = run_and_check(module, 28, tile_sizes=(16, 32, 16))
+    assert compiled.grid == (2 * 2 * 3, 1)
+    assert "tl.program_id(1)" not in compiled.source
+
+
 def test_multiple_free_dims_and_non_default_layouts():
     body = ("  a = f32[2,3,4,5]{0,1,2,3} parameter(0)\n  b = f32[5,6]{0,1} parameter(1)\n"
             "  ROOT d = f32[2,3,4,6]{2,3,1,0} dot(a, b), lhs_contracting_dims={3}, rhs_contracting_dims={0}")

@@ -213,8 +213,6 @@ def test_default_dot_tiling_fits_shared_memory(arch, operand_bytes):
         assert tiling.block_m * tiling.block_n <= TRITON_MAX_NUMEL
 
 
-@pytest.mark.xfail(strict=True, reason="codegen (dot_tiling.grid_size / dot_template): the batch "
-                   "goes on grid y unchecked; CUDA allows at most 65535 there")
 def test_batched_dot_with_more_than_65535_batches_fits_the_grid_or_is_refused():
     text = """HloModule m
 ENTRY e { x = f32[70000,16,16] parameter(0)
@@ -230,9 +228,6 @@ ENTRY e { x = f32[70000,16,16] parameter(0)
     assert grid[0] <= GRID_X and all(g <= GRID_YZ for g in grid[1:]), grid
 
 
-@pytest.mark.xfail(strict=True, reason="compiled_fusion.choose_fusion_tiling / plan_kernel: when the "
-                   "tile analysis refuses a fusion, explicit tile sizes are used unchecked, so a "
-                   "tile over Triton's 2^20 elements reaches Triton")
 def test_explicit_tiles_of_a_fusion_the_analysis_refuses_are_still_bounded():
     text = f"""HloModule m
 {ADD}
@@ -241,3 +236,29 @@ ENTRY e {{ x = f32[4194304] parameter(0)
   ROOT w = f32[4194304] reduce-window(x, c), window={{size=3 pad=1_1}}, to_apply=add }}"""
     with pytest.raises(UnsupportedOpError, match=r"1048576"):
         compile_hlo(text, tiling={"wrapped_w": (4194304,)})
+
+
+def reduce_window_fusion(n: int) -> str:
+    return f"""HloModule m
+{ADD}
+f {{ p = f32[{n}] parameter(0)
+  c = f32[] constant(0)
+  ROOT w = f32[{n}] reduce-window(p, c), window={{size=3 pad=1_1}}, to_apply=add }}
+ENTRY e {{ x = f32[{n}] parameter(0)
+  ROOT r = f32[{n}] fusion(x), kind=kLoop, calls=f }}"""
+
+
+def test_a_refused_fusion_counts_its_window_axes_in_the_tile_bound():
+    # 2^20 output lanes fit alone, but each program also walks the window (3, padded to 4).
+    module = parse_hlo(reduce_window_fusion(2**22))
+    with pytest.raises(UnsupportedOpError, match=r"4194304 elements .* more than Triton's 1048576"):
+        choose_fusion_tiling(module, module.entry.root, (2**20,), None)
+    tiles, _, why = choose_fusion_tiling(module, module.entry.root, (2**18,), None)
+    assert tiles == (2**18,) and "tile analysis refused" in why
+    assert_plan_within_limits(reduce_window_fusion(2**22), tiles, None)
+
+
+def test_a_refused_fusion_with_tiles_over_the_grid_limit_is_refused():
+    module = parse_hlo(reduce_window_fusion(2**32))
+    with pytest.raises(UnsupportedOpError, match=r"4294967296 blocks exceed CUDA's grid x limit"):
+        choose_fusion_tiling(module, module.entry.root, (1,), None)

@@ -414,13 +414,6 @@ def test_a_fusion_writing_nothing_gets_no_kernel():
     assert out.shape == (0, 8) and out.dtype == torch.float32
 
 
-_FUSED_EMPTY_REDUCE_BUG = pytest.mark.xfail(
-    raises=ZeroDivisionError, strict=True,
-    reason="fusion.reduction_kind.is_unnested_reduction_faster_than_elemental divides by a "
-           "zero reduced extent (WARP_SIZE % 0) when a fusion holds a reduce of an empty dim")
-
-
-@_FUSED_EMPTY_REDUCE_BUG
 def test_empty_reduce_feeding_an_elementwise_op_under_the_fusion_pass():
     text = """HloModule m
 add { a = f32[] parameter(0)
@@ -450,7 +443,6 @@ ENTRY e {
     torch.testing.assert_close(out, torch.full((5,), -1.5))
 
 
-@_FUSED_EMPTY_REDUCE_BUG
 def test_xla_fusion_holding_an_empty_reduce():
     text = """HloModule m
 add { a = f32[] parameter(0)

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
+from tiling.tiling_legality import MAX_GRID_X, MAX_GRID_YZ
 
 #: Shared memory one block may use, per compute capability (bytes).
 SHARED_MEMORY_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
@@ -185,14 +186,36 @@ def candidate_tilings(problem: DotProblem, arch: int = 90) -> tuple[DotTiling, .
     return tuple(found)
 
 
+def batch_on_grid_x(problem: DotProblem) -> bool:
+    """Whether the batch is folded into grid x (program ``b * tiles + t``) instead of grid y.
+
+    CUDA allows at most 65535 blocks on grid y, so a larger batch shares grid x with the tiles.
+
+    >>> batch_on_grid_x(DotProblem(65535, 16, 16, 16, 4)), batch_on_grid_x(DotProblem(65536, 16, 16, 16, 4))
+    (False, True)
+    """
+    return problem.batch > MAX_GRID_YZ
+
+
 def grid_size(tiling: DotTiling, problem: DotProblem) -> tuple[int, int]:
-    """The launch grid: (M tiles * N tiles, batch).
+    """The launch grid: (M tiles * N tiles, batch), or (tiles * batch, 1) past grid y's limit.
 
     >>> grid_size(DotTiling(32, 64, 32), DotProblem(3, 20, 130, 28, 4))
     (3, 3)
+    >>> grid_size(DotTiling(16, 16, 16), DotProblem(70000, 16, 32, 16, 4))
+    (140000, 1)
     """
-    return (math.ceil(problem.m / tiling.block_m) * math.ceil(problem.n / tiling.block_n),
-            problem.batch)
+    tiles = math.ceil(problem.m / tiling.block_m) * math.ceil(problem.n / tiling.block_n)
+    if not batch_on_grid_x(problem):
+        grid = (tiles, problem.batch)
+    else:
+        grid = (tiles * problem.batch, 1)
+    if grid[0] > MAX_GRID_X:
+        raise UnsupportedOpError(
+            f"dot grid of {tiles} tiles x {problem.batch} batch elements = {tiles * problem.batch} "
+            f"blocks exceeds CUDA's grid x limit {MAX_GRID_X}; use larger block_m/block_n",
+            where="dot tiling")
+    return grid
 
 
 def tiling_from(tile_sizes, problem: DotProblem, arch: int) -> DotTiling:

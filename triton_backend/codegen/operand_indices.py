@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction
-from tiling.affine_expr import AffineExpr, substitute
+from tiling.affine_expr import AffineExpr, const, substitute
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap
 
@@ -143,9 +143,17 @@ def operand_indices(em: ValueEmitter, instr: HloInstruction, k: int, indices: In
 def exact_operand_indices(em: ValueEmitter, instr: HloInstruction, k: int, indices: Indices,
                           hint: str = "start", why: str = "") -> Indices:
     """Like :func:`operand_indices` for an operand read at every output element by one
-    unconstrained map (transpose, broadcast, reshape, slice, elementwise, ...)."""
-    m = operand_map(em, instr, k, why)
+    unconstrained map (transpose, broadcast, reshape, slice, elementwise, ...).
+
+    A zero-size output has no element: any map holds on it vacuously (the analysis drops
+    its KNOWN EMPTY maps), and its kernel's grid is empty, so the read is never run; it is
+    placed at the operand's index 0, which keeps the generated code well formed.
+    """
     dims = getattr(instr.shape, "dims", None)
+    if dims is not None and 0 in dims:
+        operand = em.computation.instruction(instr.operands[k]).shape
+        return tuple(const(0) for _ in getattr(operand, "dims", ()))
+    m = operand_map(em, instr, k, why)
     if m is None or dims is None or not is_full_domain(m, dims):
         raise UnsupportedOpError(
             f"{instr.opcode} ({instr.name}): operand {k} is not read through one map over the "

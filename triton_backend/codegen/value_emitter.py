@@ -77,6 +77,9 @@ class ValueEmitter:
     index_bits: int = 32
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
+    #: Kernel axes of the indices each value identifier was first computed at (a value that
+    #: spans none may be a 0-d tensor; see :meth:`spanning`).
+    value_axes: dict[str, frozenset[int]] = field(default_factory=dict)
 
     @property
     def index_dtype(self) -> str:
@@ -231,8 +234,34 @@ class ValueEmitter:
         if instr.opcode in ("parameter", "constant"):
             self.reads.add(key)
         result = rule_for(instr)(self, instr, tuple(indices))
+        # Operands are emitted before their users, so the first record of an identifier is
+        # where it was computed; a pass-through (broadcast, reshape, ...) keeps its axes.
+        axes = frozenset(self._axes_of(tuple(indices)))
+        for ident in (result if isinstance(result, tuple) else (result,)):
+            self.value_axes.setdefault(ident, axes)
         self.memo[key] = result
         return result
+
+    def spanning(self, value: str, indices: tuple[AffineExpr, ...]) -> str:
+        """``value`` as a tensor over the axes of ``indices``: a value computed at indices
+        that span no axis (a scalar constant or load, maybe read through a broadcast) is
+        broadcast to the block first.
+
+        Combining a 0-d tensor with a block is legal Triton, but the 3.9 interpreter labels a
+        0-d comparison's result with its operands' dtype, so ``block_bool | (c != c)`` fails
+        there; on a GPU the broadcast of a scalar is free.
+        """
+        axes = self._axes_of(tuple(indices))
+        if not axes or self.value_axes.get(value, frozenset(axes)):
+            return value
+        shape = self.shape_of(tuple(indices))
+        key = ("spanning", value, shape)
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.bind(f"tl.broadcast_to({value}, {list(shape)})", value)
+            self.value_axes[cached] = frozenset(axes)
+            self.memo[key] = cached
+        return cached
 
     def scalar_value(self, name: str) -> str:
         """A rank-0 instruction's value (e.g. a dynamic-slice start)."""

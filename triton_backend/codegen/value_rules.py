@@ -54,7 +54,10 @@ def _single(em: ValueEmitter, name: str, indices: Indices) -> str:
 
 def _elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     why = "operand and result ranks differ (a bitcast-convert between different bit widths?)"
-    operands = tuple(_single(em, o, exact_operand_indices(em, instr, k, indices, why=why))
+    # Rank-0 operands (a broadcast scalar, clamp's or select's scalar operand) become blocks
+    # first, so every operation of the lowering combines tensors of one rank.
+    operands = tuple(em.spanning(_single(em, o, exact_operand_indices(em, instr, k, indices,
+                                                                      why=why)), indices)
                      for k, o in enumerate(instr.operands))
     types = tuple(element_type_of(em.instruction(o)) for o in instr.operands)
     expr = render_elementwise(instr.opcode, operands, types, element_type_of(instr),
