@@ -18,14 +18,6 @@ from fusion.attributes import PaddingConfig, PaddingDim, RawText, SliceDim, Wind
 from fusion.hlo_lexer import Lexer, Token
 
 
-def _expect(lexer: Lexer, kind: str, expected: str) -> Token:
-    tok = lexer.next()
-    if tok.kind != kind:
-        raise lexer.error(f"expected {kind!r} but found {tok.text or 'end of input'!r}",
-                          tok.pos, expected=expected)
-    return tok
-
-
 def _int(lexer: Lexer, tok: Token, what: str) -> int:
     try:
         if tok.kind != "NUM":
@@ -86,13 +78,7 @@ def read_computation_list(lexer: Lexer, key: str) -> tuple[str, ...] | str:
     if lexer.peek().kind != "{":
         return read_computation(lexer, key)
     lexer.next()
-    names: list[str] = []
-    while lexer.peek().kind != "}":
-        if names:
-            _expect(lexer, ",", f"',' or '}}' in {key}")
-        names.append(read_computation(lexer, key))
-    lexer.next()
-    return tuple(names)
+    return _items_to_brace(lexer, key, read_computation)
 
 
 def read_dims(lexer: Lexer, key: str) -> tuple[int, ...]:
@@ -100,39 +86,38 @@ def read_dims(lexer: Lexer, key: str) -> tuple[int, ...]:
     if lexer.peek().kind != "{":
         return (read_int(lexer, key),)
     lexer.next()
-    dims: list[int] = []
-    while lexer.peek().kind != "}":
-        if dims:
-            _expect(lexer, ",", f"',' or '}}' in {key}")
-        dims.append(read_int(lexer, key))
-    lexer.next()
-    return tuple(dims)
+    return _items_to_brace(lexer, key, read_int)
 
 
 def read_words(lexer: Lexer, key: str) -> tuple[str, ...]:
     """``{default,highest}`` (operand precision)."""
-    _expect(lexer, "{", f"'{{' opening {key}")
-    words: list[str] = []
+    lexer.expect("{", f"'{{' opening {key}")
+    return _items_to_brace(lexer, key, read_word)
+
+
+def _items_to_brace(lexer: Lexer, key: str, read_item: Callable[[Lexer, str], Any]) -> tuple:
+    """The ``,``-separated items of a ``{...}`` list whose ``{`` is read, and its ``}``."""
+    items: list = []
     while lexer.peek().kind != "}":
-        if words:
-            _expect(lexer, ",", f"',' or '}}' in {key}")
-        words.append(read_word(lexer, key))
+        if items:
+            lexer.expect(",", f"',' or '}}' in {key}")
+        items.append(read_item(lexer, key))
     lexer.next()
-    return tuple(words)
+    return tuple(items)
 
 
 def read_slice(lexer: Lexer, key: str) -> tuple[SliceDim, ...]:
-    _expect(lexer, "{", "'{' opening slice={[start:limit:stride], ...}")
+    lexer.expect("{", "'{' opening slice={[start:limit:stride], ...}")
     dims: list[SliceDim] = []
     while lexer.peek().kind != "}":
         if dims:
-            _expect(lexer, ",", "',' or '}' between slice dims")
-        _expect(lexer, "[", "'[' opening a slice dim [start:limit] or [start:limit:stride]")
+            lexer.expect(",", "',' or '}' between slice dims")
+        lexer.expect("[", "'[' opening a slice dim [start:limit] or [start:limit:stride]")
         parts = [read_int(lexer, "slice start")]
         while lexer.peek().kind == ":":
             lexer.next()
             parts.append(read_int(lexer, "slice bound"))
-        close = _expect(lexer, "]", "']' closing the slice dim")
+        close = lexer.expect("]", "']' closing the slice dim")
         if len(parts) not in (2, 3):
             raise lexer.error("a slice dim needs start:limit or start:limit:stride", close.pos,
                               expected="[start:limit] or [start:limit:stride]")
@@ -162,14 +147,14 @@ _WINDOW_FIELDS = ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reve
 
 
 def read_window(lexer: Lexer, key: str) -> Window:
-    _expect(lexer, "{", "'{' opening window={size=... stride=... pad=...}")
+    lexer.expect("{", "'{' opening window={size=... stride=... pad=...}")
     fields: dict[str, list] = {}
     while lexer.peek().kind != "}":
         name = lexer.next()
         if name.text not in _WINDOW_FIELDS:
             raise lexer.error(f"unknown window field {name.text or 'end of input'!r}", name.pos,
                               text=name.text or None, expected="one of " + ", ".join(_WINDOW_FIELDS))
-        _expect(lexer, "=", f"'=' after window field {name.text}")
+        lexer.expect("=", f"'=' after window field {name.text}")
         value = lexer.next()
         try:
             if value.kind != "NUM":

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusion.attributes import Literal
+from fusion.call_graph import reachable_computations
 from fusion.element_types import element_type
 from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
@@ -351,19 +352,6 @@ def _dead_code_eliminated(comp: HloComputation) -> HloComputation:
     return HloComputation(comp.name, kept, comp.root_name, comp.is_entry, comp.location)
 
 
-def _reachable(module: HloModule) -> list[str]:
-    seen: list[str] = []
-    stack = [module.entry_name]
-    while stack:
-        name = stack.pop()
-        if name in seen or not module.has_computation(name):
-            continue
-        seen.append(name)
-        for instr in module.computation(name).instructions:
-            stack.extend(instr.called_computations())
-    return seen
-
-
 def _all_names(computations: Iterable[HloComputation]) -> set[str]:
     return {i.name for c in computations for i in c.instructions}
 
@@ -396,6 +384,6 @@ def canonicalize(module: HloModule) -> HloModule:
                             current.stack_frames)
         if not changed:
             break
-    reachable = set(_reachable(current))
+    reachable = set(reachable_computations(current, current.entry_name))
     return HloModule(current.name, tuple(c for c in current.computations if c.name in reachable),
                      current.entry_name, current.attributes, current.stack_frames)

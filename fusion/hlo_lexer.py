@@ -118,6 +118,21 @@ class Lexer:
         self._pos = tok.end
         return tok
 
+    def expect(self, kind: str, expected: str) -> Token:
+        """The next token, which must be of ``kind``; else an error saying ``expected``.
+
+        >>> Lexer("{1}").expect("{", "'{' opening a list").text
+        '{'
+        >>> Lexer("1}").expect("{", "'{' opening a list")
+        Traceback (most recent call last):
+        fusion.errors.HloParseError: 1:1: expected '{' but found '1'...
+        """
+        tok = self.next()
+        if tok.kind != kind:
+            raise self.error(f"expected {kind!r} but found {tok.text or 'end of input'!r}",
+                             tok.pos, expected=expected)
+        return tok
+
     def tokens(self) -> Iterator[Token]:
         """All remaining tokens up to (not including) EOF."""
         while self.peek().kind != "EOF":
@@ -152,10 +167,7 @@ class Lexer:
         while i < n:
             c = text[i]
             if c == '"':
-                m = _STRING_BODY.match(text, i)
-                if m is None:
-                    raise self.error("unterminated string", i, expected='a closing \'"\'')
-                i = m.end()
+                i = self._string_end(i)
                 continue
             if c in closers:
                 stack.append(closers[c])
@@ -167,6 +179,13 @@ class Lexer:
                     return i + 1
             i += 1
         raise self.error(f"unbalanced {text[pos]!r}", pos, expected=f"a matching {stack[-1]!r}")
+
+    def _string_end(self, pos: int) -> int:
+        """End offset of the quoted string opening at ``pos``."""
+        m = _STRING_BODY.match(self.text, pos)
+        if m is None:
+            raise self.error("unterminated string", pos, expected='a closing \'"\'')
+        return m.end()
 
     def raw_value(self, pos: int) -> int:
         """End offset of an attribute value of unknown syntax starting at ``pos``.
@@ -183,10 +202,7 @@ class Lexer:
                 i = self.balanced(i)
                 continue
             if c == '"':
-                m = _STRING_BODY.match(text, i)
-                if m is None:
-                    raise self.error("unterminated string", i, expected='a closing \'"\'')
-                i = m.end()
+                i = self._string_end(i)
                 continue
             if c in ",\n)]}" or text.startswith("//", i) or text.startswith("/*", i):
                 break

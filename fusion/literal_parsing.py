@@ -72,11 +72,11 @@ def _read_tuple_literal(lexer: Lexer, shape: TupleShape) -> Literal:
     elements: list[Literal] = []
     for i, element_shape in enumerate(shape.elements):
         if i:
-            _expect(lexer, ",", "',' between tuple constant elements")
+            lexer.expect(",", "',' between tuple constant elements")
         if is_shape_start(lexer) and lexer.peek().kind != "(":
             read_shape(lexer)  # XLA prints each element's shape before its value
         elements.append(read_literal(lexer, element_shape))
-    _expect(lexer, ")", f"')' closing the tuple constant ({len(shape.elements)} elements)")
+    lexer.expect(")", f"')' closing the tuple constant ({len(shape.elements)} elements)")
     return Literal((), (), tuple(elements))
 
 
@@ -85,12 +85,12 @@ def _read_nested(lexer: Lexer, kind: str, out: list, depth: int = 0) -> tuple[in
     if depth >= MAX_NESTING:
         raise lexer.error(f"array literal nested deeper than {MAX_NESTING} levels",
                           lexer.peek().pos, expected="one '{' level per dimension of the shape")
-    _expect(lexer, "{", "'{' opening an array literal")
+    lexer.expect("{", "'{' opening an array literal")
     count = 0
     inner: tuple[int, ...] | None = None
     while lexer.peek().kind != "}":
         if count:
-            _expect(lexer, ",", "',' or '}' in an array literal")
+            lexer.expect(",", "',' or '}' in an array literal")
             if lexer.peek().kind == "}":  # trailing comma
                 break
         if lexer.peek().kind == "{":
@@ -114,9 +114,9 @@ def _read_scalar(lexer: Lexer, kind: str) -> Any:
             raise lexer.error("expected a complex value '(real, imag)'", tok.pos,
                               text=tok.text or None, expected="(real, imag)")
         real = _number(lexer, lexer.next(), "float")
-        _expect(lexer, ",", "',' between real and imaginary parts")
+        lexer.expect(",", "',' between real and imaginary parts")
         imag = _number(lexer, lexer.next(), "float")
-        _expect(lexer, ")", "')' closing the complex value")
+        lexer.expect(")", "')' closing the complex value")
         return complex(real, imag)
     return _number(lexer, tok, kind)
 
@@ -201,11 +201,3 @@ class _IntRange:
 
 _SMALL_INTS = {"s2": _IntRange(-2, 1), "s4": _IntRange(-8, 7), "u2": _IntRange(0, 3),
                "u4": _IntRange(0, 15)}
-
-
-def _expect(lexer: Lexer, kind: str, expected: str) -> Token:
-    tok = lexer.next()
-    if tok.kind != kind:
-        raise lexer.error(f"expected {kind!r} but found {tok.text or 'end of input'!r}",
-                          tok.pos, expected=expected)
-    return tok

@@ -81,15 +81,6 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.lexer = Lexer(text)
 
-    def expect(self, kind: str, expected: str) -> Token:
-        tok = self.lexer.next()
-        if tok.kind != kind:
-            found = tok.text or "end of input"
-            raise self.lexer.error(f"expected {kind!r} but found {found!r}", tok.pos,
-                                   text=None if tok.kind != "EOF" else "<end of input>",
-                                   expected=expected)
-        return tok
-
     def name(self, what: str) -> Token:
         tok = self.lexer.next()
         if tok.kind != "NAME":
@@ -113,7 +104,7 @@ class _Parser:
         while lx.peek().kind == ",":
             lx.next()
             key = self.name("a module attribute name").text
-            self.expect("=", f"'=' after module attribute {key}")
+            self.lexer.expect("=", f"'=' after module attribute {key}")
             start = lx.skip_space(lx.pos)
             end = lx.raw_value(start)
             if end == start:
@@ -175,7 +166,7 @@ class _Parser:
         self._last_comp_pos = name_tok.pos
         if lx.peek().kind == "(":
             self.signature()
-        self.expect("{", f"'{{' opening the body of computation {name_tok.text}")
+        self.lexer.expect("{", f"'{{' opening the body of computation {name_tok.text}")
         instructions: list[HloInstruction] = []
         names: dict[str, int] = {}
         root_name = None
@@ -212,13 +203,13 @@ class _Parser:
         count = 0
         while lx.peek().kind != ")":
             if count:
-                self.expect(",", "',' or ')' in the computation's parameter list")
+                self.lexer.expect(",", "',' or ')' in the computation's parameter list")
             self.name("a parameter name in the computation's signature")
-            self.expect(":", "':' between parameter name and shape")
+            self.lexer.expect(":", "':' between parameter name and shape")
             read_shape(lx)
             count += 1
         lx.next()
-        self.expect("->", "'->' and the result shape after the parameter list")
+        self.lexer.expect("->", "'->' and the result shape after the parameter list")
         read_shape(lx)
 
     # -- instructions ------------------------------------------------------------------------
@@ -230,11 +221,11 @@ class _Parser:
         if is_root:
             lx.next()
         name_tok = self.name("an instruction 'name = shape opcode(operands)' or '}'")
-        self.expect("=", f"'=' after instruction name {name_tok.text}")
+        self.lexer.expect("=", f"'=' after instruction name {name_tok.text}")
         shape = read_shape(lx)
         opcode_tok = self.name(f"the opcode of {name_tok.text}")
         opcode = opcode_tok.text
-        self.expect("(", f"'(' opening the operands of {opcode}")
+        self.lexer.expect("(", f"'(' opening the operands of {opcode}")
         operands: list[str] = []
         attributes: list[tuple[str, Any]] = []
         if opcode == "constant" and lx.peek().kind != ")":
@@ -248,13 +239,13 @@ class _Parser:
         else:
             while lx.peek().kind != ")":
                 if operands:
-                    self.expect(",", f"',' or ')' in the operands of {name_tok.text}")
+                    self.lexer.expect(",", f"',' or ')' in the operands of {name_tok.text}")
                 operands.append(self.operand())
-        self.expect(")", f"')' closing the operands of {name_tok.text}")
+        self.lexer.expect(")", f"')' closing the operands of {name_tok.text}")
         while lx.peek().kind == ",":
             lx.next()
             key = self.name("an attribute name after ','")
-            self.expect("=", f"'=' after attribute {key.text}")
+            self.lexer.expect("=", f"'=' after attribute {key.text}")
             attributes.append((key.text, read_attribute_value(lx, key.text)))
         instr = HloInstruction(name_tok.text.lstrip("%"), opcode, shape, tuple(operands),
                                tuple(attributes), lx.location(first.pos))

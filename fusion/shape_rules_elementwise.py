@@ -108,13 +108,19 @@ def infer_unary(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
     return ArrayShape(dtype, x.dims)
 
 
-def infer_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
-    """Result of a binary elementwise op: operands of equal dims and element type."""
+def _two_alike(instr: HloInstruction, operands: Sequence[Shape]) -> tuple[ArrayShape, ArrayShape]:
+    """The two array operands of a binary op, checked to share element type and dims."""
     expect_operand_count(instr, operands, 2)
     a = expect_array(instr, operands[0], "operand 0")
     b = expect_array(instr, operands[1], "operand 1")
     expect_same_type(instr, (a, b), "the operands")
     expect_same_dims(instr, (a, b), "the operands")
+    return a, b
+
+
+def infer_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+    """Result of a binary elementwise op: operands of equal dims and element type."""
+    a, b = _two_alike(instr, operands)
     expect_kind(instr, a, BINARY_KINDS[instr.opcode], "the operands")
     if instr.opcode == "complex":
         if a.dtype not in _COMPLEX_OF:
@@ -162,11 +168,7 @@ def infer_clamp(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
 
 def infer_compare(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Comparison: operands of equal shape, a valid direction, result pred."""
-    expect_operand_count(instr, operands, 2)
-    a = expect_array(instr, operands[0], "operand 0")
-    b = expect_array(instr, operands[1], "operand 1")
-    expect_same_type(instr, (a, b), "the operands")
-    expect_same_dims(instr, (a, b), "the operands")
+    a, b = _two_alike(instr, operands)
     direction = instr.attr("direction", None)
     if direction not in COMPARISON_DIRECTIONS:
         fail(

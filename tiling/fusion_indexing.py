@@ -86,16 +86,16 @@ def _add(target: dict[int, dict], leaf: int, maps) -> None:
         bucket.setdefault(m, m)  # keyed by equality up to simplification
 
 
-def _op_maps_o2i(instr, computation, module, output_index, cache):
-    key = (instr.name, output_index)
+def _op_maps(instr, computation, module, index, cache, fusion_maps, op_maps):
+    """``instr``'s maps for ``index`` (memoized in ``cache``), one tuple per operand or output:
+    a nested fusion's from ``fusion_maps``, any other op's single map from ``op_maps``."""
+    key = (instr.name, index)
     hit = cache.get(key)
     if hit is None:
         if instr.opcode == "fusion" and module is not None:
-            per_operand = fusion_output_to_input(instr, module, output_index)
-            hit = tuple(tuple(s) for s in per_operand)
+            hit = tuple(tuple(s) for s in fusion_maps(instr, module, index))
         else:
-            hit = tuple((m,) for m in op_output_to_input(
-                instr, _operands(instr, computation), output_index))
+            hit = tuple((m,) for m in op_maps(instr, _operands(instr, computation), index))
         cache[key] = hit
     return hit
 
@@ -110,7 +110,8 @@ def _computation_o2i(computation: HloComputation, module: HloModule | None,
     cache: dict = {}
     for instr in reversed(_topological_order(computation)):
         for leaf, bucket in sorted(reached.get(instr.name, {}).items()):
-            op_maps = _op_maps_o2i(instr, computation, module, leaf, cache)
+            op_maps = _op_maps(instr, computation, module, leaf, cache,
+                               fusion_output_to_input, op_output_to_input)
             for operand_name, maps_k in zip(instr.operands, op_maps):
                 target = reached.setdefault(operand_name, {})
                 composed = [_compose(op_map, m) for op_map in maps_k if not op_map.is_known_empty
@@ -142,19 +143,6 @@ def fusion_output_to_input(
     return tuple(per_instruction.get(p.name, frozenset()) for p in computation.parameters)
 
 
-def _op_maps_i2o(instr, computation, module, operand_index, cache):
-    key = (instr.name, operand_index)
-    hit = cache.get(key)
-    if hit is None:
-        if instr.opcode == "fusion" and module is not None:
-            hit = tuple(tuple(s) for s in fusion_input_to_output(instr, module, operand_index))
-        else:
-            hit = tuple((m,) for m in op_input_to_output(
-                instr, _operands(instr, computation), operand_index))
-        cache[key] = hit
-    return hit
-
-
 @lru_cache(maxsize=256)
 def _computation_i2o(computation: HloComputation, module: HloModule | None,
                      parameter_number: int) -> tuple[frozenset[IndexingMap], ...]:
@@ -171,7 +159,8 @@ def _computation_i2o(computation: HloComputation, module: HloModule | None,
             bucket = leaves.get(_leaf_of(instr), {})
             if not bucket:
                 continue
-            per_output = _op_maps_i2o(instr, computation, module, k, cache)
+            per_output = _op_maps(instr, computation, module, k, cache,
+                                  fusion_input_to_output, op_input_to_output)
             target = reached.setdefault(instr.name, {})
             for leaf, maps_j in enumerate(per_output):
                 _add(target, leaf, [_compose(op_map, m) for op_map in maps_j

@@ -18,7 +18,7 @@ True
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -73,31 +73,73 @@ def step_shapes(steps: Sequence[Step], dims: Sequence[int]) -> list[tuple[int, .
     return shapes
 
 
-def apply_steps(array: np.ndarray, steps: Sequence[Step], fill: np.ndarray) -> np.ndarray:
-    """Run pad / reshape / transpose steps on ``array``; padding gets ``fill``."""
+def inverse_permutation(permutation: Sequence[int]) -> tuple[int, ...]:
+    """The permutation that undoes ``permutation``.
+
+    >>> inverse_permutation((2, 0, 1))
+    (1, 2, 0)
+    """
+    inverse = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inverse[p] = i
+    return tuple(inverse)
+
+
+def run_steps(array: Any, steps: Sequence[Step], transpose: Callable[[Any, tuple[int, ...]], Any],
+              padding: Callable[[tuple[int, ...]], Any]) -> Any:
+    """Run pad / reshape / transpose steps on ``array``, a NumPy array or a torch tensor.
+
+    Both libraries reshape, slice and assign slices alike; ``transpose(array, permutation)``
+    and ``padding(dims)`` (a new array of ``dims`` holding the fill) are the library's own.
+    A pad that changes no dim copies nothing.
+
+    >>> run_steps(np.arange(3), (PadHigh((4,)),), np.transpose, lambda d: np.full(d, -1)).tolist()
+    [0, 1, 2, -1]
+    """
     for step in steps:
         if isinstance(step, Transpose):
-            array = array.transpose(step.permutation)
+            array = transpose(array, step.permutation)
         elif isinstance(step, Reshape):
             array = array.reshape(step.dims)
-        elif tuple(step.dims) != array.shape:
-            out = np.full(step.dims, fill, dtype=array.dtype)
-            out[tuple(slice(0, d) for d in array.shape)] = array
+        elif tuple(step.dims) != tuple(array.shape):
+            out = padding(tuple(step.dims))
+            out[_leading(array.shape)] = array
             array = out
     return array
 
 
-def undo_steps(array: np.ndarray, steps: Sequence[Step], dims: Sequence[int]) -> np.ndarray:
-    """The inverse of ``apply_steps`` for a start shape ``dims``: drops the padding."""
+def run_steps_backwards(array: Any, steps: Sequence[Step], dims: Sequence[int],
+                        transpose: Callable[[Any, tuple[int, ...]], Any]) -> Any:
+    """The inverse of ``run_steps`` for a start shape ``dims``: drops the padding.
+
+    >>> run_steps_backwards(np.arange(4), (PadHigh((4,)),), (3,), np.transpose).tolist()
+    [0, 1, 2]
+    """
     shapes = step_shapes(steps, dims)
     for step, before in zip(reversed(steps), reversed(shapes[:-1])):
         if isinstance(step, Transpose):
-            array = array.transpose(np.argsort(step.permutation))
+            array = transpose(array, inverse_permutation(step.permutation))
         elif isinstance(step, Reshape):
             array = array.reshape(before)
         else:
-            array = array[tuple(slice(0, d) for d in before)]
+            array = array[_leading(before)]
     return array
+
+
+def _leading(dims: Sequence[int]) -> tuple[slice, ...]:
+    """The index of the leading ``dims`` block of a (padded) array."""
+    return tuple(slice(0, d) for d in dims)
+
+
+def apply_steps(array: np.ndarray, steps: Sequence[Step], fill: np.ndarray) -> np.ndarray:
+    """Run pad / reshape / transpose steps on ``array``; padding gets ``fill``."""
+    return run_steps(array, steps, np.transpose,
+                     lambda dims: np.full(dims, fill, dtype=array.dtype))
+
+
+def undo_steps(array: np.ndarray, steps: Sequence[Step], dims: Sequence[int]) -> np.ndarray:
+    """The inverse of ``apply_steps`` for a start shape ``dims``: drops the padding."""
+    return run_steps_backwards(array, steps, dims, np.transpose)
 
 
 def pack(
@@ -137,25 +179,35 @@ def unpack(buffer: np.ndarray, dims: Sequence[int], layout: Layout, dtype: str) 
     n = tiled.padded_elements
     per = elements_per_word(dtype, layout)
     buffer = np.asarray(buffer).reshape(-1)
+    check_buffer(buffer.size, buffer.dtype, n, per, element=np_dtype, word=np.dtype(np.uint32),
+                 layout=layout, dtype=dtype, dims=dims)
     if per == 1:
-        if buffer.size != n or buffer.dtype != np_dtype:
-            raise LayoutError(
-                f"buffer has {buffer.size} {buffer.dtype} elements; layout {layout} of "
-                f"{dtype}{list(dims)} needs {n} {np_dtype}"
-            )
         flat = carrier(buffer)
     else:
-        words = -(-n // per)
-        if buffer.size != words or buffer.dtype != np.uint32:
-            raise LayoutError(
-                f"buffer has {buffer.size} {buffer.dtype} elements; layout {layout} of "
-                f"{dtype}{list(dims)} needs {words} uint32 words"
-            )
         uint = _UINTS[np_dtype.itemsize]
         flat = unpack_words(buffer, storage_bits(dtype, layout), per, uint)[:n]
     physical = flat.reshape(tiled.physical_shape)
     logical = undo_steps(physical, tiled.steps(), tiled.dims)
     return np.ascontiguousarray(logical).view(np_dtype).reshape(tiled.dims)
+
+
+def check_buffer(size: int, found: object, n: int, per: int, *, element: object, word: object,
+                 layout: Layout, dtype: str, dims: Sequence[int]) -> None:
+    """Raise ``LayoutError`` unless ``size`` entries of type ``found`` hold the ``n`` padded
+    elements of ``dtype[dims]`` under ``layout``: ``n`` ``element`` entries, or with ``per``
+    elements in a word, ``ceil(n / per)`` ``word`` entries.
+
+    >>> check_buffer(3, "uint32", 5, 2, element="bf16", word="uint32", layout=parse_tiles("0", ""),
+    ...              dtype="bf16", dims=(5,))
+    >>> check_buffer(5, "uint32", 5, 2, element="bf16", word="uint32", layout=parse_tiles("0", ""),
+    ...              dtype="bf16", dims=(5,))
+    Traceback (most recent call last):
+    tiling.layout.LayoutError: buffer has 5 uint32 elements; layout {0} of bf16[5] needs 3 uint32 words
+    """
+    entries, expected, unit = (n, element, "") if per == 1 else (-(-n // per), word, " words")
+    if size != entries or found != expected:
+        raise LayoutError(f"buffer has {size} {found} elements; layout {layout} of "
+                          f"{dtype}{list(dims)} needs {entries} {expected}{unit}")
 
 
 def pack_words(flat: np.ndarray, bits: int, per: int, pad: np.ndarray) -> np.ndarray:

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fusion.call_graph import reachable_computations
 from fusion.canonicalize import canonicalize
-from fusion.hlo_module import HloComputation, HloModule
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.instruction_order import in_dependency_order
 from fusion.shape import ArrayShape
 from tiling.fusion_builder import NameAllocator, fused_computation, rebuild_computation
@@ -310,18 +311,13 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
 def computations_to_fuse(module: HloModule) -> list[str]:
     """The entry and every computation run as control flow from it (while bodies and
     conditions, conditional branches, calls that were not inlined)."""
-    out: list[str] = []
-    stack = [module.entry_name]
-    while stack:
-        name = stack.pop()
-        if name in out or not module.has_computation(name):
-            continue
-        out.append(name)
-        for instr in module.computation(name).instructions:
-            for key, value in instr.attributes:
-                if key in CONTROL_FLOW_KEYS or (instr.opcode == "call" and key == "to_apply"):
-                    stack.extend(value if isinstance(value, tuple) else (value,))
-    return out
+    return reachable_computations(module, module.entry_name, _control_flow_callees)
+
+
+def _control_flow_callees(instr: HloInstruction) -> list[str]:
+    return [name for key, value in instr.attributes
+            if key in CONTROL_FLOW_KEYS or (instr.opcode == "call" and key == "to_apply")
+            for name in (value if isinstance(value, tuple) else (value,))]
 
 
 def fuse_module(module: HloModule, *, options: FusionOptions | None = None) -> FusionResult:

@@ -102,7 +102,7 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
     be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
     """
-    instr = _find_fusion(module, fusion_instr)
+    instr = find_fusion(module, fusion_instr)
     for kind, module_name, predicate, compiler in SPECIAL_FUSIONS:
         owner = _optional_module(module_name)
         if owner is not None and hasattr(owner, predicate) and getattr(owner, predicate)(module, instr):
@@ -166,8 +166,13 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
         return None, reduction_chunk, f"default tile sizes (the tile analysis refused: {refusal})"
     tile_sizes = tuple(int(t) for t in tile_sizes)
     if analysis is None:
-        return tile_sizes or None, reduction_chunk, \
-            f"explicit tile sizes (unchecked: the tile analysis refused: {refusal})"
+        problem = _kernel_plan_problem(module, instr, tile_sizes, reduction_chunk)
+        if problem is not None:
+            raise UnsupportedOpError(f"fusion {instr.name}: tile sizes {list(tile_sizes)} are "
+                                     f"illegal: {problem}", where=instr.name)
+        why = f"explicit tile sizes (checked against Triton's limits only: the tile analysis " \
+              f"refused: {refusal})"
+        return tile_sizes or None, reduction_chunk, why
     chunk = reduction_chunk
     if chunk is None and reduced_extent(analysis) > MAX_PERSISTENT_REDUCTION:
         chunk = DEFAULT_REDUCTION_CHUNK
@@ -180,6 +185,33 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
                                  + (f" with reduction chunk {chunk}" if chunk else "")
                                  + f" are illegal: {problem}", where=instr.name)
     return tile_sizes or None, chunk, "explicit tile sizes (legal)"
+
+
+def _kernel_plan_problem(module: HloModule, instr: HloInstruction, tile_sizes: tuple[int, ...],
+                         reduction_chunk: int | None) -> str | None:
+    """Why the kernel plan for explicit tiles breaks Triton's or CUDA's limits (None: it fits).
+
+    Used when the tile analysis refused the fusion, so no per-op tile is known: the bound is
+    the plan's largest per-program tensor (output tile times reduction and window axes,
+    padded to powers of two) and its grid.
+    """
+    from tiling.tiling_legality import MAX_GRID_X, MAX_TILE_NUMEL
+    from triton_backend.codegen.kernel_file import iteration_space, output_shapes
+    from triton_backend.codegen.kernel_plan import plan_kernel, program_elements
+
+    computation = module.computation(instr.attr("calls"))
+    space, _ = iteration_space(computation, instr, output_shapes(instr))
+    plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk)
+    elements = program_elements(computation, plan)
+    if elements > MAX_TILE_NUMEL:
+        return (f"one program holds {elements} elements (tiles padded to powers of two), more "
+                f"than Triton's {MAX_TILE_NUMEL}")
+    blocks = 1
+    for n in plan.grid:
+        blocks *= n
+    if blocks > MAX_GRID_X:
+        return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"
+    return None
 
 
 def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,
@@ -199,7 +231,9 @@ def _optional_module(name: str) -> ModuleType | None:
         return None
 
 
-def _find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
+def find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
+    """The fusion instruction named ``fusion_instr`` (or ``fusion_instr`` itself); a located
+    ``UnsupportedOpError`` when the module has none of that name."""
     if isinstance(fusion_instr, HloInstruction):
         return fusion_instr
     for _, instr in module.fusions():

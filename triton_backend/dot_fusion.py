@@ -43,12 +43,11 @@ import math
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
-from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape
 from triton_backend.codegen.dot_template import DotSpec, render_dot_kernel
 from triton_backend.codegen.dot_tiling import DotProblem, DotTiling, dot_flops, tiling_from
+from triton_backend.compiled_fusion import CompiledFusion, find_fusion, load_kernel
 from triton_backend.kernel_cache import KernelCache
-from triton_backend.numerics_policy import pin_triton_environment
 
 _ALGORITHM_PRECISION = {
     "dot_f32_f32_f32": "ieee",
@@ -62,16 +61,6 @@ _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16",
 _NOT_FUSIBLE = ("dot", "reduce", "reduce-window", "scatter", "sort")
 
 
-def _find(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
-    if isinstance(fusion_instr, HloInstruction):
-        return fusion_instr
-    for _, instr in module.fusions():
-        if instr.name == fusion_instr:
-            return instr
-    raise UnsupportedOpError(f"module {module.name} has no fusion named {fusion_instr!r}",
-                             where=str(fusion_instr))
-
-
 def _dots(module: HloModule, fusion_instr: HloInstruction) -> list[HloInstruction]:
     called = fusion_instr.attr("calls", None)
     if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
@@ -83,7 +72,7 @@ def _dots(module: HloModule, fusion_instr: HloInstruction) -> list[HloInstructio
 def is_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one dot."""
     try:
-        return len(_dots(module, _find(module, fusion_instr))) == 1
+        return len(_dots(module, find_fusion(module, fusion_instr))) == 1
     except UnsupportedOpError:
         return False
 
@@ -98,7 +87,7 @@ def _the_dot(module: HloModule, fusion_instr: HloInstruction) -> HloInstruction:
 
 def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
     """The flattened dims, roles of operand dims and dtypes of the fusion's dot."""
-    fusion_instr = _find(module, fusion_instr)
+    fusion_instr = find_fusion(module, fusion_instr)
     dot = _the_dot(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
     for instr in comp:
@@ -171,7 +160,7 @@ def _operand_bytes(module: HloModule, fusion_instr: HloInstruction, dot: HloInst
 
 def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotProblem:
     """The dot's flattened sizes (batch, M, N, K) and operand width, for tiling and costs."""
-    fusion_instr = _find(module, fusion_instr)
+    fusion_instr = find_fusion(module, fusion_instr)
     spec = dot_spec(module, fusion_instr)
     return DotProblem(math.prod(spec.batch_sizes), math.prod(spec.m_sizes),
                       math.prod(spec.n_sizes), math.prod(spec.k_sizes),
@@ -198,21 +187,13 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     ``target`` (``"cuda:80"``, ``"sm_90"``; default sm_90) bounds shared memory.  Returns a
     ``CompiledFusion`` of kind ``"dot"`` whose ``tile_sizes`` are ``(BM, BN, BK)``.
     """
-    from triton_backend.compiled_fusion import CompiledFusion  # noqa: PLC0415 - avoid a cycle
-
-    fusion_instr = _find(module, fusion_instr)
+    fusion_instr = find_fusion(module, fusion_instr)
     spec = dot_spec(module, fusion_instr)
     arch = _arch(target)
     tiling = tiling_from(tile_sizes, dot_problem(module, fusion_instr), arch)
     source, grid = render_dot_kernel(module, fusion_instr, spec, tiling)
-    pin_triton_environment()
-    cache = cache or KernelCache()
-    key = {"fusion": print_instruction(fusion_instr) + "\n"
-           + print_computation(module.computation(fusion_instr.attr("calls"))),
-           "tiling": repr(tiling), "target": target or ""}
-    loaded = cache.load(source, key)
-    return CompiledFusion(fusion_instr.name, "dot", cache.path_for(source, key), source, grid,
-                          tiling.tile_sizes, loaded)
+    loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
+    return CompiledFusion(fusion_instr.name, "dot", path, source, grid, tiling.tile_sizes, loaded)
 
 
 __all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_problem",

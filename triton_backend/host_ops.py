@@ -46,6 +46,7 @@ from fusion.shape import ArrayShape, Shape, TupleShape
 from triton_backend.input_validation import (
     TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
 )
+from triton_backend.op_coverage import is_view_layout  # torch-free: `check` uses it too
 
 Value = Union[torch.Tensor, tuple["Value", ...]]
 
@@ -60,24 +61,6 @@ class HostContext:
 
 Executor = Callable[[Sequence[Value], HostContext], Value]
 Rule = Callable[[HloComputation, HloInstruction, torch.device], Union[Executor, None]]
-
-
-def is_view_layout(shape: Shape) -> bool:
-    """True when a row-major logical tensor is also the physical buffer of ``shape``.
-
-    >>> from fusion.layout import Layout
-    >>> is_view_layout(ArrayShape("f32", (4, 1, 6), Layout((2, 0, 1))))
-    True
-    >>> is_view_layout(ArrayShape("f32", (4, 6), Layout((0, 1))))
-    False
-    """
-    if not isinstance(shape, ArrayShape) or shape.dtype not in TORCH_DTYPES:
-        return False
-    layout = shape.effective_layout
-    if layout.is_tiled or layout.element_size_in_bits:
-        return False
-    order = [d for d in reversed(layout.minor_to_major) if shape.dims[d] != 1]
-    return order == sorted(order)
 
 
 def _identity(operands: Sequence[Value], ctx: HostContext) -> Value:

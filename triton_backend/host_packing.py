@@ -23,16 +23,13 @@ from fusion.element_types import element_type
 from fusion.layout import Layout
 from tiling.layout import (
     LayoutError,
-    PadHigh,
-    Reshape,
     Step,
     TiledLayout,
-    Transpose,
     elements_per_word,
     parse_tiles,
     storage_bits,
 )
-from tiling.packing import fill_value, step_shapes
+from tiling.packing import check_buffer, fill_value, run_steps, run_steps_backwards
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
@@ -102,32 +99,12 @@ def _fill(fill: object, hlo: str, device: torch.device) -> torch.Tensor:
 
 def apply_steps_tensor(t: torch.Tensor, steps: Sequence[Step], fill: torch.Tensor) -> torch.Tensor:
     """Run pad / reshape / transpose steps on a tensor; padding gets ``fill`` (a 1-element tensor)."""
-    for step in steps:
-        if isinstance(step, Transpose):
-            t = t.permute(step.permutation)
-        elif isinstance(step, Reshape):
-            t = t.reshape(step.dims)
-        elif tuple(step.dims) != tuple(t.shape):
-            out = fill.reshape(()).expand(step.dims).clone()
-            out[tuple(slice(0, d) for d in t.shape)] = t
-            t = out
-    return t
+    return run_steps(t, steps, torch.permute, lambda dims: fill.reshape(()).expand(dims).clone())
 
 
 def undo_steps_tensor(t: torch.Tensor, steps: Sequence[Step], dims: Sequence[int]) -> torch.Tensor:
     """The inverse of ``apply_steps_tensor`` for a start shape ``dims``."""
-    shapes = step_shapes(steps, dims)
-    for step, before in zip(reversed(steps), reversed(shapes[:-1])):
-        if isinstance(step, Transpose):
-            inverse = [0] * len(step.permutation)
-            for i, p in enumerate(step.permutation):
-                inverse[p] = i
-            t = t.permute(inverse)
-        elif isinstance(step, Reshape):
-            t = t.reshape(before)
-        else:
-            t = t[tuple(slice(0, d) for d in before)]
-    return t
+    return run_steps_backwards(t, steps, dims, torch.permute)
 
 
 def pack_tensor(
@@ -157,20 +134,11 @@ def unpack_tensor(buffer: torch.Tensor, dims: Sequence[int], layout: Layout, dty
     n = tiled.padded_elements
     per = elements_per_word(dtype, layout)
     buffer = buffer.reshape(-1)
+    check_buffer(buffer.numel(), buffer.dtype, n, per, element=torch_dtype, word=torch.uint32,
+                 layout=layout, dtype=dtype, dims=dims)
     if per == 1:
-        if buffer.numel() != n or buffer.dtype != torch_dtype:
-            raise LayoutError(
-                f"buffer has {buffer.numel()} {buffer.dtype} elements; layout {layout} of "
-                f"{dtype}{list(dims)} needs {n} {torch_dtype}"
-            )
         flat = _carrier(buffer)
     else:
-        words = -(-n // per)
-        if buffer.numel() != words or buffer.dtype != torch.uint32:
-            raise LayoutError(
-                f"buffer has {buffer.numel()} {buffer.dtype} elements; layout {layout} of "
-                f"{dtype}{list(dims)} needs {words} torch.uint32 words"
-            )
         carrier = _CARRIERS[torch.empty((), dtype=torch_dtype).element_size()]
         flat = _unpack_words(buffer, storage_bits(dtype, layout), per, carrier)[:n]
     physical = flat.reshape(tiled.physical_shape)

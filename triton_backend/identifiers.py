@@ -67,12 +67,7 @@ class IdentifierAllocator:
         existing = self._by_original.get(original)
         if existing is not None:
             return existing
-        base = sanitize(original, self._reserved)
-        candidate, counter = base, 0
-        while candidate in self._taken:
-            counter += 1
-            candidate = f"{base}_{counter}"
-        self._taken.add(candidate)
+        candidate = self.fresh(original)
         self._by_original[original] = candidate
         return candidate
 

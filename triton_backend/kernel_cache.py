@@ -60,12 +60,23 @@ def default_cache_dir() -> Path:
     >>> os.environ.get(CACHE_DIR_ENV) is None or default_cache_dir() == Path(os.environ[CACHE_DIR_ENV])
     True
     """
-    explicit = os.environ.get(CACHE_DIR_ENV)
+    return user_cache_path(CACHE_DIR_ENV, "kernels")
+
+
+def user_cache_path(env_var: str, name: str) -> Path:
+    """``$env_var`` when set, else ``name`` in ``$XDG_CACHE_HOME/hlo-triton-fusion``
+    (``~/.cache`` without XDG): where the project's caches live.
+
+    >>> import os
+    >>> user_cache_path(CACHE_DIR_ENV, "kernels") == default_cache_dir()
+    True
+    """
+    explicit = os.environ.get(env_var)
     if explicit:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "hlo-triton-fusion" / "kernels"
+    return base / "hlo-triton-fusion" / name
 
 
 def canonical_source(source: str) -> str:

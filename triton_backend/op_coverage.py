@@ -123,6 +123,24 @@ def _bits(shape: Shape) -> int | None:
     return shape.element_type.bits if isinstance(shape, ArrayShape) else None
 
 
+def is_view_layout(shape: Shape) -> bool:
+    """True when a row-major logical tensor is also the physical buffer of ``shape``.
+
+    >>> from fusion.layout import Layout
+    >>> is_view_layout(ArrayShape("f32", (4, 1, 6), Layout((2, 0, 1))))
+    True
+    >>> is_view_layout(ArrayShape("f32", (4, 6), Layout((0, 1))))
+    False
+    """
+    if not isinstance(shape, ArrayShape) or shape.dtype not in HOST_TENSOR_TYPES:
+        return False
+    layout = shape.effective_layout
+    if layout.is_tiled or layout.element_size_in_bits:
+        return False
+    order = [d for d in reversed(layout.minor_to_major) if shape.dims[d] != 1]
+    return order == sorted(order)
+
+
 def is_host_view(source: Shape, result: Shape) -> bool:
     """True when ``host_ops`` runs a bitcast/reshape from ``source`` to ``result`` as a view.
 
@@ -132,16 +150,7 @@ def is_host_view(source: Shape, result: Shape) -> bool:
     >>> is_host_view(ArrayShape("f32", (2, 3), Layout((0, 1))), ArrayShape("f32", (6,)))
     False
     """
-    def viewable(shape: Shape) -> bool:
-        if not isinstance(shape, ArrayShape) or shape.dtype not in HOST_TENSOR_TYPES:
-            return False
-        layout = shape.effective_layout
-        if layout.is_tiled or layout.element_size_in_bits:
-            return False
-        order = [d for d in reversed(layout.minor_to_major) if shape.dims[d] != 1]
-        return order == sorted(order)
-
-    return (viewable(source) and viewable(result) and _bits(source) == _bits(result)
+    return (is_view_layout(source) and is_view_layout(result) and _bits(source) == _bits(result)
             and source.num_elements == result.num_elements)
 
 
@@ -467,5 +476,6 @@ __all__ = [
     "fusion_template",
     "has_kernel_rule",
     "is_host_view",
+    "is_view_layout",
     "uncovered_ops",
 ]

@@ -42,11 +42,10 @@ import numpy as np
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator.interpreter import Evaluator
 from fusion.hlo_module import HloInstruction, HloModule
-from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape, TupleShape
 from triton_backend.codegen.sort_template import SortOperand, SortOrder, render_sort_kernel
+from triton_backend.compiled_fusion import CompiledFusion, find_fusion, load_kernel
 from triton_backend.kernel_cache import KernelCache
-from triton_backend.numerics_policy import pin_triton_environment
 
 #: The longest row sorted in one tile (a bitonic sort of int64 keys held in registers).
 MAX_SORT_LENGTH = 4096
@@ -55,19 +54,9 @@ _FLOAT_PROBES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1.5, -1
                  -1e-40, 3.4e38, -3.4e38, 1e-3, -7.25]
 
 
-def _find(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
-    if isinstance(fusion_instr, HloInstruction):
-        return fusion_instr
-    for _, instr in module.fusions():
-        if instr.name == fusion_instr:
-            return instr
-    raise UnsupportedOpError(f"module {module.name} has no fusion named {fusion_instr!r}",
-                             where=str(fusion_instr))
-
-
 def sort_of(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
     """The sort that is (or whose elements form) the fusion's root."""
-    fusion_instr = _find(module, fusion_instr)
+    fusion_instr = find_fusion(module, fusion_instr)
     called = fusion_instr.attr("calls", None)
     if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
             or not module.has_computation(called):
@@ -213,9 +202,7 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
     row); by default the row length rounded up to a power of two.
     """
-    from triton_backend.compiled_fusion import CompiledFusion  # noqa: PLC0415 - avoid a cycle
-
-    fusion_instr = _find(module, fusion_instr)
+    fusion_instr = find_fusion(module, fusion_instr)
     sort = sort_of(module, fusion_instr)
     operands = _operands(module, fusion_instr, sort)
     (dim,) = sort.attr("dimensions")
@@ -233,14 +220,8 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
                                      f"length {n}", where=sort.name)
     outputs = _outputs(module, fusion_instr, sort)
     source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order, block)
-    pin_triton_environment()
-    cache = cache or KernelCache()
-    key = {"fusion": print_instruction(fusion_instr) + "\n"
-           + print_computation(module.computation(fusion_instr.attr("calls"))),
-           "tiling": repr(block), "target": target or ""}
-    loaded = cache.load(source, key)
-    return CompiledFusion(fusion_instr.name, "sort", cache.path_for(source, key), source, grid,
-                          (block,), loaded)
+    loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
+    return CompiledFusion(fusion_instr.name, "sort", path, source, grid, (block,), loaded)
 
 
 __all__ = ["MAX_SORT_LENGTH", "SortOrder", "comparator_order", "compile_sort_fusion",

@@ -49,6 +49,7 @@ from fusion.call_graph import reachable_computations
 from fusion.hlo_module import CALLED_COMPUTATION_KEYS, HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_shape
 from fusion.shape import ArrayShape, TupleShape
+from triton_backend.kernel_cache import user_cache_path
 
 DB_ENV = "FUSION_TUNING_DB"
 _DROPPED_ATTRIBUTES = frozenset({"metadata", "frontend_attributes", "statistics"})
@@ -74,12 +75,7 @@ class FusionKey:
 
 
 def default_db_path() -> Path:
-    explicit = os.environ.get(DB_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "hlo-triton-fusion" / "tuning.sqlite"
+    return user_cache_path(DB_ENV, "tuning.sqlite")
 
 
 def find_fusion(module: HloModule, fusion: HloInstruction | str) -> HloInstruction:

@@ -50,6 +50,16 @@ def _module_of(instr: HloInstruction, module) -> HloModule:
     return module
 
 
+def _map_sets(instr: HloInstruction, module, operand_shapes, index: int, fusion_maps,
+              op_maps) -> tuple[frozenset[IndexingMap], ...]:
+    """One simplified set of maps per operand or output, for ``index``: a fusion's from
+    ``fusion_maps`` (which needs the module), any other op's from ``op_maps``."""
+    if instr.opcode == "fusion":
+        return tuple(_as_set(maps) for maps in fusion_maps(instr, _module_of(instr, module), index))
+    maps = op_maps(instr, _operands(instr, module, operand_shapes), index)
+    return tuple(_as_set((m,)) for m in maps)
+
+
 def output_to_input_indexing(
     instr: HloInstruction,
     module: HloModule | HloComputation | None = None,
@@ -58,13 +68,10 @@ def output_to_input_indexing(
 ) -> tuple[frozenset[IndexingMap], ...]:
     """One set of maps per operand: from output ``output_index`` (a leaf of a tuple-shaped
     result) of ``instr`` to that operand."""
-    if instr.opcode == "fusion":
-        from tiling.fusion_indexing import fusion_output_to_input
+    from tiling.fusion_indexing import fusion_output_to_input  # noqa: PLC0415 - a cycle
 
-        per_operand = fusion_output_to_input(instr, _module_of(instr, module), output_index)
-        return tuple(_as_set(maps) for maps in per_operand)
-    maps = op_output_to_input(instr, _operands(instr, module, operand_shapes), output_index)
-    return tuple(_as_set((m,)) for m in maps)
+    return _map_sets(instr, module, operand_shapes, output_index, fusion_output_to_input,
+                     op_output_to_input)
 
 
 def input_to_output_indexing_per_output(
@@ -78,13 +85,10 @@ def input_to_output_indexing_per_output(
     if not 0 <= operand_index < len(instr.operands):
         raise ValueError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands;"
                          f" there is no operand {operand_index}")
-    if instr.opcode == "fusion":
-        from tiling.fusion_indexing import fusion_input_to_output
+    from tiling.fusion_indexing import fusion_input_to_output  # noqa: PLC0415 - a cycle
 
-        per_output = fusion_input_to_output(instr, _module_of(instr, module), operand_index)
-        return tuple(_as_set(maps) for maps in per_output)
-    maps = op_input_to_output(instr, _operands(instr, module, operand_shapes), operand_index)
-    return tuple(_as_set((m,)) for m in maps)
+    return _map_sets(instr, module, operand_shapes, operand_index, fusion_input_to_output,
+                     op_input_to_output)
 
 
 def input_to_output_indexing(

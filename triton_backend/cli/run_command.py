@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from fusion.errors import FusionCompilerError
-from fusion.shape import flatten_shape
+from triton_backend.cli.npz_files import (
+    add_npz_arguments,
+    default_paths,
+    print_outputs,
+    read_inputs,
+    save_outputs,
+)
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
 
@@ -27,12 +32,7 @@ CHECK_FAILED = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE.hlo", help="HLO text (as XLA or JAX prints it)")
-    parser.add_argument("--inputs", metavar="IN.npz",
-                        help="inputs p0..pN (default: random, saved next to the outputs)")
-    parser.add_argument("--outputs", metavar="OUT.npz",
-                        help="where to write o0..oM (default: <FILE stem>.outputs.npz here)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    add_npz_arguments(parser)
     parser.add_argument("--check", action="store_true",
                         help="compare with the reference evaluator (exit 2 when out of tolerance)")
     add_compile_options(parser)
@@ -67,9 +67,7 @@ def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fusion.npz_io import input_arrays, load_arrays, random_inputs, save_arrays  # noqa: PLC0415
     from triton_backend.cli.check_command import read_module  # noqa: PLC0415
-    from triton_backend.cli.evaluate_command import default_paths  # noqa: PLC0415
     from triton_backend.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
     from triton_backend.module_runner import compile_hlo  # noqa: PLC0415
 
@@ -81,32 +79,17 @@ def run(args: argparse.Namespace) -> int:
     compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse)
     compile_s = time.perf_counter() - start
     params = module.entry.parameters
-    if args.inputs:
-        if not Path(args.inputs).exists():
-            raise FileNotFoundError(f"no such inputs file: {args.inputs}")
-        inputs = input_arrays(module, load_arrays(args.inputs), args.inputs)
-    else:
-        inputs = random_inputs(module, seed=args.seed)
-        save_arrays(inputs_path, {f"p{n}": a for n, a in enumerate(inputs)},
-                    {f"p{n}": p.shape.dtype for n, p in enumerate(params)})
-        print(f"random inputs (seed {args.seed}) written to {inputs_path}")
+    inputs = read_inputs(module, args, inputs_path)
     tensors = [tensor_from_numpy(a, p.shape.dtype, compiled.device) for a, p in zip(inputs, params)]
     start = time.perf_counter()
     results = compiled(*tensors)
     run_s = time.perf_counter() - start
     outputs = [tensor_to_numpy(t) for t in results]
-    out_types = [s.dtype for s in flatten_shape(module.entry.root.shape)]
-    save_arrays(out_path, {f"o{n}": a for n, a in enumerate(outputs)},
-                {f"o{n}": t for n, t in enumerate(out_types)})
+    out_types = save_outputs(module, out_path, outputs)
     where = "Triton interpreter (CPU)" if compiled.device.type == "cpu" else str(compiled.device)
     print(f"compiled {len(compiled.fusions)} kernel(s) in {compile_s:.2f}s; ran on {where} "
           f"in {run_s:.2f}s")
-    from triton_backend.cli.evaluate_command import _stats  # noqa: PLC0415
-
-    for n, (array, dtype) in enumerate(zip(outputs, out_types)):
-        dims = ",".join(str(d) for d in array.shape)
-        print(f"o{n}: {dtype}[{dims}] {_stats(array)}")
-    print(f"outputs written to {out_path}")
+    print_outputs(outputs, out_types, out_path)
     if not args.check:
         return 0
     return _check(module, inputs, outputs, out_types)

@@ -1,6 +1,7 @@
 """Render the kernel file of a dot fusion: prologue reads, a K loop of ``tl.dot``, an epilogue.
 
-One program computes a ``BLOCK_M x BLOCK_N`` tile of one batch element (``program_id(1)``),
+One program computes a ``BLOCK_M x BLOCK_N`` tile of one batch element (``program_id(1)``, or
+folded into ``program_id(0)`` when the batch exceeds grid y's 65535 blocks),
 with grouped ordering of the tiles (``GROUP_M`` rows of tiles share the rhs columns in L2).
 Three :class:`ValueEmitter` instances of the codegen engineer's emitter share identifiers and
 buffers:
@@ -26,14 +27,11 @@ from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape
 from tiling.affine_expr import AffineExpr, DimExpr
 from triton_backend.codegen.addressing import buffer_addressing
-from triton_backend.codegen.dot_tiling import DotTiling, grid_size
-from triton_backend.codegen.host_template import PRELUDE, RUNTIME, buffer_spec, constant_spec
+from triton_backend.codegen.dot_tiling import DotTiling, batch_on_grid_x, grid_size
+from triton_backend.codegen.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.codegen.value_emitter import Value, ValueEmitter
 from triton_backend.elementwise_lowering import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.identifiers import IdentifierAllocator, comment_block, sanitize
-
-_LAUNCH = "KERNEL[GRID](*args, *outputs)"
-_LAUNCH_WITH_OPTIONS = "KERNEL[GRID](*args, *outputs, num_warps=NUM_WARPS, num_stages=NUM_STAGES)"
 
 #: bf16 tl.dot in the Triton 3.9 interpreter multiplies the raw uint16 bits; there the
 #: (exact) widened operands are multiplied in fp32 instead, which is what the tensor cores
@@ -137,8 +135,13 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     group, first_m, group_rows = names.fresh("group"), names.fresh("first_m"), names.fresh("group_rows")
     pid_m, pid_n = names.fresh("pid_m"), names.fresh("pid_n")
     in_group = tiling.group_m * tiles_n
-    top += [f"{pid} = tl.program_id(0)", f"{pid_b} = tl.program_id(1)",
-            "# grouped ordering: GROUP_M rows of tiles walk the N tiles together (L2 reuse)",
+    if batch_on_grid_x(_problem(spec)):
+        # Past grid y's 65535 blocks the batch shares grid x: program = batch * tiles + tile.
+        top += [f"{pid_b} = tl.program_id(0) // {tiles_m * tiles_n}",
+                f"{pid} = tl.program_id(0) % {tiles_m * tiles_n}"]
+    else:
+        top += [f"{pid} = tl.program_id(0)", f"{pid_b} = tl.program_id(1)"]
+    top += ["# grouped ordering: GROUP_M rows of tiles walk the N tiles together (L2 reuse)",
             f"{group} = {pid} // {in_group}",
             f"{first_m} = {group} * {tiling.group_m}",
             f"{group_rows} = tl.minimum({tiles_m} - {first_m}, {tiling.group_m})",
@@ -224,20 +227,10 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     body = ["    " + line for line in top] + ["    " + loop[0], *loop[1:], *epi.lines]
     kernel = f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(body) + "\n"
     combiners = "\n\n".join(helpers.values())
-    specs = (
-        f"KERNEL = {kernel_name}\nGRID = {grid!r}\n"
-        f"NUM_WARPS = {tiling.num_warps}\nNUM_STAGES = {tiling.num_stages}\n"
-        "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in parameters) + ")\n"
-        "CONSTANT_SPECS = (" + "".join(
-            constant_spec(c.instruction.name, c.instruction.shape, c.instruction.attr("literal").values)
-            + ", " for c in constants) + ")\n"
-        "OUTPUT_SPECS = (" + "".join(buffer_spec(f"output{i}", s) + ", " for i, s in enumerate(outputs))
-        + ")\n")
-    if _LAUNCH not in RUNTIME:
-        raise AssertionError("host_template.RUNTIME no longer launches with KERNEL[GRID](...)")
-    runtime = RUNTIME.replace(_LAUNCH, _LAUNCH_WITH_OPTIONS)
+    specs = kernel_specs(kernel_name, grid, parameters, [c.instruction for c in constants], outputs,
+                         (tiling.num_warps, tiling.num_stages))
     source = (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + "\n\n"
-              + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + runtime)
+              + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + RUNTIME)
     return source, grid
 
 

@@ -17,8 +17,10 @@ kernel never writes padding-only words or elements, so their padding reads zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloInstruction
 from fusion.shape import ArrayShape
 from triton_backend.codegen.addressing import (
     buffer_addressing,
@@ -135,6 +137,34 @@ def buffer_spec(name: str, shape: ArrayShape) -> str:
         dtype = "torch.uint32" if addressing.is_packed else torch_dtype(shape, name)
         return f"({name!r}, {dtype}, ({addressing.buffer_entries},), (0,))"
     return f"({name!r}, {torch_dtype(shape, name)}, {tuple(shape.dims)!r}, {minor_to_major(shape)!r})"
+
+
+def kernel_specs(kernel_name: str, grid: tuple, parameters: Sequence[HloInstruction],
+                 constants: Sequence[HloInstruction], outputs: Sequence[ArrayShape],
+                 launch: tuple[int, int] | None = None) -> str:
+    """The lines of a kernel file that ``run`` reads: ``KERNEL``, ``GRID``, ``NUM_WARPS`` and
+    ``NUM_STAGES`` (when ``launch`` gives them; else Triton's defaults) and the buffer specs
+    of the fusion's parameters, its constants and its outputs.
+
+    >>> from fusion.hlo_module import HloInstruction
+    >>> p0 = HloInstruction("p0", "parameter", ArrayShape("f32", (4,)), ())
+    >>> print(kernel_specs("k", (2,), [p0], [], [ArrayShape("f32", (4,))], (4, 1)), end="")
+    KERNEL = k
+    GRID = (2,)
+    NUM_WARPS = 4
+    NUM_STAGES = 1
+    INPUT_SPECS = (('p0', torch.float32, (4,), (0,)), )
+    CONSTANT_SPECS = ()
+    OUTPUT_SPECS = (('output0', torch.float32, (4,), (0,)), )
+    """
+    launch_lines = "" if launch is None else f"NUM_WARPS = {launch[0]}\nNUM_STAGES = {launch[1]}\n"
+    return (
+        f"KERNEL = {kernel_name}\nGRID = {grid!r}\n" + launch_lines
+        + "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in parameters) + ")\n"
+        "CONSTANT_SPECS = (" + "".join(
+            constant_spec(c.name, c.shape, c.attr("literal").values) + ", " for c in constants) + ")\n"
+        "OUTPUT_SPECS = (" + "".join(buffer_spec(f"output{i}", s) + ", " for i, s in enumerate(outputs))
+        + ")\n")
 
 
 def padded_outputs_line(outputs) -> str:

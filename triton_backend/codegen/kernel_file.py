@@ -17,8 +17,7 @@ from fusion.shape import ArrayShape, TupleShape
 from triton_backend.codegen.host_template import (
     PRELUDE,
     RUNTIME,
-    buffer_spec,
-    constant_spec,
+    kernel_specs,
     padded_outputs_line,
 )
 from triton_backend.codegen.kernel_plan import (
@@ -110,15 +109,8 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
         "operand reads (output -> operand indexing):\n" + "\n".join("  " + r for r in reads))
     combiners = "\n\n".join(em.helper_functions.values())
     kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(em.lines) + "\n")
-    specs = (
-        f"KERNEL = {kernel_name}\nGRID = {plan.grid!r}\n"
-        f"NUM_WARPS = {warps}\nNUM_STAGES = {stages}\n"
-        "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in parameters) + ")\n"
-        "CONSTANT_SPECS = (" + "".join(
-            constant_spec(b.instruction.name, b.instruction.shape, b.instruction.attr("literal").values)
-            + ", " for b in constants) + ")\n"
-        "OUTPUT_SPECS = (" + "".join(buffer_spec(f"output{i}", s) + ", " for i, s in enumerate(outputs))
-        + ")\n" + padded_outputs_line(outputs))
+    specs = kernel_specs(kernel_name, plan.grid, parameters, [b.instruction for b in constants],
+                         outputs, (warps, stages)) + padded_outputs_line(outputs)
     source = (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (combiners + "\n\n" if combiners else "")
               + kernel + "\n\n" + specs + RUNTIME)
     return RenderedKernel(source, kernel_name, plan, outputs, warps, stages)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation
+from fusion.instruction_order import operands_first
 from fusion.shape import ArrayShape
 
 #: Elements per program: output tile times the padded reduced dims of all reduces.
@@ -131,21 +132,7 @@ def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
 
 def reachable_instructions(computation: HloComputation) -> list[str]:
     """Names reachable from the root, in post order (operands first)."""
-    order, seen = [], set()
-    stack = [(computation.root_name, False)]
-    while stack:
-        name, expanded = stack.pop()
-        if expanded:
-            order.append(name)
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
-        stack.append((name, True))
-        for operand in reversed(computation.instruction(name).operands):
-            if operand not in seen:
-                stack.append((operand, False))
-    return order
+    return list(operands_first(computation, (computation.root_name,)))
 
 
 def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:

@@ -169,13 +169,19 @@ def word_aligned_tile_sizes(tile_sizes: tuple[int, ...], outputs: tuple[ArraySha
 # --- kernel text -----------------------------------------------------------------------------
 
 
+def _field_carrier(t: ElementType, bits: int) -> str:
+    """The unsigned Triton type as wide as a packed ``bits``-bit field of a ``t`` element."""
+    carrier = {8: "tl.uint8", 16: "tl.uint16"}.get(bits)
+    if carrier is None:
+        raise UnsupportedOpError(f"{bits}-bit packed {t.name} elements are not supported", where=t.name)
+    return carrier
+
+
 def _field_to_storage(field: str, t: ElementType, bits: int) -> str:
     """A ``uint32`` field (the element's bits, low-aligned) as the element's storage dtype."""
     if t.is_pred:
         return f"({field} != 0)"
-    carrier = {8: "tl.uint8", 16: "tl.uint16"}.get(bits)
-    if carrier is None:
-        raise UnsupportedOpError(f"{bits}-bit packed {t.name} elements are not supported", where=t.name)
+    carrier = _field_carrier(t, bits)
     return f"{field}.to({carrier}).to({storage_dtype(t)}, bitcast=True)"
 
 
@@ -183,9 +189,7 @@ def _storage_to_field(value: str, t: ElementType, bits: int) -> str:
     """A storage-dtype value as a ``uint32`` holding its bits in the low ``bits``."""
     if t.is_pred:
         return f"({value}).to(tl.uint32)"
-    carrier = {8: "tl.uint8", 16: "tl.uint16"}.get(bits)
-    if carrier is None:
-        raise UnsupportedOpError(f"{bits}-bit packed {t.name} elements are not supported", where=t.name)
+    carrier = _field_carrier(t, bits)
     return f"({value}).to({carrier}, bitcast=True).to(tl.uint32)"
 
 

@@ -56,8 +56,7 @@ from triton_backend.codegen.addressing import buffer_addressing
 from triton_backend.codegen.host_template import (
     PRELUDE,
     RUNTIME,
-    buffer_spec,
-    constant_spec,
+    kernel_specs,
 )
 from triton_backend.codegen.kernel_plan import index_bits_for, next_power_of_two
 from triton_backend.codegen.reduction_rules import combine_function
@@ -191,14 +190,9 @@ def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
         f"tiles {plan.row_block} x {plan.window_block}; grid {plan.grid}; {em.index_bits}-bit offsets")
     kernel = f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(em.lines) + "\n"
     combiners = "\n\n".join(em.helper_functions.values())
-    specs = (
-        f"KERNEL = {kernel_name}\nGRID = {plan.grid!r}\n"
-        "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in comp.parameters) + ")\n"
-        "CONSTANT_SPECS = (" + "".join(
-            constant_spec(b.instruction.name, b.instruction.shape, b.instruction.attr("literal").values)
-            + ", " for b in constants) + ")\n"
-        f"OUTPUT_SPECS = ({buffer_spec('output0', out)}, )\n"
-        f"OUTPUT_FROM_INPUT = ((0, {operand_number}),)\n")
+    specs = (kernel_specs(kernel_name, plan.grid, comp.parameters,
+                          [b.instruction for b in constants], [out])
+             + f"OUTPUT_FROM_INPUT = ((0, {operand_number}),)\n")
     return (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (combiners + "\n\n" if combiners else "")
             + kernel + "\n\n" + specs + RUNTIME)
 
