@@ -80,17 +80,20 @@ class CompiledFusion:
     tiling_reason: str = ""
     reduction_chunk: int | None = None
 
-    def __call__(self, *tensors):
+    def __call__(self, *tensors, **launch_options):
+        """Run on ``tensors``; ``launch_options`` (``num_warps``, ``num_stages``) override the
+        kernel file's for this launch (the autotuner's sweep)."""
         runner = self.module
         if any(t.device.type == "cpu" for t in tensors) and not _is_interpreted(runner):
             runner = _interpreted_copy(self.kernel_path)
-        return runner.run(*tensors)
+        return runner.run(*tensors, **launch_options)
 
 
 def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                    tile_sizes: tuple[int, ...] | None = None, target: str | None = None,
                    cache: KernelCache | None = None,
-                   reduction_chunk: int | None = None) -> CompiledFusion:
+                   reduction_chunk: int | None = None, num_warps: int | None = None,
+                   num_stages: int | None = None) -> CompiledFusion:
     """Generate, cache and load the kernel for ``fusion_instr`` (the instruction or its name).
 
     Dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter fusions to
@@ -101,6 +104,9 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     ``reduction_chunk``) are checked by ``tiling.tiling_legality`` and rejected with its
     reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
     be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
+    ``num_warps``/``num_stages`` (e.g. from a tuning database) are written into the kernel file;
+    without them, XLA's ``block_level_fusion_config`` gives them when its tiling is the one
+    used, else the kernel plan's rule (``kernel_plan.launch_options``).
     """
     instr = find_fusion(module, fusion_instr)
     for kind, module_name, predicate, compiler in SPECIAL_FUSIONS:
@@ -108,7 +114,7 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
         if owner is not None and hasattr(owner, predicate) and getattr(owner, predicate)(module, instr):
             return getattr(owner, compiler)(module, instr, tile_sizes=tile_sizes, target=target,
                                             cache=cache)
-    analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
+    analysis = emitter_analysis(module, instr)
     kind = analysis.kind.value
     if kind in KIND_COMPILERS:
         module_name, compiler = KIND_COMPILERS[kind]
@@ -118,12 +124,44 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
         raise UnsupportedOpError(f"fusion {instr.name}: {kind} fusions are not emitted by the "
                                  f"Triton backend ({analysis.reason})", where=instr.name)
     tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk)
-    rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk)
+    num_warps, num_stages = _launch_options(instr, tiles, num_warps, num_stages)
+    rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk,
+                                  num_warps=num_warps, num_stages=num_stages)
     plan = rendered.plan
     loaded, path = load_kernel(module, instr, rendered.source,
                                repr((plan.tile_sizes, plan.reduction_chunk)), target, cache)
     return CompiledFusion(instr.name, kind, path, rendered.source, plan.grid, plan.tile_sizes,
                           loaded, reason, plan.reduction_chunk if plan.reduce_axes else None)
+
+
+def emitter_analysis(module: HloModule, instr: HloInstruction):
+    """The fusion analysis that picks our template.
+
+    A kCustom fusion carrying ``block_level_fusion_config`` is XLA's own block-level Triton
+    path, i.e. what this backend does: its fused computation decides the emitter (loop,
+    reduction, ...), and its tiling is honored by ``choose_fusion_tiling``.
+    """
+    from fusion.emitter_kind import EmitterKind, analyze_computation
+
+    analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
+    if analysis.kind is EmitterKind.TRITON and instr.has_attr("calls"):
+        analysis = analyze_computation(module.computation(instr.attr("calls")), module,
+                                       ignore_constant_operands=True)
+    return analysis
+
+
+def _launch_options(instr: HloInstruction, tiles: tuple[int, ...] | None,
+                    num_warps: int | None, num_stages: int | None) -> tuple[int | None, int | None]:
+    """Explicit launch options, else XLA's from ``block_level_fusion_config`` when the tiling
+    used is XLA's own (its warps were chosen for that tile), else ``None`` (the plan's rule)."""
+    if num_warps is not None or num_stages is not None:
+        return num_warps, num_stages
+    from tiling.xla_tiling_config import xla_tiling_of
+
+    xla = xla_tiling_of(instr)
+    if xla is not None and tiles is not None and tuple(xla.tile_sizes) == tuple(tiles):
+        return xla.num_warps, xla.num_stages
+    return None, None
 
 
 INTERPRETER_TILE_ELEMENTS = 1 << 16

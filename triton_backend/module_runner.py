@@ -338,6 +338,8 @@ class _Tuned:
     tile_sizes: tuple[int, ...]
     reduction_chunk: int | None
     source: str
+    num_warps: int | None = None
+    num_stages: int | None = None
 
 
 def _tuned(module: HloModule, device_key: str | None, db: Any,
@@ -349,7 +351,8 @@ def _tuned(module: HloModule, device_key: str | None, db: Any,
 
     db = db if db is not None else TuningDb()
     return {name: _Tuned(tuple(config["tile_sizes"]), config.get("reduction_chunk"),
-                         f"tuning database {db.path}, device {device_key}")
+                         f"tuning database {db.path}, device {device_key}",
+                         config.get("num_warps"), config.get("num_stages"))
             for name, config in tuned_configs(module, device_key, db).items()
             if name not in explicit}
 
@@ -391,7 +394,8 @@ def _compile_tuned(module: HloModule, instr: HloInstruction, tuned: _Tuned,
     sizes = list(tuned.tile_sizes)
     try:
         compiled = compile_fusion(module, instr, tile_sizes=tuned.tile_sizes, target=target,
-                                  reduction_chunk=tuned.reduction_chunk)
+                                  reduction_chunk=tuned.reduction_chunk,
+                                  num_warps=tuned.num_warps, num_stages=tuned.num_stages)
     except UnsupportedOpError as err:
         compiled = compile_fusion(module, instr, target=target)
         return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}) "

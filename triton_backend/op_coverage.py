@@ -202,9 +202,8 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
     The template is ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the index-expression
     emitter); the reason says why it cannot be emitted, from the template's own planner.
     """
-    from fusion.emitter_kind import analyze_fusion  # only modules with fusions
     from triton_backend.codegen.scatter_template import scatter_plan
-    from triton_backend.compiled_fusion import SUPPORTED_KINDS
+    from triton_backend.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
     from triton_backend.dot_fusion import dot_spec, is_dot_fusion
     from triton_backend.sort_fusion import is_sort_fusion
 
@@ -214,7 +213,7 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
             return "dot", None
         if is_sort_fusion(module, fusion_instr):
             return "sort", _sort_reason(module, fusion_instr)
-        kind = analyze_fusion(module, fusion_instr, ignore_constant_operands=True)
+        kind = emitter_analysis(module, fusion_instr)
         if kind.kind.value == "scatter":
             scatter_plan(module, fusion_instr)
             return "scatter", None

@@ -119,3 +119,29 @@ def test_generated_kernels_compile_for_sm90_without_spills():
     reports = json.loads(result.stdout.strip().splitlines()[-1])
     for registers, spill_store, spill_load in reports:
         assert registers > 0 and spill_store == 0 and spill_load == 0
+
+
+def test_xla_launch_options_come_with_xla_tiling():
+    # block_level_fusion_config carries num_warps/num_stages chosen for XLA's own tile: they are
+    # used when that tiling is, and the plan's rule decides otherwise.
+    import json
+
+    from fusion.parser import parse_hlo
+    from triton_backend.compiled_fusion import compile_fusion
+
+    config = json.dumps({"fusion_backend_config": {"kind": "__triton", "block_level_fusion_config": {
+        "output_tiles": [{"sizes": ["2", "128"]}], "num_warps": "2", "num_stages": 1}}})
+    module = parse_hlo(f"""HloModule m
+fused {{
+  p = f32[8,256] parameter(0)
+  ROOT e = f32[8,256] exponential(p)
+}}
+ENTRY e {{
+  x = f32[8,256] parameter(0)
+  ROOT f = f32[8,256] fusion(x), kind=kCustom, calls=fused, backend_config='{config}'
+}}""")
+    honored = compile_fusion(module, "f")
+    assert honored.tile_sizes == (2, 128) and "XLA" in honored.tiling_reason
+    assert "NUM_WARPS = 2\nNUM_STAGES = 1" in honored.source
+    ours = compile_fusion(module, "f", tile_sizes=(4, 256))
+    assert "NUM_WARPS = 2\nNUM_STAGES = 1" not in ours.source

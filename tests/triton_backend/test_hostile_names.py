@@ -337,11 +337,6 @@ def test_kernel_file_run_as_a_script_stays_inert(tmp_path):
     assert not os.path.exists(f"{SENTINEL_DIR}/pwned_{tag}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "codegen/kernel_file._emit_body emits the literal line 'pid = tl.program_id(0)' without "
-    "reserving 'pid' in the kernel's IdentifierAllocator, so an HLO value named 'pid' is bound "
-    "to the same variable (harmless today only because pid is last read before any HLO value; "
-    "fix: pid = em.bind('tl.program_id(0)', 'pid') and use the returned name)"))
 def test_hlo_value_named_pid_does_not_rebind_the_program_id():
     module = parse_hlo(LOOP.replace("p0", "pid"))
     compiled = compile_fusion(module, "fu")

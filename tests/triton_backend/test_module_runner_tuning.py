@@ -62,6 +62,7 @@ def test_an_entry_for_the_named_device_is_used(db):
     assert fusion.tile_sizes == (2, 16) and compiled.tuning_device == "h100"
     assert fusion.tiling_reason.startswith("tuned tile sizes [2, 16]")
     assert str(db.path) in fusion.tiling_reason and "device h100" in fusion.tiling_reason
+    assert "NUM_WARPS = 2" in fusion.source  # the stored launch options come with the tiles
     _run_matches_the_evaluator(compiled)
 
 

@@ -178,8 +178,7 @@ def _reduce_projection(computation: HloComputation, name: str | None, space, sha
 
 def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, computation,
                projections) -> None:
-    em.emit("pid = tl.program_id(0)")
-    rest = "pid"
+    rest = em.bind("tl.program_id(0)", "pid")  # allocated, so no HLO value can rebind it
     tile_vars = [""] * len(plan.output_dims)
     for k in reversed(range(len(plan.output_dims))):
         tile_vars[k] = em.bind(f"{rest} % {plan.tiles_per_dim[k]}", f"tile{k}")
