@@ -59,7 +59,9 @@ def compile_one(path: str, arch: int, resources: bool) -> dict:
         source = ASTSource(fn=module.KERNEL, signature=signature, constexprs={}, attrs=attrs)
         start = time.perf_counter()
         compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": 4, "num_stages": 3,
+                                  # the launch options the kernel file itself runs with
+                                  options={"num_warps": getattr(module, "NUM_WARPS", 4),
+                                           "num_stages": getattr(module, "NUM_STAGES", 3),
                                            "enable_fp_fusion": False})
         result[f"{phase}_s"] = time.perf_counter() - start
     if resources:
