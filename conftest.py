@@ -16,3 +16,7 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")
 os.environ.setdefault(
     "FUSION_KERNEL_CACHE_DIR", tempfile.mkdtemp(prefix="fusion-kernel-cache-tests-")
 )
+
+# The corpus generator switches jax to 64-bit mode when imported; doctest collection would
+# import it and leak that mode into every later JAX test of the same worker.
+collect_ignore_glob = ["tests/data/*"]

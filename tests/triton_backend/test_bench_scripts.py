@@ -80,9 +80,10 @@ def _wrap(module, instr) -> str:
     """The fused computation (and its callees) as a module of its own."""
     from fusion.hlo_module import HloComputation, HloModule
     from fusion.printer import print_hlo
-    from triton_backend.tuning_db import _called_closure
+    from fusion.call_graph import reachable_computations
 
-    names = _called_closure(module, instr.attr("calls"))
+    names = reachable_computations(module, instr.attr("calls"),
+                                   lambda i: reversed(i.called_computations()))
     comps = [module.computation(n) for n in reversed(names)]
     entry = comps[-1]
     comps[-1] = HloComputation(entry.name, entry.instructions, entry.root_name, is_entry=True)
