@@ -7,10 +7,16 @@ first block, a full one): bytes read without reuse (every distinct parameter til
 reuse (a parameter read through several maps counts the union of its tiles once), bytes
 written and flops; totals multiply by the number of blocks, so a broadcast operand re-read
 by every block is counted once per block (``reread_factor`` compares with reading each input
-once).
+once).  The memory cost (``TilingCandidate.memory_cost``) weighs those re-reads as a GPU
+pays them: a parameter that fits in L2 is fetched from DRAM once and its re-reads cost L2
+bandwidth (about twice DRAM's), so the cost is the larger of the DRAM bytes and all bytes
+at L2 speed.
 
-The default: prefer a coalesced tiling, then the persistent reduction, then the least
-total traffic, then a block closest to the target size, then fewer blocks.
+The default: prefer a coalesced tiling, then the persistent reduction, then a memory cost
+and flops within ``COST_TOLERANCE`` (10%) of the least, then a block closest to the target
+size, then the least memory cost, then fewer blocks.  Counting every re-read of a small
+broadcast operand at full weight (as the ranking once did) made one block always win: a
+layernorm's f32[64,256] scale-and-shift went to a single SM of 132.
 
 * Coalesced: every access of a block, the output tiles written AND the parameter tiles
   read, runs contiguously in memory (along its buffer's ``minor_to_major``) over at least
@@ -67,6 +73,16 @@ VECTOR_BLOCK_BYTES = 512
 UNCOALESCED_TOLERANCE = 1 / 8
 TARGET_TILE_ELEMENTS = 1024
 NUM_SMS = 132  # H100 SXM
+#: A parameter buffer at most this large stays in L2 (H100: 50 MiB) while the kernel runs, so
+#: only its first read comes from DRAM.  A quarter of L2: the streamed operands and the
+#: outputs pass through it too.
+L2_RESIDENT_BYTES = 50 * 2**20 // 4
+#: L2 bandwidth over DRAM bandwidth (H100: roughly 7 TB/s over 3.35 TB/s; 2 is conservative).
+L2_TO_DRAM_BANDWIDTH = 2
+#: Modeled memory costs within this fraction of the least are treated as equal: the model
+#: (first-block costs times the block count, bandwidths as constants) is no more precise, and
+#: a block count that leaves SMs idle costs more than such a difference.
+COST_TOLERANCE = 0.10
 _NO_FLOP_OPCODES = frozenset({"bitcast-convert", "convert", "copy"})
 
 
@@ -85,6 +101,17 @@ class TilingCandidate:
     coalesced: bool
     #: Elements of the block's largest tile, padded to powers of two (what a program holds).
     elements: int = 0
+    #: Bytes all blocks read from DRAM (``dram_bytes_read``: L2-resident re-reads removed).
+    dram_bytes_read: int = 0
+
+    @property
+    def memory_cost(self) -> int:
+        """Modeled memory time of all blocks, in bytes at DRAM bandwidth: DRAM traffic, or
+        every byte through L2 at ``L2_TO_DRAM_BANDWIDTH`` times that speed if that is slower.
+        A broadcast operand re-read by every block thus costs L2 bandwidth, not DRAM's."""
+        dram = self.dram_bytes_read + self.total_bytes_written
+        through_l2 = self.total_bytes_read + self.total_bytes_written
+        return max(dram, -(-through_l2 // L2_TO_DRAM_BANDWIDTH))
 
     @property
     def total_bytes_read(self) -> int:
@@ -107,6 +134,7 @@ class TilingCandidate:
             "total_bytes_read": self.total_bytes_read,
             "total_bytes_written": self.total_bytes_written,
             "coalesced": self.coalesced, "elements": self.elements,
+            "dram_bytes_read": self.dram_bytes_read, "memory_cost": self.memory_cost,
         }
 
 
@@ -225,8 +253,9 @@ def _intersect(a: range, b: range) -> range:
     return range(0)
 
 
-def block_costs(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> tuple[int, int, int, int]:
-    """``(bytes read, bytes read with reuse, bytes written, flops)`` of the first block."""
+def _block_costs(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]):
+    """``(bytes read, {parameter: bytes read with reuse}, bytes written, flops)`` of the
+    first block."""
     per_param: dict[str, list[list[range]]] = {}
     read = written = flops = 0
     counts: dict[int, int] = {}
@@ -244,11 +273,42 @@ def block_costs(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> tup
             flops += counts[node.operands[0]]
         elif instr.opcode == "dot" and node.operands:
             flops += 2 * counts[node.operands[0]] * _free_of_rhs(analysis, node, counts)
-    reuse = sum(_union_count(boxes) * _bytes_of(analysis.computation.instruction(name))
-                for name, boxes in per_param.items())
+    reuse = {name: _union_count(boxes) * _bytes_of(analysis.computation.instruction(name))
+             for name, boxes in per_param.items()}
     for r in analysis.roots:
         written += counts[r] * _bytes_of(analysis.nodes[r].instruction)
     return read, reuse, written, flops
+
+
+def block_costs(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]) -> tuple[int, int, int, int]:
+    """``(bytes read, bytes read with reuse, bytes written, flops)`` of the first block."""
+    read, reuse, written, flops = _block_costs(analysis, tile_sizes)
+    return read, sum(reuse.values()), written, flops
+
+
+def dram_bytes_read(analysis: SymbolicTiledFusion, reuse: dict[str, int], num_blocks: int) -> int:
+    """Bytes all ``num_blocks`` blocks read from DRAM, given each parameter's bytes read by
+    one block (``reuse``): a parameter whose buffer fits ``L2_RESIDENT_BYTES`` is fetched
+    from DRAM once, its re-reads by other blocks hit L2; a larger one every time.
+
+    >>> from fusion.parser import parse_hlo
+    >>> from tiling.tiled_fusion import analyze_fusion_tiling
+    >>> m = parse_hlo('HloModule m\\nf {\\n  p = f32[256] parameter(0)\\n'
+    ...               '  ROOT b = f32[64,256] broadcast(p), dimensions={1}\\n}\\n'
+    ...               'ENTRY e {\\n  x = f32[256] parameter(0)\\n'
+    ...               '  ROOT r = f32[64,256] fusion(x), kind=kLoop, calls=f\\n}')
+    >>> dram_bytes_read(analyze_fusion_tiling(m, m.entry.root), {"p": 1024}, 64)  # 64 reads
+    1024
+    """
+    total = 0
+    for name, per_block in reuse.items():
+        instr = analysis.computation.instruction(name)
+        buffer = _bytes_of(instr)
+        for n in leaf_dims(instr) or ():
+            buffer *= n
+        reads = per_block * num_blocks
+        total += min(reads, buffer) if buffer <= L2_RESIDENT_BYTES else reads
+    return total
 
 
 def _free_of_rhs(analysis, node: SymbolicNode, counts) -> int:
@@ -357,14 +417,15 @@ def evaluate_candidate(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
     reason = check_tiling(analysis, tile_sizes, reduction_chunk)
     if reason is not None:
         return RejectedTiling(tile_sizes, reduction_chunk, reason)
-    read, reuse, written, flops = block_costs(analysis, tile_sizes)
+    read, reuse, written, flops = _block_costs(analysis, tile_sizes)
     grid = tuple(-(-n // t) for n, t in zip(analysis.output_dims, tile_sizes))
     blocks = 1
     for g in grid:
         blocks *= g
-    return TilingCandidate(tile_sizes, reduction_chunk, grid, blocks, read, reuse, written,
-                           flops, is_coalesced(analysis, tile_sizes),
-                           block_elements(analysis, tile_sizes, reduction_chunk))
+    return TilingCandidate(tile_sizes, reduction_chunk, grid, blocks, read, sum(reuse.values()),
+                           written, flops, is_coalesced(analysis, tile_sizes),
+                           block_elements(analysis, tile_sizes, reduction_chunk),
+                           dram_bytes_read(analysis, reuse, blocks))
 
 
 def _chunked(analysis, tile_sizes) -> TilingCandidate | RejectedTiling:
@@ -397,19 +458,42 @@ def target_for(analysis: SymbolicTiledFusion, target_elements: int = TARGET_TILE
     return _target(work, target_elements, max(16, VECTOR_BLOCK_BYTES // _narrowest_bytes(analysis)))
 
 
-def _rank_key(c: TilingCandidate, target: int):
+def _rank_class(c: TilingCandidate) -> tuple[bool, bool]:
+    return not c.coalesced, c.reduction_chunk is not None
+
+
+def _least_costs(legal: Sequence[TilingCandidate]) -> dict[tuple[bool, bool], tuple[int, int]]:
+    """Per rank class, the least memory cost and the least total flops."""
+    least: dict[tuple[bool, bool], tuple[int, int]] = {}
+    for c in legal:
+        cost, flops = least.get(_rank_class(c), (c.memory_cost, c.total_flops))
+        least[_rank_class(c)] = (min(cost, c.memory_cost), min(flops, c.total_flops))
+    return least
+
+
+def _near_least(c: TilingCandidate, least: tuple[int, int]) -> bool:
+    """Whether ``c``'s memory cost and flops are within ``COST_TOLERANCE`` of the least."""
+    cost, flops = least
+    return (c.memory_cost <= cost * (1 + COST_TOLERANCE)
+            and c.total_flops <= flops * (1 + COST_TOLERANCE))
+
+
+def _rank_key(c: TilingCandidate, target: int, least: tuple[int, int]):
+    """Coalesced, persistent, near the least cost (beyond it: the cheaper), closest to the
+    target size, cheaper, fewer blocks, larger minor tiles."""
     numel = c.elements
     if not numel:
         numel = 1
         for t in c.tile_sizes:
             numel *= t
-    return (not c.coalesced, c.reduction_chunk is not None,
-            c.total_bytes_read + c.total_bytes_written,
-            abs(log2(numel) - log2(target)), c.num_blocks, tuple(-t for t in reversed(c.tile_sizes)))
+    near = _near_least(c, least)
+    return (*_rank_class(c), not near, 0 if near else c.memory_cost,
+            abs(log2(numel) - log2(target)), c.memory_cost, c.num_blocks,
+            tuple(-t for t in reversed(c.tile_sizes)))
 
 
 def explain_default(analysis: SymbolicTiledFusion, c: TilingCandidate, target: int,
-                    best_traffic: bool) -> str:
+                    near_least: bool) -> str:
     parts = []
     if analysis.output_dims:
         if c.coalesced:
@@ -423,9 +507,15 @@ def explain_default(analysis: SymbolicTiledFusion, c: TilingCandidate, target: i
     elif c.reduction_chunk is not None:
         parts.append(f"reduced dims too large to keep whole: looped in chunks of"
                      f" {c.reduction_chunk}")
-    parts.append(f"{c.total_bytes_read + c.total_bytes_written} bytes of total traffic"
-                 + (" (the least of the coalesced tilings)" if best_traffic else ""))
-    parts.append(f"{c.elements} elements per block (target {target}), {c.num_blocks} blocks")
+    traffic = c.total_bytes_read + c.total_bytes_written
+    dram = c.dram_bytes_read + c.total_bytes_written
+    parts.append(f"{traffic} bytes of total traffic"
+                 + (f", {dram} from DRAM (re-reads of operands that fit L2 hit L2)"
+                    if dram != traffic else "")
+                 + (f" (memory cost within {COST_TOLERANCE:.0%} of the least of the"
+                    f" {'coalesced' if c.coalesced else 'legal'} tilings)" if near_least else ""))
+    parts.append(f"{c.elements} elements per block (target {target}: the closest within that"
+                 f" cost), {c.num_blocks} blocks")
     return "; ".join(parts)
 
 
@@ -439,7 +529,8 @@ def rank_candidates(analysis: SymbolicTiledFusion, target_elements: int = TARGET
             result = _chunked(analysis, sizes)
         (legal if isinstance(result, TilingCandidate) else rejected).append(result)
     target = target_for(analysis, target_elements)
-    legal.sort(key=lambda c: _rank_key(c, target))
+    least = _least_costs(legal)
+    legal.sort(key=lambda c: _rank_key(c, target, least[_rank_class(c)]))
     return legal, rejected
 
 
@@ -476,10 +567,8 @@ def report_for(analysis: SymbolicTiledFusion, xla: XlaTilingConfig | None = None
         reason = "not tileable: " + not_tileable[0]
     elif legal:
         default = legal[0]
-        best = min(c.total_bytes_read + c.total_bytes_written for c in legal if
-                   c.coalesced == default.coalesced)
         reason = explain_default(analysis, default, target,
-                                 best == default.total_bytes_read + default.total_bytes_written)
+                                 _near_least(default, _least_costs(legal)[_rank_class(default)]))
     xla_problem = None
     if xla is not None:
         result = evaluate_candidate(analysis, xla.tile_sizes) if xla.tile_sizes else None

@@ -12,7 +12,13 @@ Rules, checked in this order (the first failing one is the reason):
    chunks" and the candidates try chunking it rather than giving up);
 5. every tile, padded to powers of two (``tl.arange`` needs them: 100 is padded to 128 and
    masked), has at most 1,048,576 elements (Triton's max numel);
-6. the root tile has at least 16 elements unless the whole output is smaller;
+6. the block holds at least 16 elements unless the whole output is smaller: its root tile,
+   or, for a persistent reduction, its largest tile (the reduction's input tile: rows times
+   the whole reduced extent, so a 256-wide row reduction may take one row per block).  A
+   performance preference (tiny blocks waste a program's fixed cost and cannot vectorize),
+   not a correctness rule.  A looped (chunked) reduction, a row past 2^14 elements, keeps
+   the root count for now: its rows are long serial loops either way, and the resource
+   tests pin its two-row tiling (``test_costing_a_2_33_wide_reduction_materializes_nothing``);
 7. the grid (blocks flattened onto CUDA's x axis) has at most 2^31 - 1 blocks.
 
 >>> from fusion.parser import parse_hlo
@@ -70,6 +76,15 @@ def reduced_extent(analysis: SymbolicTiledFusion) -> int:
     return out
 
 
+def _persistent_block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
+                               reduction_chunk: int | None) -> int:
+    """Elements of the largest tile of a persistent reduction's block (0: not one)."""
+    if reduction_chunk is not None or not reduced_extent(analysis):
+        return 0
+    return max(_prod(node_sizes(n.tile, tile_sizes)) for n in analysis.nodes
+               if isinstance(n.tile, SymbolicTile))
+
+
 def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
                  reduction_chunk: int | None = None) -> str | None:
     """``None`` if the tiling is legal, else the reason (one sentence)."""
@@ -111,8 +126,11 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
                     f" more than Triton's {MAX_TILE_NUMEL}")
     root_numel = _prod(tile_sizes)
     if root_numel < min(MIN_ROOT_TILE_ELEMENTS, _prod(dims)):
-        return (f"root tile {tile_sizes} has {root_numel} elements, fewer than"
-                f" {MIN_ROOT_TILE_ELEMENTS}")
+        held = _persistent_block_elements(analysis, tile_sizes, reduction_chunk)
+        if held < MIN_ROOT_TILE_ELEMENTS:
+            return (f"root tile {tile_sizes} has {root_numel} elements, fewer than"
+                    f" {MIN_ROOT_TILE_ELEMENTS}"
+                    + (f" (its reduction's input tile: {held})" if held else ""))
     blocks = _prod(-(-n // t) for n, t in zip(dims, tile_sizes))
     if blocks > MAX_GRID_X:
         return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from fusion.parser import parse_hlo
 from tiling.tiled_fusion import analyze_fusion_tiling
@@ -184,3 +185,108 @@ def test_multi_output_reduction_keeps_reduced_dims_whole():
     assert report.default.tile_sizes[1] == 256 and report.default.reduction_chunk is None
     whole, split = (next(c for c in report.legal if c.tile_sizes == t) for t in ((1, 256), (1, 64)))
     assert split.total_flops == 4 * whole.total_flops - 3 * 64 * 256  # exp once, sum 4x
+
+
+# --- parallelism: re-reads of small broadcast operands hit L2, not DRAM ---------------------
+
+def _layernorm_scale_shift(rows: int, cols: int) -> tuple:
+    """Layernorm's last loop fusion: (x - mean[row]) * rstd[row] * gamma[col] + beta[col]."""
+    return _module(
+        f"  x = f32[{rows},{cols}] parameter(0)\n  mu = f32[{rows}] parameter(1)\n"
+        f"  rs = f32[{rows}] parameter(2)\n  g = f32[{cols}] parameter(3)\n"
+        f"  b = f32[{cols}] parameter(4)\n"
+        f"  mub = f32[{rows},{cols}] broadcast(mu), dimensions={{0}}\n"
+        f"  rsb = f32[{rows},{cols}] broadcast(rs), dimensions={{0}}\n"
+        f"  gb = f32[{rows},{cols}] broadcast(g), dimensions={{1}}\n"
+        f"  bb = f32[{rows},{cols}] broadcast(b), dimensions={{1}}\n"
+        f"  s = f32[{rows},{cols}] subtract(x, mub)\n  n = f32[{rows},{cols}] multiply(s, rsb)\n"
+        f"  m = f32[{rows},{cols}] multiply(n, gb)\n  ROOT y = f32[{rows},{cols}] add(m, bb)",
+        f"  x = f32[{rows},{cols}] parameter(0)\n  mu = f32[{rows}] parameter(1)\n"
+        f"  rs = f32[{rows}] parameter(2)\n  g = f32[{cols}] parameter(3)\n"
+        f"  b = f32[{cols}] parameter(4)", f"f32[{rows},{cols}]")
+
+
+def test_layernorm_scale_shift_spreads_over_sms_with_128_bit_accesses():
+    from tiling.tiling_candidates import VECTOR_BLOCK_BYTES
+
+    m, f = _layernorm_scale_shift(64, 256)
+    report = tiling_candidates(m, f)
+    d = report.default
+    assert d.num_blocks >= 4, d
+    # every access coalesced, one warp of 16-byte accesses per block at least
+    assert d.coalesced and d.elements >= VECTOR_BLOCK_BYTES // 4
+    assert (d.tile_sizes[1] * 4) % 16 == 0 and d.tile_sizes[1] * 4 >= 128
+    # every buffer fits L2: DRAM sees each parameter once (the sum of the buffers' sizes)
+    assert d.dram_bytes_read == (64 * 256 + 64 + 64 + 256 + 256) * 4
+    # the single block reads less in total, but only through L2: not preferred any more
+    whole = next(c for c in report.legal if c.tile_sizes == (64, 256))
+    assert whole.total_bytes_read < d.total_bytes_read
+    assert d.memory_cost <= 1.1 * whole.memory_cost
+    assert "hit L2" in report.default_reason
+
+
+@pytest.mark.parametrize("dtype, cols", [("f32", 32), ("bf16", 64)])
+def test_small_fusion_stays_one_block_rather_than_blocks_under_a_warp_of_vectors(dtype, cols):
+    # 4 rows: 128 f32 / 256 bf16 = 512 bytes, one warp of 128-bit accesses; halving the
+    # block would leave threads without a full vector.
+    m, f = _module(f"  p = {dtype}[4,{cols}] parameter(0)\n  ROOT e = {dtype}[4,{cols}] negate(p)",
+                   f"  x = {dtype}[4,{cols}] parameter(0)", f"{dtype}[4,{cols}]")
+    d = tiling_candidates(m, f).default
+    assert d.num_blocks == 1 and d.tile_sizes == (4, cols)
+
+
+def test_row_reduction_takes_one_row_per_block_when_the_row_is_wide():
+    m, f = _module("  p = f32[64,256] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT r = f32[64] reduce(p, z), dimensions={1}, to_apply=add",
+                   "  x = f32[64,256] parameter(0)", "f32[64]")
+    analysis = analyze_fusion_tiling(m, f)
+    assert check_tiling(analysis, (1,)) is None      # the block holds 1 x 256 elements
+    d = tiling_candidates(m, f).default
+    assert d.tile_sizes == (1,) and d.num_blocks == 64 and d.reduction_chunk is None
+    assert d.bytes_read_with_reuse == 256 * 4 and d.coalesced
+
+
+def test_narrow_row_reduction_still_needs_16_elements_per_block():
+    m, f = _module("  p = f32[4,8] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=add",
+                   "  x = f32[4,8] parameter(0)", "f32[4]")
+    analysis = analyze_fusion_tiling(m, f)
+    assert "its reduction's input tile: 8" in check_tiling(analysis, (1,))
+    assert check_tiling(analysis, (2,)) is None
+
+
+def test_looped_reduction_keeps_the_root_tile_minimum():
+    m, f = _module("  p = f32[2,65536] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT r = f32[2] reduce(p, z), dimensions={1}, to_apply=add",
+                   "  x = f32[2,65536] parameter(0)", "f32[2]")
+    analysis = analyze_fusion_tiling(m, f)
+    assert "fewer than 16" in check_tiling(analysis, (1,), 4096)
+    assert check_tiling(analysis, (2,), 4096) is None
+
+
+def test_broadcast_operand_larger_than_l2_is_reread_from_dram():
+    from tiling.tiling_candidates import L2_RESIDENT_BYTES
+
+    cols = 2 * L2_RESIDENT_BYTES // 4  # f32: twice the resident budget
+    m, f = _module(f"  p = f32[{cols}] parameter(0)\n"
+                   f"  ROOT b = f32[2,{cols}] broadcast(p), dimensions={{1}}",
+                   f"  x = f32[{cols}] parameter(0)", f"f32[2,{cols}]")
+    c = evaluate_candidate(analyze_fusion_tiling(m, f), (1, 1024))
+    assert c.dram_bytes_read == c.total_bytes_read == 2 * cols * 4
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.sampled_from([2, 8, 64, 512]), cols=st.sampled_from([32, 256, 1024]))
+def test_default_is_near_the_least_cost_and_fills_the_sms_when_the_work_allows(rows, cols):
+    from tiling.tiling_candidates import COST_TOLERANCE, NUM_SMS, TARGET_TILE_ELEMENTS
+
+    m, f = _layernorm_scale_shift(rows, cols)
+    report = tiling_candidates(m, f)
+    d = report.default
+    least = min(c.memory_cost for c in report.legal if c.coalesced)
+    assert d.coalesced and d.memory_cost <= least * (1 + COST_TOLERANCE)
+    work = rows * cols
+    assert d.elements >= min(work, 128)  # one warp of 128-bit f32 accesses
+    # enough blocks for every SM, or blocks of one warp's vectors when the work is smaller
+    assert d.num_blocks >= min(NUM_SMS, work // 128)
+    assert d.elements <= TARGET_TILE_ELEMENTS
