@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from fusion.attributes import Literal
-from fusion.errors import EvaluationError
+from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.constant_ops import literal_array
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.shape import ArrayShape, Shape, TupleShape
@@ -135,7 +135,13 @@ def _conditional(comp: HloComputation, instr: HloInstruction, device: torch.devi
 
 
 def _constant(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
-    value = constant_value(instr.attr("literal"), instr.shape, device)
+    try:
+        value = constant_value(instr.attr("literal"), instr.shape, device)
+    except FusionCompilerError as err:  # e.g. an element type torch cannot hold: say where
+        loc = instr.location
+        raise type(err)(f"constant %{instr.name}: {err.message}",
+                        line=loc.line if loc else None, column=loc.column if loc else None,
+                        where=instr.name) from None
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
         return value

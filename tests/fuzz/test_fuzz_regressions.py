@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
 
-from fusion.errors import EvaluationError, HloParseError, HloVerifyError
+from fusion.errors import (
+    EvaluationError,
+    HloParseError,
+    HloVerifyError,
+    UnsupportedOpError,
+)
 from fusion.evaluator import evaluate
 from fusion.evaluator.size_limit import DEFAULT_MAX_ELEMENTS, ENV_VAR, check_module_size
 from fusion.npz_io import random_inputs
@@ -21,6 +27,8 @@ from fusion.shape_parsing import MAX_NESTING
 from fusion.verifier import verify_module
 from tiling.layout import layout_indexing_map, parse_tiles, row_major_coords
 from triton_backend.cli import main
+
+CORPUS = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 
 
 def _module(body: str) -> str:
@@ -218,3 +226,14 @@ def test_evaluate_command_on_a_huge_module(tmp_path, capsys, monkeypatch):
 def test_bitcast_convert_of_a_type_without_values_is_a_verify_error(body):
     assert "has no values" in _verify_error(_module(body)).message
 
+
+
+def test_constant_of_a_type_torch_cannot_hold_is_a_located_error():
+    # Found by bench/fuzz_frontend.py --stages compile: every s64 of the fori_loop program
+    # retyped to s4 made compile_hlo raise without a location while planning host constants.
+    from triton_backend import compile_hlo
+
+    text = (CORPUS / "fori_loop.before.hlo").read_text().replace("s64[", "s4[")
+    with pytest.raises(UnsupportedOpError) as info:
+        compile_hlo(text)
+    assert info.value.line is not None and "s4" in str(info.value)
