@@ -98,9 +98,9 @@ class FusionDecision:
         return f"{self.computation}: {verb} {self.producer}{arrow}{target}{tag}: {self.reason}"
 
 
-# Injected checks: "is this fused computation tileable?" and "is value ``name`` of this fused
-# computation read through more than one indexing map?".  Both get the module to reach called
-# computations (reduction regions).
+# Injected checks: "is this fused computation tileable?" (None, or why not) and "is value
+# ``name`` of this fused computation read through more than one indexing map?".  Both get the
+# module to reach called computations (reduction regions).
 TileCheck = Callable[[HloComputation, HloModule], "str | None"]
 MapsCheck = Callable[[HloComputation, HloModule, str], bool]
 
@@ -215,8 +215,9 @@ def indexing_reads_differently(fused: HloComputation, module: HloModule, name: s
 
 
 def structural_tile_check(fused: HloComputation, module: HloModule) -> str | None:
-    """Default ``TileCheck``: the emitter analysis must accept the fusion (one reduction
-    shape per fusion, no nested tuples); returns the reason when it does not."""
+    """The emitter analysis must accept the fusion (one reduction shape per fusion, no nested
+    tuples: what the tile analysis does not express); returns the reason when it does not.
+    Part of the pass's default check, with the tile analysis (``tiling.fusion_tile_check``)."""
     from fusion.emitter_kind import analyze_computation
     from fusion.errors import FusionCompilerError
 

@@ -127,12 +127,15 @@ def _try(graph: FusionGraph, a: int, b: int, merged: Node, kind: str, cyclic: bo
 
     if cyclic:
         return decide(False, "one reaches the other through a third node: a cycle")
-    problem = graph.check_limits(merged) or graph.tile_problem(merged)
+    problem = graph.check_limits(merged)
     if problem:
         return decide(False, problem)
     saved = graph.traffic(graph.nodes[a]) + graph.traffic(graph.nodes[b]) - graph.traffic(merged)
     if saved <= 0:
         return decide(False, f"would move {-saved} more bytes")
+    problem = graph.tile_problem(merged, (graph.nodes[a], graph.nodes[b]))  # the costliest
+    if problem:
+        return decide(False, problem)
     return decide(True, f"saves {saved} bytes", saved)
 
 

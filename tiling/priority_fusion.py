@@ -5,7 +5,9 @@ In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
 1. canonicalize (``fusion.canonicalize``: inline calls, drop no-op ops, fold constants);
 2. every instruction starts as its own node; repeatedly, of all producers that may fuse into
    *all* their consumers (see ``tiling.fusion_decisions``), the one saving the most bytes of
-   memory traffic is fused (a producer with several consumers is duplicated into each);
+   memory traffic is fused (a producer with several consumers is duplicated into each); no
+   merge of tileable parts into a fusion the tile analysis cannot tile is made
+   (``tiling.fusion_tile_check``);
 3. producer-consumer multi-output fusion: a producer that must stay materialized (it is
    expensive and has other users) is fused into a reduction that reads it and becomes a second
    output of that fusion (softmax's ``exp`` with its row sum);
@@ -56,9 +58,9 @@ from tiling.fusion_decisions import (
     is_kernel,
     node_traffic,
     reduce_members,
-    structural_tile_check,
 )
 from tiling.fusion_multi_output import multi_output_fusion
+from tiling.fusion_tile_check import TilingVerdicts
 
 # Attribute keys whose computations run at the caller's level (fused recursively); other
 # called computations (reduction regions, comparators, fused computations) are left alone.
@@ -68,8 +70,13 @@ CONTROL_FLOW_KEYS = ("body", "branch_computations", "condition", "false_computat
 
 @dataclass(frozen=True)
 class FusionOptions:
-    """Knobs of the pass.  ``tile_check`` and ``maps_check`` are the injected analyses
-    (defaults: the emitter analysis, and the indexing analysis with a structural fallback)."""
+    """Knobs of the pass.  ``tile_check`` and ``maps_check`` are the injected analyses.
+
+    Without ``tile_check``, a merge is refused when the emitter's structural check refuses
+    it, or when the tile analysis cannot tile it although it could tile each part
+    (``tiling.fusion_tile_check``).  An injected ``tile_check`` is absolute: any fusion it
+    refuses is not made.  ``maps_check`` defaults to the indexing analysis with a structural
+    fallback."""
 
     canonicalize: bool = True
     multi_output: bool = True
@@ -104,6 +111,7 @@ class FusionGraph:
 
     def __post_init__(self) -> None:
         self.index = {i.name: n for n, i in enumerate(self.comp.instructions)}
+        self.tiling = TilingVerdicts(self.comp, self.module, self.candidate)
         for instr in self.comp.instructions:
             fusible = instr.opcode in FUSIBLE_OPCODES and (
                 isinstance(instr.shape, ArrayShape) or instr.opcode == "reduce")
@@ -154,9 +162,11 @@ class FusionGraph:
                    f"{self.options.max_parameters})"
         return None
 
-    def tile_problem(self, node: Node) -> str | None:
-        check = self.options.tile_check or structural_tile_check
-        return check(self.candidate(node), self.module)
+    def tile_problem(self, node: Node, parts: tuple[Node, ...]) -> str | None:
+        """Why ``node``, made of ``parts``, must not be fused (None: it may)."""
+        if self.options.tile_check is not None:
+            return self.options.tile_check(self.candidate(node), self.module)
+        return self.tiling.merge_problem(node, parts)
 
     def reads_differently(self, node: Node, name: str) -> bool:
         check = self.options.maps_check or indexing_reads_differently
@@ -249,14 +259,16 @@ def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
             if graph.reads_differently(node, producer.root):
                 return reject(f"expensive {expensive} is read through different indexing "
                               f"maps in {consumer.root}")
-        problem = graph.tile_problem(node)
-        if problem:
-            return reject(f"fusing into {consumer.root} cannot be tiled: {problem}")
         merged.append(node)
     before = graph.traffic(producer) + sum(graph.traffic(graph.nodes[c]) for c in consumers)
     saved = before - sum(graph.traffic(n) for n in merged)
     if saved < 0 or (saved == 0 and is_kernel(graph.comp, producer)):
         return reject(f"would move {-saved} more bytes")
+    # Last: the tile analysis is the costliest check, wasted on a merge refused anyway.
+    for c, node in zip(consumers, merged):
+        problem = graph.tile_problem(node, (producer, graph.nodes[c]))
+        if problem:
+            return reject(f"fusing into {graph.nodes[c].root} cannot be tiled: {problem}")
     reason = f"saves {saved} bytes" + (
         f", duplicated into {len(consumers)} consumers" if len(consumers) > 1 else "")
     decision = FusionDecision(comp.name, producer.root,

@@ -1,0 +1,219 @@
+"""The tile analysis as priority fusion's ``TileCheck``: no fusion the analysis cannot tile.
+
+A candidate fusion is judged by ``tiling.tiled_fusion`` (every instruction's symbolic tile)
+and ``tiling.tiling_legality`` (is some output tiling of ``tiling_candidates`` legal?).  The
+pass refuses a merge only when it *makes* a tileable kernel untileable:
+
+* the merged fusion is not tileable (or has no legal tiling), and
+* every part it merges (producer and consumer, or the two siblings) was tileable on its own.
+
+A part the analysis already refuses (interior padding, a gather, an op without an indexing
+rule) is emitted by the code generator's fallback whatever is fused with it, so such a part
+does not block fusions that keep it untileable; refusing them would leave every kernel around
+such an op unfused.  The emitter's structural check (one reduction shape per fusion, no
+nested tuples: what the tile analysis does not express) stays absolute.
+
+Verdicts are memoized per node (the pass judges many candidates, most of them again after
+each merge).  A fusion whose instructions are all elementwise work on the output's shape
+(or scalars broadcast into it) reads every value at the output index: its verdict is that of
+the identity map on the output dims, computed once per shape without building the analysis.
+
+>>> from fusion.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   p = f32[16,32] parameter(0)
+...   ROOT n = f32[16,32] negate(p)
+... }''')
+>>> print(tile_analysis_check(m.entry, m))
+None
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from math import log2
+
+from fusion.errors import FusionCompilerError
+from fusion.hero_analysis import ELEMENTWISE_OPCODES
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.shape import ArrayShape
+from tiling.fusion_decisions import Node, structural_tile_check
+from tiling.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
+from tiling.tiling_candidates import candidate_sizes
+from tiling.tiling_legality import check_tiling, reduced_extent
+
+# What a failing analysis raises for an op it has no rule for: the op is then untileable.
+_ANALYSIS_ERRORS = (FusionCompilerError, ArithmeticError, KeyError, TypeError, ValueError)
+_TARGET_LOG2 = 10  # try tilings near 1024 elements first: the ones likely to be legal
+_MAX_CHUNK = 4096  # tiling_candidates' largest reduction chunk
+_ELEMENTWISE_LIKE = ELEMENTWISE_OPCODES | {"constant", "iota", "parameter"}
+
+
+def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
+    """None when ``analysis`` is tileable and some candidate tiling of
+    ``tiling_candidates`` (persistent, or with the reduced dims looped in chunks) is legal;
+    else why not.  Stops at the first legal tiling: it ranks nothing.
+
+    >>> from fusion.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... ENTRY e {
+    ...   p = f32[4] parameter(0)
+    ...   ROOT r = f32[4,1] reshape(p)
+    ... }''')
+    >>> legal_tiling_problem(analyze_computation_tiling(m.entry, "r"))[:30]
+    'not tileable: p: `d0 + d1`: th'
+    """
+    blocked = analysis.not_tileable()
+    if blocked:
+        node, tile = blocked[0]
+        return f"not tileable: {node.name}: {tile.reason}"
+    first = None
+    for sizes in sorted(candidate_sizes(analysis.output_dims), key=_distance_to_target):
+        reason = check_tiling(analysis, sizes)
+        if reason is not None and "persistent limit" in reason:
+            reason = _chunked_problem(analysis, sizes)
+        if reason is None:
+            return None
+        first = first or f"sizes {list(sizes)}: {reason}"
+    return f"no legal tiling (e.g. {first})"
+
+
+def _distance_to_target(sizes: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:
+    numel = 1
+    for s in sizes:
+        numel *= s
+    return abs(log2(max(numel, 1)) - _TARGET_LOG2), sizes
+
+
+def _chunked_problem(analysis: SymbolicTiledFusion, sizes: tuple[int, ...]) -> str | None:
+    """As ``tiling_candidates``: the reduced dims looped in power-of-two chunks."""
+    chunk = min(_MAX_CHUNK, reduced_extent(analysis) // 2)
+    reason = "no legal reduction chunk"
+    while chunk >= 1:
+        reason = check_tiling(analysis, sizes, chunk)
+        if reason is None:
+            return None
+        chunk //= 2
+    return reason
+
+
+def analysis_problem(fused: HloComputation) -> str | None:
+    """The tile analysis's verdict on one fused computation (None: it has a legal tiling)."""
+    try:
+        analysis = analyze_computation_tiling(fused, fused.name)
+        problem = legal_tiling_problem(analysis)
+    except _ANALYSIS_ERRORS as err:
+        message = getattr(err, "message", None) or str(err)
+        return f"not tileable: the analysis fails: {message}"
+    return None if problem is None else f"the tile analysis finds it {problem}"
+
+
+def tile_analysis_check(fused: HloComputation, module: HloModule) -> str | None:
+    """A ``TileCheck`` with no memory of the parts: the emitter's structural check, then the
+    tile analysis (see ``analysis_problem``).  See the module docstring for an example."""
+    return structural_tile_check(fused, module) or analysis_problem(fused)
+
+
+def _dims(instr: HloInstruction) -> tuple[int, ...] | None:
+    return tuple(instr.shape.dims) if isinstance(instr.shape, ArrayShape) else None
+
+
+def elementwise_dims(comp: HloComputation, node: Node) -> tuple[int, ...] | None:
+    """The output dims of ``node`` (members of ``comp``) when every member is elementwise
+    work (constants, iotas included) on the output's dims or on scalars, or a broadcast of a
+    scalar, and every input has the output's dims or is a scalar: every value is then read
+    at the output index (or is one element), so the fusion tiles exactly as the identity map
+    does.  None otherwise.  Judged on ``comp`` without building the fused computation.
+
+    >>> from fusion.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... ENTRY e {
+    ...   p = f32[4,8] parameter(0)
+    ...   c = f32[] constant(2)
+    ...   b = f32[4,8] broadcast(c), dimensions={}
+    ...   ROOT n = f32[4,8] multiply(p, b)
+    ... }''')
+    >>> elementwise_dims(m.entry, Node(("c", "b", "n"), ("n",), True))
+    (4, 8)
+    >>> elementwise_dims(m.entry, Node(("n",), ("n", "b"), True)) is None
+    True
+    """
+    if len(node.outputs) != 1:
+        return None
+    out = _dims(comp.instruction(node.root))
+    if out is None:
+        return None
+    for name in node.members:
+        instr = comp.instruction(name)
+        if _dims(instr) not in (out, ()):
+            return None
+        if instr.opcode == "broadcast":
+            if _dims(comp.instruction(instr.operands[0])) != ():
+                return None
+        elif instr.opcode not in _ELEMENTWISE_LIKE:
+            return None
+        if any(_dims(comp.instruction(o)) not in (out, ()) for o in instr.operands):
+            return None
+    return out
+
+
+def _identity_computation(dims: tuple[int, ...]) -> HloComputation:
+    shape = ArrayShape("f32", dims, None)
+    return HloComputation("identity", (
+        HloInstruction("p", "parameter", shape, (), (("parameter_number", 0),)),
+        HloInstruction("n", "negate", shape, ("p",), ())), "n")
+
+
+@dataclass
+class TilingVerdicts:
+    """Memoized tile-analysis verdicts for the nodes of ``comp``.
+
+    ``build`` turns a node into its candidate fused computation (the pass's own builder).
+    ``shortcut`` (on by default) answers elementwise fusions from the identity map's verdict.
+    """
+
+    comp: HloComputation
+    module: HloModule
+    build: Callable[[Node], HloComputation]
+    shortcut: bool = True
+    _by_node: dict[Node, str | None] = field(default_factory=dict)
+    _structural: dict[Node, str | None] = field(default_factory=dict)
+    _by_dims: dict[tuple[int, ...], str | None] = field(default_factory=dict)
+
+    def verdict(self, node: Node) -> str | None:
+        """Why the node's fusion cannot be tiled (None: it can)."""
+        if node not in self._by_node:
+            self._by_node[node] = self._judge(node)
+        return self._by_node[node]
+
+    def _judge(self, node: Node) -> str | None:
+        dims = elementwise_dims(self.comp, node) if self.shortcut else None
+        if dims is None:
+            return analysis_problem(self.build(node))
+        if dims not in self._by_dims:
+            self._by_dims[dims] = analysis_problem(_identity_computation(dims))
+        return self._by_dims[dims]
+
+    def merge_problem(self, merged: Node, parts: Sequence[Node]) -> str | None:
+        """Why ``merged`` must not be made: the emitter's structural check refuses it, or it
+        is untileable while every part was tileable (module docstring); None otherwise."""
+        if merged not in self._structural:
+            reduces = any(self.comp.instruction(m).opcode == "reduce" for m in merged.members)
+            # The structural check looks only at fusions with a reduction: build no other.
+            self._structural[merged] = reduces and structural_tile_check(self.build(merged),
+                                                                         self.module) or None
+        if self._structural[merged]:
+            return self._structural[merged]
+        # A part already known to be untileable settles it without analysing the merge.
+        if any(self._by_node.get(p) is not None for p in parts):
+            return None
+        problem = self.verdict(merged)
+        if problem is None or any(self.verdict(p) is not None for p in parts):
+            return None
+        return problem
+
+
+__all__ = [
+    "TilingVerdicts", "analysis_problem", "elementwise_dims", "legal_tiling_problem",
+    "tile_analysis_check",
+]
