@@ -20,3 +20,11 @@ os.environ.setdefault(
 # The corpus generator switches jax to 64-bit mode when imported; doctest collection would
 # import it and leak that mode into every later JAX test of the same worker.
 collect_ignore_glob = ["tests/data/*"]
+
+# Hypothesis: the same examples on every run (a red CI is then reproducible, never a fluke of
+# the draw), and no per-example deadline (a loaded 2-core machine is not a bug).
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("project", derandomize=True, deadline=None,
+                                      print_blob=True)
+_hypothesis_settings.load_profile("project")

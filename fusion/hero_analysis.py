@@ -219,22 +219,23 @@ def _strides(shape: ArrayShape) -> list[int]:
     return strides
 
 
-def _digit_strides(shape: ArrayShape, cuts: list[int]) -> list[int]:
-    """Stride of each row-major digit between consecutive ``cuts`` (place values)."""
+def _merged_strides(shape: ArrayShape) -> list[tuple[int, int]]:
+    """``(size, stride)`` of the logical dims, major to minor, with size-1 dims dropped and
+    each dim merged into its major neighbour when that one continues it in memory.
+
+    The merged form is unique for the map from row-major logical index to physical offset,
+    so two shapes hold every element at the same offset exactly when their forms are equal.
+    """
     strides = _strides(shape)
-    place = 1
-    dim_place: list[tuple[int, int, int]] = []  # (low place, high place, dim)
-    for d in reversed(range(shape.rank)):
-        dim_place.append((place, place * shape.dims[d], d))
-        place *= shape.dims[d]
-    out = []
-    for lo, hi in zip(cuts, cuts[1:]):
-        for low, high, d in dim_place:
-            if low <= lo and hi <= high and shape.dims[d] > 1:
-                out.append(strides[d] * (lo // low))
-                break
+    out: list[tuple[int, int]] = []
+    for d in range(shape.rank):
+        size = shape.dims[d]
+        if size == 1:
+            continue
+        if out and out[-1][1] == strides[d] * size:
+            out[-1] = (out[-1][0] * size, strides[d])
         else:
-            out.append(-1)
+            out.append((size, strides[d]))
     return out
 
 
@@ -254,23 +255,7 @@ def reshape_is_bitcast(source: ArrayShape, result: ArrayShape) -> bool:
     if source.num_elements == 0:
         return True
 
-    def suffix_products(shape: ArrayShape) -> set[int]:
-        out, p = {1}, 1
-        for d in reversed(shape.dims):
-            p *= d
-            out.add(p)
-        return out
-
-    cuts = sorted(suffix_products(source) | suffix_products(result))
-    if any(b % a for a, b in zip(cuts, cuts[1:])):
-        # No common refinement of the dims: only plain row-major on both sides works.
-        return _is_row_major_ignoring_ones(source) and _is_row_major_ignoring_ones(result)
-    return _digit_strides(source, cuts) == _digit_strides(result, cuts)
-
-
-def _is_row_major_ignoring_ones(shape: ArrayShape) -> bool:
-    order = [d for d in _physical_order(shape) if shape.dims[d] != 1]
-    return order == sorted(order)
+    return _merged_strides(source) == _merged_strides(result)
 
 
 def is_bitcast_op(computation: HloComputation, instr: HloInstruction) -> bool:
@@ -408,17 +393,18 @@ def _walk_unary(
 ) -> HloInstruction:
     hero = instr
     while is_intermediate(computation, hero, 1, ignore_constant_operands):
-        nxt = [
+        candidates = [
             operand(computation, hero, k)
             for k in range(len(hero.operands))
             if not (
                 ignore_constant_operands
                 and _is_constant_like(computation, operand(computation, hero, k))
             )
-        ][0]
-        if nxt.opcode == "parameter":
+        ]
+        # An op of constants only (found by fuzzing) has nothing non-trivial below it.
+        if not candidates or candidates[0].opcode == "parameter":
             break
-        hero = nxt
+        hero = candidates[0]
     return hero
 
 

@@ -217,3 +217,25 @@ def test_nested_tuple_root_is_rejected_with_the_op_name():
 def test_physical_offsets_helper_is_row_major_for_default_layout():
     offsets = physical_offsets(ArrayShape("f32", (2, 3)))
     assert [offsets[i, j] for i, j in itertools.product(range(2), range(3))] == list(range(6))
+
+
+def test_walk_stops_at_an_op_whose_operands_are_all_constant():
+    # Found by fuzzing: bitcast-convert(broadcast(constant)) under xor made the unary walk
+    # index an empty operand list.
+    from fusion.emitter_kind import analyze_fusion
+    from fusion.parser import parse_hlo
+
+    module = parse_hlo("""HloModule m
+fused {
+  p = f32[2,3] parameter(0)
+  c = s32[] constant(127)
+  b = s32[2,3] broadcast(c), dimensions={}
+  bc = s32[2,3] bitcast-convert(b)
+  ROOT x = s32[2,3] xor(bc, b)
+}
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  ROOT f = s32[2,3] fusion(x), kind=kLoop, calls=fused
+}""")
+    analysis = analyze_fusion(module, module.entry.root, ignore_constant_operands=True)
+    assert analysis.kind.value == "loop"
