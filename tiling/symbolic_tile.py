@@ -380,7 +380,7 @@ def symbolic_tile(m: IndexingMap, operand_dims: Sequence[int] | None = None,
         return SymbolicTile(m, n, zeros, tuple(const_size(0) for _ in zeros),
                             tuple(const_size(0) for _ in zeros), TRUE,
                             None if operand_dims is None else tuple(operand_dims))
-    m = m.simplify()
+    m = pin_point_variables(m.simplify(), out_dims)
     deriver = _Deriver(m, out_dims)
     try:
         runs = [deriver.run(e) for e in m.results]
@@ -401,6 +401,40 @@ def symbolic_tile(m: IndexingMap, operand_dims: Sequence[int] | None = None,
         tuple(const_size(r.stride) for r in runs), constraints,
         None if operand_dims is None else tuple(operand_dims),
     )
+
+
+def pin_point_variables(m: IndexingMap, out_dims: Sequence[int]) -> IndexingMap:
+    """``m`` with every variable that takes a single value replaced by that value.
+
+    The simplifier keeps point-range dims (``(d0, d1) -> (d0 + d1)``, ``d1 in [0, 0]``, a
+    reshape adding a unit dim), but they must not count as dims with a stride of their own
+    (``d0 + d1`` would not nest).  Only dims that are the whole output dim are pinned (a
+    point that narrows a longer output dim is a mask, checked by ``_check_domain``); the
+    variables stay in the map, unused, so the tile parameters keep their numbering.
+
+    >>> from tiling.affine_expr import d
+    >>> m = IndexingMap.create((d(0) + d(1),), [(0, 3), (0, 0)])
+    >>> str(pin_point_variables(m, (4, 1)).results[0])
+    'd0'
+    """
+    dims = [DimExpr(i) for i in range(m.num_dims)]
+    syms = [SymbolExpr(j) for j in range(m.num_symbols)]
+    pinned = False
+    for i, b in enumerate(m.dim_bounds):
+        if b.lower == b.upper and b == Interval(0, out_dims[i] - 1):
+            dims[i], pinned = const(b.lower), True
+    for l, b in enumerate(m.range_bounds):
+        if b.lower == b.upper:
+            syms[l], pinned = const(b.lower), True
+    if not pinned:
+        return m
+    results = tuple(substitute(e, dims, syms) for e in m.results)
+    constraints = tuple((substitute(e, dims, syms), iv) for e, iv in m.constraints)
+    kept = tuple((e, iv) for e, iv in constraints if not isinstance(e, Constant))
+    if any(not iv.contains(e.value) for e, iv in constraints if isinstance(e, Constant)):
+        return m  # an empty domain: leave it to the checks that report it
+    return m.replace(affine_map=AffineMap(m.num_dims, m.num_symbols, results),
+                     constraints=kept)
 
 
 def _check_shared_variables(m: IndexingMap, runs: list[_Run]) -> None:

@@ -33,10 +33,16 @@ from fusion.errors import FusionCompilerError
 from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape, TupleShape
-from tiling.affine_expr import d
+from tiling.affine_expr import AffineExpr, Constant, DimExpr, const, d
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap, compose
-from tiling.symbolic_tile import ConcreteTile, NotTileable, SymbolicTile, symbolic_tile
+from tiling.symbolic_tile import (
+    ConcreteTile,
+    NotTileable,
+    SymbolicTile,
+    pin_point_variables,
+    symbolic_tile,
+)
 
 
 class TilingError(FusionCompilerError):
@@ -253,12 +259,12 @@ def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, .
         if tuple(o.shape.dims) == space:
             maps.append(IndexingMap.identity(space))
             continue
-        kept = _reduce_projection(computation, o.name, space, tuple(o.shape.dims))
-        if kept is None:
+        projection = _reduce_projection(computation, o.name, space, tuple(o.shape.dims))
+        if projection is None:
             raise TilingError("a multi-output fusion is tiled only when all outputs have the same"
                               " dims or are reduces of the largest one's shape; got "
                               f"{sorted(dims)}", where=fusion)
-        maps.append(IndexingMap.from_sizes(tuple(d(k) for k in kept), space))
+        maps.append(IndexingMap.from_sizes(projection, space))
     return space, [o.name for o in outs], maps
 
 
@@ -270,24 +276,76 @@ def _prod(values) -> int:
 
 
 def _reduce_projection(computation: HloComputation, name: str, space: tuple[int, ...],
-                       dims: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The kept dims of the reduce (of an input of shape ``space``) that output ``name`` is,
-    looking through elementwise ops and copies of its shape (the kernel emitter's rule)."""
+                       dims: tuple[int, ...]) -> tuple[AffineExpr, ...] | None:
+    """The map's results from ``space`` to output ``name`` (of ``dims``) when the output is a
+    reduce of an input of shape ``space``: ``d_k`` for the reduce's kept dims, ``0`` for unit
+    dims a reshape or bitcast added.  Looks through elementwise ops and copies of one shape
+    (the kernel emitter's rule) and through reshapes/bitcasts that only add or remove unit
+    dims (``f32[2] -> f32[2,1]``).  ``None`` when the output is not such a reduce.
+    """
+    # pos[i]: the output dim that dim i of the current instruction is (None: a unit dim
+    # the output does not have).
+    pos: tuple[int | None, ...] = tuple(range(len(dims)))
     while True:
         instr = computation.instruction(name)
+        shape = instr.shape
+        if not isinstance(shape, ArrayShape):
+            return None
         if instr.opcode == "reduce":
             operand = computation.instruction(instr.operands[0]).shape
             if not isinstance(operand, ArrayShape) or tuple(operand.dims) != space:
                 return None
             kept = tuple(k for k in range(len(space)) if k not in instr.attr("dimensions"))
-            return kept if tuple(space[k] for k in kept) == dims else None
+            if tuple(space[k] for k in kept) != tuple(shape.dims):
+                return None
+            results: list[AffineExpr] = [const(0)] * len(dims)
+            for k, j in zip(kept, pos):
+                if j is not None:
+                    results[j] = d(k)
+            return tuple(results)
+        if instr.opcode in ("bitcast", "reshape"):
+            pos = _through_unit_reshape(computation, instr, pos)
+            if pos is None:
+                return None
+            name = instr.operands[0]
+            continue
         if instr.opcode not in ELEMENTWISE_OPCODES and instr.opcode != "copy":
             return None
         same = [o for o in instr.operands
-                if getattr(computation.instruction(o).shape, "dims", None) == dims]
+                if getattr(computation.instruction(o).shape, "dims", None) == shape.dims]
         if not same:
             return None
         name = same[0]
+
+
+def _through_unit_reshape(computation: HloComputation, instr: HloInstruction,
+                          pos: tuple[int | None, ...]) -> tuple[int | None, ...] | None:
+    """``pos`` carried to the operand of a reshape/bitcast that only adds or removes unit
+    dims (its operand index is one of its own dims or ``0`` per operand dim); ``None`` when
+    it moves data some other way (a real reshape, a transposing bitcast)."""
+    operand = computation.instruction(instr.operands[0]).shape
+    if not isinstance(operand, ArrayShape):
+        return None
+    try:
+        maps = output_to_input_indexing(instr, computation)[0]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if len(maps) != 1:
+        return None
+    m = pin_point_variables(next(iter(maps)).simplify(), tuple(instr.shape.dims))
+    out: list[int | None] = []
+    for size, e in zip(operand.dims, m.results):
+        if isinstance(e, DimExpr):
+            out.append(pos[e.index])
+        elif isinstance(e, Constant) and e.value == 0 and size == 1:
+            out.append(None)
+        else:
+            return None
+    used = [e.index for e in m.results if isinstance(e, DimExpr)]
+    nonunit = [i for i, n in enumerate(instr.shape.dims) if n != 1]
+    if sorted(used) != sorted(set(used)) or not set(nonunit) <= set(used):
+        return None
+    return tuple(out)
 
 
 def analyze_fusion_tiling(module: HloModule, fusion_instr: HloInstruction) -> SymbolicTiledFusion:

@@ -73,8 +73,17 @@ MAPS = {
     "reduce": (IndexingMap.from_sizes((d(0), s(0)), (6,), (8,)), (6, 8)),
     "pad": (IndexingMap.create((d(0) - 2,), [(2, 7)]), (6,)),
     "concat_operand1": (IndexingMap.create((d(0) - 4, d(1)), [(4, 9), (0, 3)]), (6, 4)),
+    # Point-range variables, as the simplifier leaves them (a reshape adding unit dims).
+    "reshape_add_unit": (IndexingMap.create((d(0) + d(1),), [(0, 3), (0, 0)]), (4,)),
+    "reshape_add_middle_unit": (
+        IndexingMap.create((d(0) * 8 + d(1) * 8 + d(2),), [(0, 1), (0, 0), (0, 7)]), (16,)),
+    "reshape_remove_unit": (IndexingMap.create((d(0), d(0) * 0), [(0, 3)]), (4, 1)),
+    "reduce_unit_range": (IndexingMap.create((d(0) + s(0),), [(0, 3)], [(0, 0)]), (4,)),
+    "reduce_point_range_offset": (
+        IndexingMap.create((d(0), s(0) + s(1)), [(0, 3)], [(2, 2), (0, 5)]), (4, 8)),
+    "pad_to_one_element": (IndexingMap.create((d(0) - 2,), [(2, 2)]), (1,)),
 }
-OUT_DIMS = {"pad": (10,), "concat_operand1": (10, 4)}
+OUT_DIMS = {"pad": (10,), "concat_operand1": (10, 4), "pad_to_one_element": (5,)}
 
 
 def _sizes(n):
@@ -177,3 +186,19 @@ def test_random_reshape_chain_tiles_exactly(a, b, c, data):
         if isinstance(tile, NotTileable):
             continue
         check_exact(m, (a, b, c), sizes)
+
+
+def test_point_range_dim_is_replaced_by_its_value():
+    # reshape f32[4] -> f32[4,1]: d1 only takes 0, so the block reads ts0 elements at o0
+    # (the strides of d0 and d1 need not nest).
+    tile = symbolic_tile(IndexingMap.create((d(0) + d(1),), [(0, 3), (0, 0)]), (4,))
+    assert isinstance(tile, SymbolicTile), tile
+    assert str(tile).splitlines()[:3] == ["offsets: (o0)", "sizes: (ts0)", "strides: (1)"]
+    assert tile.constraints.is_always_true
+    assert check_exact(tile.source, (4,), (2, 1))
+
+
+def test_point_dim_narrowing_a_longer_output_dim_stays_a_mask():
+    # d1 in [0, 0] of an output dim of 3 selects one column: not the same as d1 -> 0.
+    m = IndexingMap.create((d(0) + d(1),), [(0, 3), (0, 0)])
+    assert isinstance(symbolic_tile(m, (4,), (4, 3)), NotTileable)

@@ -248,3 +248,38 @@ def test_multi_output_of_unrelated_shapes_is_refused():
         "  ROOT t", "  z2 = f32[8] broadcast(z), dimensions={}\n  ROOT t"))
     with pytest.raises(TilingError, match="reduces of the largest"):
         analyze_fusion_tiling(m, m.entry.root)
+
+
+@pytest.mark.parametrize("out, first, projection", [
+    # bf16_softmax's multi-output fusion: the row sums leave as f32[4,1].
+    ("f32[4,1]", "r1", ["d0", "0"]),
+    ("f32[1,4]", "rb", ["0", "d0"]),
+    ("f32[4,1,1]", "r11", ["d0", "0", "0"]),
+])
+def test_multi_output_reduction_through_unit_dim_reshape(out, first, projection):
+    text = _MULTI_OUTPUT.format(out=out, first=first).replace("  ROOT t", (
+        "  r1 = f32[4,1] reshape(r)\n"
+        "  rb = f32[1,4]{1,0} bitcast(r)\n"
+        "  r11 = f32[4,1,1] reshape(n1)\n"
+        "  n1 = f32[4,1] negate(r1)\n  ROOT t"))
+    m = parse_hlo(text)
+    analysis = analyze_fusion_tiling(m, m.entry.root)
+    assert analysis.output_dims == (4, 8)
+    root = analysis.nodes[analysis.roots[0]]
+    assert [str(e) for e in root.indexing.results] == projection
+    for sizes in [(1, 8), (2, 8), (4, 8)]:
+        tiled = analysis.instantiate(sizes)
+        for ti in tiled.instructions:  # brute force: each tile is what its block needs
+            dims = ti.instruction.shape.dims
+            for block in itertools.product(*[range(g) for g in tiled.grid]):
+                origin = [b * t for b, t in zip(block, sizes)]
+                assert _needed(ti.indexing, origin, sizes, (4, 8)) == _tile_set(ti, block, dims)
+        assert {t.tile.sizes for t in tiled.instructions if t.name == "p"} == {(sizes[0], 8)}
+
+
+def test_multi_output_reduction_through_data_moving_reshape_is_refused():
+    text = _MULTI_OUTPUT.format(out="f32[2,2]", first="r2").replace(
+        "  ROOT t", "  r2 = f32[2,2] reshape(r)\n  ROOT t")
+    m = parse_hlo(text)
+    with pytest.raises(TilingError, match="reduces of the largest"):
+        analyze_fusion_tiling(m, m.entry.root)
