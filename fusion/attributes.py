@@ -12,6 +12,7 @@ attributes (``metadata``, ``backend_config``, ``frontend_attributes``, ``shardin
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -106,19 +107,42 @@ class Window:
         return "{" + " ".join(parts) + "}"
 
 
-@dataclass(frozen=True)
+def _value_key(value: Any) -> Any:
+    """A key under which equal literal values compare equal, NaN included (NaN != NaN)."""
+    if isinstance(value, float):
+        return ("nan", math.copysign(1.0, value)) if math.isnan(value) else value
+    if isinstance(value, complex):
+        return ("complex", _value_key(value.real), _value_key(value.imag))
+    return value
+
+
+@dataclass(frozen=True, eq=False)
 class Literal:
     """The value of a ``constant(...)``.
 
     ``values`` holds the elements flattened in row-major (logical) order as Python values:
     ``bool`` for pred, ``int`` for integers, ``float`` for floats (``inf``/``nan`` included),
     ``complex`` for c64/c128; a tuple-shaped constant holds one ``Literal`` per element in
-    ``elements`` instead.  ``dims`` is the logical shape.
+    ``elements`` instead.  ``dims`` is the logical shape.  Two literals are equal when their
+    values are, a NaN being equal to a NaN of the same sign (so a printed module parses back
+    equal).
+
+    >>> Literal((1,), (complex(0, float("nan")),)) == Literal((1,), (complex(0, float("nan")),))
+    True
     """
 
     dims: tuple[int, ...]
     values: tuple[Any, ...] = ()
     elements: tuple["Literal", ...] | None = None
+
+    def _key(self) -> tuple:
+        return (self.dims, tuple(_value_key(v) for v in self.values), self.elements)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Literal) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 AttributeValue = Union[

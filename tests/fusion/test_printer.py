@@ -211,3 +211,10 @@ def test_random_modules_round_trip(module):
 @given(shapes)
 def test_random_shapes_round_trip(shape):
     assert parse_shape(print_shape(shape)) == shape
+
+
+def test_complex_nan_constant_round_trips():
+    # Found by the random round trip: NaN != NaN made a complex NaN literal parse back unequal.
+    text = "HloModule m\nENTRY e {\n  ROOT c = c128[2] constant({(0, nan), (1, -nan)})\n}\n"
+    module = parse_hlo(text)
+    assert parse_hlo(print_hlo(module)) == module
