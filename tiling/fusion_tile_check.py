@@ -57,11 +57,13 @@ def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
     >>> from fusion.parser import parse_hlo
     >>> m = parse_hlo('''HloModule m
     ... ENTRY e {
-    ...   p = f32[4] parameter(0)
-    ...   ROOT r = f32[4,1] reshape(p)
+    ...   p = f32[64] parameter(0)
+    ...   a = f32[8,8] reshape(p)
+    ...   t = f32[8,8] transpose(a), dimensions={1,0}
+    ...   ROOT r = f32[64] reshape(t)
     ... }''')
-    >>> legal_tiling_problem(analyze_computation_tiling(m.entry, "r"))[:30]
-    'not tileable: p: `d0 + d1`: th'
+    >>> legal_tiling_problem(analyze_computation_tiling(m.entry, "r"))[:45]
+    'not tileable: p: `d0 floordiv 8 + (d0 mod 8) '
     """
     blocked = analysis.not_tileable()
     if blocked:
