@@ -259,7 +259,7 @@ def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, .
         if tuple(o.shape.dims) == space:
             maps.append(IndexingMap.identity(space))
             continue
-        projection = _reduce_projection(computation, o.name, space, tuple(o.shape.dims))
+        projection = reduce_projection(computation, o.name, space, tuple(o.shape.dims))
         if projection is None:
             raise TilingError("a multi-output fusion is tiled only when all outputs have the same"
                               " dims or are reduces of the largest one's shape; got "
@@ -275,20 +275,38 @@ def _prod(values) -> int:
     return out
 
 
-def _reduce_projection(computation: HloComputation, name: str, space: tuple[int, ...],
-                       dims: tuple[int, ...]) -> tuple[AffineExpr, ...] | None:
+def reduce_projection(computation: HloComputation, name: str, space: tuple[int, ...],
+                      dims: tuple[int, ...]) -> tuple[AffineExpr, ...] | None:
     """The map's results from ``space`` to output ``name`` (of ``dims``) when the output is a
     reduce of an input of shape ``space``: ``d_k`` for the reduce's kept dims, ``0`` for unit
     dims a reshape or bitcast added.  Looks through elementwise ops and copies of one shape
-    (the kernel emitter's rule) and through reshapes/bitcasts that only add or remove unit
-    dims (``f32[2] -> f32[2,1]``).  ``None`` when the output is not such a reduce.
+    (the kernel emitter's rule), get-tuple-elements of a variadic reduce, and reshapes/bitcasts
+    that only add or remove unit dims (``f32[2] -> f32[2,1]``).  ``None`` when the output is
+    not such a reduce.
+
+    >>> from fusion.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... add { a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT r = f32[] add(a, b) }
+    ... ENTRY f {
+    ...   p0 = f32[2,8] parameter(0)
+    ...   z = f32[] constant(0)
+    ...   s = f32[2] reduce(p0, z), dimensions={1}, to_apply=add
+    ...   ROOT r = f32[2,1] reshape(s)
+    ... }''')
+    >>> [str(e) for e in reduce_projection(m.entry, "r", (2, 8), (2, 1))]
+    ['d0', '0']
     """
     # pos[i]: the output dim that dim i of the current instruction is (None: a unit dim
     # the output does not have).
     pos: tuple[int | None, ...] = tuple(range(len(dims)))
+    element: int | None = None  # the variadic reduce's output a get-tuple-element picked
     while True:
         instr = computation.instruction(name)
         shape = instr.shape
+        if element is not None and instr.opcode == "reduce" and isinstance(shape, TupleShape):
+            shape = shape.elements[element] if element < len(shape.elements) else None
         if not isinstance(shape, ArrayShape):
             return None
         if instr.opcode == "reduce":
@@ -303,6 +321,11 @@ def _reduce_projection(computation: HloComputation, name: str, space: tuple[int,
                 if j is not None:
                     results[j] = d(k)
             return tuple(results)
+        if instr.opcode == "get-tuple-element":
+            element, name = instr.attr("index"), instr.operands[0]
+            continue
+        if element is not None:  # only a reduce may sit under a get-tuple-element
+            return None
         if instr.opcode in ("bitcast", "reshape"):
             pos = _through_unit_reshape(computation, instr, pos)
             if pos is None:

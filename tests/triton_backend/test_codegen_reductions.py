@@ -149,6 +149,53 @@ def test_multi_output_reduction_with_an_input_shaped_output(dims, kept, tiles):
     run_and_compare(text, exact=False, reduction_length=37, tile_sizes=tiles)
 
 
+# XLA's softmax keeps the row max as [R,1] (reshape of the reduce) next to the [R,C] exps.
+UNIT_DIM_MULTI_OUTPUT = """  ninf = {t}[] constant(-inf)
+  m = {t}[5] reduce(p0, ninf), dimensions={{1}}, to_apply=max
+  mr = {t}[5,1] reshape(m)
+  mb = {t}[5,13] broadcast(m), dimensions={{0}}
+  d = {t}[5,13] subtract(p0, mb)
+  e = {t}[5,13] exponential(d)
+  ROOT t = ({t}[5,1], {t}[5,13]) tuple(mr, e)"""
+
+
+@pytest.mark.parametrize("dtype,tiles", [("f32", None), ("f32", (2, 4)), ("bf16", None)])
+def test_multi_output_reduction_reshaped_to_a_unit_dim(dtype, tiles):
+    text = fm([f"{dtype}[5,13]"], UNIT_DIM_MULTI_OUTPUT.format(t=dtype),
+              f"({dtype}[5,1], {dtype}[5,13])", reducers(dtype))
+    compiled = run_and_compare(text, exact=False, reduction_length=13, tile_sizes=tiles)
+    assert "== 0" in compiled.source  # the [5,1] output is stored once per row
+
+
+def test_multi_output_with_an_output_of_a_variadic_reduce_and_an_input_shaped_output():
+    extra = """argmax { a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  v = f32[] select(gt, a, b)
+  i = s32[] select(gt, ai, bi)
+  ROOT r = (f32[], s32[]) tuple(v, i) }"""
+    body = ("  io = s32[6,5] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
+            "  z = s32[] constant(0)\n"
+            "  am = (f32[6], s32[6]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax\n"
+            "  ix = s32[6] get-tuple-element(am), index=1\n  e = f32[6,5] exponential(p0)\n"
+            "  ROOT r = (s32[6], f32[6,5]) tuple(ix, e)")
+    compiled = run_and_compare(fm(["f32[6,5]"], body, "(s32[6], f32[6,5])", extra), exact=False,
+                               reduction_length=5)
+    assert compiled.tiling_reason.startswith("tile analysis: ")
+
+
+def test_bf16_softmax_compiles_as_one_multi_output_fusion():
+    from pathlib import Path
+
+    from triton_backend import compile_hlo
+    text = (Path(__file__).parents[1] / "data" / "hlo" / "bf16_softmax.before.hlo").read_text()
+    compiled = compile_hlo(text)
+    assert compiled.fusion_mode == "fused", compiled.fusion_fallbacks
+    assert compiled.fusion_fallbacks == ()
+
+
 def test_multi_output_of_unrelated_shapes_is_rejected_with_the_reason():
     from fusion.errors import UnsupportedOpError
     body = ("  a = f32[3,4] negate(p0)\n  b = f32[12] reshape(p0)\n"

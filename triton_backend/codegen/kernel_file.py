@@ -14,6 +14,8 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape, TupleShape
+from tiling.affine_expr import AffineExpr, DimExpr, d, substitute
+from tiling.tiled_fusion import reduce_projection
 from triton_backend.codegen.host_template import (
     PRELUDE,
     RUNTIME,
@@ -30,10 +32,7 @@ from triton_backend.codegen.kernel_plan import (
 from triton_backend.codegen.memory_rules import store_output
 from triton_backend.codegen.packed_access import word_aligned_tile_sizes
 from triton_backend.codegen.value_emitter import ValueEmitter
-from triton_backend.elementwise_lowering import (
-    ELEMENTWISE_RULES,
-    KERNEL_IMPORTS,
-)
+from triton_backend.elementwise_lowering import KERNEL_IMPORTS
 from triton_backend.identifiers import IdentifierAllocator, comment_block, sanitize
 
 
@@ -128,52 +127,38 @@ def _launch_options(computation: HloComputation, plan: KernelPlan,
 
 
 def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,
-                    outputs: tuple[ArrayShape, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """The shape the kernel iterates over and, per output, the space dims it is indexed by.
+                    outputs: tuple[ArrayShape, ...]
+                    ) -> tuple[tuple[int, ...], tuple[tuple[AffineExpr, ...], ...]]:
+    """The shape the kernel iterates over and, per output, its index as expressions of the
+    space's dims (``d_k``: space dim ``k``; ``0``: a unit dim).
 
     Outputs of one shape are indexed by all dims.  A multi-output reduction fusion (XLA's:
     reduces next to outputs of the reduce input's shape) iterates over the larger shape; a
-    reduce output is indexed by the reduce's kept dims and stored only where the reduced
-    dims are 0 (so each element is written once).
+    reduce output is indexed through the tile analysis' ``reduce_projection`` (the reduce's
+    kept dims, ``0`` for unit dims a reshape added) and stored only where the dims it does not
+    use are 0 (so each element is written once).
     """
     dims = {o.dims for o in outputs}
     if len(dims) == 1:
-        return outputs[0].dims, tuple(tuple(range(len(outputs[0].dims))) for _ in outputs)
-    space = max(dims, key=lambda d: (math.prod(d), len(d)))
+        identity = tuple(d(k) for k in range(len(outputs[0].dims)))
+        return outputs[0].dims, tuple(identity for _ in outputs)
+    space = max(dims, key=lambda ds: (math.prod(ds), len(ds)))
     root = computation.root
     projections = []
     for i, shape in enumerate(outputs):
         if shape.dims == space:
-            projections.append(tuple(range(len(space))))
+            projections.append(tuple(d(k) for k in range(len(space))))
             continue
-        kept = _reduce_projection(computation, root.operands[i] if root.opcode == "tuple" else None,
-                                  space, shape)
-        if kept is None:
+        projection = (reduce_projection(computation, root.operands[i], tuple(space),
+                                        tuple(shape.dims))
+                      if root.opcode == "tuple" else None)
+        if projection is None:
             raise UnsupportedOpError(
                 f"multi-output fusion: output {i} of shape {list(shape.dims)} is neither of the "
                 f"iteration shape {list(space)} nor a reduce of it (outputs of unrelated shapes "
                 "need separate kernels)", where=fusion_instr.name)
-        projections.append(kept)
+        projections.append(projection)
     return space, tuple(projections)
-
-
-def _reduce_projection(computation: HloComputation, name: str | None, space, shape) -> tuple[int, ...] | None:
-    """The kept dims of the reduce (of an input of shape ``space``) that output ``name`` is,
-    looking through same-shaped elementwise ops, converts and get-tuple-elements."""
-    while name is not None:
-        instr = computation.instruction(name)
-        if instr.opcode == "reduce":
-            operand = computation.instruction(instr.operands[0]).shape
-            if operand.dims != space:
-                return None
-            kept = tuple(k for k in range(len(space)) if k not in instr.attr("dimensions"))
-            return kept if tuple(space[k] for k in kept) == shape.dims else None
-        same = [o for o in instr.operands
-                if getattr(computation.instruction(o).shape, "dims", None) == shape.dims
-                or instr.opcode == "get-tuple-element"]
-        name = same[0] if same and (instr.opcode == "get-tuple-element" or
-                                    instr.opcode in ELEMENTWISE_RULES or instr.opcode == "copy") else None
-    return None
 
 
 def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, computation,
@@ -200,8 +185,8 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
     root = computation.root
     if len(outputs) > 1 and root.opcode == "tuple":
         values = []
-        for operand, kept, shape in zip(root.operands, projections, outputs):
-            indices = tuple(out_vars[k] for k in kept) if shape.rank else ()
+        for operand, projection, shape in zip(root.operands, projections, outputs):
+            indices = _indices(projection, out_vars) if shape.rank else ()
             value = em.value(operand, indices)
             if not isinstance(value, str):
                 raise UnsupportedOpError("tuple-shaped fusion output", where=operand)
@@ -212,13 +197,20 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
     if len(values) != len(outputs):
         raise UnsupportedOpError(f"root produces {len(values)} values for {len(outputs)} outputs",
                                  where=root.name)
-    for i, (v, shape, pointer, kept) in enumerate(zip(values, outputs, out_pointers, projections)):
-        indices = tuple(out_vars[k] for k in kept) if shape.rank else ()
+    for i, (v, shape, pointer, projection) in enumerate(zip(values, outputs, out_pointers,
+                                                            projections)):
+        indices = _indices(projection, out_vars) if shape.rank else ()
         store_mask = mask
-        dropped = [names[k] for k in range(len(names)) if k not in kept]
+        used = {e.index for e in projection if isinstance(e, DimExpr)}
+        dropped = [names[k] for k in range(len(names)) if k not in used]
         if dropped:
             store_mask = f"{mask} & " + " & ".join(f"({n} == 0)" for n in dropped)
         store_output(em, v, shape, pointer, indices, store_mask, zero, f"output {i}", tuple(out_vars))
+
+
+def _indices(projection: tuple[AffineExpr, ...], out_vars) -> tuple[AffineExpr, ...]:
+    """The projection's expressions over the space dims, in the kernel's dim variables."""
+    return tuple(substitute(e, out_vars, None) for e in projection)
 
 
 __all__ = ["RenderedKernel", "iteration_space", "output_shapes", "render_kernel_file"]
