@@ -18,6 +18,35 @@ TORCH = {"pred": torch.bool, "s8": torch.int8, "s16": torch.int16, "s32": torch.
 TOLERANCE = {"f32": 2e-6, "f64": 1e-13, "bf16": 1e-2, "f16": 2e-3}
 
 
+# The (value, index) argmax reducer JAX emits: the larger value wins, ties go to the lower index.
+ARGMAX = """argmax { a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(gt, tie)
+  v = f32[] select(pick, a, b)
+  i = s32[] select(pick, ai, bi)
+  ROOT r = (f32[], s32[]) tuple(v, i) }"""
+
+# A loop fusion whose [256] operand every block re-reads through a broadcast.
+BROADCAST_ADD = """HloModule m
+f {
+  p0 = f32[256] parameter(0)
+  p1 = f32[64,256] parameter(1)
+  b = f32[64,256] broadcast(p0), dimensions={1}
+  ROOT a = f32[64,256] add(b, p1)
+}
+ENTRY e {
+  x = f32[256] parameter(0)
+  y = f32[64,256] parameter(1)
+  ROOT r = f32[64,256] fusion(x, y), kind=kLoop, calls=f
+}"""
+
+
 def fusion_module(module: HloModule, fusion_name: str) -> HloModule:
     """A module whose ENTRY is the fused computation (for the reference evaluator)."""
     fusion = next(i for _, i in module.fusions() if i.name == fusion_name)

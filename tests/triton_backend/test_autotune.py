@@ -6,24 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fusion.parser import parse_hlo
+from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.tiling_candidates import tiling_candidates
 from triton_backend.autotune import autotune, plan_sweep, workload_for
 from triton_backend.cost_model import estimate
 from triton_backend.device_specs import device_spec
 from triton_backend.tuning_db import TuningDb
-
-BROADCAST_ADD = """HloModule m
-f {
-  p0 = f32[256] parameter(0)
-  p1 = f32[64,256] parameter(1)
-  b = f32[64,256] broadcast(p0), dimensions={1}
-  ROOT a = f32[64,256] add(b, p1)
-}
-ENTRY e {
-  x = f32[256] parameter(0)
-  y = f32[64,256] parameter(1)
-  ROOT r = f32[64,256] fusion(x, y), kind=kLoop, calls=f
-}"""
 
 
 @pytest.fixture

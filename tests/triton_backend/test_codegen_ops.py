@@ -8,7 +8,7 @@ import pytest
 
 from fusion.errors import UnsupportedOpError
 from fusion.parser import parse_hlo
-from tests.triton_backend.fusion_check import run_and_compare
+from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from triton_backend.compiled_fusion import compile_fusion
 
@@ -154,19 +154,7 @@ def test_reduce_pred_and_or():
 
 
 def test_variadic_argmax_and_softmax_in_one_fusion():
-    extra = """
-argmax { a = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  b = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(a, b), direction=GT
-  eq = pred[] compare(a, b), direction=EQ
-  lt = pred[] compare(ai, bi), direction=LT
-  tie = pred[] and(eq, lt)
-  pick = pred[] or(gt, tie)
-  v = f32[] select(pick, a, b)
-  i = s32[] select(pick, ai, bi)
-  ROOT r = (f32[], s32[]) tuple(v, i) }
+    extra = ARGMAX + """
 add { a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT r = f32[] add(a, b) }"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fusion.parser import parse_hlo
-from tests.triton_backend.fusion_check import run_and_compare
+from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from triton_backend.codegen.kernel_plan import DEFAULT_REDUCTION_CHUNK, plan_kernel
 from triton_backend.compiled_fusion import compile_fusion
@@ -75,18 +75,7 @@ def test_looped_reduce_any_combiner_non_identity_init(dtype, dims, reducer, init
 
 
 def test_looped_variadic_argmax():
-    extra = """argmax { a = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  b = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(a, b), direction=GT
-  eq = pred[] compare(a, b), direction=EQ
-  lt = pred[] compare(ai, bi), direction=LT
-  tie = pred[] and(eq, lt)
-  pick = pred[] or(gt, tie)
-  v = f32[] select(pick, a, b)
-  i = s32[] select(pick, ai, bi)
-  ROOT r = (f32[], s32[]) tuple(v, i) }"""
+    extra = ARGMAX
     body = ("  io = s32[4,37] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
             "  z = s32[] constant(0)\n"
             "  ROOT am = (f32[4], s32[4]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax")

@@ -4,31 +4,24 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusion.parser import parse_hlo
+from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.tiling_candidates import tiling_candidates
 from triton_backend.autotune import workload_for
 from triton_backend.cost_model import (
-    InfeasibleLaunch, Workload, estimate, resident_blocks_per_sm,
+    InfeasibleLaunch,
+    Workload,
+    estimate,
+    resident_blocks_per_sm,
 )
 from triton_backend.device_specs import DEVICES, device_spec
 
 H100_BW = 3.35e12
 MIB = 1 << 20
 
-BROADCAST_ADD = """HloModule m
-f {
-  p0 = f32[256] parameter(0)
-  p1 = f32[64,256] parameter(1)
-  b = f32[64,256] broadcast(p0), dimensions={1}
-  ROOT a = f32[64,256] add(b, p1)
-}
-ENTRY e {
-  x = f32[256] parameter(0)
-  y = f32[64,256] parameter(1)
-  ROOT r = f32[64,256] fusion(x, y), kind=kLoop, calls=f
-}"""
 
 EXP = """HloModule m
 f {
