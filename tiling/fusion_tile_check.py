@@ -40,12 +40,11 @@ from fusion.shape import ArrayShape
 from tiling.fusion_decisions import Node, structural_tile_check
 from tiling.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
 from tiling.tiling_candidates import candidate_sizes
-from tiling.tiling_legality import check_tiling, reduced_extent
+from tiling.tiling_legality import legal_reduction_chunk
 
 # What a failing analysis raises for an op it has no rule for: the op is then untileable.
 _ANALYSIS_ERRORS = (FusionCompilerError, ArithmeticError, KeyError, TypeError, ValueError)
 _TARGET_LOG2 = 10  # try tilings near 1024 elements first: the ones likely to be legal
-_MAX_CHUNK = 4096  # tiling_candidates' largest reduction chunk
 _ELEMENTWISE_LIKE = ELEMENTWISE_OPCODES | {"constant", "iota", "parameter"}
 
 
@@ -71,9 +70,7 @@ def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
         return f"not tileable: {node.name}: {tile.reason}"
     first = None
     for sizes in sorted(candidate_sizes(analysis.output_dims), key=_distance_to_target):
-        reason = check_tiling(analysis, sizes)
-        if reason is not None and "persistent limit" in reason:
-            reason = _chunked_problem(analysis, sizes)
+        _, reason = legal_reduction_chunk(analysis, sizes)
         if reason is None:
             return None
         first = first or f"sizes {list(sizes)}: {reason}"
@@ -85,18 +82,6 @@ def _distance_to_target(sizes: tuple[int, ...]) -> tuple[float, tuple[int, ...]]
     for s in sizes:
         numel *= s
     return abs(log2(max(numel, 1)) - _TARGET_LOG2), sizes
-
-
-def _chunked_problem(analysis: SymbolicTiledFusion, sizes: tuple[int, ...]) -> str | None:
-    """As ``tiling_candidates``: the reduced dims looped in power-of-two chunks."""
-    chunk = min(_MAX_CHUNK, reduced_extent(analysis) // 2)
-    reason = "no legal reduction chunk"
-    while chunk >= 1:
-        reason = check_tiling(analysis, sizes, chunk)
-        if reason is None:
-            return None
-        chunk //= 2
-    return reason
 
 
 def analysis_problem(fused: HloComputation) -> str | None:

@@ -63,7 +63,7 @@ from tiling.tiled_fusion import (
     leaf_dims,
     next_power_of_two,
 )
-from tiling.tiling_legality import check_tiling, node_sizes, reduced_extent
+from tiling.tiling_legality import check_tiling, legal_reduction_chunk, node_sizes, reduced_extent
 from tiling.xla_tiling_config import XlaTilingConfig, xla_tiling_of
 
 COALESCED_BYTES = 128
@@ -428,19 +428,6 @@ def evaluate_candidate(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
                            dram_bytes_read(analysis, reuse, blocks))
 
 
-def _chunked(analysis, tile_sizes) -> TilingCandidate | RejectedTiling:
-    extent = reduced_extent(analysis)
-    chunk = min(4096, extent // 2)
-    last: RejectedTiling | None = None
-    while chunk >= 1:
-        result = evaluate_candidate(analysis, tile_sizes, chunk)
-        if isinstance(result, TilingCandidate):
-            return result
-        last = result
-        chunk //= 2
-    return last or RejectedTiling(tuple(tile_sizes), None, "no legal reduction chunk")
-
-
 def _target(work: int, target_elements: int = TARGET_TILE_ELEMENTS,
             minimum: int = 16) -> int:
     """The block size (elements) to aim for: ``target_elements``, less when ``work`` (all
@@ -524,9 +511,9 @@ def rank_candidates(analysis: SymbolicTiledFusion, target_elements: int = TARGET
     legal: list[TilingCandidate] = []
     rejected: list[RejectedTiling] = []
     for sizes in candidate_sizes(analysis.output_dims):
-        result = evaluate_candidate(analysis, sizes)
-        if isinstance(result, RejectedTiling) and "persistent limit" in result.reason:
-            result = _chunked(analysis, sizes)
+        chunk, reason = legal_reduction_chunk(analysis, sizes)
+        result = (evaluate_candidate(analysis, sizes, chunk) if reason is None
+                  else RejectedTiling(tuple(sizes), None, reason))
         (legal if isinstance(result, TilingCandidate) else rejected).append(result)
     target = target_for(analysis, target_elements)
     least = _least_costs(legal)

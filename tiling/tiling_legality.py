@@ -48,6 +48,7 @@ MIN_ROOT_TILE_ELEMENTS = 16
 MAX_PERSISTENT_REDUCTION = 16384
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
+MAX_REDUCTION_CHUNK = 4096
 
 
 def _prod(values) -> int:
@@ -135,3 +136,24 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
     if blocks > MAX_GRID_X:
         return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"
     return None
+
+
+def legal_reduction_chunk(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
+                          ) -> tuple[int | None, str | None]:
+    """``(chunk, None)`` for the tiling as it can run, else ``(None, why not)``.
+
+    The reduced dims stay whole (chunk ``None``) unless that breaks the persistent limit; then
+    they are looped in the largest power-of-two chunk, at most ``MAX_REDUCTION_CHUNK`` and half
+    the reduced extent, that is legal.
+    """
+    reason = check_tiling(analysis, tile_sizes)
+    if reason is None or "persistent limit" not in reason:
+        return None, reason
+    chunk = min(MAX_REDUCTION_CHUNK, reduced_extent(analysis) // 2)
+    reason = "no legal reduction chunk"
+    while chunk >= 1:
+        reason = check_tiling(analysis, tile_sizes, chunk)
+        if reason is None:
+            return chunk, None
+        chunk //= 2
+    return None, reason
