@@ -3,7 +3,7 @@
 Triton 3.9 reads ``TRITON_INTERPRET`` through ``triton.knobs.runtime.interpret`` when a function
 is *decorated* (``triton.jit`` returns an ``InterpretedFunction`` instead of a ``JITFunction``),
 so it must be set before any kernel module is imported, which conftest guarantees.
-``TRITON_DEFAULT_FP_FUSION=0`` is the numerics policy (see ``triton_backend.numerics_policy``).
+``TRITON_DEFAULT_FP_FUSION=0`` is the numerics policy (see ``triton_backend.lowering.numerics_policy``).
 Each test session gets its own kernel cache directory so runs never share (or corrupt) files.
 """
 from __future__ import annotations

@@ -32,8 +32,8 @@ def default_files() -> list[Path]:
 
 def measure(path: Path) -> dict:
     """Seconds per phase for one module, and the kernel files it produced."""
-    from triton_backend.compiled_fusion import compile_fusion
-    from triton_backend.kernel_cache import KernelCache
+    from triton_backend.driver.compiled_fusion import compile_fusion
+    from triton_backend.tuning.kernel_cache import KernelCache
 
     text = path.read_text()
     row = {"module": path.name, "fusions": 0, "kernels": [], "errors": []}
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or default_files()
     # Pay the one-time imports (torch, triton, the kernel helpers) before any timing.
     import triton  # noqa: F401
-    import triton_backend.compiled_fusion  # noqa: F401
-    import triton_backend.elementwise_math  # noqa: F401
+    import triton_backend.driver.compiled_fusion  # noqa: F401
+    import triton_backend.device_lib.elementwise_math  # noqa: F401
     rows = [measure(p) for p in files[: args.limit]]
     if not args.no_triton:
         from triton_child_compile import run_in_child

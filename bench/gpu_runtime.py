@@ -4,7 +4,7 @@ For each fusion that both we and ``bench/hlo_torch_reference.py`` can express: t
 time (``triton.testing.do_bench``, L2 flushed, p20/p80 kept in the CSV) of our generated
 kernel, of the same computation as eager PyTorch ops, and of those ops under
 ``torch.compile``; GB/s over the compulsory bytes (inputs read once, outputs written once)
-and the fraction of the device's peak bandwidth (``triton_backend.device_specs``).  Writes a
+and the fraction of the device's peak bandwidth (``triton_backend.tuning.device_specs``).  Writes a
 CSV, and a PNG bar chart when matplotlib is installed (optional; skipped with a note when
 not).  Without a GPU it prints why it skips and exits 0.
 
@@ -57,7 +57,7 @@ def measure_file(path: Path, peak_bw: float | None) -> list[dict]:
     from fusion.parser import parse_hlo
     from fusion.shape import flatten_shape
     from hlo_torch_reference import torch_function
-    from triton_backend.compiled_fusion import compile_fusion
+    from triton_backend.driver.compiled_fusion import compile_fusion
 
     module = parse_hlo(path.read_text())
     rows = []
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from compile_latency import default_files
-    from triton_backend.device_specs import detect_device
-    from triton_backend.launch_mode import configure_launch_mode
+    from triton_backend.tuning.device_specs import detect_device
+    from triton_backend.driver.launch_mode import configure_launch_mode
 
     configure_launch_mode()
     spec = detect_device(torch)

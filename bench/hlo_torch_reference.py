@@ -11,7 +11,7 @@ import torch
 
 from fusion.hlo_module import HloComputation, HloModule
 from fusion.shape import ArrayShape
-from triton_backend.input_validation import torch_dtype
+from triton_backend.host.input_validation import torch_dtype
 
 _UNARY = {
     "abs": torch.abs, "ceil": torch.ceil, "cosine": torch.cos, "erf": torch.erf,

@@ -5,7 +5,7 @@ benchmarks hand kernel file paths to this script in a child process whose enviro
 that variable.  For each file it times ``triton.compile`` twice against one fresh
 ``TRITON_CACHE_DIR`` (cold, then warm: the on-disk cache hit) and, with ``--resources``, runs
 the wheel's ``ptxas -v`` for registers, spills and vectorized global accesses
-(``triton_backend.ptx_report``).  Prints one JSON object: path -> results or ``{"error": ...}``.
+(``triton_backend.reports.ptx_report``).  Prints one JSON object: path -> results or ``{"error": ...}``.
 
     python bench/triton_child_compile.py --arch 90 [--resources] KERNEL.py ...
 """
@@ -49,7 +49,7 @@ def compile_one(path: str, arch: int, resources: bool) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from triton_backend.ptx_report import count_vector_accesses, parse_ptxas_log, run_ptxas
+    from triton_backend.reports.ptx_report import count_vector_accesses, parse_ptxas_log, run_ptxas
 
     module = _load(path)
     signature = _signature(module)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from triton_backend.torch_op import torch_op
+from triton_backend.driver.torch_op import torch_op
 
 ROWS, FEATURES = 16, 64
 

@@ -3,7 +3,7 @@
 Imports torch and triton lazily: the CLI's analysis subcommands must start without them.
 
     compiled = triton_backend.compile_hlo(hlo_text)      # run the ENTRY computation on tensors
-    op = triton_backend.torch_op(hlo_text, name="rmsnorm")  # a torch.library custom op
+    op = triton_backend.driver.torch_op(hlo_text, name="rmsnorm")  # a torch.library custom op
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "compile_hlo": "triton_backend.module_runner",
-    "torch_op": "triton_backend.torch_op",
+    "compile_hlo": "triton_backend.driver.module_runner",
+    "torch_op": "triton_backend.driver.torch_op",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,7 +3,7 @@
 the CPU (``tests.conformance.xla_oracle``) on the same deterministic random inputs.
 
 Integer and data-movement programs must match bit for bit; float programs within the
-per-dtype tolerance of ``triton_backend.output_check``.  The reference evaluator
+per-dtype tolerance of ``triton_backend.host.output_check``.  The reference evaluator
 (``fusion.evaluator``) is held to the same standard against XLA: it is the truth the rest of
 the test suite compares generated kernels with.
 """
@@ -58,7 +58,7 @@ def _output_types(module) -> list[str]:
 def assert_conforms(name: str, got: list[np.ndarray], want: tuple[np.ndarray, ...],
                     dtypes: list[str], who: str) -> None:
     """``got`` equals XLA's ``want``: bitwise for ``BIT_EXACT`` programs, else per tolerance."""
-    from triton_backend.output_check import compare_output
+    from triton_backend.host.output_check import compare_output
 
     assert len(got) == len(want) == len(dtypes), (
         f"{who} gave {len(got)} outputs, XLA {len(want)}, the module declares {len(dtypes)}")
@@ -82,7 +82,7 @@ def assert_conforms(name: str, got: list[np.ndarray], want: tuple[np.ndarray, ..
 @pytest.mark.parametrize("name,variant", _cases(KNOWN_FAILURES))
 def test_compiled_module_matches_xla(name: str, variant: str) -> None:
     import triton_backend
-    from triton_backend.input_validation import tensor_from_numpy, tensor_to_numpy
+    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 
     text = program_text(name, variant)
     module, inputs = _inputs(text)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from triton_backend import compile_hlo
-from triton_backend.compile_report import _CHILD_MARKER, build_report, write_kernels
+from triton_backend.reports.compile_report import _CHILD_MARKER, build_report, write_kernels
 
 CORPUS = Path(__file__).parents[1] / "data" / "hlo"
 
@@ -38,7 +38,7 @@ def _compile_all(paths: list[Path], arch: int) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "0"
     request = json.dumps({"arch": arch, "kernels": [str(p) for p in paths]})
-    result = subprocess.run([sys.executable, "-m", "triton_backend.compile_report", request],
+    result = subprocess.run([sys.executable, "-m", "triton_backend.reports.compile_report", request],
                             capture_output=True, text=True, env=env, check=False, timeout=900)
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith(_CHILD_MARKER)]
     assert result.returncode == 0 and lines, result.stderr[-4000:]

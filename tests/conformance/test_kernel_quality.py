@@ -34,8 +34,8 @@ _MARKER = "KERNEL-QUALITY-JSON "
 def _compile_all(request: dict) -> dict:
     import importlib.util
 
-    from triton_backend.compile_report import kernel_signature
-    from triton_backend.ptx_report import compile_for_target
+    from triton_backend.reports.compile_report import kernel_signature
+    from triton_backend.reports.ptx_report import compile_for_target
 
     results: dict[str, dict] = {}
     for n, path in enumerate(request["kernels"]):
@@ -102,7 +102,7 @@ TRANSPOSES = frozenset({"transpose"})
 
 
 def _ptxas_available() -> bool:
-    from triton_backend.ptx_report import find_ptxas
+    from triton_backend.reports.ptx_report import find_ptxas
 
     return all(find_ptxas(a) is not None for a in ARCHS)
 
@@ -114,7 +114,7 @@ def kernels(tmp_path_factory) -> dict:
     if not _ptxas_available():
         pytest.skip("ptxas is not in the Triton wheel")
     import triton_backend
-    from triton_backend.compile_report import build_report, write_kernels
+    from triton_backend.reports.compile_report import build_report, write_kernels
 
     root = tmp_path_factory.mktemp("kernel-quality")
     reports: dict[tuple[str, str], list] = {}
@@ -195,7 +195,7 @@ def test_row_reductions_load_128_bits_at_a_time(kernels, name: str, variant: str
 
 
 def test_every_kernel_file_sets_its_launch_options(kernels) -> None:
-    from triton_backend.codegen.kernel_plan import MAX_NUM_WARPS
+    from triton_backend.lowering.kernel_plan import MAX_NUM_WARPS
 
     for key, entries in kernels.items():
         for fusion, result in entries:

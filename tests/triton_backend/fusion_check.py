@@ -102,7 +102,7 @@ def run_and_compare(text: str, *, exact: bool, seed: int = 0, tile_sizes=None,
     """Compile the module's fusion named ``fusion``, run it and the evaluator; compare."""
     from fusion.parser import parse_hlo
     from fusion.shape import TupleShape
-    from triton_backend.compiled_fusion import compile_fusion
+    from triton_backend.driver.compiled_fusion import compile_fusion
 
     module = parse_hlo(text)
     compiled = compile_fusion(module, "fusion", tile_sizes=tile_sizes,

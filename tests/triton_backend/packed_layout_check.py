@@ -15,9 +15,9 @@ from fusion.evaluator import evaluate
 from fusion.parser import parse_hlo
 from fusion.shape import ArrayShape, TupleShape
 from tests.triton_backend.fusion_check import fusion_module, random_array, to_torch
-from triton_backend.codegen.addressing import is_physical_layout
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.host_packing import pack_tensor, unpack_tensor
+from triton_backend.lowering.addressing import is_physical_layout
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.host.host_packing import pack_tensor, unpack_tensor
 
 PADDING_FILL = {"bf16": float("nan"), "f16": float("nan"), "f32": float("nan"), "s8": 0x55,
                 "u8": 0x55, "s16": 0x5555, "s32": 0x55555555, "pred": True}

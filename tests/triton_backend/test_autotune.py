@@ -8,10 +8,10 @@ import pytest
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.tiling_candidates import tiling_candidates
-from triton_backend.autotune import autotune, plan_sweep, workload_for
-from triton_backend.cost_model import estimate
-from triton_backend.device_specs import device_spec
-from triton_backend.tuning_db import TuningDb
+from triton_backend.tuning.autotune import autotune, plan_sweep, workload_for
+from triton_backend.tuning.cost_model import estimate
+from triton_backend.tuning.device_specs import device_spec
+from triton_backend.tuning.tuning_db import TuningDb
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_default_process_pool(module, tmp_path):
 
 
 def test_a_candidate_that_fails_to_compile_is_reported_not_fatal(module, tmp_path, monkeypatch):
-    import triton_backend.autotune as autotune_module
+    import triton_backend.tuning.autotune as autotune_module
 
     real = autotune_module.compile_candidate
 
@@ -80,8 +80,8 @@ def test_a_candidate_that_fails_to_compile_is_reported_not_fatal(module, tmp_pat
 def test_launch_runs_the_file_with_explicit_options(module):
     import torch
 
-    from triton_backend.autotune import launch
-    from triton_backend.compiled_fusion import compile_fusion
+    from triton_backend.tuning.autotune import launch
+    from triton_backend.driver.compiled_fusion import compile_fusion
 
     compiled = compile_fusion(module, "r")
     assert "NUM_WARPS = " in compiled.source and "NUM_STAGES = " in compiled.source

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_backend import bit_packing
+from triton_backend.device_lib import bit_packing
 
 ROWS, COLS = 8, 16  # packed rows x columns (words per packed row)
 SPECIAL_16 = np.array([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7FC1, 0xFFFF, 0x7F81,

@@ -11,7 +11,7 @@ from fusion.evaluator import evaluate
 from fusion.npz_io import load_arrays, save_arrays
 from fusion.parser import parse_hlo
 from triton_backend.cli import main
-from triton_backend.ptx_report import find_ptxas
+from triton_backend.reports.ptx_report import find_ptxas
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 EXAMPLES = pathlib.Path(__file__).parents[2] / "examples"
@@ -49,7 +49,7 @@ def test_run_with_inputs_writes_outputs_like_evaluate(in_tmp, capsys):
 
 
 def test_run_check_fails_with_status_2_when_out_of_tolerance(in_tmp, capsys, monkeypatch):
-    from triton_backend import output_check
+    from triton_backend.host import output_check
 
     monkeypatch.setitem(output_check.TOLERANCES, "f32", output_check.Tolerance(-1.0, 0.0))
     assert main(["run", str(HLO / "gelu.after.hlo"), "--check"]) == 2

@@ -10,7 +10,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
-from triton_backend.compiled_fusion import compile_fusion
+from triton_backend.driver.compiled_fusion import compile_fusion
 
 DTYPES = ["f32", "bf16", "f16", "s32", "s8", "pred"]
 

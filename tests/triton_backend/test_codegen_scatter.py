@@ -90,8 +90,8 @@ def test_scatter_updates_computed_inside_the_fusion_and_explicit_tiles():
 def test_sixty_four_bit_offsets_for_huge_buffers_and_forced_on_small_ones():
     from fusion.evaluator import evaluate
     from tests.triton_backend.fusion_check import fusion_module, to_torch
-    from triton_backend.codegen.kernel_file import render_kernel_file
-    from triton_backend.compiled_fusion import CompiledFusion, load_kernel
+    from triton_backend.lowering.kernel_file import render_kernel_file
+    from triton_backend.driver.compiled_fusion import CompiledFusion, load_kernel
 
     huge = parse_hlo(fm(["f32[3,1073741824]"], "  ROOT r = f32[3,1073741824] negate(p0)",
                         "f32[3,1073741824]"))

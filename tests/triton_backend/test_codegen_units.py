@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.affine_expr import d, s
-from triton_backend.codegen.index_arithmetic import render_affine
-from triton_backend.codegen.kernel_plan import (
+from triton_backend.lowering.index_arithmetic import render_affine
+from triton_backend.lowering.kernel_plan import (
     default_tile_sizes,
     next_power_of_two,
     plan_kernel,
 )
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.ptx_report import find_ptxas
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.reports.ptx_report import find_ptxas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -84,8 +84,8 @@ CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from fusion.parser import parse_hlo
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.ptx_report import compile_for_target
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.reports.ptx_report import compile_for_target
 out = []
 for text in json.loads(sys.argv[2]):
     compiled = compile_fusion(parse_hlo(text), "fusion", target="cuda:90")
@@ -127,7 +127,7 @@ def test_xla_launch_options_come_with_xla_tiling():
     import json
 
     from fusion.parser import parse_hlo
-    from triton_backend.compiled_fusion import compile_fusion
+    from triton_backend.driver.compiled_fusion import compile_fusion
 
     config = json.dumps({"fusion_backend_config": {"kind": "__triton", "block_level_fusion_config": {
         "output_tiles": [{"sizes": ["2", "128"]}], "num_warps": "2", "num_stages": 1}}})

@@ -19,7 +19,7 @@ from tests.triton_backend.fusion_check import (
     to_numpy,
     to_torch,
 )
-from triton_backend.compiled_fusion import compile_fusion
+from triton_backend.driver.compiled_fusion import compile_fusion
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "hlo")
 

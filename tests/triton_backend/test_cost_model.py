@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.tiling_candidates import tiling_candidates
-from triton_backend.autotune import workload_for
-from triton_backend.cost_model import (
+from triton_backend.tuning.autotune import workload_for
+from triton_backend.tuning.cost_model import (
     InfeasibleLaunch,
     Workload,
     estimate,
     resident_blocks_per_sm,
 )
-from triton_backend.device_specs import DEVICES, device_spec
+from triton_backend.tuning.device_specs import DEVICES, device_spec
 
 H100_BW = 3.35e12
 MIB = 1 << 20

@@ -13,13 +13,13 @@ import sys
 import pytest
 
 from tests.triton_backend.test_dot_fusion import plain_dot
-from triton_backend.dot_fusion import compile_dot_fusion
-from triton_backend.ptx_report import find_ptxas
+from triton_backend.driver.dot_fusion import compile_dot_fusion
+from triton_backend.reports.ptx_report import find_ptxas
 
 CHILD = r'''
 import importlib.util, json, sys
 import torch
-from triton_backend.ptx_report import compile_for_target
+from triton_backend.reports.ptx_report import compile_for_target
 TYPES = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
          torch.int8: "*i8", torch.int32: "*i32"}
 out = []

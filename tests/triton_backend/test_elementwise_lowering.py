@@ -15,7 +15,7 @@ import torch
 
 from fusion.element_types import ELEMENT_TYPES as T
 from fusion.errors import UnsupportedOpError
-from triton_backend.elementwise_lowering import (
+from triton_backend.lowering.rules.elementwise_rules import (
     ELEMENTWISE_RULES,
     KERNEL_IMPORTS,
     register_dtype,
@@ -24,8 +24,8 @@ from triton_backend.elementwise_lowering import (
     render_store_narrow,
     storage_dtype,
 )
-from triton_backend.kernel_cache import KernelCache
-from triton_backend.numerics_policy import ULP_TOLERANCE
+from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.lowering.numerics_policy import ULP_TOLERANCE
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 N = 64
@@ -504,7 +504,7 @@ def test_every_rule_compiles_for_sm90_outside_the_interpreter():
     import subprocess
     import sys
 
-    from triton_backend.ptx_report import find_ptxas
+    from triton_backend.reports.ptx_report import find_ptxas
 
     if find_ptxas(90) is None:
         pytest.skip("ptxas not found in the Triton wheel")
@@ -526,7 +526,7 @@ def test_every_rule_compiles_for_sm90_outside_the_interpreter():
     path = KernelCache().write(source, {"test": "all-ops-gpu"})
     child = (
         "import importlib.util, json, sys\n"
-        "from triton_backend.ptx_report import compile_for_target\n"
+        "from triton_backend.reports.ptx_report import compile_for_target\n"
         "spec = importlib.util.spec_from_file_location('all_ops_kernel', sys.argv[1])\n"
         "m = importlib.util.module_from_spec(spec); sys.modules['all_ops_kernel'] = m; spec.loader.exec_module(m)\n"
         "r = compile_for_target(m.all_ops, json.loads(sys.argv[2]), {'BLOCK': 128}, arch=90)\n"

@@ -15,7 +15,7 @@ from fusion.shape import ArrayShape
 from tiling.layout import LayoutError, parse_tiles
 from tiling.packing import pack, unpack
 from tiling.tpu_formats import tpu_layout
-from triton_backend.host_packing import TORCH_DTYPES, pack_tensor, unpack_tensor
+from triton_backend.host.host_packing import TORCH_DTYPES, pack_tensor, unpack_tensor
 
 _UINT_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _INT_TORCH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -34,9 +34,9 @@ from tests.triton_backend.fusion_check import (
     to_numpy,
     to_torch,
 )
-from triton_backend.codegen.host_template import PRELUDE, RUNTIME
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.identifiers import KERNEL_RESERVED_NAMES
+from triton_backend.lowering.host_template import PRELUDE, RUNTIME
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.lowering.identifiers import KERNEL_RESERVED_NAMES
 
 SENTINEL_DIR = "/tmp"
 

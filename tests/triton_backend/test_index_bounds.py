@@ -20,7 +20,7 @@ from tiling.affine_expr import (
     as_expr,
     d,
 )
-from triton_backend.codegen.value_emitter import IndexVar, ValueEmitter
+from triton_backend.lowering.value_emitter import IndexVar, ValueEmitter
 
 
 def _as_kernel(e: AffineExpr, dims) -> int:

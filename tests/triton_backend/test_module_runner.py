@@ -21,8 +21,8 @@ from fusion.evaluator import evaluate
 from fusion.npz_io import random_inputs
 from fusion.parser import parse_hlo
 from triton_backend import compile_hlo
-from triton_backend.input_validation import tensor_from_numpy, tensor_to_numpy
-from triton_backend.output_check import compare_output
+from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+from triton_backend.host.output_check import compare_output
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 

@@ -12,11 +12,11 @@ from fusion.evaluator import evaluate
 from fusion.parser import parse_hlo
 from fusion.verifier import verify_module
 from triton_backend import compile_hlo
-from triton_backend.host_ops import is_view_layout
-from triton_backend.input_validation import TORCH_DTYPES, tensor_from_numpy, tensor_to_numpy
-from triton_backend.launch_mode import configure_launch_mode, interpreting
-from triton_backend.output_check import compare_output
-from triton_backend.single_op_fusion import wrap_lone_ops
+from triton_backend.host.host_ops import is_view_layout
+from triton_backend.host.input_validation import TORCH_DTYPES, tensor_from_numpy, tensor_to_numpy
+from triton_backend.driver.launch_mode import configure_launch_mode, interpreting
+from triton_backend.host.output_check import compare_output
+from triton_backend.driver.single_op_fusion import wrap_lone_ops
 
 WHILE = """HloModule w
 cond {

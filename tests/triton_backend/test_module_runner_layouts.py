@@ -21,8 +21,8 @@ from fusion.shape import ArrayShape, flatten_shape
 from tests.triton_backend.fusion_check import random_array, to_torch
 from tests.triton_backend.packed_layout_check import PADDING_FILL, bits
 from triton_backend import compile_hlo
-from triton_backend.host_packing import pack_tensor
-from triton_backend.input_validation import physical_buffer
+from triton_backend.host.host_packing import pack_tensor
+from triton_backend.host.input_validation import physical_buffer
 
 B = "bf16[37,300]{1,0:T(8,128)(2,1)}"
 S = "s8[13,260]{1,0:T(8,128)(4,1)}"

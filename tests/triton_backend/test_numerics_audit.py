@@ -22,8 +22,8 @@ from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import fusion_module, single_fusion_module
 from tests.triton_backend.fusion_check import to_numpy as _to_numpy
 from tests.triton_backend.fusion_check import to_torch as _to_torch
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.numerics_policy import ULP_TOLERANCE
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.lowering.numerics_policy import ULP_TOLERANCE
 
 # The interpreter computes NaN/inf edge cases with NumPy, which warns about each of them.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -29,15 +29,16 @@ from fusion.npz_io import random_inputs
 from fusion.parser import parse_hlo
 from fusion.shape import ArrayShape
 from tests.triton_backend.op_coverage_cases import LIMIT_CASES, opcode_case
-from triton_backend import compile_hlo, module_runner
-from triton_backend import op_coverage as oc
+from triton_backend import compile_hlo
+from triton_backend.driver import module_runner
+from triton_backend.driver import op_coverage as oc
 from triton_backend.cli import main
-from triton_backend.input_validation import (
+from triton_backend.host.input_validation import (
     TORCH_DTYPES,
     tensor_from_numpy,
     tensor_to_numpy,
 )
-from triton_backend.output_check import compare_output
+from triton_backend.host.output_check import compare_output
 
 
 def _instruction(module, name=None, opcode=None):
@@ -52,13 +53,13 @@ def _instruction(module, name=None, opcode=None):
 def no_kernels(monkeypatch):
     """Fail if the fusion pass or any kernel compilation starts: rejection must come first."""
     import tiling.priority_fusion
-    import triton_backend.compiled_fusion
+    import triton_backend.driver.compiled_fusion
 
     def forbidden(*args, **kwargs):
         raise AssertionError("compiled past the up-front coverage check")
 
     monkeypatch.setattr(tiling.priority_fusion, "fuse_module", forbidden)
-    monkeypatch.setattr(triton_backend.compiled_fusion, "compile_fusion", forbidden)
+    monkeypatch.setattr(triton_backend.driver.compiled_fusion, "compile_fusion", forbidden)
 
 
 def _backend_fails(monkeypatch, text: str, **options) -> FusionCompilerError:
@@ -95,9 +96,9 @@ def test_table_is_alphabetical_and_lists_every_evaluator_opcode():
 
 
 def test_table_agrees_with_the_emitter_registries():
-    from triton_backend.compiled_fusion import KIND_COMPILERS, SPECIAL_FUSIONS
-    from triton_backend.elementwise_lowering import ELEMENTWISE_RULES
-    from triton_backend.host_ops import HOST_RULES
+    from triton_backend.driver.compiled_fusion import KIND_COMPILERS, SPECIAL_FUSIONS
+    from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
+    from triton_backend.host.host_ops import HOST_RULES
 
     templates = {kind for kind, *_ in SPECIAL_FUSIONS} | set(KIND_COMPILERS)
     for opcode, entry in oc.COVERAGE.items():
@@ -120,7 +121,7 @@ def test_table_agrees_with_the_emitter_registries():
 
 
 def test_op_coverage_never_imports_torch_or_triton():
-    code = ("import sys\nimport triton_backend.op_coverage\n"
+    code = ("import sys\nimport triton_backend.driver.op_coverage\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton'))\n"
             "assert not bad, bad\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
@@ -137,7 +138,7 @@ _LAYOUTS = st.sampled_from([None, (1, 0), (0, 1)])
        st.sampled_from(["f32", "s32", "f16", "f8e4m3fn", "s4"]))
 def test_host_view_rule_matches_host_ops(src_dims, src_layout, dst_dims, dst_layout, dtype):
     from fusion.hlo_module import HloComputation, HloInstruction
-    from triton_backend.host_ops import host_executor
+    from triton_backend.host.host_ops import host_executor
 
     def shape(dims, layout):
         if layout is not None and len(layout) != len(dims):

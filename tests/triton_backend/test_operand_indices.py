@@ -1,4 +1,4 @@
-"""Operand indices derived from the indexing analysis (``codegen.operand_indices``): checked
+"""Operand indices derived from the indexing analysis (``lowering.operand_indices``): checked
 against NumPy applying the same op to an ``arange`` (each output element names the operand
 element it reads), and end to end against the reference evaluator where the maps' domains
 (pad, concatenate) and runtime variables (dynamic-slice) drive masks and clamps."""
@@ -16,9 +16,9 @@ from tests.triton_backend.fusion_check import run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.affine_expr import d
 from tiling.indexing_analysis import output_to_input_indexing
-from triton_backend.codegen.operand_indices import exact_operand_indices
-from triton_backend.codegen.value_emitter import ValueEmitter
-from triton_backend.identifiers import IdentifierAllocator
+from triton_backend.lowering.operand_indices import exact_operand_indices
+from triton_backend.lowering.value_emitter import ValueEmitter
+from triton_backend.lowering.identifiers import IdentifierAllocator
 
 
 def _operand_positions(operand_shape, op_line, out_shape):

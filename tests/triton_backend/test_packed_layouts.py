@@ -16,8 +16,8 @@ from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tests.triton_backend.packed_layout_check import bits, run_packed
 from tiling.layout import TiledLayout, elements_per_word
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.host_packing import pack_tensor
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.host.host_packing import pack_tensor
 
 B16 = "{1,0:T(8,128)(2,1)}"
 B8 = "{1,0:T(8,128)(4,1)}"

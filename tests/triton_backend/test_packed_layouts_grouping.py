@@ -12,8 +12,8 @@ from fusion.shape import ArrayShape
 from tiling.affine_expr import d
 from tiling.layout import TiledLayout, elements_per_word, parse_tiles
 from tiling.tpu_formats import tpu_layout
-from triton_backend.codegen.addressing import buffer_addressing
-from triton_backend.codegen.packed_access import (
+from triton_backend.lowering.addressing import buffer_addressing
+from triton_backend.lowering.packed_access import (
     minimum_tile_sizes,
     word_aligned_tile_sizes,
     word_grouping,

@@ -14,13 +14,13 @@ import pytest
 
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.ptx_report import find_ptxas
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.reports.ptx_report import find_ptxas
 
 CHILD = r'''
 import importlib.util, json, sys
-from triton_backend.compile_report import kernel_signature
-from triton_backend.ptx_report import compile_for_target
+from triton_backend.reports.compile_report import kernel_signature
+from triton_backend.reports.ptx_report import compile_for_target
 out = []
 for n, path in enumerate(json.loads(sys.argv[1])):
     spec = importlib.util.spec_from_file_location(f"packed_kernel_{n}", path)

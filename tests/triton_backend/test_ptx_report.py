@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from triton_backend.kernel_cache import KernelCache
-from triton_backend.ptx_report import count_vector_accesses, find_ptxas, parse_ptxas_log
+from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.reports.ptx_report import count_vector_accesses, find_ptxas, parse_ptxas_log
 
 COPY_KERNELS = '''
 import triton
@@ -35,8 +35,8 @@ def strided_copy(x_ptr, y_ptr, stride, BLOCK: tl.constexpr):
 
 CHILD = r'''
 import json, sys
-from triton_backend.kernel_cache import KernelCache
-from triton_backend.ptx_report import compile_for_target
+from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.reports.ptx_report import compile_for_target
 module = KernelCache().load(sys.argv[1])
 out = []
 for fn_name, arch, aligned in json.loads(sys.argv[2]):
@@ -114,7 +114,7 @@ def test_interpreted_kernel_is_refused_with_a_clear_error():
     import triton
     import triton.language as tl  # noqa: F401
 
-    from triton_backend.ptx_report import compile_for_target
+    from triton_backend.reports.ptx_report import compile_for_target
 
     module = KernelCache().load(COPY_KERNELS)
     if isinstance(module.copy, triton.runtime.jit.JITFunction):

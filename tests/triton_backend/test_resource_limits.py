@@ -20,14 +20,14 @@ from tiling.tiled_fusion import analyze_fusion_tiling
 from tiling.tiling_candidates import tiling_candidates
 from tiling.tiling_legality import check_tiling
 from triton_backend import compile_hlo
-from triton_backend.codegen.dot_tiling import (
+from triton_backend.templates.dot_tiling import (
     SHARED_MEMORY_PER_BLOCK,
     DotProblem,
     default_tiling,
     shared_memory_bytes,
 )
-from triton_backend.codegen.kernel_plan import plan_kernel
-from triton_backend.compiled_fusion import choose_fusion_tiling
+from triton_backend.lowering.kernel_plan import plan_kernel
+from triton_backend.driver.compiled_fusion import choose_fusion_tiling
 
 TRITON_MAX_NUMEL = 2**20
 GRID_X = 2**31 - 1

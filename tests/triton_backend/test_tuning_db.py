@@ -7,8 +7,8 @@ import pytest
 
 from fusion.errors import HloVerifyError
 from fusion.parser import parse_hlo
-from triton_backend.autotune import autotune
-from triton_backend.tuning_db import TuningDb, fusion_key
+from triton_backend.tuning.autotune import autotune
+from triton_backend.tuning.tuning_db import TuningDb, fusion_key
 
 TEMPLATE = """HloModule m
 fused_{suffix} {{

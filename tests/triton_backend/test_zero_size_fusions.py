@@ -14,8 +14,8 @@ import torch
 
 from fusion.evaluator import evaluate
 from fusion.parser import parse_hlo
-from triton_backend.compiled_fusion import compile_fusion
-from triton_backend.input_validation import tensor_to_numpy
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.host.input_validation import tensor_to_numpy
 
 ADD = """add { a = f32[] parameter(0)
   b = f32[] parameter(1)

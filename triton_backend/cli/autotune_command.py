@@ -80,10 +80,10 @@ def print_result(result, top: int, out=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triton_backend.autotune import autotune  # noqa: PLC0415 - torch/triton only here
+    from triton_backend.tuning.autotune import autotune  # noqa: PLC0415 - torch/triton only here
     from triton_backend.cli.check_command import read_module  # noqa: PLC0415
-    from triton_backend.device_specs import device_spec  # noqa: PLC0415
-    from triton_backend.tuning_db import find_fusion  # noqa: PLC0415
+    from triton_backend.tuning.device_specs import device_spec  # noqa: PLC0415
+    from triton_backend.tuning.tuning_db import find_fusion  # noqa: PLC0415
 
     if args.device:
         try:

@@ -3,7 +3,7 @@
 Prints the computations, the fusions grouped by kind and how often each op is used; exits 0
 when the module is valid.  An invalid module is reported with the error's line:column and exit
 status 1 (with ``--json``, as the ``error`` field of the JSON object).  ``--triton`` also lists
-the ops of a valid module the Triton path does not cover (``triton_backend.op_coverage``), with
+the ops of a valid module the Triton path does not cover (``triton_backend.driver.op_coverage``), with
 line:column and reason (JSON: ``triton_uncovered``); they do not change the exit status.
 """
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _print_text(module: HloModule) -> None:
 
 
 def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
-    from triton_backend.op_coverage import uncovered_ops  # torch-free
+    from triton_backend.driver.op_coverage import uncovered_ops  # torch-free
 
     out = []
     for item in uncovered_ops(module):
@@ -120,7 +120,7 @@ def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
 
 
 def _print_uncovered(module: HloModule) -> None:
-    from triton_backend.op_coverage import describe, uncovered_ops  # torch-free
+    from triton_backend.driver.op_coverage import describe, uncovered_ops  # torch-free
 
     uncovered = uncovered_ops(module)
     if not uncovered:

@@ -33,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from triton_backend.cli.check_command import read_module  # noqa: PLC0415
-    from triton_backend.compile_report import (  # noqa: PLC0415
+    from triton_backend.reports.compile_report import (  # noqa: PLC0415
         build_report, compile_for_target, render_text, write_kernels, write_report,
     )
-    from triton_backend.module_runner import compile_hlo  # noqa: PLC0415
+    from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
 
     module = read_module(args.file)
     compiled = compile_hlo(module, target=args.target, tiling=parse_tiling(args.tile),

@@ -6,7 +6,7 @@ ops between them on the host.  Inputs and outputs follow ``fusion-compile evalua
 convention and default paths (random inputs, ``--seed``, saved next to the outputs when no
 ``--inputs`` is given).  ``--check`` also runs the reference evaluator and prints, per output,
 the maximum absolute and relative error and whether it is within the element type's tolerance
-(``triton_backend.output_check``); a failed check exits with status 2.
+(``triton_backend.host.output_check``); a failed check exits with status 2.
 
 ``--tile NAME=T0,T1,...`` (repeatable) sets the tile sizes of fusion NAME; ``--no-fuse`` runs an
 unfused module op by op (one-op fusions) instead of fusing it first.
@@ -68,8 +68,8 @@ def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 def run(args: argparse.Namespace) -> int:
     from triton_backend.cli.check_command import read_module  # noqa: PLC0415
-    from triton_backend.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
-    from triton_backend.module_runner import compile_hlo  # noqa: PLC0415
+    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
+    from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
 
     module = read_module(args.file)
     tiling = parse_tiling(args.tile)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(module, inputs, outputs, out_types) -> int:
     from fusion.evaluator import evaluate  # noqa: PLC0415
-    from triton_backend.output_check import compare_output  # noqa: PLC0415
+    from triton_backend.host.output_check import compare_output  # noqa: PLC0415
 
     references = evaluate(module, *inputs)
     comparisons = [compare_output(f"o{n}", ref, out, dtype)

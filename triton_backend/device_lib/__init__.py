@@ -1,0 +1,1 @@
+"""``@triton.jit`` helpers that generated kernels import (XLA's math, bit packing)."""

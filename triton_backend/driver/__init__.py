@@ -1,0 +1,1 @@
+"""From a verified module to callables: ``compile_hlo``, compiled fusions, the torch op."""

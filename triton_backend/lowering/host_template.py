@@ -1,0 +1,192 @@
+"""The host half of a generated kernel file: buffer specs, ``run(*tensors)`` and ``__main__``.
+
+``run`` takes logical-shaped torch tensors (one per fusion operand), lays each out in memory
+as its HLO layout says (``minor_to_major``), launches the kernel on the tensors' device (CUDA
+tensors on the GPU; CPU tensors need the file imported under ``TRITON_INTERPRET=1``), and
+returns logical views of the outputs.  It launches with the file's ``NUM_WARPS`` and
+``NUM_STAGES`` (Triton's defaults where a file sets none); ``run(*tensors, num_warps=..,
+num_stages=..)`` overrides them (the autotuner's sweep launches through it).
+
+Buffers in a physical layout (tiled, ``T(...)``, or word-packed) are passed and returned in
+their physical form instead: flat tensors of the layout's physical buffer, padding included,
+as ``host_packing.pack_tensor`` gives them (``torch.uint32`` words when elements share 32-bit
+words, else elements).  Their spec describes that flat buffer (``dims`` = its length, order
+``(0,)``), and such outputs (listed in ``PADDED_OUTPUTS``) are allocated zero-filled: the
+kernel never writes padding-only words or elements, so their padding reads zero.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloInstruction
+from fusion.shape import ArrayShape
+from triton_backend.lowering.addressing import (
+    buffer_addressing,
+    is_physical_layout,
+    minor_to_major,
+)
+
+TORCH_DTYPES = {
+    "pred": "torch.bool", "s8": "torch.int8", "s16": "torch.int16", "s32": "torch.int32",
+    "s64": "torch.int64", "u8": "torch.uint8", "u16": "torch.uint16", "u32": "torch.uint32",
+    "u64": "torch.uint64", "f16": "torch.float16", "bf16": "torch.bfloat16",
+    "f32": "torch.float32", "f64": "torch.float64",
+}
+
+PRELUDE = '''import os
+
+import torch
+
+if __name__ == "__main__" and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # standalone run without a GPU
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")  # numerics_policy: no FP contraction
+
+PADDED_OUTPUTS = ()  # outputs in a physical layout: allocated zero-filled (padding reads 0)
+OUTPUT_FROM_INPUT = ()  # (output, input) pairs: the output starts as a copy of the input
+'''
+
+RUNTIME = '''
+
+def _physical(tensor, order):
+    return tensor.permute(*reversed(order)).contiguous() if order else tensor.contiguous()
+
+
+def _logical(buffer, order):
+    major_to_minor = list(reversed(order))
+    return buffer.permute(*[major_to_minor.index(k) for k in range(len(order))]) if order else buffer
+
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+def run(*inputs, **launch_options):
+    """Run the fusion on logical-shaped tensors; returns one tensor per fusion output.
+
+    ``launch_options`` (``num_warps``, ``num_stages``) override the file's ``NUM_WARPS`` and
+    ``NUM_STAGES``.
+    """
+    unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
+    if unknown:
+        raise TypeError(f"run() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
+    # NUM_WARPS / NUM_STAGES where the file sets them (templates that do not: Triton's defaults).
+    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
+    options.update(launch_options)
+    if len(inputs) != len(INPUT_SPECS):
+        raise ValueError(f"expected {len(INPUT_SPECS)} inputs, got {len(inputs)}")
+    device = inputs[0].device if inputs else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    args = []
+    for tensor, (name, dtype, dims, order) in zip(inputs, INPUT_SPECS):
+        if tuple(tensor.shape) != dims or tensor.dtype != dtype:
+            raise ValueError(f"input {name}: expected {dtype} {list(dims)}, got {tensor.dtype} {list(tensor.shape)}")
+        args.append(_physical(tensor.to(device), order))
+    for name, dtype, dims, order, values in CONSTANT_SPECS:
+        args.append(_physical(torch.tensor(values, dtype=dtype, device=device).reshape(dims), order))
+    outputs = [(torch.zeros if i in PADDED_OUTPUTS else torch.empty)(
+                   [dims[k] for k in reversed(order)], dtype=dtype, device=device)
+               for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS)]
+    # An in-place output (scatter's) starts as a copy of the input it updates.
+    for i, source in OUTPUT_FROM_INPUT:
+        outputs[i].copy_(args[source])
+    if options:
+        KERNEL[GRID](*args, *outputs, **options)
+    else:  # a file naming no launch options: Triton's defaults
+        KERNEL[GRID](*args, *outputs)
+    return tuple(_logical(out, spec[3]) for out, spec in zip(outputs, OUTPUT_SPECS))
+
+
+def example_inputs(seed=0):
+    """Deterministic example inputs (small integers, normal floats, random preds)."""
+    generator = torch.Generator().manual_seed(seed)
+    result = []
+    for name, dtype, dims, order in INPUT_SPECS:
+        if dtype == torch.bool:
+            result.append(torch.randint(0, 2, dims, generator=generator).bool())
+        elif dtype.is_floating_point:
+            result.append(torch.randn(dims, generator=generator, dtype=torch.float32).to(dtype))
+        else:
+            low = 0 if dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64) else -5
+            result.append(torch.randint(low, 6, dims, generator=generator).to(dtype))
+    return result
+
+
+if __name__ == "__main__":
+    for spec, value in zip(OUTPUT_SPECS, run(*example_inputs())):
+        print(spec[0], spec[1], list(value.shape), value.flatten()[:16].tolist())
+'''
+
+
+def torch_dtype(shape: ArrayShape, where: str) -> str:
+    try:
+        return TORCH_DTYPES[shape.dtype]
+    except KeyError:
+        raise UnsupportedOpError(f"element type {shape.dtype} has no torch dtype", where=where) from None
+
+
+def buffer_spec(name: str, shape: ArrayShape) -> str:
+    """``(name, torch dtype, dims, minor_to_major)`` as Python source; a physical layout's
+    flat buffer as ``(name, buffer dtype, (entries,), (0,))``.
+
+    >>> from tiling.layout import parse_tiles
+    >>> buffer_spec("p0", ArrayShape("bf16", (37, 300), parse_tiles("1,0", "(8,128)(2,1)")))
+    "('p0', torch.uint32, (7680,), (0,))"
+    """
+    if is_physical_layout(shape):
+        addressing = buffer_addressing(shape, name)
+        dtype = "torch.uint32" if addressing.is_packed else torch_dtype(shape, name)
+        return f"({name!r}, {dtype}, ({addressing.buffer_entries},), (0,))"
+    return f"({name!r}, {torch_dtype(shape, name)}, {tuple(shape.dims)!r}, {minor_to_major(shape)!r})"
+
+
+def kernel_specs(kernel_name: str, grid: tuple, parameters: Sequence[HloInstruction],
+                 constants: Sequence[HloInstruction], outputs: Sequence[ArrayShape],
+                 launch: tuple[int, int] | None = None) -> str:
+    """The lines of a kernel file that ``run`` reads: ``KERNEL``, ``GRID``, ``NUM_WARPS`` and
+    ``NUM_STAGES`` (when ``launch`` gives them; else Triton's defaults) and the buffer specs
+    of the fusion's parameters, its constants and its outputs.
+
+    >>> from fusion.hlo_module import HloInstruction
+    >>> p0 = HloInstruction("p0", "parameter", ArrayShape("f32", (4,)), ())
+    >>> print(kernel_specs("k", (2,), [p0], [], [ArrayShape("f32", (4,))], (4, 1)), end="")
+    KERNEL = k
+    GRID = (2,)
+    NUM_WARPS = 4
+    NUM_STAGES = 1
+    INPUT_SPECS = (('p0', torch.float32, (4,), (0,)), )
+    CONSTANT_SPECS = ()
+    OUTPUT_SPECS = (('output0', torch.float32, (4,), (0,)), )
+    """
+    launch_lines = "" if launch is None else f"NUM_WARPS = {launch[0]}\nNUM_STAGES = {launch[1]}\n"
+    return (
+        f"KERNEL = {kernel_name}\nGRID = {grid!r}\n" + launch_lines
+        + "INPUT_SPECS = (" + "".join(buffer_spec(p.name, p.shape) + ", " for p in parameters) + ")\n"
+        "CONSTANT_SPECS = (" + "".join(
+            constant_spec(c.name, c.shape, c.attr("literal").values) + ", " for c in constants) + ")\n"
+        "OUTPUT_SPECS = (" + "".join(buffer_spec(f"output{i}", s) + ", " for i, s in enumerate(outputs))
+        + ")\n")
+
+
+def padded_outputs_line(outputs) -> str:
+    """``PADDED_OUTPUTS = (...)`` naming the outputs in a physical layout ('' when none).
+
+    >>> from tiling.layout import parse_tiles
+    >>> padded_outputs_line([ArrayShape("f32", (3,)), ArrayShape("f32", (3,), parse_tiles("0", "(8)"))])
+    'PADDED_OUTPUTS = (1,)\\n'
+    """
+    padded = tuple(i for i, shape in enumerate(outputs) if is_physical_layout(shape))
+    return f"PADDED_OUTPUTS = {padded!r}\n" if padded else ""
+
+
+def constant_spec(name: str, shape: ArrayShape, values) -> str:
+    text = ", ".join(_value_text(v) for v in values)
+    return (f"({name!r}, {torch_dtype(shape, name)}, {tuple(shape.dims)!r}, "
+            f"{minor_to_major(shape)!r}, [{text}])")
+
+
+def _value_text(v) -> str:
+    if isinstance(v, float) and math.isnan(v):
+        return "float('nan')"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "float('inf')" if v > 0 else "float('-inf')"
+    return repr(v)

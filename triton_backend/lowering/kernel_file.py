@@ -1,0 +1,216 @@
+"""Render the complete kernel file of one fusion: header, combiners, kernel, host code.
+
+The file is self-contained Python: the source HLO and the operand reads (instruction at index
+expressions, i.e. the indexing maps the kernel applies) are embedded as sanitized comments;
+``run(*tensors)`` launches it and ``python kernel_<hash>.py`` runs it on example inputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion.element_types import ELEMENT_TYPES
+from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.printer import print_computation, print_instruction
+from fusion.shape import ArrayShape, TupleShape
+from tiling.affine_expr import AffineExpr, DimExpr, d, substitute
+from tiling.tiled_fusion import reduce_projection
+from triton_backend.lowering.host_template import (
+    PRELUDE,
+    RUNTIME,
+    kernel_specs,
+    padded_outputs_line,
+)
+from triton_backend.lowering.kernel_plan import (
+    KernelPlan,
+    index_bits_for,
+    launch_options,
+    plan_kernel,
+    program_elements,
+)
+from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.packed_access import word_aligned_tile_sizes
+from triton_backend.lowering.value_emitter import ValueEmitter
+from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS
+from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
+
+
+@dataclass(frozen=True)
+class RenderedKernel:
+    """A kernel file's source and what the host needs to know about it."""
+
+    source: str
+    kernel_name: str
+    plan: KernelPlan
+    output_shapes: tuple[ArrayShape, ...]
+    num_warps: int = 4
+    num_stages: int = 1
+
+
+def output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
+    shape = fusion_instr.shape
+    if isinstance(shape, TupleShape):
+        if not all(isinstance(e, ArrayShape) for e in shape.elements):
+            raise UnsupportedOpError("nested tuple outputs are not supported", where=fusion_instr.name)
+        return tuple(shape.elements)
+    return (shape,)
+
+
+def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
+                       tile_sizes: tuple[int, ...] | None = None, kind: str = "loop", *,
+                       reduction_chunk: int | None = None,
+                       index_bits: int | None = None, num_warps: int | None = None,
+                       num_stages: int | None = None) -> RenderedKernel:
+    """Render the kernel file for ``fusion_instr`` (a ``fusion`` op of ``module``).
+
+    ``index_bits`` (32 or 64) defaults to 64 exactly when some buffer has more than
+    2^31 - 1 elements.  ``num_warps``/``num_stages`` (the file's ``NUM_WARPS``/``NUM_STAGES``,
+    which ``run`` launches with) default to ``kernel_plan.launch_options`` for the tile.
+    """
+    computation = module.computation(fusion_instr.attr("calls"))
+    outputs = output_shapes(fusion_instr)
+    space, projections = iteration_space(computation, fusion_instr, outputs)
+    if index_bits is None:
+        shapes = [p.shape for p in computation.parameters if isinstance(p.shape, ArrayShape)]
+        index_bits = index_bits_for(math.prod(s.dims) for s in (*shapes, *outputs))
+    plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk,
+                       index_bits=index_bits)
+    aligned = word_aligned_tile_sizes(plan.tile_sizes, outputs)
+    if aligned != plan.tile_sizes:  # packed outputs: each program must own whole 32-bit words
+        plan = plan_kernel(computation, space, aligned, reduction_chunk=reduction_chunk,
+                           index_bits=index_bits)
+    warps, stages = _launch_options(computation, plan, outputs)
+    warps, stages = num_warps or warps, num_stages or stages
+    names = IdentifierAllocator()
+    kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
+    em = ValueEmitter(module, computation, list(plan.axis_blocks), names, dict(plan.reduce_axes),
+                      reduction_chunk=plan.reduction_chunk, index_bits=plan.index_bits)
+    parameters = computation.parameters
+    for p in parameters:
+        em.pointer_for(p)
+    out_pointers = [names.fresh(f"out{i}_ptr") for i in range(len(outputs))]
+    _emit_body(em, plan, outputs, out_pointers, computation, projections)
+    constants = [b for b in em.buffers.values() if b.parameter_number is None]
+    signature = [em.buffers[p.name].pointer for p in parameters] + [b.pointer for b in constants]
+    signature += out_pointers
+    reads = sorted({f"{name} at ({', '.join(map(str, idx))})" for (name, idx) in em.reads})
+    var_names = ", ".join(f"d{k}={v.name}" for k, v in enumerate(em.dims))
+    looped = (f", reductions looped in chunks of {plan.reduction_chunk}"
+              if plan.reduction_chunk is not None and plan.reduce_axes else "")
+    header = comment_block(
+        f"Generated by triton_backend.lowering for fusion {fusion_instr.name} ({kind} emitter).\n"
+        f"{print_instruction(fusion_instr)}\n\n{print_computation(computation)}\n\n"
+        f"iteration space {list(plan.output_dims)}, tile sizes {list(plan.tile_sizes)}, "
+        f"axis blocks {list(plan.axis_blocks)}, grid {plan.grid}{looped}, "
+        f"{plan.index_bits}-bit offsets, num_warps {warps}, num_stages {stages}\n"
+        f"index variables: {var_names}\n"
+        "operand reads (output -> operand indexing):\n" + "\n".join("  " + r for r in reads))
+    combiners = "\n\n".join(em.helper_functions.values())
+    kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(em.lines) + "\n")
+    specs = kernel_specs(kernel_name, plan.grid, parameters, [b.instruction for b in constants],
+                         outputs, (warps, stages)) + padded_outputs_line(outputs)
+    source = (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (combiners + "\n\n" if combiners else "")
+              + kernel + "\n\n" + specs + RUNTIME)
+    return RenderedKernel(source, kernel_name, plan, outputs, warps, stages)
+
+
+def _launch_options(computation: HloComputation, plan: KernelPlan,
+                    outputs: tuple[ArrayShape, ...]) -> tuple[int, int]:
+    """``kernel_plan.launch_options`` for the plan's largest tensor and the narrowest element
+    among the buffers (the one that needs the most elements per thread for 128 bits)."""
+    shapes = [p.shape for p in computation.parameters if isinstance(p.shape, ArrayShape)]
+    sizes = [ELEMENT_TYPES[s.dtype].byte_size for s in (*shapes, *outputs)
+             if s.rank and s.dtype in ELEMENT_TYPES]
+    looped = plan.reduction_chunk is not None and bool(plan.reduce_axes)
+    return launch_options(program_elements(computation, plan), min(sizes, default=4), looped=looped)
+
+
+def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,
+                    outputs: tuple[ArrayShape, ...]
+                    ) -> tuple[tuple[int, ...], tuple[tuple[AffineExpr, ...], ...]]:
+    """The shape the kernel iterates over and, per output, its index as expressions of the
+    space's dims (``d_k``: space dim ``k``; ``0``: a unit dim).
+
+    Outputs of one shape are indexed by all dims.  A multi-output reduction fusion (XLA's:
+    reduces next to outputs of the reduce input's shape) iterates over the larger shape; a
+    reduce output is indexed through the tile analysis' ``reduce_projection`` (the reduce's
+    kept dims, ``0`` for unit dims a reshape added) and stored only where the dims it does not
+    use are 0 (so each element is written once).
+    """
+    dims = {o.dims for o in outputs}
+    if len(dims) == 1:
+        identity = tuple(d(k) for k in range(len(outputs[0].dims)))
+        return outputs[0].dims, tuple(identity for _ in outputs)
+    space = max(dims, key=lambda ds: (math.prod(ds), len(ds)))
+    root = computation.root
+    projections = []
+    for i, shape in enumerate(outputs):
+        if shape.dims == space:
+            projections.append(tuple(d(k) for k in range(len(space))))
+            continue
+        projection = (reduce_projection(computation, root.operands[i], tuple(space),
+                                        tuple(shape.dims))
+                      if root.opcode == "tuple" else None)
+        if projection is None:
+            raise UnsupportedOpError(
+                f"multi-output fusion: output {i} of shape {list(shape.dims)} is neither of the "
+                f"iteration shape {list(space)} nor a reduce of it (outputs of unrelated shapes "
+                "need separate kernels)", where=fusion_instr.name)
+        projections.append(projection)
+    return space, tuple(projections)
+
+
+def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, computation,
+               projections) -> None:
+    rest = em.bind("tl.program_id(0)", "pid")  # allocated, so no HLO value can rebind it
+    tile_vars = [""] * len(plan.output_dims)
+    for k in reversed(range(len(plan.output_dims))):
+        tile_vars[k] = em.bind(f"{rest} % {plan.tiles_per_dim[k]}", f"tile{k}")
+        if plan.index_bits == 64:
+            tile_vars[k] = em.bind(f"{tile_vars[k]}.to(tl.int64)", f"tile{k}")
+        if k:
+            rest = em.bind(f"{rest} // {plan.tiles_per_dim[k]}", "pid_rest")
+    out_vars = [em.new_dim(f"i{k}", k, size, f"{tile_vars[k]} * {plan.tile_sizes[k]}",
+                           (plan.tiles_per_dim[k] - 1) * plan.tile_sizes[k] + plan.axis_blocks[k] - 1)
+                for k, size in enumerate(plan.output_dims)]
+    names = [em.dims[v.index].name for v in out_vars]
+    checks = [f"({n} < {size})" for n, size in zip(names, plan.output_dims)]
+    for k, (n, tile) in enumerate(zip(names, plan.tile_sizes)):
+        if tile != plan.axis_blocks[k] and plan.tiles_per_dim[k] > 1:
+            # Lanes past a tile that is not a power of two belong to the next program.
+            checks.append(f"({n} - {tile_vars[k]} * {tile} < {tile})")
+    mask = em.bind(" & ".join(checks), "out_mask")
+    zero = em.bind(" + ".join(f"{n} * 0" for n in names), "tile_zero")
+    root = computation.root
+    if len(outputs) > 1 and root.opcode == "tuple":
+        values = []
+        for operand, projection, shape in zip(root.operands, projections, outputs):
+            indices = _indices(projection, out_vars) if shape.rank else ()
+            value = em.value(operand, indices)
+            if not isinstance(value, str):
+                raise UnsupportedOpError("tuple-shaped fusion output", where=operand)
+            values.append(value)
+    else:
+        value = em.value(root.name, tuple(out_vars) if outputs[0].rank else ())
+        values = list(value) if isinstance(value, tuple) else [value]
+    if len(values) != len(outputs):
+        raise UnsupportedOpError(f"root produces {len(values)} values for {len(outputs)} outputs",
+                                 where=root.name)
+    for i, (v, shape, pointer, projection) in enumerate(zip(values, outputs, out_pointers,
+                                                            projections)):
+        indices = _indices(projection, out_vars) if shape.rank else ()
+        store_mask = mask
+        used = {e.index for e in projection if isinstance(e, DimExpr)}
+        dropped = [names[k] for k in range(len(names)) if k not in used]
+        if dropped:
+            store_mask = f"{mask} & " + " & ".join(f"({n} == 0)" for n in dropped)
+        store_output(em, v, shape, pointer, indices, store_mask, zero, f"output {i}", tuple(out_vars))
+
+
+def _indices(projection: tuple[AffineExpr, ...], out_vars) -> tuple[AffineExpr, ...]:
+    """The projection's expressions over the space dims, in the kernel's dim variables."""
+    return tuple(substitute(e, out_vars, None) for e in projection)
+
+
+__all__ = ["RenderedKernel", "iteration_space", "output_shapes", "render_kernel_file"]

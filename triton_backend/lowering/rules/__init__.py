@@ -1,0 +1,1 @@
+"""Every op's lowering rule: the elementwise expression table, values, reductions, memory."""

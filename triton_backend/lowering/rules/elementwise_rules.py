@@ -1,0 +1,459 @@
+"""Triton expression text for HLO elementwise ops, one rule per opcode (XLA semantics).
+
+A rule receives operand *expressions* (Python code text, usually identifiers bound earlier in
+the kernel) in their register representation and returns the expression computing the op.
+Register representation (see ``numerics_policy``): f32/f64 as themselves, bf16/f16 as fp32
+holding a representable value, integers as their own ``tl`` type, pred as ``tl.int1``.
+Generated kernels must start with :data:`KERNEL_IMPORTS`.  Operands may be repeated in the
+output, so pass identifiers (or cheap expressions), not calls with side effects.
+
+>>> from fusion.element_types import ELEMENT_TYPES as T
+>>> render_elementwise("add", ("a", "b"), (T["bf16"], T["bf16"]), T["bf16"])
+'xla_math.round_to_bf16((a) + (b))'
+>>> render_elementwise("shift-left", ("a", "b"), (T["u8"], T["u8"]), T["u8"])
+'tl.where((b).to(tl.uint8, bitcast=True) >= 8, (a) * 0, (a) << tl.where((b).to(tl.uint8, bitcast=True) >= 8, (b) * 0, (b)))'
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fusion.element_types import ElementType
+from fusion.errors import UnsupportedOpError
+
+KERNEL_IMPORTS = (
+    "import triton\n"
+    "import triton.language as tl\n"
+    "from triton_backend.device_lib import elementwise_math as xla_math\n"
+)
+
+_TL_STORAGE = {
+    "pred": "tl.int1", "s8": "tl.int8", "s16": "tl.int16", "s32": "tl.int32", "s64": "tl.int64",
+    "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
+    "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
+}
+
+
+def storage_dtype(t: ElementType) -> str:
+    """The ``tl`` dtype of this element type in memory.
+
+    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> storage_dtype(T["bf16"]), storage_dtype(T["pred"])
+    ('tl.bfloat16', 'tl.int1')
+    """
+    try:
+        return _TL_STORAGE[t.name]
+    except KeyError:
+        raise UnsupportedOpError(f"element type {t.name} is not supported by the Triton backend") from None
+
+
+def register_dtype(t: ElementType) -> str:
+    """The ``tl`` dtype holding values of ``t`` inside a kernel (16-bit floats widen to fp32).
+
+    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> register_dtype(T["f16"]), register_dtype(T["s8"])
+    ('tl.float32', 'tl.int8')
+    """
+    return "tl.float32" if t.name in ("bf16", "f16") else storage_dtype(t)
+
+
+def render_load_widen(expr: str, t: ElementType) -> str:
+    """Convert a loaded value (storage dtype) to its register representation (exact)."""
+    if t.name == "bf16":
+        return f"xla_math.bf16_to_f32({expr})"
+    return f"({expr}).to(tl.float32)" if t.name == "f16" else expr
+
+
+def render_store_narrow(expr: str, t: ElementType) -> str:
+    """Convert a register value to the storage dtype (exact: 16-bit results are pre-rounded)."""
+    if t.name == "bf16":
+        return f"xla_math.f32_to_bf16_exact({expr})"
+    return f"({expr}).to({storage_dtype(t)})" if t.name == "f16" else expr
+
+
+@dataclass(frozen=True)
+class ElementwiseCall:
+    """One elementwise op to render: operand expressions, their types, result type, attributes."""
+
+    opcode: str
+    operands: tuple[str, ...]
+    operand_types: tuple[ElementType, ...]
+    result_type: ElementType
+    attributes: Mapping[str, object]
+
+    def unsupported(self, why: str) -> UnsupportedOpError:
+        types = ", ".join(t.name for t in self.operand_types)
+        return UnsupportedOpError(f"{why} ({self.opcode} on {types} -> {self.result_type.name})",
+                                  where=self.opcode)
+
+
+Rule = Callable[[ElementwiseCall], str]
+
+
+def _p(e: str) -> str:
+    return f"({e})"
+
+
+def _is_float(t: ElementType) -> bool:
+    return t.is_float and t.name in ("bf16", "f16", "f32", "f64")
+
+
+def _int_min(t: ElementType) -> int:
+    return -(1 << (t.bits - 1))
+
+
+def _int_max(t: ElementType) -> int:
+    return (1 << (t.bits - 1)) - 1 if t.is_signed else (1 << t.bits) - 1
+
+
+def _unsigned_of(t: ElementType) -> str:
+    return {8: "tl.uint8", 16: "tl.uint16", 32: "tl.uint32", 64: "tl.uint64"}[t.bits]
+
+
+def _signed_of(t: ElementType) -> str:
+    return {8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}[t.bits]
+
+
+def _float_operand(call: ElementwiseCall) -> str:
+    if not _is_float(call.operand_types[0]):
+        raise call.unsupported("expects a floating-point operand")
+    return _p(call.operands[0])
+
+
+def _unary_math(name: str) -> Rule:
+    def rule(call: ElementwiseCall) -> str:
+        return f"xla_math.{name}({_float_operand(call)})"
+    return rule
+
+
+def _abs(call: ElementwiseCall) -> str:
+    x, t = _p(call.operands[0]), call.operand_types[0]
+    if t.kind == "unsigned" or t.is_pred:
+        return x
+    return f"tl.abs({x})"
+
+
+def _arith(op: str) -> Rule:
+    def rule(call: ElementwiseCall) -> str:
+        if call.result_type.is_pred:
+            raise call.unsupported("arithmetic on pred")
+        return f"{_p(call.operands[0])} {op} {_p(call.operands[1])}"
+    return rule
+
+
+def _bitwise(op: str) -> Rule:
+    def rule(call: ElementwiseCall) -> str:
+        if _is_float(call.result_type):
+            raise call.unsupported("bitwise op on floats")
+        return f"{_p(call.operands[0])} {op} {_p(call.operands[1])}"
+    return rule
+
+
+def _clamp(call: ElementwiseCall) -> str:
+    lo, x, hi = call.operands
+    inner = _minmax(">=", x, lo, call.result_type)
+    return _minmax("<=", inner, hi, call.result_type)
+
+
+def _minmax(cmp: str, x: str, y: str, t: ElementType) -> str:
+    x, y = _p(x), _p(y)
+    if _is_float(t):
+        # XLA's maximum/minimum are IEEE 754-2019 (LLVM's llvm.maximum): NaN propagates and
+        # -0.0 < +0.0 whatever the operand order.  Equal operands differ only in the sign of
+        # zero: max keeps x when y is -0.0, min keeps y then.  (Nested where, not ``&``: the
+        # interpreter's ``int1 block & int1 scalar`` yields floats.)
+        strict = ">" if cmp == ">=" else "<"
+        tie = (f"tl.where(xla_math.signbit({y}), {x}, {y})" if cmp == ">="
+               else f"tl.where(xla_math.signbit({y}), {y}, {x})")
+        return f"tl.where(({x} {strict} {y}) | ({x} != {x}), {x}, tl.where({x} == {y}, {tie}, {y}))"
+    if t.is_pred:
+        return f"{x} | {y}" if cmp == ">=" else f"{x} & {y}"
+    return f"tl.maximum({x}, {y})" if cmp == ">=" else f"tl.minimum({x}, {y})"
+
+
+def _compare(call: ElementwiseCall) -> str:
+    direction = call.attributes.get("direction")
+    ops = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+    if direction not in ops:
+        raise call.unsupported(f"compare direction {direction!r}; expected one of {sorted(ops)}")
+    x, y = (_p(o) for o in call.operands)
+    t = call.operand_types[0]
+    if _is_float(t) and call.attributes.get("type") == "TOTALORDER":
+        x, y = (_total_order_key(o, t) for o in call.operands)
+    elif t.is_pred:
+        x, y = f"{x}.to(tl.int8)", f"{y}.to(tl.int8)"
+    return f"{x} {ops[direction]} {y}"
+
+
+def _total_order_key(expr: str, t: ElementType) -> str:
+    # Flip the magnitude bits of negative values: signed-int order becomes XLA's total order
+    # (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN).  16-bit floats widen to f32 exactly.
+    int_t, mask = ("tl.int64", "0x7FFFFFFFFFFFFFFF") if t.name == "f64" else ("tl.int32", "0x7FFFFFFF")
+    bits = f"({expr}).to({int_t}, bitcast=True)"
+    return f"tl.where({bits} < 0, {bits} ^ {mask}, {bits})"
+
+
+def _convert(call: ElementwiseCall) -> str:
+    x, src, dst = _p(call.operands[0]), call.operand_types[0], call.result_type
+    if src.name == dst.name:
+        return x
+    if dst.is_pred:
+        return f"{x} != 0"
+    if _is_float(dst):
+        # Rounding to 16 bits happens after the rule; integers go to f32 first, as XLA does.
+        return f"{x}.to({'tl.float64' if dst.name == 'f64' else 'tl.float32'})"
+    if not dst.is_integer:
+        raise call.unsupported("unsupported conversion target")
+    if not _is_float(src):
+        return f"{x}.to({storage_dtype(dst)})"
+    lo, hi = _int_min(dst) if dst.is_signed else 0, _int_max(dst)
+    # hi + 1 is a power of two, so exact in every float type; lo likewise.
+    in_range = f"({x} >= {float(lo)!r}) & ({x} < {float(hi + 1)!r})"
+    safe = f"tl.where({in_range}, {x}, 0.0).to({storage_dtype(dst)})"
+    zero = f"{safe} * 0"
+    return (f"tl.where({x} != {x}, {zero}, tl.where({x} >= {float(hi + 1)!r}, {zero} + {hi}, "
+            f"tl.where({x} < {float(lo)!r}, {zero} + ({lo}), {safe})))")
+
+
+def _bitcast_convert(call: ElementwiseCall) -> str:
+    x, src, dst = _p(call.operands[0]), call.operand_types[0], call.result_type
+    if src.bits != dst.bits or src.is_pred or dst.is_pred:
+        raise call.unsupported("bitcast-convert between different bit widths")
+    bits = render_store_narrow(x, src) if src.name in ("bf16", "f16") else x
+    return render_load_widen(f"{bits}.to({storage_dtype(dst)}, bitcast=True)", dst)
+
+
+def _count_leading_zeros(call: ElementwiseCall) -> str:
+    x, t = _p(call.operands[0]), call.operand_types[0]
+    if not t.is_integer:
+        raise call.unsupported("expects an integer operand")
+    if t.bits == 64:
+        u = f"{x}.to(tl.uint64, bitcast=True)"
+        hi, lo = f"({u} >> 32).to(tl.uint32)", f"({u} & 0xFFFFFFFF).to(tl.uint32)"
+        n = f"tl.where({hi} == 0, 32 + xla_math.clz32({lo}), xla_math.clz32({hi}))"
+    else:
+        u = f"{x}.to({_unsigned_of(t)}, bitcast=True).to(tl.uint32)"
+        n = f"(xla_math.clz32({u}) - {32 - t.bits})"
+    return f"{n}.to({storage_dtype(t)})"
+
+
+def _divide(call: ElementwiseCall) -> str:
+    x, y = (_p(o) for o in call.operands)
+    t = call.result_type
+    if t.name == "f64":
+        return f"{x} / {y}"  # div.rn.f64; div_rn only takes fp32
+    if _is_float(t):
+        return f"tl.math.div_rn({x}, {y})"
+    if t.is_pred:
+        raise call.unsupported("divide on pred")
+    if t.kind == "unsigned":
+        return f"tl.where({y} == 0, {x} * 0 + {_int_max(t)}, {x} // tl.where({y} == 0, {y} * 0 + 1, {y}))"
+    overflow = f"(({x} == {_int_min(t)}) & ({y} == -1))"
+    safe_y = f"tl.where(({y} == 0) | {overflow}, {y} * 0 + 1, {y})"
+    return f"tl.where({y} == 0, {y} * 0 - 1, {x} // {safe_y})"
+
+
+def _is_finite(call: ElementwiseCall) -> str:
+    x = _float_operand(call)
+    t = call.operand_types[0]
+    finite_max = "1.7976931348623157e308" if t.name == "f64" else "3.4028234663852886e38"
+    return f"tl.abs({x}) <= {finite_max}"
+
+
+def _logistic(call: ElementwiseCall) -> str:
+    x = _float_operand(call)
+    if call.operand_types[0].name == "f64":
+        return f"1.0 / (1.0 + xla_math.exp(-{x}))"
+    return f"tl.math.div_rn(1.0, 1.0 + xla_math.exp(-{x}))"
+
+
+def _negate(call: ElementwiseCall) -> str:
+    x = _p(call.operands[0])
+    if call.result_type.is_pred:
+        raise call.unsupported("negate on pred")
+    return f"0 - {x}" if call.result_type.kind == "unsigned" else f"-{x}"
+
+
+def _not(call: ElementwiseCall) -> str:
+    x = _p(call.operands[0])
+    if call.result_type.is_pred:
+        return f"{x} == 0"
+    if not call.result_type.is_integer:
+        raise call.unsupported("not on floats")
+    return f"~{x}"
+
+
+def _popcnt(call: ElementwiseCall) -> str:
+    x, t = _p(call.operands[0]), call.operand_types[0]
+    if not t.is_integer:
+        raise call.unsupported("expects an integer operand")
+    if t.bits == 64:
+        u = f"{x}.to(tl.uint64, bitcast=True)"
+        n = (f"(xla_math.popc32(({u} >> 32).to(tl.uint32)) + "
+             f"xla_math.popc32(({u} & 0xFFFFFFFF).to(tl.uint32)))")
+    else:
+        n = f"xla_math.popc32({x}.to({_unsigned_of(t)}, bitcast=True).to(tl.uint32))"
+    return f"{n}.to({storage_dtype(t)})"
+
+
+def _power(call: ElementwiseCall) -> str:
+    x, y = (_p(o) for o in call.operands)
+    t = call.result_type
+    if _is_float(t):
+        return f"xla_math.pow({x}, {y})"
+    if not t.is_integer:
+        raise call.unsupported("power on pred")
+    return f"xla_math.int_pow({x}, {y}, {t.bits}, {t.kind == 'signed'})"
+
+
+def _remainder(call: ElementwiseCall) -> str:
+    x, y = (_p(o) for o in call.operands)
+    t = call.result_type
+    if _is_float(t):
+        return f"xla_math.fmod({x}, {y})"
+    if t.is_pred:
+        raise call.unsupported("remainder on pred")
+    if t.kind == "unsigned":
+        return f"tl.where({y} == 0, {x}, {x} % tl.where({y} == 0, {y} * 0 + 1, {y}))"
+    # y == -1 always gives 0 and avoids INT_MIN % -1, which traps on some targets.
+    return f"tl.where({y} == 0, {x}, tl.where({y} == -1, {x} * 0, {x} % tl.where({y} == 0, {y} * 0 + 1, {y})))"
+
+
+def _rsqrt(call: ElementwiseCall) -> str:
+    if call.operand_types[0].name == "f64":
+        return f"1.0 / tl.sqrt({_float_operand(call)})"
+    return f"tl.math.div_rn(1.0, tl.math.sqrt_rn({_float_operand(call)}))"
+
+
+def _select(call: ElementwiseCall) -> str:
+    p, a, b = (_p(o) for o in call.operands)
+    return f"tl.where({p}, {a}, {b})"
+
+
+def _shift(kind: str) -> Rule:
+    def rule(call: ElementwiseCall) -> str:
+        x, y = (_p(o) for o in call.operands)
+        t = call.result_type
+        if not t.is_integer:
+            raise call.unsupported("shift on non-integers")
+        oob = f"{y}.to({_unsigned_of(t)}, bitcast=True) >= {t.bits}"
+        safe = f"tl.where({oob}, {y} * 0, {y})"
+        if kind == "left":
+            return f"tl.where({oob}, {x} * 0, {x} << {safe})"
+        if kind == "logical":
+            shifted = f"({x}.to({_unsigned_of(t)}, bitcast=True) >> {safe}.to({_unsigned_of(t)}, bitcast=True))"
+            return f"tl.where({oob}, {x} * 0, {shifted}.to({storage_dtype(t)}, bitcast=True))"
+        amount = f"tl.where({oob}, {y} * 0 + {t.bits - 1}, {y}).to({_signed_of(t)}, bitcast=True)"
+        return f"({x}.to({_signed_of(t)}, bitcast=True) >> {amount}).to({storage_dtype(t)}, bitcast=True)"
+    return rule
+
+
+def _sign(call: ElementwiseCall) -> str:
+    x, t = _p(call.operands[0]), call.result_type
+    if _is_float(t):
+        return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x}))"
+    if t.kind == "unsigned" or t.is_pred:
+        return f"({x} != 0).to({storage_dtype(t)})"
+    return f"tl.where({x} > 0, {x} * 0 + 1, tl.where({x} < 0, {x} * 0 - 1, {x} * 0))"
+
+
+def _sqrt(call: ElementwiseCall) -> str:
+    # sqrt_rn only takes fp32; fp64 sqrt lowers to the exact sqrt.rn.f64 anyway.
+    if call.operand_types[0].name == "f64":
+        return f"tl.sqrt({_float_operand(call)})"
+    return f"tl.math.sqrt_rn({_float_operand(call)})"
+
+
+def _simple_float(template: str) -> Rule:
+    def rule(call: ElementwiseCall) -> str:
+        return template.format(x=_float_operand(call))
+    return rule
+
+
+def _maximum(call: ElementwiseCall) -> str:
+    return _minmax(">=", call.operands[0], call.operands[1], call.result_type)
+
+
+def _minimum(call: ElementwiseCall) -> str:
+    return _minmax("<=", call.operands[0], call.operands[1], call.result_type)
+
+
+def _atan2(call: ElementwiseCall) -> str:
+    if not _is_float(call.result_type):
+        raise call.unsupported("atan2 on non-floats")
+    return f"xla_math.atan2({_p(call.operands[0])}, {_p(call.operands[1])})"
+
+
+ELEMENTWISE_RULES: dict[str, Rule] = {
+    "abs": _abs,
+    "add": _arith("+"),
+    "and": _bitwise("&"),
+    "atan2": _atan2,
+    "bitcast-convert": _bitcast_convert,
+    "cbrt": _unary_math("cbrt"),
+    "ceil": _simple_float("tl.math.ceil({x})"),
+    "clamp": _clamp,
+    "compare": _compare,
+    "convert": _convert,
+    "cosine": _unary_math("cos"),
+    "count-leading-zeros": _count_leading_zeros,
+    "divide": _divide,
+    "erf": _unary_math("erf"),
+    "exponential": _unary_math("exp"),
+    "exponential-minus-one": _unary_math("expm1"),
+    "floor": _simple_float("tl.math.floor({x})"),
+    "is-finite": _is_finite,
+    "log": _unary_math("log"),
+    "log-plus-one": _unary_math("log1p"),
+    "logistic": _logistic,
+    "maximum": _maximum,
+    "minimum": _minimum,
+    "multiply": _arith("*"),
+    "negate": _negate,
+    "not": _not,
+    "or": _bitwise("|"),
+    "popcnt": _popcnt,
+    "power": _power,
+    "remainder": _remainder,
+    "round-nearest-afz": _simple_float("xla_math.round_nearest_afz({x})"),
+    "round-nearest-even": _simple_float("xla_math.round_nearest_even({x})"),
+    "rsqrt": _rsqrt,
+    "select": _select,
+    "shift-left": _shift("left"),
+    "shift-right-arithmetic": _shift("arithmetic"),
+    "shift-right-logical": _shift("logical"),
+    "sign": _sign,
+    "sine": _unary_math("sin"),
+    "sqrt": _sqrt,
+    "subtract": _arith("-"),
+    "tan": _unary_math("tan"),
+    "tanh": _unary_math("tanh"),
+    "xor": _bitwise("^"),
+}
+
+
+def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequence[ElementType],
+                       result_type: ElementType, attributes: Mapping[str, object] | None = None) -> str:
+    """The expression computing ``opcode`` in register representation, rounded as XLA rounds.
+
+    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> render_elementwise("maximum", ("a", "b"), (T["f32"],) * 2, T["f32"])
+    'tl.where(((a) > (b)) | ((a) != (a)), (a), tl.where((a) == (b), tl.where(xla_math.signbit((b)), (a), (b)), (b)))'
+    """
+    rule = ELEMENTWISE_RULES.get(opcode)
+    if rule is None:
+        raise UnsupportedOpError(f"no elementwise lowering for opcode {opcode!r}", where=opcode)
+    for t in (*operand_types, result_type):
+        storage_dtype(t)
+    call = ElementwiseCall(opcode, tuple(operands), tuple(operand_types), result_type, dict(attributes or {}))
+    expr = rule(call)
+    if result_type.is_pred:
+        # Triton 3.9's interpreter labels a comparison's result with the operands' dtype, so a
+        # rank-0 one broadcast to a block (``and(compare(c, c), p)``) becomes floats and the
+        # next ``&`` fails; a select of constants relabels it int1 (free on a GPU).
+        expr = f"tl.where({expr}, True, False)"
+    if result_type.name == "bf16":
+        expr = f"xla_math.round_to_bf16({expr})"
+    elif result_type.name == "f16":
+        expr = f"({expr}).to(tl.float16).to(tl.float32)"
+    return expr

@@ -1,0 +1,132 @@
+"""The ``reduce`` rule: reduced dims become extra tensor axes, reduced with ``tl.reduce``.
+
+Each reduce of the fusion owns one kernel axis per reduced dim (assigned by ``kernel_plan``).
+A *persistent* reduction holds the whole dim padded to a power of two; a *looped* one
+(``kernel_plan`` chose a reduction chunk) walks the dim in chunks, reducing each chunk and
+combining it into a loop-carried accumulator.  Padding lanes are marked invalid and ignored
+by the generated masked combiner (``combine_function``), so any ``to_apply`` works, identity
+or not; the accumulator starts invalid (its value is never read).  Axes are reduced one at a
+time with ``keep_dims=True`` so results still broadcast against the rank-K kernel space; then
+the init value is combined in once, and 16-bit results are rounded to their declared type
+(16-bit inputs accumulate in fp32).  :func:`emit_reduction` is shared with reduce-window.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloInstruction
+from tiling.affine_expr import AffineExpr, DimExpr
+from triton_backend.lowering.combine_function import (
+    accumulator_type,
+    render_combine_function,
+)
+from triton_backend.lowering.value_emitter import Value, ValueEmitter, array_shape
+from triton_backend.lowering.rules.elementwise_rules import register_dtype, storage_dtype
+from triton_backend.lowering.identifiers import sanitize
+
+#: ``lanes(fresh dims) -> (values, extra validity mask or None)`` for one reduction.
+Lanes = Callable[[list[DimExpr]], tuple[list[str], str | None]]
+
+
+def combine_function(em: ValueEmitter, to_apply: str, arity: int) -> str:
+    """The name of the generated masked combiner of ``to_apply`` (generated once per kernel)."""
+    key = f"{to_apply}/{arity}"
+    if key not in em.helper_functions:
+        name = em.names.fresh(f"combine_{sanitize(to_apply)}")
+        em.helper_functions[key] = render_combine_function(em.module.computation(to_apply), name, arity)
+        em.helper_names[key] = name
+    return em.helper_names[key]
+
+
+def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[AffineExpr, ...],
+                   extents: Sequence[int], lanes: Lanes, input_types, init_names: Sequence[str]) -> Value:
+    """Reduce ``lanes`` over the axes ``kernel_plan`` gave ``instr``; combine the inits in once.
+
+    ``out_indices`` are the indices the result is wanted at (they fix its kept axes).
+    """
+    arity = len(init_names)
+    axes = em.reduce_axes[instr.name]
+    combine = combine_function(em, instr.attr("to_apply"), arity)
+    reduced_shape = em.shape_of(out_indices)
+    full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
+    if em.reduction_chunk is None:
+        fresh = [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
+                 for k, (axis, extent) in enumerate(zip(axes, extents))]
+        accumulators = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
+    else:
+        accumulators = _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape,
+                               input_types, combine)
+    # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
+    init_values = [f"tl.broadcast_to({em.scalar_value(name)}, {reduced_shape})" for name in init_names]
+    results = [em.names.fresh(f"{instr.name}_r{i}") for i in range(arity)]
+    em.emit(f"{', '.join(results)}, _ = {combine}({', '.join(init_values)}, "
+            f"tl.full({reduced_shape}, 1, tl.int8), {', '.join(accumulators)})")
+    tuple_shaped = arity > 1 or not hasattr(instr.shape, "dims")
+    out_types = [s.element_type for s in instr.shape.elements] if tuple_shaped else [instr.shape.element_type]
+    for name, t in zip(results, out_types):
+        if t.name in ("bf16", "f16"):
+            em.emit(f"{name} = {name}.to({storage_dtype(t)}).to(tl.float32)")
+    return tuple(results) if tuple_shaped else results[0]
+
+
+def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> list[str]:
+    """Emit one chunk's values and validity, reduced over ``axes``; return the identifiers."""
+    values, extra = lanes(fresh)
+    valid = em.in_bounds(tuple(fresh), tuple(extents))
+    valid = " & ".join(f"({v})" for v in (valid, extra) if v) or "tl.full([], 1, tl.int1)"
+    accumulators = [em.bind(f"tl.broadcast_to({v}, {shape})", f"{instr.name}_in") for v in values]
+    accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})", f"{instr.name}_valid"))
+    for axis in axes:
+        reduced = [em.names.fresh(f"{instr.name}_acc") for _ in accumulators]
+        em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(accumulators)},), {axis}, "
+                f"{combine}, keep_dims=True)")
+        accumulators = reduced
+    return accumulators
+
+
+def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_types, combine) -> list[str]:
+    accumulators = [em.bind(f"tl.zeros({reduced_shape}, {register_dtype(accumulator_type(t))})",
+                            f"{instr.name}_acc") for t in input_types]
+    accumulators.append(em.bind(f"tl.zeros({reduced_shape}, tl.int8)", f"{instr.name}_acc_valid"))
+    loops = []
+    for k, (axis, extent) in enumerate(zip(axes, extents)):
+        block = em.axis_blocks[axis]
+        start = em.names.fresh(f"r_{instr.name}_{k}_start")
+        loops.append((em.block(f"for {start} in range(0, {extent}, {block}):"), start, axis, extent, block))
+    fresh = []
+    for context, start, axis, extent, block in loops:
+        context.__enter__()
+        fresh.append(em.new_dim(f"r_{instr.name}_{len(fresh)}", axis, extent, start,
+                                -(-extent // block) * block - 1))
+    chunk = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
+    em.emit(f"{', '.join(accumulators)} = {combine}({', '.join(accumulators)}, {', '.join(chunk)})")
+    for context, *_ in reversed(loops):
+        context.__exit__(None, None, None)
+    return accumulators
+
+
+def reduce_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+    """Emit ``instr`` (a possibly variadic reduce) at its output ``indices``."""
+    arity = len(instr.operands) // 2
+    inputs, inits = instr.operands[:arity], instr.operands[arity:]
+    in_shape = array_shape(em.instruction(inputs[0]))
+    dims = tuple(instr.attr("dimensions"))
+
+    def lanes(fresh: list[DimExpr]) -> tuple[list[str], None]:
+        by_dim = dict(zip(dims, fresh))
+        kept = iter(indices)
+        operand_indices = tuple(by_dim[k] if k in by_dim else next(kept) for k in range(in_shape.rank))
+        values = []
+        for name in inputs:
+            value = em.value(name, operand_indices)
+            if not isinstance(value, str):
+                raise UnsupportedOpError("reduce of a tuple-shaped operand", where=instr.name)
+            values.append(value)
+        return values, None
+
+    types = [array_shape(em.instruction(n)).element_type for n in inputs]
+    return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits)
+
+
+__all__ = ["combine_function", "emit_reduction", "reduce_rule"]

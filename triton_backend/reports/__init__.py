@@ -1,0 +1,2 @@
+"""What ``fusion-compile compile`` reports: per-kernel reports and PTX/cubin compiled without a
+GPU."""

@@ -1,0 +1,2 @@
+"""Kernel templates for the fusions the index-expression emitter does not cover: dot, sort,
+scatter."""
