@@ -2,8 +2,8 @@
 
 Reuses the chains of ``bench/indexing_scaling.py`` (elementwise, reshape, transpose,
 diamond); for each it times the indexing analysis (as that script does), the symbolic tile
-analysis (``tiling.tiled_fusion.analyze_fusion_tiling``) and the enumeration of legal tilings
-with their costs (``tiling.tiling_candidates``).
+analysis (``tiling.symbolic.tiled_fusion.analyze_fusion_tiling``) and the enumeration of legal tilings
+with their costs (``tiling.policy.candidates``).
 
     python bench/analysis_scaling.py [SIZES...]
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from indexing_scaling import GENERATORS, build, time_analysis  # noqa: E402
-from tiling.tiled_fusion import analyze_fusion_tiling  # noqa: E402
-from tiling.tiling_candidates import report_for  # noqa: E402
+from tiling.symbolic.tiled_fusion import analyze_fusion_tiling  # noqa: E402
+from tiling.policy.candidates import report_for  # noqa: E402
 
 
 def time_tiling(kind: str, n: int) -> tuple[float, float, int]:

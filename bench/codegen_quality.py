@@ -1,7 +1,7 @@
 """Quality of the generated kernels, per fusion of the corpus and the examples.
 
 For each kernel: modeled bytes over compulsory bytes for the tiling it was generated with
-(``tiling.tiling_candidates`` costs through ``triton_backend.tuning.cost_model``: 1.00 means no byte
+(``tiling.policy.candidates`` costs through ``triton_backend.tuning.cost_model``: 1.00 means no byte
 is moved twice), and, compiled for sm_90 in a child process without ``TRITON_INTERPRET``
 (``bench/triton_child_compile.py``), registers per thread, spilled bytes and the vectorized
 global loads/stores in the PTX (``ld.global.v4`` ...).
@@ -22,8 +22,8 @@ from fusion.parser import parse_hlo  # noqa: E402
 
 
 def kernel_rows(path: Path) -> list[dict]:
-    from tiling.tiled_fusion import analyze_fusion_tiling
-    from tiling.tiling_candidates import TilingCandidate, evaluate_candidate
+    from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
+    from tiling.policy.candidates import TilingCandidate, evaluate_candidate
     from triton_backend.tuning.autotune import workload_for
     from triton_backend.driver.compiled_fusion import compile_fusion
 

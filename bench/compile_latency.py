@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fusion.errors import FusionCompilerError  # noqa: E402
 from fusion.parser import parse_hlo  # noqa: E402
 from tiling.fusion_indexing import output_to_input_indexing_of_computation  # noqa: E402
-from tiling.tiling_candidates import tiling_candidates  # noqa: E402
+from tiling.policy.candidates import tiling_candidates  # noqa: E402
 
 
 def default_files() -> list[Path]:

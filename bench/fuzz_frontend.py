@@ -4,7 +4,7 @@ Each case (``tests.fuzz.mutations``) runs parse -> verify -> print/parse round t
 -> evaluate -> indexing analysis -> the ``check``/``evaluate``/``indexing``/``layout`` commands
 (``tests.fuzz.fuzz_pipeline``).  Every outcome must be success or one of the project's errors
 with a location; anything else is a CRASH (or ROUNDTRIP / TIMEOUT) and its reproducer is
-printed.  ``--stages tile,compile`` also runs ``tiling.tiling_candidates.tiling_candidates`` on
+printed.  ``--stages tile,compile`` also runs ``tiling.policy.candidates.tiling_candidates`` on
 every fusion and ``triton_backend.compile_hlo`` on modules that passed, when importable.
 
     python bench/fuzz_frontend.py                  # 10,000 cases, seed 0
@@ -33,7 +33,7 @@ MAIN_KINDS = ("ok", "HloParseError", "HloVerifyError", "EvaluationError", "Unsup
 
 
 def _tile_stage():
-    module = importlib.import_module("tiling.tiling_candidates")
+    module = importlib.import_module("tiling.policy.candidates")
 
     def tile(hlo_module) -> None:
         for _, instr in hlo_module.fusions():

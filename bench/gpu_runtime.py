@@ -1,14 +1,25 @@
-"""GPU runtime of every fusion of the corpus: our kernel vs PyTorch eager vs torch.compile.
+"""GPU runtime: our kernels vs PyTorch eager vs torch.compile, on the bench programs or per fusion.
 
-For each fusion that both we and ``bench/hlo_torch_reference.py`` can express: the median
-time (``triton.testing.do_bench``, L2 flushed, p20/p80 kept in the CSV) of our generated
-kernel, of the same computation as eager PyTorch ops, and of those ops under
-``torch.compile``; GB/s over the compulsory bytes (inputs read once, outputs written once)
-and the fraction of the device's peak bandwidth (``triton_backend.tuning.device_specs``).  Writes a
-CSV, and a PNG bar chart when matplotlib is installed (optional; skipped with a note when
-not).  Without a GPU it prints why it skips and exits 0.
+**Programs** (the default): every ``bench/programs/NAME.hlo`` (the unfused JAX programs of
+``bench/fusion_quality.py``) compiled whole with ``triton_backend.compile_hlo`` on CUDA and
+timed as one call (all its kernels plus host glue) against the same computation written in
+PyTorch (:data:`TORCH_PROGRAMS`: ``torch.softmax``, ``F.layer_norm``,
+``F.scaled_dot_product_attention`` ...) run eagerly and under ``torch.compile``, and, where
+``bench/handwritten_kernels.py`` has one for the same program, the hand-written Triton kernel.
+Per program: the median time (``triton.testing.do_bench``, L2 flushed; p20/p80 in the CSV),
+GB/s over the module's compulsory bytes (its own inputs and outputs, each once) and the
+fraction of the device's peak bandwidth (``triton_backend.tuning.device_specs``), plus our
+kernel count and the largest difference of our output from eager PyTorch's.
 
-    python bench/gpu_runtime.py [--csv gpu_runtime.csv] [--png gpu_runtime.png] [FILES...]
+**Corpus fusions** (``--corpus``, or FILES): each fusion of the corpus that both we and
+``bench/hlo_torch_reference.py`` can express, compiled alone, against its eager and compiled
+PyTorch translation.
+
+Writes a CSV, and a PNG bar chart when matplotlib is installed (optional; skipped with a note
+when not).  Without a GPU it prints why it skips and exits 0.
+
+    python bench/gpu_runtime.py [--only NAME ...] [--csv gpu_runtime.csv] [--png gpu_runtime.png]
+    python bench/gpu_runtime.py --corpus [FILES...]
 """
 from __future__ import annotations
 
@@ -87,6 +98,203 @@ def measure_file(path: Path, peak_bw: float | None) -> list[dict]:
     return rows
 
 
+# --- the bench programs ---------------------------------------------------------------------
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def _torch_programs():
+    """Program-name prefix -> PyTorch function taking the ENTRY parameters in order (the JAX
+    functions of ``bench/programs/generate.py``, written as a PyTorch user would)."""
+    import torch
+    import torch.nn.functional as F
+
+    def softmax(x):
+        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+    def log_softmax(x):
+        return torch.log_softmax(x.float(), dim=-1).to(x.dtype)
+
+    def layernorm(x, w, b, eps=1e-5):
+        return F.layer_norm(x.float(), x.shape[-1:], w.float(), b.float(), eps).to(x.dtype)
+
+    def rmsnorm(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
+
+    def cross_entropy(logits, labels):
+        return F.cross_entropy(logits.float(), labels.long())
+
+    def gelu(x):
+        return F.gelu(x, approximate="tanh")
+
+    def swiglu(g, u):
+        return (F.silu(g.float()) * u.float()).to(g.dtype)
+
+    def matmul_bias_gelu(a, w, b):
+        y = torch.matmul(a, w).float() + b.float()
+        return F.gelu(y, approximate="tanh").to(a.dtype)
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def gpt2_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj,
+                   b_proj):
+        batch, seq, d = x.shape
+        heads = 12
+        h = layernorm(x, ln1_w, ln1_b)
+        q, k, v = (h @ w_qkv + b_qkv).split(d, dim=-1)
+        q, k, v = (t.view(batch, seq, heads, d // heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + a.transpose(1, 2).reshape(batch, seq, d) @ w_o + b_o
+        h = F.gelu(layernorm(x, ln2_w, ln2_b) @ w_fc + b_fc, approximate="tanh")
+        return x + h @ w_proj + b_proj
+
+    # Longest prefix first (log_softmax before softmax).
+    return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
+            "rmsnorm": rmsnorm, "cross_entropy": cross_entropy, "gelu": gelu, "swiglu": swiglu,
+            "matmul_bias_gelu": matmul_bias_gelu, "attention": attention,
+            "gpt2_block": gpt2_block}
+
+
+def torch_program(name: str):
+    """The PyTorch function of bench program ``name`` (None when there is none)."""
+    for prefix, fn in _torch_programs().items():
+        if name.startswith(prefix + "_"):
+            return fn
+    return None
+
+
+def program_inputs(module, device: str = "cuda"):
+    """Random torch tensors for the ENTRY parameters: normal floats (scaled 0.1 where a dot
+    would sum many of them), integers in [0, 16) (valid labels and indices)."""
+    import torch
+
+    from fusion.shape import ArrayShape
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    out = []
+    for p in module.entry.parameters:
+        shape = p.shape
+        if not isinstance(shape, ArrayShape):
+            raise ValueError(f"parameter {p.name} is not an array")
+        dtype = _torch_dtype(shape.dtype)
+        if dtype.is_floating_point:
+            t = torch.randn(shape.dims, generator=gen, device=device, dtype=torch.float32) * 0.1
+        elif dtype == torch.bool:
+            t = torch.randint(0, 2, shape.dims, generator=gen, device=device) > 0
+        else:
+            t = torch.randint(0, 16, shape.dims, generator=gen, device=device)
+        out.append(t.to(dtype))
+    return out
+
+
+def _torch_dtype(hlo_type: str):
+    import torch
+
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+            "f64": torch.float64, "s32": torch.int32, "s64": torch.int64, "s8": torch.int8,
+            "u8": torch.uint8, "pred": torch.bool}[hlo_type]
+
+
+def _handwritten_for(name: str):
+    """``(label, fn(*inputs))`` of the hand-written Triton kernel for program ``name``, if any."""
+    from handwritten_kernels import LAUNCHERS, cases
+
+    for case in cases():
+        if case.comparable == name:
+            return case.name, LAUNCHERS[case.kernel]
+    return None
+
+
+def measure_program(path: Path, peak_bw: float | None) -> dict:
+    """One bench program: ours, eager, torch.compile (and hand-written Triton) timed."""
+    import torch
+
+    import triton_backend
+    from fusion.parser import parse_hlo
+    from fusion.shape import flatten_shape
+
+    name = path.stem
+    module = parse_hlo(path.read_text())
+    row: dict = {"module": name, "fusion": "(whole program)"}
+    reference = torch_program(name)
+    try:
+        compiled = triton_backend.compile_hlo(module)
+    except Exception as err:  # noqa: BLE001 - a program we cannot compile is a row
+        row["skipped"] = f"compile_hlo: {type(err).__name__}: {str(err)[:100]}"
+        return row
+    compulsory = _bytes([p.shape for p in module.entry.parameters]) + \
+        _bytes(flatten_shape(module.entry.root.shape))
+    row["compulsory_bytes"] = compulsory
+    row["kernels"] = len(compiled.fusions)
+    stage = "run"
+    try:
+        inputs = program_inputs(module)
+        ours = compiled(*inputs)
+        fns = [("ours", lambda: compiled(*inputs))]
+        if reference is not None:
+            stage = "eager PyTorch"
+            expected = reference(*inputs)
+            row["max_abs_diff_vs_eager"] = float((ours[0].float() - expected.float()).abs().max())
+            stage = "torch.compile"
+            compiled_reference = torch.compile(reference)
+            compiled_reference(*inputs)  # compile outside the timing
+            fns += [("eager", lambda: reference(*inputs)),
+                    ("torch_compile", lambda: compiled_reference(*inputs))]
+        hand = _handwritten_for(name)
+        if hand is not None:
+            row["handwritten_kernel"] = hand[0]
+            fns.append(("handwritten", lambda: hand[1](*inputs)))
+        for label, fn in fns:
+            stage = f"timing {label}"
+            median, p20, p80 = _bench(fn)
+            row[f"{label}_s"], row[f"{label}_p20_s"], row[f"{label}_p80_s"] = median, p20, p80
+            row[f"{label}_gbps"] = compulsory / median / 1e9
+            if peak_bw:
+                row[f"{label}_peak_fraction"] = compulsory / median / peak_bw
+    except Exception as err:  # noqa: BLE001 - one program's failure is a row, not a crash
+        row["skipped" if "ours_s" not in row else "error"] = \
+            f"{stage}: {type(err).__name__}: {str(err)[:100]}"
+    return row
+
+
+def program_files(only: list[str] | None = None) -> list[Path]:
+    files = sorted(PROGRAMS.glob("*.hlo"))
+    return [f for f in files if not only or f.stem in only]
+
+
+def print_program_table(rows: list[dict]) -> None:
+    def cell(r, key, scale=1.0, spec=".1f"):
+        return format(r[key] * scale, spec) if key in r else "-"
+
+    print(f"{'program':<40}{'kern':>5}{'ours us':>10}{'eager us':>10}{'compile us':>11}"
+          f"{'hand us':>9}{'ours GB/s':>10}{'%peak':>7}{'eager %':>8}{'compile %':>10}{'max diff':>10}")
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['module'][:39]:<40}skipped: {r['skipped'][:90]}")
+            continue
+        print(f"{r['module'][:39]:<40}{r['kernels']:>5}{cell(r, 'ours_s', 1e6):>10}"
+              f"{cell(r, 'eager_s', 1e6):>10}{cell(r, 'torch_compile_s', 1e6):>11}"
+              f"{cell(r, 'handwritten_s', 1e6):>9}{cell(r, 'ours_gbps'):>10}"
+              f"{cell(r, 'ours_peak_fraction', 100):>7}{cell(r, 'eager_peak_fraction', 100):>8}"
+              f"{cell(r, 'torch_compile_peak_fraction', 100):>10}"
+              f"{cell(r, 'max_abs_diff_vs_eager', 1.0, '.2g'):>10}"
+              + (f"  ({r['error'][:80]})" if "error" in r else ""))
+
+
+def print_fusion_table(rows: list[dict]) -> None:
+    print(f"{'module':<28}{'fusion':<32}{'ours':>10}{'eager':>10}{'compile':>10}{'GB/s':>9}{'%peak':>7}")
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['module']:<28}{r['fusion'][:31]:<32}skipped: {r['skipped'][:60]}")
+            continue
+        frac = f"{100 * r['ours_peak_fraction']:.1f}" if "ours_peak_fraction" in r else "n/a"
+        print(f"{r['module']:<28}{r['fusion'][:31]:<32}{r['ours_s'] * 1e6:>8.1f}us"
+              f"{r['eager_s'] * 1e6:>8.1f}us{r['torch_compile_s'] * 1e6:>8.1f}us"
+              f"{r['ours_gbps']:>9.1f}{frac:>7}")
+
+
 def write_plot(rows: list[dict], png: Path) -> str:
     try:
         import matplotlib
@@ -96,12 +304,15 @@ def write_plot(rows: list[dict], png: Path) -> str:
     import matplotlib.pyplot as plt
 
     done = [r for r in rows if "ours_s" in r]
-    labels = [f"{r['module'].split('.')[0]}:{r['fusion']}" for r in done]
+    labels = [r["module"] if r["fusion"] == "(whole program)"
+              else f"{r['module'].split('.')[0]}:{r['fusion']}" for r in done]
     fig, ax = plt.subplots(figsize=(max(6, len(done) * 0.5), 4))
-    width = 0.27
-    for k, key in enumerate(("ours", "eager", "torch_compile")):
-        ax.bar([i + (k - 1) * width for i in range(len(done))],
-               [r[f"{key}_gbps"] for r in done], width, label=key)
+    keys = [k for k in ("ours", "eager", "torch_compile", "handwritten")
+            if any(f"{k}_gbps" in r for r in done)] or ["ours"]
+    width = 0.8 / len(keys)
+    for k, key in enumerate(keys):
+        ax.bar([i + (k - (len(keys) - 1) / 2) * width for i in range(len(done))],
+               [r.get(f"{key}_gbps", 0.0) for r in done], width, label=key)
     ax.set_xticks(range(len(done)), labels, rotation=70, ha="right", fontsize=7)
     ax.set_ylabel("GB/s (compulsory bytes)")
     ax.legend()
@@ -112,7 +323,11 @@ def write_plot(rows: list[dict], png: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("files", nargs="*", type=Path,
+                        help="HLO files whose fusions to time one by one (implies --corpus)")
+    parser.add_argument("--corpus", action="store_true",
+                        help="time each fusion of the corpus and examples instead of the programs")
+    parser.add_argument("--only", action="append", help="only the bench program of this name")
     parser.add_argument("--csv", type=Path, default=Path("gpu_runtime.csv"))
     parser.add_argument("--png", type=Path, default=Path("gpu_runtime.png"))
     args = parser.parse_args(argv)
@@ -131,21 +346,24 @@ def main(argv: list[str] | None = None) -> int:
     peak = spec.memory_bandwidth_bytes_per_s if spec else None
     print(f"device: {torch.cuda.get_device_name(0)}"
           + (f" (peak {peak / 1e12:.2f} TB/s, {spec.name})" if spec else " (not in the device table)"))
-    rows = [r for p in (args.files or default_files()) for r in measure_file(p, peak)]
+    corpus = args.corpus or bool(args.files)
+    if corpus:
+        rows = [r for p in (args.files or default_files()) for r in measure_file(p, peak)]
+    else:
+        files = program_files(args.only)
+        if not files:
+            print(f"gpu_runtime: no bench program matches {args.only}", file=sys.stderr)
+            return 1
+        rows = []
+        for path in files:
+            rows.append(measure_program(path, peak))
+            torch.cuda.empty_cache()
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("module", "fusion"), k))
     with args.csv.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{'module':<28}{'fusion':<32}{'ours':>10}{'eager':>10}{'compile':>10}{'GB/s':>9}{'%peak':>7}")
-    for r in rows:
-        if "skipped" in r:
-            print(f"{r['module']:<28}{r['fusion'][:31]:<32}skipped: {r['skipped'][:60]}")
-            continue
-        frac = f"{100 * r['ours_peak_fraction']:.1f}" if "ours_peak_fraction" in r else "n/a"
-        print(f"{r['module']:<28}{r['fusion'][:31]:<32}{r['ours_s'] * 1e6:>8.1f}us"
-              f"{r['eager_s'] * 1e6:>8.1f}us{r['torch_compile_s'] * 1e6:>8.1f}us"
-              f"{r['ours_gbps']:>9.1f}{frac:>7}")
+    (print_fusion_table if corpus else print_program_table)(rows)
     print(f"CSV written to {args.csv}")
     print(write_plot(rows, args.png))
     return 0

@@ -37,23 +37,21 @@ import numpy as np
 from fusion.attributes import Literal
 from fusion.call_graph import reachable_computations
 from fusion.element_types import element_type
-from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.instruction_order import in_dependency_order
+from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
 from fusion.shape import ArrayShape
+from fusion.evaluator import evaluate
 
 # Constants whose folded value has at most this many elements are folded (XLA folds larger
 # ones too, but materializing big literals only makes the HLO text harder to read).
 MAX_FOLDED_ELEMENTS = 64
 
 # Ops whose effect is more than their value: never removed as dead code.
-SIDE_EFFECT_OPCODES = frozenset({
-    "after-all", "all-reduce", "custom-call", "infeed", "outfeed", "recv", "recv-done",
-    "rng", "rng-bit-generator", "rng-get-and-update-state", "send", "send-done",
-})
+SIDE_EFFECT_OPCODES = opcodes_with("side_effect")
 
 # Elementwise ops that constant folding must not evaluate (a call, randomness).
-_UNFOLDABLE = frozenset({"map", "stochastic-convert"})
+_UNFOLDABLE = ELEMENTWISE_OPCODES - opcodes_with("foldable")
 
 # Rewrites enable rewrites (an inlined call exposes a reshape pair): iterate, bounded.
 _MAX_ITERATIONS = 20
@@ -295,7 +293,6 @@ def _fold_constant(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
         return None
     if any(_kind(o) == "complex" for o in operands):
         return None
-    from fusion.evaluator import evaluate
 
     params = tuple(o.replace(location=None) for o in operands)
     comp = HloComputation("fold", params + (instr.replace(location=None),), instr.name, True)

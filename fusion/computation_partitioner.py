@@ -38,6 +38,7 @@ from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.instruction_order import operands_first
 from fusion.printer import print_instruction
 from fusion.shape import ArrayShape, flatten_shape
+from fusion.emitter_kind import EmitterKind, analyze_computation
 
 SameIndex = Callable[[HloInstruction, tuple[HloInstruction, ...]], bool]
 IsSubgraphRoot = Callable[[HloInstruction], bool]
@@ -117,7 +118,6 @@ def _reads_at_own_index(computation: HloComputation, user: HloInstruction, instr
 
 def _hero_roots(computation: HloComputation) -> IsSubgraphRoot:
     # Imported here: the emitter decision is only needed for this default.
-    from fusion.emitter_kind import EmitterKind, analyze_computation
 
     analysis = analyze_computation(computation)
     if analysis.kind in (EmitterKind.REDUCTION, EmitterKind.TRANSPOSE):

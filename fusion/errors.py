@@ -64,3 +64,48 @@ class UnsupportedOpError(FusionCompilerError):
 
 class EvaluationError(FusionCompilerError):
     """The reference evaluator cannot run the module with the given inputs."""
+
+
+class MissingAttributeError(FusionCompilerError, KeyError):
+    """An instruction lacks an attribute its op needs (also a ``KeyError``, for old callers)."""
+
+    __str__ = FusionCompilerError.__str__  # the located message, not KeyError's repr of it
+
+
+class UnknownNameError(FusionCompilerError, KeyError):
+    """A name that is not in its computation or module (also a ``KeyError``, for old callers)."""
+
+    __str__ = FusionCompilerError.__str__
+
+
+class NotAnArrayError(FusionCompilerError, TypeError):
+    """An array shape was needed but the value is a tuple (also a ``TypeError``)."""
+
+
+class IndexingError(FusionCompilerError, ValueError):
+    """The indexing analysis cannot answer as asked: operands it cannot see, an operand or
+    output that does not exist (also a ``ValueError``, for old callers)."""
+
+
+class LoweringError(FusionCompilerError):
+    """An unexpected failure inside one op's lowering rule, re-raised naming the instruction."""
+
+
+class TilingError(FusionCompilerError):
+    """A fusion cannot be tiled as asked (names the fusion and the instruction)."""
+
+
+class LayoutError(FusionCompilerError):
+    """A layout that is not valid for its shape (bad tile dims, bad ``minor_to_major``)."""
+
+
+class NestedLayoutError(LayoutError):
+    """A nested layout that is not well formed, or does not fit its vector."""
+
+
+class IndexingMapParseError(FusionCompilerError):
+    """The text of an indexing map (or affine map) does not parse."""
+
+
+class IndexingCommandError(FusionCompilerError):
+    """A bad ``indexing`` command line: unknown instruction, missing or bad operand/output."""

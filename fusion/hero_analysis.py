@@ -34,19 +34,9 @@ from dataclasses import dataclass
 
 from fusion.errors import HloVerifyError, UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction
+from fusion.opcodes import ELEMENTWISE_OPCODES
 from fusion.shape import ArrayShape, TupleShape, flatten_shape
 
-# XLA's HloInstruction::IsOpElementwise, in XLA's spelling of the opcodes.
-ELEMENTWISE_OPCODES = frozenset({
-    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "complex",
-    "compare", "convert", "copy", "cosine", "count-leading-zeros", "divide", "erf",
-    "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log",
-    "log-plus-one", "logistic", "map", "maximum", "minimum", "multiply", "negate", "not",
-    "or", "popcnt", "power", "real", "reduce-precision", "remainder", "round-nearest-afz",
-    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "sine", "sqrt", "stochastic-convert", "subtract", "tan",
-    "tanh", "xor",
-})
 
 # ir_emission_utils.cc: a transpose is worth the shared-memory emitter only when both swapped
 # dims are >= 16, or both >= 8 with a product of at least 64 * 128 elements.

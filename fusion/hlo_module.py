@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
+from fusion.errors import MissingAttributeError, NotAnArrayError, UnknownNameError
 from fusion.shape import ArrayShape, Shape
 
 _MISSING = object()
@@ -61,22 +62,39 @@ class HloInstruction:
     location: SourceLocation | None = field(default=None, compare=False, repr=False)
 
     def attr(self, key: str, default: Any = _MISSING) -> Any:
-        """The value of attribute ``key``; ``KeyError`` naming the op if absent and no default."""
+        """The value of attribute ``key``; if absent and no default, ``MissingAttributeError``
+        (a ``KeyError`` too) naming the op, the attribute and the instruction's HLO line:column.
+
+        >>> HloInstruction("n", "negate", ArrayShape("f32", ()), ("p",),
+        ...                location=SourceLocation(3, 5)).attr("dimensions")
+        Traceback (most recent call last):
+        ...
+        fusion.errors.MissingAttributeError: 3:5: negate 'n' has no attribute 'dimensions' (in n)
+        """
         for k, v in self.attributes:
             if k == key:
                 return v
         if default is _MISSING:
-            raise KeyError(f"{self.opcode} {self.name!r} has no attribute {key!r}")
+            raise MissingAttributeError(f"{self.opcode} {self.name!r} has no attribute {key!r}",
+                                        **self._located())
         return default
+
+    def _located(self) -> dict[str, Any]:
+        """The location keywords of a ``FusionCompilerError`` about this instruction."""
+        loc = self.location
+        return {"line": loc.line if loc else None, "column": loc.column if loc else None,
+                "where": self.name}
 
     def has_attr(self, key: str) -> bool:
         return any(k == key for k, _ in self.attributes)
 
     @property
     def array_shape(self) -> ArrayShape:
-        """The shape, asserting it is an array (most ops)."""
+        """The shape, asserting it is an array (most ops): ``NotAnArrayError`` (a located
+        ``TypeError``) when it is a tuple."""
         if not isinstance(self.shape, ArrayShape):
-            raise TypeError(f"{self.opcode} {self.name!r} has tuple shape {self.shape}")
+            raise NotAnArrayError(f"{self.opcode} {self.name!r} has tuple shape {self.shape}",
+                                  **self._located())
         return self.shape
 
     def called_computations(self) -> tuple[str, ...]:
@@ -118,7 +136,8 @@ class HloComputation:
         try:
             return self._by_name[name]
         except KeyError:
-            raise KeyError(f"computation {self.name!r} has no instruction {name!r}") from None
+            raise UnknownNameError(f"computation {self.name!r} has no instruction {name!r}",
+                                   where=self.name) from None
 
     def has_instruction(self, name: str) -> bool:
         return name in self._by_name
@@ -169,7 +188,8 @@ class HloModule:
         try:
             return self._by_name[name]
         except KeyError:
-            raise KeyError(f"module {self.name!r} has no computation {name!r}") from None
+            raise UnknownNameError(f"module {self.name!r} has no computation {name!r}",
+                                   where=self.name) from None
 
     def has_computation(self, name: str) -> bool:
         return name in self._by_name

@@ -27,6 +27,7 @@ from fusion.element_types import ELEMENT_TYPES, element_type, element_type_of_nu
 from fusion.errors import EvaluationError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape
+from fusion.evaluator.size_limit import check_module_size
 
 DTYPES_KEY = "_dtypes"
 PathOrFile = Union[str, os.PathLike, IO[bytes]]
@@ -170,8 +171,6 @@ def random_inputs(module: HloModule, seed: int = 0) -> list[np.ndarray]:
     >>> x.dtype.name, bool(abs(x).max() <= 2), 0 <= int(i) <= 3
     ('float32', True, True)
     """
-    from fusion.evaluator.size_limit import check_module_size  # noqa: PLC0415
-
     check_module_size(module)  # never allocate inputs for a module too large to evaluate
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(module)

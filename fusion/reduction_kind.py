@@ -18,6 +18,7 @@ a 3-D problem ``ReductionDimensions``:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fusion.shape import ArrayShape
@@ -70,10 +71,23 @@ def partition_by_middle(shape: ArrayShape, middle) -> tuple[int, int, int]:
     return out[0], out[1], out[2]
 
 
+def kept_and_reduced(rank: int, dimensions: Iterable[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(kept, reduced)`` dims of a rank-``rank`` operand reduced over ``dimensions``.
+
+    ``kept`` is in operand order: output dim ``j`` of the reduce is operand dim ``kept[j]``.
+    ``reduced`` is ``dimensions`` in the order the reduce lists them.  Every phase (evaluator,
+    indexing, tile analysis, kernel plan, lowering) takes the mapping from here.
+
+    >>> kept_and_reduced(4, (3, 1))
+    ((0, 2), (3, 1))
+    """
+    reduced = tuple(dimensions)
+    return tuple(d for d in range(rank) if d not in reduced), reduced
+
+
 def reduction_dimensions(shape: ArrayShape, reduced) -> ReductionDimensions:
     """XLA's ``GetReductionKindAndContiguousComponents`` for a reduce of ``shape``."""
-    reduced = tuple(sorted(reduced))
-    kept = tuple(d for d in range(shape.rank) if d not in reduced)
+    kept, reduced = kept_and_reduced(shape.rank, sorted(reduced))
     if not kept:
         return ReductionDimensions(True, (1, 1, shape.num_elements), reduced, kept)
     if dimensions_are_consecutive(shape, kept):

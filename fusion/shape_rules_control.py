@@ -22,14 +22,14 @@ from fusion.shape_checks import (
 FUSION_KINDS = ("kCustom", "kInput", "kLoop", "kOutput")
 
 
-def infer_call(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_call(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``call(args...), to_apply=f``: f's parameters are the args; the result is f's root."""
     comp = callee(instr, module, "to_apply")
     expect_callee_params(instr, comp, operands, "to_apply")
     return signature(comp)[1]
 
 
-def infer_conditional(
+def shape_conditional(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     """A pred selector with true/false computations, or an s32 index into branch_computations."""
@@ -66,14 +66,14 @@ def _branch(instr: HloInstruction, module: HloModule | None, key: str, n: int | 
     return module.computation(name)
 
 
-def infer_custom_call(
+def shape_custom_call(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     """Opaque to the verifier: the declared shape is accepted as is."""
     return instr.shape
 
 
-def infer_fusion(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_fusion(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``fusion(args...), kind=kLoop, calls=f``: like call, plus a valid kind."""
     kind = instr.attr("kind", None)
     if kind not in FUSION_KINDS:
@@ -83,7 +83,7 @@ def infer_fusion(instr: HloInstruction, operands: Sequence[Shape], module: HloMo
     return signature(comp)[1]
 
 
-def infer_while(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_while(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """The loop state keeps its shape: body maps it to itself, condition maps it to pred[]."""
     expect_operand_count(instr, operands, 1)
     state = operands[0]

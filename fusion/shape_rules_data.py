@@ -7,7 +7,7 @@ the declared dims and check they are consistent with the operand.
 >>> from fusion.attributes import SliceDim
 >>> i = HloInstruction("s", "slice", ArrayShape("f32", (2,)), ("x",),
 ...                    (("slice", (SliceDim(1, 6, 3),)),))
->>> str(infer_slice(i, (ArrayShape("f32", (8,)),), None))
+>>> str(shape_slice(i, (ArrayShape("f32", (8,)),), None))
 'f32[2]'
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _declared_array(instr: HloInstruction) -> ArrayShape:
     return expect_array(instr, instr.shape, "the result")
 
 
-def infer_bitcast(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_bitcast(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """A reinterpretation of the same buffer: the total number of bits is unchanged."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -48,7 +48,7 @@ def infer_bitcast(instr: HloInstruction, operands: Sequence[Shape], module: HloM
     return ArrayShape(out.dtype, out.dims)
 
 
-def infer_broadcast(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_broadcast(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``dimensions[i]`` is the result dim that operand dim ``i`` maps to; sizes must agree."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -64,7 +64,7 @@ def infer_broadcast(instr: HloInstruction, operands: Sequence[Shape], module: Hl
     return ArrayShape(x.dtype, out.dims)
 
 
-def infer_concatenate(
+def shape_concatenate(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     expect_operand_count(instr, operands, 1, -1)
@@ -98,7 +98,7 @@ def _literal_matches(instr: HloInstruction, literal: Literal, shape: Shape) -> N
              f"{shape.num_elements} elements")
 
 
-def infer_constant(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_constant(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """The declared shape, once the literal is checked to fill it exactly."""
     expect_operand_count(instr, operands, 0)
     literal = instr.attr("literal", None)
@@ -108,7 +108,7 @@ def infer_constant(instr: HloInstruction, operands: Sequence[Shape], module: Hlo
     return instr.shape
 
 
-def infer_copy(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_copy(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 1)
     return operands[0]
 
@@ -124,7 +124,7 @@ def _start_indices(instr: HloInstruction, operands: Sequence[Shape], first: int,
     expect_same_type(instr, indices, "the start indices")
 
 
-def infer_dynamic_slice(
+def shape_dynamic_slice(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     expect_operand_count(instr, operands, 1, -1)
@@ -139,7 +139,7 @@ def infer_dynamic_slice(
     return ArrayShape(x.dtype, sizes)
 
 
-def infer_dynamic_update_slice(
+def shape_dynamic_update_slice(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     expect_operand_count(instr, operands, 2, -1)
@@ -152,7 +152,7 @@ def infer_dynamic_update_slice(
     return ArrayShape(x.dtype, x.dims)
 
 
-def infer_get_tuple_element(
+def shape_get_tuple_element(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     expect_operand_count(instr, operands, 1)
@@ -165,7 +165,7 @@ def infer_get_tuple_element(
     return t.elements[index]
 
 
-def infer_iota(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_iota(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 0)
     out = _declared_array(instr)
     if out.rank == 0:
@@ -175,7 +175,7 @@ def infer_iota(instr: HloInstruction, operands: Sequence[Shape], module: HloModu
     return ArrayShape(out.dtype, out.dims)
 
 
-def infer_pad(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_pad(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Each dim becomes ``low + high + size + (size - 1) * interior``; low/high may be negative."""
     expect_operand_count(instr, operands, 2)
     x = expect_array(instr, operands[0], "the operand")
@@ -195,7 +195,7 @@ def infer_pad(instr: HloInstruction, operands: Sequence[Shape], module: HloModul
     return ArrayShape(x.dtype, tuple(dims))
 
 
-def infer_parameter(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_parameter(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 0)
     number = instr.attr("parameter_number", None)
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
@@ -203,7 +203,7 @@ def infer_parameter(instr: HloInstruction, operands: Sequence[Shape], module: Hl
     return instr.shape
 
 
-def infer_reshape(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_reshape(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
     out = _declared_array(instr)
@@ -213,14 +213,14 @@ def infer_reshape(instr: HloInstruction, operands: Sequence[Shape], module: HloM
     return ArrayShape(x.dtype, out.dims)
 
 
-def infer_reverse(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_reverse(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
     expect_dims_in_range(instr, int_list(instr, "dimensions"), x.rank, "dimensions")
     return ArrayShape(x.dtype, x.dims)
 
 
-def infer_slice(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_slice(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Each dim becomes ``ceil((limit - start) / stride)``."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -237,7 +237,7 @@ def infer_slice(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
     return ArrayShape(x.dtype, tuple(dims))
 
 
-def infer_transpose(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_transpose(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Result dim ``i`` is operand dim ``dimensions[i]``."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -247,7 +247,7 @@ def infer_transpose(instr: HloInstruction, operands: Sequence[Shape], module: Hl
     return ArrayShape(x.dtype, tuple(x.dims[p] for p in perm))
 
 
-def infer_tuple(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_tuple(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     return TupleShape(tuple(operands))
 
 

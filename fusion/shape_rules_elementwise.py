@@ -7,7 +7,7 @@ dims (clamp's bounds alone may be scalars).
 >>> f = ArrayShape("f32", (2, 3))
 >>> i = HloInstruction("c", "compare", ArrayShape("pred", (2, 3)), ("a", "b"),
 ...                    (("direction", "LT"),))
->>> str(infer_compare(i, (f, f), None))
+>>> str(shape_compare(i, (f, f), None))
 'pred[2,3]'
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ BINARY_KINDS: dict[str, str] = {
 COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 
-def infer_unary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_unary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Result of a unary elementwise op: the operand's dims; type changes for a few ops."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -118,7 +118,7 @@ def _two_alike(instr: HloInstruction, operands: Sequence[Shape]) -> tuple[ArrayS
     return a, b
 
 
-def infer_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Result of a binary elementwise op: operands of equal dims and element type."""
     a, b = _two_alike(instr, operands)
     expect_kind(instr, a, BINARY_KINDS[instr.opcode], "the operands")
@@ -129,7 +129,7 @@ def infer_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloMo
     return ArrayShape(a.dtype, a.dims)
 
 
-def infer_bitcast_convert(
+def shape_bitcast_convert(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     """Same bits reinterpreted; a width change adds or removes a minor dim of the ratio."""
@@ -155,7 +155,7 @@ def infer_bitcast_convert(
     return ArrayShape(out.dtype, x.dims[:-1])
 
 
-def infer_clamp(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_clamp(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``clamp(min, x, max)``: min and max are scalars or have x's dims."""
     expect_operand_count(instr, operands, 3)
     lo, x, hi = (expect_array(instr, s, f"operand {n}") for n, s in enumerate(operands))
@@ -166,7 +166,7 @@ def infer_clamp(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
     return ArrayShape(x.dtype, x.dims)
 
 
-def infer_compare(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_compare(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Comparison: operands of equal shape, a valid direction, result pred."""
     a, b = _two_alike(instr, operands)
     direction = instr.attr("direction", None)
@@ -179,7 +179,7 @@ def infer_compare(instr: HloInstruction, operands: Sequence[Shape], module: HloM
     return ArrayShape("pred", a.dims)
 
 
-def infer_convert(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_convert(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Any array type to any other, element by element; the target type is the declared one."""
     expect_operand_count(instr, operands, 1)
     x = expect_array(instr, operands[0], "the operand")
@@ -189,7 +189,7 @@ def infer_convert(instr: HloInstruction, operands: Sequence[Shape], module: HloM
     return ArrayShape(out.dtype, x.dims)
 
 
-def infer_map(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_map(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``map(xs...), to_apply=f``: f takes one scalar per operand and returns a scalar."""
     expect_operand_count(instr, operands, 1, -1)
     xs = [expect_array(instr, s, f"operand {n}") for n, s in enumerate(operands)]
@@ -202,7 +202,7 @@ def infer_map(instr: HloInstruction, operands: Sequence[Shape], module: HloModul
     return ArrayShape(root.dtype, xs[0].dims)
 
 
-def infer_reduce_precision(
+def shape_reduce_precision(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     """Rounds floats to fewer exponent/mantissa bits; the shape is unchanged."""
@@ -214,7 +214,7 @@ def infer_reduce_precision(
     return ArrayShape(x.dtype, x.dims)
 
 
-def infer_select(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_select(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``select(pred, on_true, on_false)``: pred has the branches' dims."""
     expect_operand_count(instr, operands, 3)
     p, t, f = (expect_array(instr, s, f"operand {n}") for n, s in enumerate(operands))

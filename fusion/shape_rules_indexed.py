@@ -4,7 +4,7 @@
 >>> i = HloInstruction("g", "gather", ArrayShape("f32", (3, 3)), ("x", "i"), (
 ...     ("offset_dims", (1,)), ("collapsed_slice_dims", (0,)), ("start_index_map", (0,)),
 ...     ("index_vector_dim", 1), ("slice_sizes", (1, 3))))
->>> str(infer_gather(i, (ArrayShape("f32", (5, 3)), ArrayShape("s32", (3, 1))), None))
+>>> str(shape_gather(i, (ArrayShape("f32", (5, 3)), ArrayShape("s32", (3, 1))), None))
 'f32[3,3]'
 """
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _batching(instr: HloInstruction, operand_key: str, indices_key: str, operand
     return operand_batching
 
 
-def infer_gather(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_gather(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Output dims: ``offset_dims`` positions take the kept slice sizes, the others the batch."""
     expect_operand_count(instr, operands, 2)
     x = expect_array(instr, operands[0], "the operand")
@@ -96,7 +96,7 @@ def infer_gather(instr: HloInstruction, operands: Sequence[Shape], module: HloMo
     return ArrayShape(x.dtype, dims)
 
 
-def infer_scatter(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_scatter(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``scatter(operands..., indices, updates...)``: the result has the operands' shapes."""
     expect_operand_count(instr, operands, 3, -1)
     if len(operands) % 2 != 1:

@@ -1,12 +1,13 @@
-"""Shape rules of the ops with a reducer or comparator: reduce, reduce-window, select-and-scatter,
-sort; and dot, the other contraction.
+"""Shape rules of the ops with a reducer: reduce, reduce-window, select-and-scatter (sort's
+comparator is checked by ``shape_rules_sort`` with :func:`expect_reducer`; dot is in
+``shape_rules_dot``, as in the evaluator and the indexing analysis).
 
+>>> from fusion.attributes import WindowDim
 >>> from fusion.hlo_module import HloInstruction
->>> i = HloInstruction("d", "dot", ArrayShape("f32", (4, 2, 5)), ("a", "b"), (
-...     ("lhs_batch_dims", (0,)), ("rhs_batch_dims", (0,)),
-...     ("lhs_contracting_dims", (2,)), ("rhs_contracting_dims", (1,))))
->>> str(infer_dot(i, (ArrayShape("f32", (4, 2, 3)), ArrayShape("f32", (4, 3, 5))), None))
-'f32[4,2,5]'
+>>> w = Window((WindowDim(size=2, stride=2),))
+>>> rw = HloInstruction("w", "reduce-window", ArrayShape("f32", (4,)), ("x", "z"), (("window", w),))
+>>> windowed_dims(rw, ArrayShape("f32", (8,)))
+(4,)
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from fusion.shape_checks import (
     expect_same_type,
     expect_scalar,
     fail,
-    one_dim,
     int_list,
     signature,
 )
@@ -84,7 +84,7 @@ def _results(dims: tuple[int, ...], inits: Sequence[ArrayShape]) -> Shape:
     return shapes[0] if len(shapes) == 1 else TupleShape(shapes)
 
 
-def infer_reduce(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
+def shape_reduce(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Variadic reduce: the reduced ``dimensions`` disappear; one result per init value."""
     xs, inits = _inputs_and_inits(instr, operands)
     dims = int_list(instr, "dimensions")
@@ -110,7 +110,7 @@ def windowed_dims(instr: HloInstruction, x: ArrayShape) -> tuple[int, ...]:
     return tuple(out)
 
 
-def infer_reduce_window(
+def shape_reduce_window(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     xs, inits = _inputs_and_inits(instr, operands)
@@ -118,7 +118,7 @@ def infer_reduce_window(
     return _results(windowed_dims(instr, xs[0]), inits)
 
 
-def infer_select_and_scatter(
+def shape_select_and_scatter(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:
     """``select-and-scatter(operand, source, init)``: source has the windowed operand's dims."""
@@ -134,40 +134,3 @@ def infer_select_and_scatter(
     expect_reducer(instr, module, "scatter", [init.dtype], [source.dtype])
     return ArrayShape(x.dtype, x.dims)
 
-
-def infer_sort(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
-    """Sorts operands of equal dims along ``dimensions``; the comparator sees pairs of each."""
-    expect_operand_count(instr, operands, 1, -1)
-    xs = [expect_array(instr, s, f"operand {k}") for k, s in enumerate(operands)]
-    expect_same_dims(instr, xs, "the operands")
-    dim = one_dim(instr, "dimensions")
-    expect_dims_in_range(instr, (dim,), xs[0].rank, "dimensions")
-    pairs = [d for x in xs for d in (x.dtype, x.dtype)]
-    expect_reducer(instr, module, "to_apply", pairs, [], result="pred")
-    return xs[0] if len(xs) == 1 else TupleShape(tuple(xs))
-
-
-def infer_dot(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
-    """Result dims: batch dims, then lhs free dims, then rhs free dims; the type is declared."""
-    expect_operand_count(instr, operands, 2)
-    lhs = expect_array(instr, operands[0], "the lhs")
-    rhs = expect_array(instr, operands[1], "the rhs")
-    out = expect_array(instr, instr.shape, "the result")
-    lb, rb = int_list(instr, "lhs_batch_dims", ()), int_list(instr, "rhs_batch_dims", ())
-    lc = int_list(instr, "lhs_contracting_dims", ())
-    rc = int_list(instr, "rhs_contracting_dims", ())
-    expect_dims_in_range(instr, lb + lc, lhs.rank, "lhs_batch_dims and lhs_contracting_dims")
-    expect_dims_in_range(instr, rb + rc, rhs.rank, "rhs_batch_dims and rhs_contracting_dims")
-    if len(lb) != len(rb) or len(lc) != len(rc):
-        fail(instr, "dot needs as many lhs as rhs batch dims, and as many contracting dims")
-    for kind, ls, rs in (("batch", lb, rb), ("contracting", lc, rc)):
-        for a, b in zip(ls, rs):
-            if lhs.dims[a] != rhs.dims[b]:
-                fail(instr, f"dot {kind} dims differ: lhs dim {a} is {lhs.dims[a]}, "
-                     f"rhs dim {b} is {rhs.dims[b]}")
-    if (lhs.dtype == "pred") != (rhs.dtype == "pred"):
-        fail(instr, f"dot operands have incompatible types {lhs.dtype} and {rhs.dtype}")
-    dims = [lhs.dims[d] for d in lb]
-    dims += [s for d, s in enumerate(lhs.dims) if d not in lb and d not in lc]
-    dims += [s for d, s in enumerate(rhs.dims) if d not in rb and d not in rc]
-    return ArrayShape(out.dtype, tuple(dims))

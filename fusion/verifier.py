@@ -26,6 +26,7 @@ from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import Shape, TupleShape
 from fusion.shape_checks import fail
 from fusion.shape_inference import infer_shape, same_shape
+from fusion.parser import parse_shape
 
 
 def verify_module(module: HloModule) -> None:
@@ -180,7 +181,6 @@ def _check_entry_layout(module: HloModule) -> None:
     text = dict(module.attributes).get("entry_computation_layout")
     if not text:
         return
-    from fusion.parser import parse_shape  # noqa: PLC0415 - the verifier works on built IR too
 
     body = text.strip()
     if body.startswith("{") and body.endswith("}"):

@@ -1,5 +1,8 @@
 """Affine expressions, indexing maps, indexing analysis, layouts and tile propagation.
 
+The tiling choice is split in two: ``tiling.symbolic`` (the mechanism, XLA's symbolic tile
+analysis) and ``tiling.policy`` (the limits, legality, costs and ``choose_tiling``).
+
 Depends on ``fusion`` only; never imports torch or triton.
 """
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.shape import TupleShape
 from tiling.fusion_decisions import Node, external_inputs, reduce_members
+from tiling.fusion_decisions import is_kernel
 
 
 @dataclass
@@ -95,8 +96,6 @@ def rebuild_computation(comp: HloComputation, nodes: list[Node],
     ``nodes`` must be in an order where producers come before consumers.  Returns the new
     computation and the fused computations it calls.
     """
-    from tiling.fusion_decisions import is_kernel
-
     claims = _Claims(names)
     wrapped = [n.fusible and is_kernel(comp, n) for n in nodes]
     for node, wrap in zip(nodes, wrapped):

@@ -20,37 +20,28 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fusion.hero_analysis import ELEMENTWISE_OPCODES
+from fusion.emitter_kind import analyze_computation
+from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
 from fusion.shape import ArrayShape, Shape, flatten_shape
+from tiling.fusion_indexing import output_to_input_indexing_of_computation
 
 # Ops that may be members of a fusion (XLA's producer-consumer fusible ops, without the ones
 # this project keeps as their own kernels: dot, gather, scatter, sort, reduce-window, ...).
-FUSIBLE_OPCODES = frozenset(ELEMENTWISE_OPCODES - {"map", "stochastic-convert"}) | {
-    "bitcast", "broadcast", "concatenate", "constant", "dynamic-slice", "iota", "pad",
-    "reduce", "reshape", "reverse", "slice", "transpose",
-}
+FUSIBLE_OPCODES = opcodes_with("fusible")
 
 # Ops that are no kernel of their own: they only name, group or alias values.
-TRIVIAL_OPCODES = frozenset({
-    "bitcast", "constant", "get-tuple-element", "parameter", "tuple",
-})
+TRIVIAL_OPCODES = opcodes_with("trivial")
 
 # XLA's ``IsExpensive`` flavour: transcendental and division-like elementwise ops; fusing a
 # producer holding one of these into several consumers (or behind a broadcast that reads each
 # element many times) would compute it again and again.
-EXPENSIVE_OPCODES = frozenset({
-    "atan2", "cbrt", "cosine", "divide", "erf", "exponential", "exponential-minus-one", "log",
-    "log-plus-one", "logistic", "power", "remainder", "rsqrt", "sine", "sqrt", "tan", "tanh",
-    "reduce",
-})
+EXPENSIVE_OPCODES = opcodes_with("expensive")
 
 # Ops that change which element of their operand an output element reads; every other fusible
 # op reads its operands at its own index.
-_INDEX_CHANGING = frozenset({
-    "bitcast", "broadcast", "concatenate", "dynamic-slice", "pad", "reduce", "reshape",
-    "reverse", "slice", "transpose",
-})
+_INDEX_CHANGING = opcodes_with("index_changing")
 
 MAX_FUSION_MEMBERS = 200
 MAX_FUSION_PARAMETERS = 64
@@ -207,10 +198,9 @@ def indexing_reads_differently(fused: HloComputation, module: HloModule, name: s
     """``MapsCheck`` with the indexing analysis: more than one distinct output->input map
     reaches ``name``; falls back to the structural check where the analysis has no rule."""
     try:
-        from tiling.fusion_indexing import output_to_input_indexing_of_computation
         maps = output_to_input_indexing_of_computation(fused, module)
         return len(maps[name]) > 1
-    except Exception:  # noqa: BLE001 - an op without an indexing rule: judge structurally
+    except FusionCompilerError:  # an op the analysis cannot read as given: judge structurally
         return structural_reads_differently(fused, module, name)
 
 
@@ -218,9 +208,6 @@ def structural_tile_check(fused: HloComputation, module: HloModule) -> str | Non
     """The emitter analysis must accept the fusion (one reduction shape per fusion, no nested
     tuples: what the tile analysis does not express); returns the reason when it does not.
     Part of the pass's default check, with the tile analysis (``tiling.fusion_tile_check``)."""
-    from fusion.emitter_kind import analyze_computation
-    from fusion.errors import FusionCompilerError
-
     if not any(i.opcode == "reduce" for i in fused.instructions):
         return None  # the loop emitter takes any fusion of fusible ops
     try:

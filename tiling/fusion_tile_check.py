@@ -1,7 +1,7 @@
 """The tile analysis as priority fusion's ``TileCheck``: no fusion the analysis cannot tile.
 
-A candidate fusion is judged by ``tiling.tiled_fusion`` (every instruction's symbolic tile)
-and ``tiling.tiling_legality`` (is some output tiling of ``tiling_candidates`` legal?).  The
+A candidate fusion is judged by ``tiling.symbolic.tiled_fusion`` (every instruction's symbolic
+tile) and ``tiling.policy.choice.choose_tiling`` (is some output tiling legal?).  The
 pass refuses a merge only when it *makes* a tileable kernel untileable:
 
 * the merged fusion is not tileable (or has no legal tiling), and
@@ -31,27 +31,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from math import log2
 
 from fusion.errors import FusionCompilerError
-from fusion.hero_analysis import ELEMENTWISE_OPCODES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import ELEMENTWISE_OPCODES
 from fusion.shape import ArrayShape
 from tiling.fusion_decisions import Node, structural_tile_check
-from tiling.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
-from tiling.tiling_candidates import candidate_sizes
-from tiling.tiling_legality import legal_reduction_chunk
+from tiling.policy.choice import choose_tiling
+from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
 
-# What a failing analysis raises for an op it has no rule for: the op is then untileable.
-_ANALYSIS_ERRORS = (FusionCompilerError, ArithmeticError, KeyError, TypeError, ValueError)
-_TARGET_LOG2 = 10  # try tilings near 1024 elements first: the ones likely to be legal
 _ELEMENTWISE_LIKE = ELEMENTWISE_OPCODES | {"constant", "iota", "parameter"}
 
 
 def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
     """None when ``analysis`` is tileable and some candidate tiling of
-    ``tiling_candidates`` (persistent, or with the reduced dims looped in chunks) is legal;
-    else why not.  Stops at the first legal tiling: it ranks nothing.
+    ``tiling.policy.candidates`` (persistent, or with the reduced dims looped in chunks) is
+    legal; else why not.  Stops at the first legal tiling: it ranks nothing.
 
     >>> from fusion.parser import parse_hlo
     >>> m = parse_hlo('''HloModule m
@@ -64,24 +59,8 @@ def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
     >>> legal_tiling_problem(analyze_computation_tiling(m.entry, "r"))[:45]
     'not tileable: p: `d0 floordiv 8 + (d0 mod 8) '
     """
-    blocked = analysis.not_tileable()
-    if blocked:
-        node, tile = blocked[0]
-        return f"not tileable: {node.name}: {tile.reason}"
-    first = None
-    for sizes in sorted(candidate_sizes(analysis.output_dims), key=_distance_to_target):
-        _, reason = legal_reduction_chunk(analysis, sizes)
-        if reason is None:
-            return None
-        first = first or f"sizes {list(sizes)}: {reason}"
-    return f"no legal tiling (e.g. {first})"
-
-
-def _distance_to_target(sizes: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:
-    numel = 1
-    for s in sizes:
-        numel *= s
-    return abs(log2(max(numel, 1)) - _TARGET_LOG2), sizes
+    choice = choose_tiling(analysis, ranked=False)
+    return None if choice.found else choice.reason
 
 
 def analysis_problem(fused: HloComputation) -> str | None:
@@ -89,7 +68,7 @@ def analysis_problem(fused: HloComputation) -> str | None:
     try:
         analysis = analyze_computation_tiling(fused, fused.name)
         problem = legal_tiling_problem(analysis)
-    except _ANALYSIS_ERRORS as err:
+    except FusionCompilerError as err:  # an op the analysis cannot tile: untileable
         message = getattr(err, "message", None) or str(err)
         return f"not tileable: the analysis fails: {message}"
     return None if problem is None else f"the tile analysis finds it {problem}"

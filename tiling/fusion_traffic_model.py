@@ -19,14 +19,14 @@ is the bytes of its distinct operands plus the bytes of its result.
 from __future__ import annotations
 
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import opcodes_with
 from tiling.fusion_decisions import Node, is_kernel, value_bytes
+from tiling.priority_fusion import computations_to_fuse
 
-CONTROL_FLOW_OPCODES = frozenset({"call", "conditional", "while"})
+CONTROL_FLOW_OPCODES = opcodes_with("control_flow")
 
 
 def _computations(module: HloModule) -> list[HloComputation]:
-    from tiling.priority_fusion import computations_to_fuse
-
     return [module.computation(n) for n in computations_to_fuse(module)]
 
 

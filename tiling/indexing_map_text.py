@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fusion.errors import FusionCompilerError
+from fusion.errors import IndexingMapParseError  # defined there with every user error; re-exported here
 from tiling.affine_expr import (
     AffineExpr,
     Constant,
@@ -34,10 +34,6 @@ from tiling.affine_expr import (
 )
 from tiling.indexing_map import AffineMap, IndexingMap, RTVar
 from tiling.interval import Interval
-
-
-class IndexingMapParseError(FusionCompilerError):
-    """The text of an indexing map (or affine map) does not parse."""
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(->|[()\[\]{},+\-*/%:]))")

@@ -29,14 +29,12 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from fusion.element_types import element_type
-from fusion.errors import FusionCompilerError
+from fusion.errors import LayoutError  # defined there with every user error; re-exported here
 from fusion.layout import COMBINED, Layout, Tile
+from tiling.affine_expr import d
+from tiling.indexing_map import IndexingMap, compose
 
 Index = Any  # an int or a NumPy integer array; the same arithmetic serves both
-
-
-class LayoutError(FusionCompilerError):
-    """A layout that is not valid for its shape (bad tile dims, bad ``minor_to_major``)."""
 
 
 # --- the pad / reshape / transpose steps that realize a layout --------------------------------
@@ -170,7 +168,7 @@ def validate_layout(dims: Sequence[int], layout: Layout, where: str | None = Non
     >>> validate_layout((3, 5), Layout((1, 1)))
     Traceback (most recent call last):
     ...
-    tiling.layout.LayoutError: minor_to_major {1,1} is not a permutation of 0..1
+    fusion.errors.LayoutError: minor_to_major {1,1} is not a permutation of 0..1
     """
     rank = len(dims)
     m2m = tuple(layout.minor_to_major)
@@ -434,8 +432,6 @@ def parse_tiles(minor_to_major: str, tiles: str = "") -> Layout:
 
 
 def _step_map(step: Step, in_shape: tuple[int, ...]):
-    from tiling.affine_expr import d  # noqa: PLC0415 - the integer math needs no maps
-    from tiling.indexing_map import IndexingMap  # noqa: PLC0415
 
     idx = tuple(d(i) for i in range(len(in_shape)))
     if isinstance(step, Transpose):
@@ -454,8 +450,6 @@ def layout_indexing_map(dims: Sequence[int], layout: Layout, simplify: bool = Tr
     >>> print(layout_indexing_map((3, 5), parse_tiles("1,0", "(2,2)")))
     (d0, d1) -> ((d0 floordiv 2) * 12 + (d1 floordiv 2) * 4 + (d0 mod 2) * 2 + d1 mod 2), domain: d0 in [0, 2], d1 in [0, 4]
     """
-    from tiling.indexing_map import IndexingMap, compose  # noqa: PLC0415
-
     tiled = TiledLayout.of(dims, layout)
     steps = tiled.steps()
     shapes = [tiled.dims]
@@ -466,7 +460,6 @@ def layout_indexing_map(dims: Sequence[int], layout: Layout, simplify: bool = Tr
             tuple(shapes[-1][p] for p in step.permutation)
             if isinstance(step, Transpose) else tuple(step.dims)
         )
-    from tiling.affine_expr import d  # noqa: PLC0415
 
     physical = tiled.physical_shape
     flatten = IndexingMap.from_sizes(
@@ -484,8 +477,6 @@ def inverse_layout_indexing_map(dims: Sequence[int], layout: Layout, simplify: b
     >>> m.evaluate((17,)), m.contains((17,)), m.contains((9,))
     ((2, 3), True, False)
     """
-    from tiling.affine_expr import d  # noqa: PLC0415
-    from tiling.indexing_map import IndexingMap  # noqa: PLC0415
 
     tiled = TiledLayout.of(dims, layout)
     logical, checks = tiled.logical_index_with_checks(d(0))

@@ -23,13 +23,9 @@ import numpy as np
 
 from tiling.affine_expr import AffineExpr, d, s
 from tiling.indexing_map import IndexingMap
-from tiling.layout import LayoutError
+from fusion.errors import NestedLayoutError  # defined there with every user error; re-exported here
 
 Index = Any  # int, NumPy integer array or AffineExpr: the arithmetic below serves all three
-
-
-class NestedLayoutError(LayoutError):
-    """A nested layout that is not well formed, or does not fit its vector."""
 
 
 _FIELDS = (
@@ -105,7 +101,7 @@ class NestedLayout:
         >>> NestedLayout((1,), (2,), (1,), (4,), (2,), (0,), (1,)).check_vector_shape((15,))
         Traceback (most recent call last):
         ...
-        tiling.nested_layout.NestedLayoutError: nested layout covers vector<16> but the vector is vector<15>
+        fusion.errors.NestedLayoutError: nested layout covers vector<16> but the vector is vector<15>
         """
         shape = tuple(shape)
         if shape != self.vector_shape:

@@ -202,7 +202,7 @@ def check_buffer(size: int, found: object, n: int, per: int, *, element: object,
     >>> check_buffer(5, "uint32", 5, 2, element="bf16", word="uint32", layout=parse_tiles("0", ""),
     ...              dtype="bf16", dims=(5,))
     Traceback (most recent call last):
-    tiling.layout.LayoutError: buffer has 5 uint32 elements; layout {0} of bf16[5] needs 3 uint32 words
+    fusion.errors.LayoutError: buffer has 5 uint32 elements; layout {0} of bf16[5] needs 3 uint32 words
     """
     entries, expected, unit = (n, element, "") if per == 1 else (-(-n // per), word, " words")
     if size != entries or found != expected:

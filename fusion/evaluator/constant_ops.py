@@ -45,14 +45,14 @@ def _literal_value(instr: Any, literal: Literal, shape: Shape) -> Any:
     return literal_array(literal, numpy_dtype(shape)).reshape(shape.dims)
 
 
-def _constant(ev: Any, instr: Any, args: list) -> Any:
+def eval_constant(ev: Any, instr: Any, args: list) -> Any:
     literal = instr.attr("literal", None)
     if not isinstance(literal, Literal):
         raise op_error(instr, "constant has no literal value")
     return _literal_value(instr, literal, instr.shape)
 
 
-def _iota(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_iota(ev: Any, instr: Any, args: list) -> np.ndarray:
     shape = instr.array_shape
     dimension = instr.attr("iota_dimension")
     if not 0 <= dimension < shape.rank:
@@ -68,6 +68,6 @@ def _iota(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 CONSTANT_RULES: dict[str, Callable[..., Any]] = {
-    "constant": _constant,
-    "iota": _iota,
+    "constant": eval_constant,
+    "iota": eval_iota,
 }

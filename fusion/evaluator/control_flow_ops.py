@@ -14,11 +14,11 @@ import numpy as np
 from fusion.evaluator.failures import op_error
 
 
-def _call(ev: Any, instr: Any, args: list) -> Any:
+def eval_call(ev: Any, instr: Any, args: list) -> Any:
     return ev.call(instr.attr("to_apply"), args, caller=instr)
 
 
-def _fusion(ev: Any, instr: Any, args: list) -> Any:
+def eval_fusion(ev: Any, instr: Any, args: list) -> Any:
     return ev.call(instr.attr("calls"), args, caller=instr)
 
 
@@ -27,7 +27,7 @@ def _branch_index(index: np.ndarray, branch_count: int) -> int:
     return value if 0 <= value < branch_count else branch_count - 1
 
 
-def _conditional(ev: Any, instr: Any, args: list) -> Any:
+def eval_conditional(ev: Any, instr: Any, args: list) -> Any:
     selector = args[0]
     if instr.has_attr("branch_computations"):
         branches = tuple(instr.attr("branch_computations"))
@@ -46,12 +46,12 @@ def _conditional(ev: Any, instr: Any, args: list) -> Any:
     return ev.call(instr.attr("false_computation"), [args[2]], caller=instr)
 
 
-def _map(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_map(ev: Any, instr: Any, args: list) -> np.ndarray:
     results = ev.call_scalar(instr.attr("to_apply"), args, caller=instr)
     return results[0]
 
 
-def _while(ev: Any, instr: Any, args: list) -> Any:
+def eval_while(ev: Any, instr: Any, args: list) -> Any:
     if len(args) != 1:
         raise op_error(instr, f"while takes one operand, got {len(args)}")
     state = args[0]
@@ -63,9 +63,9 @@ def _while(ev: Any, instr: Any, args: list) -> Any:
 
 
 CONTROL_FLOW_RULES: dict[str, Callable[..., Any]] = {
-    "call": _call,
-    "conditional": _conditional,
-    "fusion": _fusion,
-    "map": _map,
-    "while": _while,
+    "call": eval_call,
+    "conditional": eval_conditional,
+    "fusion": eval_fusion,
+    "map": eval_map,
+    "while": eval_while,
 }

@@ -30,7 +30,7 @@ def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(np.isnan(wide), np.zeros((), dtype), out)
 
 
-def _convert(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
     x = args[0]
     target = numpy_dtype(instr.array_shape)
     if target == np.bool_:
@@ -47,7 +47,7 @@ def _convert(ev: Any, instr: Any, args: list) -> np.ndarray:
     return x.astype(target)
 
 
-def _bitcast_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_bitcast_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
     x = np.array(args[0], order="C", copy=None)
     target = numpy_dtype(instr.array_shape)
     source_bits = instr_bits(x.dtype)
@@ -73,7 +73,7 @@ def instr_bits(dtype: np.dtype) -> int | None:
 _FLOAT_FORMATS = {4: (8, 23, np.uint32), 8: (11, 52, np.uint64)}
 
 
-def _reduce_precision(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_reduce_precision(ev: Any, instr: Any, args: list) -> np.ndarray:
     x = widen(args[0])
     if x.dtype.itemsize not in _FLOAT_FORMATS or x.dtype.kind != "f":
         raise op_error(instr, f"reduce-precision of {args[0].dtype} is not supported")
@@ -117,7 +117,7 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
 
 
 CONVERSION_RULES: dict[str, Callable[..., Any]] = {
-    "bitcast-convert": _bitcast_convert,
-    "convert": _convert,
-    "reduce-precision": _reduce_precision,
+    "bitcast-convert": eval_bitcast_convert,
+    "convert": eval_convert,
+    "reduce-precision": eval_reduce_precision,
 }

@@ -15,7 +15,7 @@ from fusion.evaluator.failures import op_error
 from fusion.shape import ArrayShape
 
 
-def _broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand = args[0]
     shape = instr.array_shape
     dimensions = tuple(instr.attr("dimensions", ()))
@@ -29,7 +29,7 @@ def _broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.broadcast_to(operand.reshape(view), shape.dims)
 
 
-def _reshape(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_reshape(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.reshape(args[0], instr.array_shape.dims)
 
 
@@ -43,7 +43,7 @@ def _physical_order(shape: ArrayShape, instr: Any) -> tuple[int, ...]:
     return tuple(reversed(layout.minor_to_major))
 
 
-def _bitcast(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_bitcast(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand = args[0]
     source = instr_operand_shape(ev, instr, operand)
     result = instr.array_shape
@@ -68,19 +68,19 @@ def instr_operand_shape(ev: Any, instr: Any, operand: np.ndarray) -> ArrayShape:
     return shape
 
 
-def _transpose(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_transpose(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.transpose(args[0], instr.attr("dimensions"))
 
 
-def _copy(ev: Any, instr: Any, args: list) -> Any:
+def eval_copy(ev: Any, instr: Any, args: list) -> Any:
     return args[0]
 
 
-def _reverse(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_reverse(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.flip(args[0], axis=tuple(instr.attr("dimensions")))
 
 
-def _slice(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_slice(ev: Any, instr: Any, args: list) -> np.ndarray:
     slices = instr.attr("slice")
     if len(slices) != args[0].ndim:
         raise op_error(instr, f"slice has {len(slices)} dims, operand rank {args[0].ndim}")
@@ -99,14 +99,14 @@ def _clamped_starts(
     return [min(max(s, 0), d - z) for s, d, z in zip(starts, operand_dims, sizes)]
 
 
-def _dynamic_slice(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_dynamic_slice(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand = args[0]
     sizes = tuple(instr.attr("dynamic_slice_sizes"))
     starts = _clamped_starts(instr, args[1:], operand.shape, sizes)
     return operand[tuple(slice(s, s + z) for s, z in zip(starts, sizes))]
 
 
-def _dynamic_update_slice(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_dynamic_update_slice(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand, update = args[0], args[1]
     starts = _clamped_starts(instr, args[2:], operand.shape, update.shape)
     out = np.array(operand, copy=True)
@@ -132,7 +132,7 @@ def pad_array(
     return out[tuple(crop)]
 
 
-def _pad(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_pad(ev: Any, instr: Any, args: list) -> np.ndarray:
     padding = instr.attr("padding")
     if len(padding.dims) != args[0].ndim:
         raise op_error(instr, f"padding has {len(padding.dims)} dims, operand rank {args[0].ndim}")
@@ -140,15 +140,15 @@ def _pad(ev: Any, instr: Any, args: list) -> np.ndarray:
     return pad_array(args[0], args[1], config)
 
 
-def _concatenate(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_concatenate(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.concatenate(args, axis=instr.attr("dimensions")[0])
 
 
-def _tuple(ev: Any, instr: Any, args: list) -> tuple:
+def eval_tuple(ev: Any, instr: Any, args: list) -> tuple:
     return tuple(args)
 
 
-def _get_tuple_element(ev: Any, instr: Any, args: list) -> Any:
+def eval_get_tuple_element(ev: Any, instr: Any, args: list) -> Any:
     value = args[0]
     index = instr.attr("index")
     if not isinstance(value, tuple) or not 0 <= index < len(value):
@@ -157,17 +157,17 @@ def _get_tuple_element(ev: Any, instr: Any, args: list) -> Any:
 
 
 DATA_MOVEMENT_RULES: dict[str, Callable[..., Any]] = {
-    "bitcast": _bitcast,
-    "broadcast": _broadcast,
-    "concatenate": _concatenate,
-    "copy": _copy,
-    "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "get-tuple-element": _get_tuple_element,
-    "pad": _pad,
-    "reshape": _reshape,
-    "reverse": _reverse,
-    "slice": _slice,
-    "transpose": _transpose,
-    "tuple": _tuple,
+    "bitcast": eval_bitcast,
+    "broadcast": eval_broadcast,
+    "concatenate": eval_concatenate,
+    "copy": eval_copy,
+    "dynamic-slice": eval_dynamic_slice,
+    "dynamic-update-slice": eval_dynamic_update_slice,
+    "get-tuple-element": eval_get_tuple_element,
+    "pad": eval_pad,
+    "reshape": eval_reshape,
+    "reverse": eval_reverse,
+    "slice": eval_slice,
+    "transpose": eval_transpose,
+    "tuple": eval_tuple,
 }

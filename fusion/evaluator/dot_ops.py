@@ -48,7 +48,7 @@ def dot_general(
     return product.reshape(batch_dims + lhs_free_dims + rhs_free_dims)
 
 
-def _dot(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
     lhs, rhs = args
     contracting = (
         tuple(instr.attr("lhs_contracting_dims", ())),
@@ -65,5 +65,5 @@ def _dot(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 DOT_RULES: dict[str, Callable[..., Any]] = {
-    "dot": _dot,
+    "dot": eval_dot,
 }

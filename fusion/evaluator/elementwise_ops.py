@@ -18,14 +18,14 @@ from fusion.evaluator.integer_ops import INTEGER_RULES
 from fusion.evaluator.numerics import is_float_dtype, numpy_dtype, total_order_key, widen
 
 
-def _unary(function: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+def eval_unary(function: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
         return function(widen(args[0]))
 
     return rule
 
 
-def _binary(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
+def eval_binary(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
     def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
         return function(widen(args[0]), widen(args[1]))
 
@@ -85,7 +85,7 @@ def _imag(x: np.ndarray) -> np.ndarray:
     return np.imag(x) if np.iscomplexobj(x) else np.zeros_like(x)
 
 
-def _complex(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_complex(ev: Any, instr: Any, args: list) -> np.ndarray:
     real, imag = np.broadcast_arrays(widen(args[0]), widen(args[1]))
     out = np.empty(real.shape, numpy_dtype(instr.shape))
     out.real = real
@@ -93,7 +93,7 @@ def _complex(ev: Any, instr: Any, args: list) -> np.ndarray:
     return out
 
 
-def _logical(function: Callable, bool_function: Callable) -> Callable[..., Any]:
+def eval_logical(function: Callable, bool_function: Callable) -> Callable[..., Any]:
     def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
         lhs, rhs = args
         if lhs.dtype == np.bool_:
@@ -103,7 +103,7 @@ def _logical(function: Callable, bool_function: Callable) -> Callable[..., Any]:
     return rule
 
 
-def _compare(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_compare(ev: Any, instr: Any, args: list) -> np.ndarray:
     lhs, rhs = widen(args[0]), widen(args[1])
     direction = instr.attr("direction")
     if instr.attr("type", None) == "TOTALORDER" and is_float_dtype(args[0].dtype):
@@ -118,7 +118,7 @@ def _compare(ev: Any, instr: Any, args: list) -> np.ndarray:
     return functions[direction](lhs, rhs)
 
 
-def _select(ev: Any, instr: Any, args: list) -> Any:
+def eval_select(ev: Any, instr: Any, args: list) -> Any:
     predicate, on_true, on_false = args
     return np.where(predicate, on_true, on_false)
 
@@ -148,49 +148,49 @@ def _minimum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), result)
 
 
-def _clamp(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_clamp(ev: Any, instr: Any, args: list) -> np.ndarray:
     low, x, high = (widen(a) for a in args)
     return _minimum(_maximum(x, low), high)
 
 
 ELEMENTWISE_RULES: dict[str, Callable[..., Any]] = {
-    "abs": _unary(_abs),
-    "add": _binary(np.add),
-    "and": _logical(np.bitwise_and, np.logical_and),
-    "atan2": _binary(np.arctan2),
-    "cbrt": _unary(np.cbrt),
-    "ceil": _unary(np.ceil),
-    "clamp": _clamp,
-    "compare": _compare,
-    "complex": _complex,
-    "cosine": _unary(np.cos),
-    "erf": _unary(_erf),
-    "exponential": _unary(np.exp),
-    "exponential-minus-one": _unary(np.expm1),
-    "floor": _unary(np.floor),
-    "imag": _unary(_imag),
-    "is-finite": _unary(_is_finite),
-    "log": _unary(np.log),
-    "log-plus-one": _unary(np.log1p),
-    "logistic": _unary(_logistic),
-    "maximum": _binary(_maximum),
-    "minimum": _binary(_minimum),
-    "multiply": _binary(np.multiply),
-    "negate": _unary(np.negative),
-    "not": _unary(_not),
-    "or": _logical(np.bitwise_or, np.logical_or),
-    "real": _unary(_real),
-    "round-nearest-afz": _unary(_round_afz),
-    "round-nearest-even": _unary(np.rint),
-    "rsqrt": _unary(_rsqrt),
-    "select": _select,
-    "sign": _unary(_sign),
-    "sine": _unary(np.sin),
-    "sqrt": _unary(np.sqrt),
-    "subtract": _binary(np.subtract),
-    "tan": _unary(np.tan),
-    "tanh": _unary(np.tanh),
-    "xor": _logical(np.bitwise_xor, np.logical_xor),
+    "abs": eval_unary(_abs),
+    "add": eval_binary(np.add),
+    "and": eval_logical(np.bitwise_and, np.logical_and),
+    "atan2": eval_binary(np.arctan2),
+    "cbrt": eval_unary(np.cbrt),
+    "ceil": eval_unary(np.ceil),
+    "clamp": eval_clamp,
+    "compare": eval_compare,
+    "complex": eval_complex,
+    "cosine": eval_unary(np.cos),
+    "erf": eval_unary(_erf),
+    "exponential": eval_unary(np.exp),
+    "exponential-minus-one": eval_unary(np.expm1),
+    "floor": eval_unary(np.floor),
+    "imag": eval_unary(_imag),
+    "is-finite": eval_unary(_is_finite),
+    "log": eval_unary(np.log),
+    "log-plus-one": eval_unary(np.log1p),
+    "logistic": eval_unary(_logistic),
+    "maximum": eval_binary(_maximum),
+    "minimum": eval_binary(_minimum),
+    "multiply": eval_binary(np.multiply),
+    "negate": eval_unary(np.negative),
+    "not": eval_unary(_not),
+    "or": eval_logical(np.bitwise_or, np.logical_or),
+    "real": eval_unary(_real),
+    "round-nearest-afz": eval_unary(_round_afz),
+    "round-nearest-even": eval_unary(np.rint),
+    "rsqrt": eval_unary(_rsqrt),
+    "select": eval_select,
+    "sign": eval_unary(_sign),
+    "sine": eval_unary(np.sin),
+    "sqrt": eval_unary(np.sqrt),
+    "subtract": eval_binary(np.subtract),
+    "tan": eval_unary(np.tan),
+    "tanh": eval_unary(np.tanh),
+    "xor": eval_logical(np.bitwise_xor, np.logical_xor),
     **INTEGER_RULES,
 }
 """Rules for elementwise ops; ``INTEGER_RULES`` adds those with integer-specific semantics."""

@@ -96,7 +96,7 @@ def _gather_array(
     return np.transpose(sliced, permutation)
 
 
-def _gather(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_gather(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand, indices = args
     slice_sizes = tuple(instr.attr("slice_sizes"))
     if len(slice_sizes) != operand.ndim:
@@ -116,7 +116,7 @@ def _gather(ev: Any, instr: Any, args: list) -> np.ndarray:
     )
 
 
-def _scatter(ev: Any, instr: Any, args: list) -> Any:
+def eval_scatter(ev: Any, instr: Any, args: list) -> Any:
     if len(args) % 2 == 0:
         raise op_error(instr, f"{len(args)} operands: expected N operands, indices, N updates")
     count = (len(args) - 1) // 2
@@ -161,6 +161,6 @@ def _scatter(ev: Any, instr: Any, args: list) -> Any:
 
 
 GATHER_SCATTER_RULES: dict[str, Callable[..., Any]] = {
-    "gather": _gather,
-    "scatter": _scatter,
+    "gather": eval_gather,
+    "scatter": eval_scatter,
 }

@@ -78,7 +78,7 @@ def _int_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     return np.where(negative, negative_result, accumulator).astype(dtype)
 
 
-def _arith(
+def eval_arith(
     integer_function: Callable[[np.ndarray, np.ndarray], np.ndarray],
     float_function: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> Callable[..., np.ndarray]:
@@ -91,7 +91,7 @@ def _arith(
     return rule
 
 
-def _shift(kind: str) -> Callable[..., np.ndarray]:
+def eval_shift(kind: str) -> Callable[..., np.ndarray]:
     def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
         lhs, rhs = args
         unsigned = unsigned_twin(lhs.dtype)
@@ -112,11 +112,11 @@ def _shift(kind: str) -> Callable[..., np.ndarray]:
     return rule
 
 
-def _popcnt(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_popcnt(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.bitwise_count(args[0].astype(unsigned_twin(args[0].dtype)))
 
 
-def _count_leading_zeros(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_count_leading_zeros(ev: Any, instr: Any, args: list) -> np.ndarray:
     bits = int_bits(args[0].dtype)
     smeared = args[0].astype(unsigned_twin(args[0].dtype))
     shift = 1
@@ -128,12 +128,12 @@ def _count_leading_zeros(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 INTEGER_RULES: dict[str, Callable[..., Any]] = {
-    "count-leading-zeros": _count_leading_zeros,
-    "divide": _arith(_int_divide, np.divide),
-    "popcnt": _popcnt,
-    "power": _arith(_int_power, np.power),
-    "remainder": _arith(_int_remainder, np.fmod),
-    "shift-left": _shift("left"),
-    "shift-right-arithmetic": _shift("arithmetic"),
-    "shift-right-logical": _shift("logical"),
+    "count-leading-zeros": eval_count_leading_zeros,
+    "divide": eval_arith(_int_divide, np.divide),
+    "popcnt": eval_popcnt,
+    "power": eval_arith(_int_power, np.power),
+    "remainder": eval_arith(_int_remainder, np.fmod),
+    "shift-left": eval_shift("left"),
+    "shift-right-arithmetic": eval_shift("arithmetic"),
+    "shift-right-logical": eval_shift("logical"),
 }

@@ -22,6 +22,7 @@ import numpy as np
 from fusion.evaluator.data_movement_ops import pad_array
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.ordered_updates import apply_in_order
+from fusion.reduction_kind import kept_and_reduced
 
 Combine = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
@@ -60,15 +61,14 @@ def _result(values: list) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _reduce(ev: Any, instr: Any, args: list) -> Any:
+def eval_reduce(ev: Any, instr: Any, args: list) -> Any:
     inputs, inits = _split_operands(instr, args)
     rank = inputs[0].ndim
-    reduced = tuple(instr.attr("dimensions"))
+    kept, reduced = kept_and_reduced(rank, instr.attr("dimensions"))
     if any(not 0 <= d < rank for d in reduced):
         raise op_error(instr, f"dimensions={list(reduced)} out of range for rank {rank}")
-    kept = [d for d in range(rank) if d not in reduced]
     kept_dims = [inputs[0].shape[d] for d in kept]
-    arranged = [np.transpose(x, kept + list(reduced)).reshape(kept_dims + [-1]) if x.size else
+    arranged = [np.transpose(x, kept + reduced).reshape(kept_dims + [-1]) if x.size else
                 np.zeros(kept_dims + [int(np.prod([x.shape[d] for d in reduced]))], x.dtype)
                 for x in inputs]
     return _result(tree_fold(_combiner(ev, instr), inits, arranged))
@@ -89,7 +89,7 @@ def _window_output_dims(instr: Any, padded: tuple[int, ...], dims: list) -> list
     return out
 
 
-def _reduce_window(ev: Any, instr: Any, args: list) -> Any:
+def eval_reduce_window(ev: Any, instr: Any, args: list) -> Any:
     inputs, inits = _split_operands(instr, args)
     dims = _window_dims(instr, inputs[0].ndim)
     config = [(d.padding_low, d.padding_high, d.base_dilation - 1) for d in dims]
@@ -109,7 +109,7 @@ def _reduce_window(ev: Any, instr: Any, args: list) -> Any:
     return _result(tree_fold(_combiner(ev, instr), inits, stacked))
 
 
-def _select_and_scatter(ev: Any, instr: Any, args: list) -> np.ndarray:
+def eval_select_and_scatter(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand, source, init = args
     dims = _window_dims(instr, operand.ndim)
     select = _combiner(ev, instr, "select")
@@ -144,7 +144,7 @@ def _select_and_scatter(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 REDUCTION_RULES: dict[str, Callable[..., Any]] = {
-    "reduce": _reduce,
-    "reduce-window": _reduce_window,
-    "select-and-scatter": _select_and_scatter,
+    "reduce": eval_reduce,
+    "reduce-window": eval_reduce_window,
+    "select-and-scatter": eval_select_and_scatter,
 }

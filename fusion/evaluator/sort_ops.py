@@ -41,7 +41,7 @@ def stable_sort_positions(less: Compare, rows: list[np.ndarray]) -> np.ndarray:
     return before.sum(axis=1) + (np.swapaxes(equivalent, 1, 2) & earlier).sum(axis=2)
 
 
-def _sort(ev: Any, instr: Any, args: list) -> Any:
+def eval_sort(ev: Any, instr: Any, args: list) -> Any:
     dimension = instr.attr("dimensions")[0]
     rank = args[0].ndim
     if not 0 <= dimension < rank:
@@ -79,5 +79,5 @@ def _sort(ev: Any, instr: Any, args: list) -> Any:
 
 
 SORT_RULES: dict[str, Callable[..., Any]] = {
-    "sort": _sort,
+    "sort": eval_sort,
 }

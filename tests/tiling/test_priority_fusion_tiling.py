@@ -26,8 +26,8 @@ from tiling.fusion_tile_check import (
 )
 from tiling.fusion_traffic_model import count_kernels
 from tiling.priority_fusion import FusionOptions, fuse_module
-from tiling.tiled_fusion import analyze_computation_tiling, analyze_fusion_tiling
-from tiling.tiling_candidates import report_for
+from tiling.policy.candidates import report_for
+from tiling.symbolic.tiled_fusion import analyze_computation_tiling, analyze_fusion_tiling
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 CORPUS = sorted(HLO.glob("*.before.hlo"))

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from tiling.affine_expr import d, s
 from tiling.indexing_map import IndexingMap, enumerate_points
-from tiling.symbolic_tile import NotTileable, SymbolicTile, symbolic_tile
+from tiling.symbolic.symbolic_tile import NotTileable, SymbolicTile, symbolic_tile
 
 
 def needed_elements(m: IndexingMap, origin, sizes, out_dims):

@@ -11,7 +11,7 @@ import pytest
 
 from fusion.parser import parse_hlo
 from tiling.indexing_map import enumerate_points
-from tiling.tiled_fusion import TilingError, analyze_fusion_tiling, tile_fusion
+from tiling.symbolic.tiled_fusion import TilingError, analyze_fusion_tiling, tile_fusion
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,15 +7,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fusion.parser import parse_hlo
-from tiling.tiled_fusion import analyze_fusion_tiling
-from tiling.tiling_candidates import (
-    candidate_sizes,
-    choose_tiling,
-    evaluate_candidate,
-    tiling_candidates,
-    uncoalesced_fraction,
-)
-from tiling.tiling_legality import MAX_PERSISTENT_REDUCTION, check_tiling
+from tiling.policy.candidates import candidate_sizes, evaluate_candidate, tiling_candidates
+from tiling.policy.choice import choose_from_report
+from tiling.policy.costs import uncoalesced_fraction
+from tiling.policy.legality import check_tiling
+from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
+from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from tiling.xla_tiling_config import xla_tiling_of
 
 
@@ -135,9 +132,9 @@ def test_xla_tiling_is_honored_unless_ours_is_asked_for():
     assert cfg.tile_sizes == (2, 128) and cfg.num_warps == 4 and cfg.num_stages == 1
     report = tiling_candidates(m, f)
     assert report.xla_problem is None
-    chosen, why = choose_tiling(report)
+    chosen, why = choose_from_report(report)
     assert chosen.tile_sizes == (2, 128) and "XLA" in why
-    ours, _ = choose_tiling(report, prefer_ours=True)
+    ours, _ = choose_from_report(report, prefer_ours=True)
     assert ours == report.default
 
 
@@ -147,7 +144,7 @@ def test_illegal_xla_tiling_is_reported_and_ours_used():
                    "  x = f32[8,256] parameter(0)", "f32[8,256]", f", backend_config='{bad}'")
     report = tiling_candidates(m, f)
     assert "fewer than 16" in report.xla_problem
-    chosen, why = choose_tiling(report)
+    chosen, why = choose_from_report(report)
     assert chosen == report.default and "rejected" in why
 
 
@@ -207,7 +204,7 @@ def _layernorm_scale_shift(rows: int, cols: int) -> tuple:
 
 
 def test_layernorm_scale_shift_spreads_over_sms_with_128_bit_accesses():
-    from tiling.tiling_candidates import VECTOR_BLOCK_BYTES
+    from tiling.policy.limits import VECTOR_BLOCK_BYTES
 
     m, f = _layernorm_scale_shift(64, 256)
     report = tiling_candidates(m, f)
@@ -265,7 +262,7 @@ def test_looped_reduction_keeps_the_root_tile_minimum():
 
 
 def test_broadcast_operand_larger_than_l2_is_reread_from_dram():
-    from tiling.tiling_candidates import L2_RESIDENT_BYTES
+    from tiling.policy.limits import L2_RESIDENT_BYTES
 
     cols = 2 * L2_RESIDENT_BYTES // 4  # f32: twice the resident budget
     m, f = _module(f"  p = f32[{cols}] parameter(0)\n"
@@ -278,7 +275,7 @@ def test_broadcast_operand_larger_than_l2_is_reread_from_dram():
 @settings(max_examples=12, deadline=None)
 @given(rows=st.sampled_from([2, 8, 64, 512]), cols=st.sampled_from([32, 256, 1024]))
 def test_default_is_near_the_least_cost_and_fills_the_sms_when_the_work_allows(rows, cols):
-    from tiling.tiling_candidates import COST_TOLERANCE, NUM_SMS, TARGET_TILE_ELEMENTS
+    from tiling.policy.limits import COST_TOLERANCE, NUM_SMS, TARGET_TILE_ELEMENTS
 
     m, f = _layernorm_scale_shift(rows, cols)
     report = tiling_candidates(m, f)

@@ -7,7 +7,7 @@ import pytest
 
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
-from tiling.tiling_candidates import tiling_candidates
+from tiling.policy.candidates import tiling_candidates
 from triton_backend.tuning.autotune import autotune, plan_sweep, workload_for
 from triton_backend.tuning.cost_model import estimate
 from triton_backend.tuning.device_specs import device_spec

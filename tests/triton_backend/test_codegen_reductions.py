@@ -8,7 +8,8 @@ import pytest
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
-from triton_backend.lowering.kernel_plan import DEFAULT_REDUCTION_CHUNK, plan_kernel
+from tiling.policy.limits import DEFAULT_REDUCTION_CHUNK
+from triton_backend.lowering.kernel_plan import plan_kernel
 from triton_backend.driver.compiled_fusion import compile_fusion
 
 ADD = "add {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] add(a, b) }}\n"

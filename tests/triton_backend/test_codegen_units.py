@@ -15,11 +15,9 @@ from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.affine_expr import d, s
 from triton_backend.lowering.index_arithmetic import render_affine
-from triton_backend.lowering.kernel_plan import (
-    default_tile_sizes,
-    next_power_of_two,
-    plan_kernel,
-)
+from tiling.policy.choice import default_tile_sizes
+from tiling.symbolic.tiled_fusion import next_power_of_two
+from triton_backend.lowering.kernel_plan import plan_kernel
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.reports.ptx_report import find_ptxas
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fusion.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
-from tiling.tiling_candidates import tiling_candidates
+from tiling.policy.candidates import tiling_candidates
 from triton_backend.tuning.autotune import workload_for
 from triton_backend.tuning.cost_model import (
     InfeasibleLaunch,

@@ -16,9 +16,9 @@ from hypothesis import given, settings, strategies as st
 
 from fusion.errors import UnsupportedOpError
 from fusion.parser import parse_hlo
-from tiling.tiled_fusion import analyze_fusion_tiling
-from tiling.tiling_candidates import tiling_candidates
-from tiling.tiling_legality import check_tiling
+from tiling.policy.candidates import tiling_candidates
+from tiling.policy.legality import check_tiling
+from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend import compile_hlo
 from triton_backend.templates.dot_tiling import (
     SHARED_MEMORY_PER_BLOCK,
@@ -121,7 +121,7 @@ def _ranges():
 @settings(max_examples=300, deadline=None)
 @given(a=_ranges(), b=_ranges())
 def test_range_intersection_matches_sets(a, b):
-    from tiling.tiling_candidates import _intersect
+    from tiling.policy.costs import _intersect
 
     assert set(_intersect(a, b)) == set(a) & set(b)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fusion.errors import IndexingError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import Shape, TupleShape
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
@@ -22,16 +23,16 @@ def _holding_computation(instr: HloInstruction, module) -> HloComputation | None
 def _operands(instr: HloInstruction, module, operand_shapes) -> tuple[Operand, ...]:
     if operand_shapes is not None:
         if len(operand_shapes) != len(instr.operands):
-            raise ValueError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands,"
-                             f" got {len(operand_shapes)} operand shapes")
+            raise IndexingError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands,"
+                                f" got {len(operand_shapes)} operand shapes", where=instr.name)
         return tuple(Operand(shape) for shape in operand_shapes)
     if not instr.operands:
         return ()
     computation = None if module is None else _holding_computation(instr, module)
     if computation is None:
-        raise ValueError(
+        raise IndexingError(
             f"{instr.opcode} {instr.name!r}: pass the module (or computation) holding it, or"
-            " operand_shapes, to know its operands' shapes")
+            " operand_shapes, to know its operands' shapes", where=instr.name)
     return tuple(
         Operand(computation.instruction(n).shape, computation.instruction(n))
         for n in instr.operands
@@ -45,8 +46,8 @@ def _as_set(maps) -> frozenset[IndexingMap]:
 
 def _module_of(instr: HloInstruction, module) -> HloModule:
     if not isinstance(module, HloModule):
-        raise ValueError(f"fusion {instr.name!r}: pass the HloModule to reach its fused"
-                         " computation")
+        raise IndexingError(f"fusion {instr.name!r}: pass the HloModule to reach its fused"
+                            " computation", where=instr.name)
     return module
 
 
@@ -83,8 +84,8 @@ def input_to_output_indexing_per_output(
     """One set of maps per output (tuple leaf, in order; one for an array result): from
     operand ``operand_index`` to that output."""
     if not 0 <= operand_index < len(instr.operands):
-        raise ValueError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands;"
-                         f" there is no operand {operand_index}")
+        raise IndexingError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands;"
+                            f" there is no operand {operand_index}", where=instr.name)
     from tiling.fusion_indexing import fusion_input_to_output  # noqa: PLC0415 - a cycle
 
     return _map_sets(instr, module, operand_shapes, operand_index, fusion_input_to_output,
@@ -106,7 +107,7 @@ def input_to_output_indexing(
     if isinstance(instr.shape, TupleShape) and num_outputs(instr.shape) > 1:
         leaves = {leaf.dims for leaf in instr.shape.elements}
         if len(leaves) > 1:
-            raise ValueError(
+            raise IndexingError(
                 f"{instr.opcode} {instr.name!r} has outputs of different shapes; use"
-                " input_to_output_indexing_per_output")
+                " input_to_output_indexing_per_output", where=instr.name)
     return frozenset().union(*per_output)

@@ -10,9 +10,9 @@ The seed's slice, output -> input and input -> output:
 >>> p0 = Operand(ArrayShape("f32", (10, 20, 50)))
 >>> sl = HloInstruction("s", "slice", ArrayShape("f32", (5, 3, 25)), ("p0",),
 ...     (("slice", (SliceDim(5, 10, 1), SliceDim(3, 20, 7), SliceDim(0, 50, 2))),))
->>> print(_output_to_input_slice(sl, (p0,), 0)[0])
+>>> print(o2i_slice(sl, (p0,), 0)[0])
 (d0, d1, d2) -> (d0 + 5, d1 * 7 + 3, d2 * 2), domain: d0 in [0, 4], d1 in [0, 2], d2 in [0, 24]
->>> print(_input_to_output_slice(sl, (p0,), 0)[0].to_string(multiline=True))
+>>> print(i2o_slice(sl, (p0,), 0)[0].to_string(multiline=True))
 (d0, d1, d2) -> (d0 - 5, (d1 - 3) floordiv 7, d2 floordiv 2)
 domain:
 d0 in [5, 9]
@@ -39,12 +39,12 @@ from tiling.interval import Interval
 
 
 # --- broadcast ------------------------------------------------------------------------------
-def _output_to_input_broadcast(instr, operands: Sequence[Operand], output_index: int):
+def o2i_broadcast(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     return (IndexingMap.from_sizes(tuple(d(k) for k in instr.attr("dimensions")), out),)
 
 
-def _input_to_output_broadcast(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_broadcast(instr, operands: Sequence[Operand], operand_index: int):
     out = array_dims(instr.shape)
     dims = tuple(instr.attr("dimensions"))
     results, range_sizes = [], []
@@ -66,7 +66,7 @@ def _concat_offsets(operands: Sequence[Operand], axis: int) -> list[int]:
     return offsets
 
 
-def _output_to_input_concatenate(instr, operands: Sequence[Operand], output_index: int):
+def o2i_concatenate(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     axis = instr.attr("dimensions")[0]
     maps = []
@@ -78,7 +78,7 @@ def _output_to_input_concatenate(instr, operands: Sequence[Operand], output_inde
     return tuple(maps)
 
 
-def _input_to_output_concatenate(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_concatenate(instr, operands: Sequence[Operand], operand_index: int):
     axis = instr.attr("dimensions")[0]
     offset = _concat_offsets(operands, axis)[operand_index]
     dims = operands[operand_index].dims
@@ -87,16 +87,16 @@ def _input_to_output_concatenate(instr, operands: Sequence[Operand], operand_ind
 
 
 # --- get-tuple-element and tuple ------------------------------------------------------------
-def _output_to_input_get_tuple_element(instr, operands: Sequence[Operand], output_index: int):
+def o2i_get_tuple_element(instr, operands: Sequence[Operand], output_index: int):
     # The map reaches leaf `index` of the tuple operand; fusion composition tracks which leaf.
     return (IndexingMap.identity(array_dims(instr.shape)),)
 
 
-def _input_to_output_get_tuple_element(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_get_tuple_element(instr, operands: Sequence[Operand], operand_index: int):
     return (IndexingMap.identity(array_dims(instr.shape)),)
 
 
-def _output_to_input_tuple(instr, operands: Sequence[Operand], output_index: int):
+def o2i_tuple(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape, output_index)
     return tuple(
         IndexingMap.identity(out) if k == output_index else not_read(out, len(op.dims))
@@ -104,7 +104,7 @@ def _output_to_input_tuple(instr, operands: Sequence[Operand], output_index: int
     )
 
 
-def _input_to_output_tuple(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_tuple(instr, operands: Sequence[Operand], operand_index: int):
     dims = operands[operand_index].dims
     return tuple(
         IndexingMap.identity(dims) if j == operand_index
@@ -114,7 +114,7 @@ def _input_to_output_tuple(instr, operands: Sequence[Operand], operand_index: in
 
 
 # --- pad ------------------------------------------------------------------------------------
-def _output_to_input_pad(instr, operands: Sequence[Operand], output_index: int):
+def o2i_pad(instr, operands: Sequence[Operand], output_index: int):
     """XLA's ComputeOutputToInputPadOpIndexingImpl: output dims are restricted to the span of
     the (interior-padded) input; interior padding adds a divisibility constraint."""
     out = array_dims(instr.shape)
@@ -130,7 +130,7 @@ def _output_to_input_pad(instr, operands: Sequence[Operand], output_index: int):
     return operand_map.simplify(), scalar_map(out)
 
 
-def _input_to_output_pad(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_pad(instr, operands: Sequence[Operand], operand_index: int):
     out = array_dims(instr.shape)
     if operand_index == 1:
         return (broadcast_scalar_map(out),)
@@ -152,22 +152,22 @@ def _reverse_map(instr, dims: Sequence[int]) -> IndexingMap:
     return IndexingMap.from_sizes(results, dims)
 
 
-def _output_to_input_reverse(instr, operands: Sequence[Operand], output_index: int):
+def o2i_reverse(instr, operands: Sequence[Operand], output_index: int):
     return (_reverse_map(instr, array_dims(instr.shape)),)
 
 
-def _input_to_output_reverse(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_reverse(instr, operands: Sequence[Operand], operand_index: int):
     return (_reverse_map(instr, operands[0].dims),)
 
 
 # --- slice ----------------------------------------------------------------------------------
-def _output_to_input_slice(instr, operands: Sequence[Operand], output_index: int):
+def o2i_slice(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     results = tuple(d(i) * sd.stride + sd.start for i, sd in enumerate(instr.attr("slice")))
     return (IndexingMap.from_sizes(results, out),)
 
 
-def _input_to_output_slice(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_slice(instr, operands: Sequence[Operand], operand_index: int):
     out = array_dims(instr.shape)
     results, bounds, constraints = [], [], {}
     for i, (n, sd) in enumerate(zip(out, instr.attr("slice"))):
@@ -181,7 +181,7 @@ def _input_to_output_slice(instr, operands: Sequence[Operand], operand_index: in
 
 
 # --- transpose ------------------------------------------------------------------------------
-def _output_to_input_transpose(instr, operands: Sequence[Operand], output_index: int):
+def o2i_transpose(instr, operands: Sequence[Operand], output_index: int):
     perm = tuple(instr.attr("dimensions"))
     inverse = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -189,6 +189,6 @@ def _output_to_input_transpose(instr, operands: Sequence[Operand], output_index:
     return (IndexingMap.from_sizes(tuple(d(i) for i in inverse), array_dims(instr.shape)),)
 
 
-def _input_to_output_transpose(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_transpose(instr, operands: Sequence[Operand], operand_index: int):
     perm = tuple(instr.attr("dimensions"))
     return (IndexingMap.from_sizes(tuple(d(p) for p in perm), operands[0].dims),)

@@ -7,7 +7,7 @@ contracting dims become range variables (like a reduce).
 >>> dot = HloInstruction("dot", "dot", ArrayShape("f32", (3, 5)), ("a", "b"),
 ...     (("lhs_contracting_dims", (1,)), ("rhs_contracting_dims", (0,))))
 >>> ops = (Operand(ArrayShape("f32", (3, 7))), Operand(ArrayShape("f32", (7, 5))))
->>> print(_output_to_input_dot(dot, ops, 0)[1])
+>>> print(o2i_dot(dot, ops, 0)[1])
 (d0, d1)[s0] -> (s0, d1), domain: d0 in [0, 2], d1 in [0, 4], s0 in [0, 6]
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _operand_results(rank, batch, contracting, free, free_offset) -> tuple[Affin
     return tuple(results)
 
 
-def _output_to_input_dot(instr, operands: Sequence[Operand], output_index: int):
+def o2i_dot(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     (lb, lc, lf), (rb, rc, rf) = _dims(instr, operands)
     contracting_sizes = [operands[0].dims[k] for k in lc]
@@ -52,7 +52,7 @@ def _output_to_input_dot(instr, operands: Sequence[Operand], output_index: int):
             IndexingMap.from_sizes(rhs, out, contracting_sizes))
 
 
-def _input_to_output_dot(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_dot(instr, operands: Sequence[Operand], operand_index: int):
     if operand_index > 1:  # sparsity metadata operands
         return (IndexingMap.undefined(),)
     lhs_dims, rhs_dims = _dims(instr, operands)

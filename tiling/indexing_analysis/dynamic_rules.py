@@ -13,7 +13,7 @@ XLA's clamping of the offsets guarantees.
 ...   ROOT ds = s32[3] dynamic-slice(src, of), dynamic_slice_sizes={3}
 ... }''').entry
 >>> ops = tuple(Operand(c.instruction(n).shape, c.instruction(n)) for n in c.root.operands)
->>> print(_output_to_input_dynamic_slice(c.root, ops, 0)[0])
+>>> print(o2i_dynamic_slice(c.root, ops, 0)[0])
 (d0){rt0} -> (d0 + rt0), domain: d0 in [0, 2], rt0 in [0, 5]
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _offset_vars(operands, first: int, sizes, slice_sizes, rank: int) -> tuple[R
 
 
 # --- dynamic-slice --------------------------------------------------------------------------
-def _output_to_input_dynamic_slice(instr, operands: Sequence[Operand], output_index: int):
+def o2i_dynamic_slice(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     if not _offsets_are_scalars(operands, 1):  # the old form with one offsets vector
         return undefined_maps(len(operands))
@@ -56,7 +56,7 @@ def _output_to_input_dynamic_slice(instr, operands: Sequence[Operand], output_in
     return (src,) + (scalar_map(out),) * (len(operands) - 1)
 
 
-def _input_to_output_dynamic_slice(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_dynamic_slice(instr, operands: Sequence[Operand], operand_index: int):
     out = array_dims(instr.shape)
     if not _offsets_are_scalars(operands, 1):
         return undefined_maps(1)
@@ -71,7 +71,7 @@ def _input_to_output_dynamic_slice(instr, operands: Sequence[Operand], operand_i
 
 
 # --- dynamic-update-slice -------------------------------------------------------------------
-def _output_to_input_dynamic_update_slice(instr, operands: Sequence[Operand], output_index: int):
+def o2i_dynamic_update_slice(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     if not _offsets_are_scalars(operands, 2):
         return undefined_maps(len(operands))
@@ -85,7 +85,7 @@ def _output_to_input_dynamic_update_slice(instr, operands: Sequence[Operand], ou
             + (scalar_map(out),) * (len(operands) - 2))
 
 
-def _input_to_output_dynamic_update_slice(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_dynamic_update_slice(instr, operands: Sequence[Operand], operand_index: int):
     out = array_dims(instr.shape)
     if not _offsets_are_scalars(operands, 2):
         return undefined_maps(1)

@@ -6,7 +6,7 @@ the identity, or ``(d..) -> ()`` for a scalar operand (``clamp``'s bounds may be
 >>> from tiling.indexing_analysis.operands import Operand
 >>> t = ArrayShape("f32", (10, 20))
 >>> add = HloInstruction("a", "add", t, ("p0", "p1"))
->>> print(_output_to_input_elementwise(add, (Operand(t), Operand(t)), 0)[1])
+>>> print(o2i_elementwise(add, (Operand(t), Operand(t)), 0)[1])
 (d0, d1) -> (d0, d1), domain: d0 in [0, 9], d1 in [0, 19]
 """
 from __future__ import annotations
@@ -21,18 +21,8 @@ from tiling.indexing_analysis.operands import (
 )
 from tiling.indexing_map import IndexingMap
 
-# XLA's IsOpElementwise, plus `map` (its computation is applied element by element), in the
-# HLO text spelling of the opcodes (``cosine``, ``sine``, ``count-leading-zeros``).
-ELEMENTWISE_OPCODES = (
-    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "compare",
-    "complex", "convert", "copy", "cosine", "count-leading-zeros", "divide", "erf",
-    "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log",
-    "log-plus-one", "logistic", "map", "maximum", "minimum", "multiply", "negate", "not", "or",
-    "popcnt", "power", "real", "reduce-precision", "remainder", "round-nearest-afz",
-    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "sine", "sqrt", "stochastic-convert", "subtract", "tan",
-    "tanh", "xor",
-)
+# The ops these rules serve: ``fusion.opcodes.ELEMENTWISE_OPCODES`` (XLA's IsOpElementwise,
+# ``map`` included: its computation is applied element by element).
 
 
 def _same_rank_or_scalar(instr, operand: Operand):
@@ -45,7 +35,7 @@ def _same_rank_or_scalar(instr, operand: Operand):
     return out, "other"
 
 
-def _output_to_input_elementwise(instr, operands: Sequence[Operand], output_index: int):
+def o2i_elementwise(instr, operands: Sequence[Operand], output_index: int):
     maps = []
     for operand in operands:
         out, kind = _same_rank_or_scalar(instr, operand)
@@ -58,7 +48,7 @@ def _output_to_input_elementwise(instr, operands: Sequence[Operand], output_inde
     return tuple(maps)
 
 
-def _input_to_output_elementwise(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_elementwise(instr, operands: Sequence[Operand], operand_index: int):
     out, kind = _same_rank_or_scalar(instr, operands[operand_index])
     if kind == "identity":
         return (IndexingMap.identity(out),)

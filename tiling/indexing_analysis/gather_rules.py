@@ -18,7 +18,7 @@ from tiling.indexing_map import AffineMap, IndexingMap, RTVar
 from tiling.interval import Interval
 
 
-def _output_to_input_gather(instr, operands: Sequence[Operand], output_index: int):
+def o2i_gather(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape)
     if instr.attr("operand_batching_dims", ()):
         return undefined_maps(2)

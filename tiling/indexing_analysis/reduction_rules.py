@@ -11,13 +11,14 @@ its padding and base dilation (the seed's ReduceWindow section).
 >>> r = HloInstruction("r", "reduce", ArrayShape("f32", (4, 8)), ("x", "i"),
 ...                    (("dimensions", (0, 3)),))
 >>> ops = (Operand(ArrayShape("f32", (2, 4, 8, 16))), Operand(ArrayShape("f32", ())))
->>> print(_output_to_input_reduce(r, ops, 0)[0])
+>>> print(o2i_reduce(r, ops, 0)[0])
 (d0, d1)[s0, s1] -> (s0, d0, d1, s1), domain: d0 in [0, 3], d1 in [0, 7], s0 in [0, 1], s1 in [0, 15]
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+from fusion.reduction_kind import kept_and_reduced
 from tiling.affine_expr import d, s
 from tiling.indexing_analysis.operands import (
     Operand,
@@ -32,32 +33,28 @@ from tiling.interval import Interval
 
 
 # --- reduce ---------------------------------------------------------------------------------
-def _output_to_input_reduce(instr, operands: Sequence[Operand], output_index: int):
+def o2i_reduce(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape, output_index)
-    reduced = tuple(instr.attr("dimensions"))
     n_inputs = len(operands) // 2
     in_dims = operands[0].dims
-    results, range_sizes, kept = [], [], 0
-    for k, n in enumerate(in_dims):
-        if k in reduced:
-            results.append(s(len(range_sizes)))
-            range_sizes.append(n)
-        else:
-            results.append(d(kept))
-            kept += 1
+    kept, _ = kept_and_reduced(len(in_dims), instr.attr("dimensions"))
+    # Range variables follow the operand's dim order, not the order ``dimensions`` lists.
+    ranges = [k for k in range(len(in_dims)) if k not in kept]
+    results = [d(kept.index(k)) if k in kept else s(ranges.index(k)) for k in range(len(in_dims))]
+    range_sizes = [in_dims[k] for k in ranges]
     input_map = IndexingMap.from_sizes(tuple(results), out, range_sizes)
     return (input_map,) * n_inputs + (scalar_map(out),) * n_inputs
 
 
-def _input_to_output_reduce(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_reduce(instr, operands: Sequence[Operand], operand_index: int):
     n_inputs = len(operands) // 2
     count = num_outputs(instr.shape)
     out = array_dims(instr.shape, 0)
     if operand_index >= n_inputs:
         return (broadcast_scalar_map(out),) * count
-    reduced = set(instr.attr("dimensions"))
     in_dims = operands[operand_index].dims
-    results = tuple(d(k) for k in range(len(in_dims)) if k not in reduced)
+    kept, _ = kept_and_reduced(len(in_dims), instr.attr("dimensions"))
+    results = tuple(d(k) for k in kept)
     return (IndexingMap.from_sizes(results, in_dims),) * count
 
 
@@ -76,7 +73,7 @@ def _pad_map(padded_dims, lows, highs, interiors) -> IndexingMap:
     return IndexingMap.create(tuple(results), bounds, constraints=constraints)
 
 
-def _output_to_input_reduce_window(instr, operands: Sequence[Operand], output_index: int):
+def o2i_reduce_window(instr, operands: Sequence[Operand], output_index: int):
     out = array_dims(instr.shape, output_index)
     n_inputs = len(operands) // 2
     window = instr.attr("window", None)

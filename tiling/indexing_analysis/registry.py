@@ -13,6 +13,7 @@ True
 """
 from __future__ import annotations
 
+from fusion.opcodes import ELEMENTWISE_OPCODES
 from tiling.indexing_analysis import (
     data_movement_rules as dm,
     dot_rules,
@@ -23,43 +24,43 @@ from tiling.indexing_analysis import (
     reshape_rules,
 )
 
-_ELEMENTWISE_O2I = {op: ew._output_to_input_elementwise for op in ew.ELEMENTWISE_OPCODES}
-_ELEMENTWISE_I2O = {op: ew._input_to_output_elementwise for op in ew.ELEMENTWISE_OPCODES}
+_ELEMENTWISE_O2I = {op: ew.o2i_elementwise for op in ELEMENTWISE_OPCODES}
+_ELEMENTWISE_I2O = {op: ew.i2o_elementwise for op in ELEMENTWISE_OPCODES}
 
 OUTPUT_TO_INPUT = dict(sorted({
     **_ELEMENTWISE_O2I,
-    "bitcast": reshape_rules._output_to_input_bitcast,
-    "broadcast": dm._output_to_input_broadcast,
-    "concatenate": dm._output_to_input_concatenate,
-    "dot": dot_rules._output_to_input_dot,
-    "dynamic-slice": dynamic_rules._output_to_input_dynamic_slice,
-    "dynamic-update-slice": dynamic_rules._output_to_input_dynamic_update_slice,
-    "gather": gather_rules._output_to_input_gather,
-    "get-tuple-element": dm._output_to_input_get_tuple_element,
-    "pad": dm._output_to_input_pad,
-    "reduce": reduction_rules._output_to_input_reduce,
-    "reduce-window": reduction_rules._output_to_input_reduce_window,
-    "reshape": reshape_rules._output_to_input_reshape,
-    "reverse": dm._output_to_input_reverse,
-    "slice": dm._output_to_input_slice,
-    "transpose": dm._output_to_input_transpose,
-    "tuple": dm._output_to_input_tuple,
+    "bitcast": reshape_rules.o2i_bitcast,
+    "broadcast": dm.o2i_broadcast,
+    "concatenate": dm.o2i_concatenate,
+    "dot": dot_rules.o2i_dot,
+    "dynamic-slice": dynamic_rules.o2i_dynamic_slice,
+    "dynamic-update-slice": dynamic_rules.o2i_dynamic_update_slice,
+    "gather": gather_rules.o2i_gather,
+    "get-tuple-element": dm.o2i_get_tuple_element,
+    "pad": dm.o2i_pad,
+    "reduce": reduction_rules.o2i_reduce,
+    "reduce-window": reduction_rules.o2i_reduce_window,
+    "reshape": reshape_rules.o2i_reshape,
+    "reverse": dm.o2i_reverse,
+    "slice": dm.o2i_slice,
+    "transpose": dm.o2i_transpose,
+    "tuple": dm.o2i_tuple,
 }.items()))
 
 INPUT_TO_OUTPUT = dict(sorted({
     **_ELEMENTWISE_I2O,
-    "bitcast": reshape_rules._input_to_output_bitcast,
-    "broadcast": dm._input_to_output_broadcast,
-    "concatenate": dm._input_to_output_concatenate,
-    "dot": dot_rules._input_to_output_dot,
-    "dynamic-slice": dynamic_rules._input_to_output_dynamic_slice,
-    "dynamic-update-slice": dynamic_rules._input_to_output_dynamic_update_slice,
-    "get-tuple-element": dm._input_to_output_get_tuple_element,
-    "pad": dm._input_to_output_pad,
-    "reduce": reduction_rules._input_to_output_reduce,
-    "reshape": reshape_rules._input_to_output_reshape,
-    "reverse": dm._input_to_output_reverse,
-    "slice": dm._input_to_output_slice,
-    "transpose": dm._input_to_output_transpose,
-    "tuple": dm._input_to_output_tuple,
+    "bitcast": reshape_rules.i2o_bitcast,
+    "broadcast": dm.i2o_broadcast,
+    "concatenate": dm.i2o_concatenate,
+    "dot": dot_rules.i2o_dot,
+    "dynamic-slice": dynamic_rules.i2o_dynamic_slice,
+    "dynamic-update-slice": dynamic_rules.i2o_dynamic_update_slice,
+    "get-tuple-element": dm.i2o_get_tuple_element,
+    "pad": dm.i2o_pad,
+    "reduce": reduction_rules.i2o_reduce,
+    "reshape": reshape_rules.i2o_reshape,
+    "reverse": dm.i2o_reverse,
+    "slice": dm.i2o_slice,
+    "transpose": dm.i2o_transpose,
+    "tuple": dm.i2o_tuple,
 }.items()))

@@ -85,11 +85,11 @@ def reshape_exprs_map(in_dims: Sequence[int], out_dims: Sequence[int]) -> Indexi
     return IndexingMap.from_sizes(reshape_exprs(in_dims, out_dims), out_dims).simplify()
 
 
-def _output_to_input_reshape(instr, operands: Sequence[Operand], output_index: int):
+def o2i_reshape(instr, operands: Sequence[Operand], output_index: int):
     return (reshape_exprs_map(operands[0].dims, instr.shape.dims),)
 
 
-def _input_to_output_reshape(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_reshape(instr, operands: Sequence[Operand], operand_index: int):
     return (reshape_exprs_map(instr.shape.dims, operands[0].dims),)
 
 
@@ -124,9 +124,9 @@ def bitcast_map(src: ArrayShape, dst: ArrayShape) -> IndexingMap:
     return IndexingMap.from_sizes(tuple(results), dst.dims).simplify()
 
 
-def _output_to_input_bitcast(instr, operands: Sequence[Operand], output_index: int):
+def o2i_bitcast(instr, operands: Sequence[Operand], output_index: int):
     return (bitcast_map(operands[0].shape, instr.shape),)
 
 
-def _input_to_output_bitcast(instr, operands: Sequence[Operand], operand_index: int):
+def i2o_bitcast(instr, operands: Sequence[Operand], operand_index: int):
     return (bitcast_map(instr.shape, operands[0].shape),)

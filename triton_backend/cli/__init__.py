@@ -15,6 +15,8 @@ import importlib
 import importlib.util
 import sys
 
+from fusion.errors import FusionCompilerError
+
 # Subcommand name -> module (alphabetical).  A subcommand whose module is not present yet is
 # simply not offered.
 SUBCOMMANDS: dict[str, str] = {
@@ -59,8 +61,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fusion-compile`` console script."""
-    from fusion.errors import FusionCompilerError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command if command in SUBCOMMANDS else None)

@@ -11,6 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fusion.errors import FusionCompilerError
+from triton_backend.tuning.autotune import autotune
+from triton_backend.cli.check_command import read_module
+from triton_backend.tuning.device_specs import device_spec
+from triton_backend.tuning.tuning_db import find_fusion
+
 HELP = "autotune the tiling and launch options of fusions (measured on a GPU, else cost model)"
 
 _PROGRESS_MIN = 8
@@ -80,10 +86,6 @@ def print_result(result, top: int, out=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triton_backend.tuning.autotune import autotune  # noqa: PLC0415 - torch/triton only here
-    from triton_backend.cli.check_command import read_module  # noqa: PLC0415
-    from triton_backend.tuning.device_specs import device_spec  # noqa: PLC0415
-    from triton_backend.tuning.tuning_db import find_fusion  # noqa: PLC0415
 
     if args.device:
         try:
@@ -116,10 +118,8 @@ def run(args: argparse.Namespace) -> int:
             result = autotune(module, instr, device=args.device, budget=args.budget,
                               jobs=args.jobs, force=args.force, progress=progress,
                               on_total=on_total)
-        except Exception as err:
-            from fusion.errors import FusionCompilerError  # noqa: PLC0415
-
-            if not isinstance(err, FusionCompilerError) or args.fusion:
+        except FusionCompilerError as err:
+            if args.fusion:
                 raise
             print(f"fusion {instr.name}: skipped: {err}")
             status = 1

@@ -17,6 +17,9 @@ from typing import Any
 
 from fusion.errors import FusionCompilerError, HloParseError
 from fusion.hlo_module import HloModule
+from fusion.parser import parse_hlo
+from fusion.verifier import verify_module
+from triton_backend.driver.op_coverage import describe, uncovered_ops
 
 HELP = "parse and verify an HLO module; list its computations, fusions and ops"
 
@@ -40,8 +43,6 @@ def read_text(path: str) -> str:
 
 def read_module(path: str) -> HloModule:
     """Read and parse ``path``; an unreadable file is a located error, not a traceback."""
-    from fusion.parser import parse_hlo  # noqa: PLC0415 - keep --help fast
-
     return parse_hlo(read_text(path))
 
 
@@ -64,8 +65,6 @@ def _error_json(err: FusionCompilerError) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fusion.verifier import verify_module  # noqa: PLC0415
-
     if not args.json:
         module = read_module(args.file)
         verify_module(module)
@@ -108,8 +107,6 @@ def _print_text(module: HloModule) -> None:
 
 
 def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
-    from triton_backend.driver.op_coverage import uncovered_ops  # torch-free
-
     out = []
     for item in uncovered_ops(module):
         loc = item.instruction.location
@@ -120,8 +117,6 @@ def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
 
 
 def _print_uncovered(module: HloModule) -> None:
-    from triton_backend.driver.op_coverage import describe, uncovered_ops  # torch-free
-
     uncovered = uncovered_ops(module)
     if not uncovered:
         print("triton: every op is covered")

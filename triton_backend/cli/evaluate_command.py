@@ -20,6 +20,10 @@ from triton_backend.cli.npz_files import (
     read_inputs,
     save_outputs,
 )
+from fusion.evaluator import evaluate
+from fusion.npz_io import output_arrays
+from fusion.verifier import verify_module
+from triton_backend.cli.check_command import read_module
 
 HELP = "run an HLO module on the reference evaluator; inputs and outputs as npz"
 
@@ -29,10 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fusion.evaluator import evaluate  # noqa: PLC0415 - only this subcommand needs it
-    from fusion.npz_io import output_arrays  # noqa: PLC0415
-    from fusion.verifier import verify_module  # noqa: PLC0415
-    from triton_backend.cli.check_command import read_module  # noqa: PLC0415
 
     module = read_module(args.file)
     verify_module(module)

@@ -12,6 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from fusion.printer import print_hlo
+from fusion.verifier import verify_module
+from tiling.fusion_traffic_model import count_kernels
+from triton_backend.cli.check_command import read_module
+
 HELP = "fuse an unfused HLO module XLA-style (priority fusion); print the fused module"
 
 
@@ -28,11 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fusion.printer import print_hlo
-    from fusion.verifier import verify_module
-    from tiling.fusion_traffic_model import count_kernels
     from tiling.priority_fusion import FusionOptions, fuse_module
-    from triton_backend.cli.check_command import read_module
 
     module = read_module(args.file)
     verify_module(module)

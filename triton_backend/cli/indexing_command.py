@@ -12,16 +12,17 @@ import argparse
 import difflib
 import json
 
-from fusion.errors import FusionCompilerError
+from fusion.errors import (  # IndexingCommandError: defined there, re-exported here
+    FusionCompilerError,
+    IndexingCommandError,
+)
 from fusion.parser import parse_hlo
 from fusion.verifier import verify_module
 from fusion.shape import flatten_shape
+from tiling.indexing_analysis import input_to_output_indexing_per_output, output_to_input_indexing
+from triton_backend.cli.check_command import read_text
 
 HELP = "print an instruction's indexing maps (output->input or input->output)"
-
-
-class IndexingCommandError(FusionCompilerError):
-    """A bad ``indexing`` command line: unknown instruction, missing or bad operand/output."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,11 +70,6 @@ def describe(text: str, instruction: str | None = None, direction: str = "output
 
 
 def _describe(text, instruction, direction, output, operand, multiline) -> dict:
-    from tiling.indexing_analysis import (
-        input_to_output_indexing_per_output,
-        output_to_input_indexing,
-    )
-
     module = parse_hlo(text)
     # The analysis trusts the module's shapes and attributes: check them first, so that an
     # invalid module is a located HloVerifyError rather than an internal failure.
@@ -118,8 +114,6 @@ def _holding(module, instr):
 
 
 def run(args: argparse.Namespace) -> int:
-    from triton_backend.cli.check_command import read_text  # noqa: PLC0415
-
     text = read_text(args.file)
     result = _describe(text, args.instruction, args.direction, args.output, args.operand,
                        multiline=args.multiline and not args.json)

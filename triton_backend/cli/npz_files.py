@@ -14,6 +14,7 @@ import numpy as np
 
 from fusion.hlo_module import HloModule
 from fusion.shape import flatten_shape
+from fusion.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
 
 
 def add_npz_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +49,6 @@ def default_paths(hlo_file: str, outputs: str | None) -> tuple[Path, Path]:
 def read_inputs(module: HloModule, args: argparse.Namespace, inputs_path: Path) -> list[np.ndarray]:
     """The entry's arguments: from ``args.inputs``, or random (``args.seed``) and saved to
     ``inputs_path``."""
-    from fusion.npz_io import input_arrays, load_arrays, random_inputs, save_arrays  # noqa: PLC0415
-
     if args.inputs:
         if not Path(args.inputs).exists():
             raise FileNotFoundError(f"no such inputs file: {args.inputs}")
@@ -63,8 +62,6 @@ def read_inputs(module: HloModule, args: argparse.Namespace, inputs_path: Path) 
 
 def save_outputs(module: HloModule, out_path: Path, outputs: list[np.ndarray]) -> list[str]:
     """Write ``o0..oM`` to ``out_path``; returns their HLO element types."""
-    from fusion.npz_io import save_arrays  # noqa: PLC0415
-
     out_types = [s.dtype for s in flatten_shape(module.entry.root.shape)]
     save_arrays(out_path, {f"o{n}": a for n, a in enumerate(outputs)},
                 {f"o{n}": t for n, t in enumerate(out_types)})

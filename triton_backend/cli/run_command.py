@@ -24,6 +24,9 @@ from triton_backend.cli.npz_files import (
     read_inputs,
     save_outputs,
 )
+from triton_backend.cli.check_command import read_module
+from fusion.evaluator import evaluate
+from triton_backend.host.output_check import compare_output
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
 
@@ -67,7 +70,6 @@ def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triton_backend.cli.check_command import read_module  # noqa: PLC0415
     from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
     from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
 
@@ -96,8 +98,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(module, inputs, outputs, out_types) -> int:
-    from fusion.evaluator import evaluate  # noqa: PLC0415
-    from triton_backend.host.output_check import compare_output  # noqa: PLC0415
 
     references = evaluate(module, *inputs)
     comparisons = [compare_output(f"o{n}", ref, out, dtype)

@@ -17,20 +17,22 @@ from fusion.computation_partitioner import partition_computation
 from fusion.emitter_kind import analyze_computation, analyze_fusion
 from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import opcodes_with
 from fusion.parser import parse_hlo
-from tiling.tiled_fusion import (
+from tiling.policy.candidates import TilingReport
+from tiling.policy.choice import choose_tiling
+from tiling.symbolic.tiled_fusion import (
     SymbolicTiledFusion,
     TilingError,
     analyze_computation_tiling,
     analyze_fusion_tiling,
 )
-from tiling.tiling_candidates import TilingReport, choose_tiling, report_for
 from tiling.xla_tiling_config import xla_tiling_of
 
 HELP = "tile fusions for Triton: legal output tilings, their costs, the default choice"
 
 # Ops that are not worth a kernel of their own when reading an unfused module.
-_TRIVIAL = frozenset({"bitcast", "constant", "get-tuple-element", "parameter", "tuple"})
+_TRIVIAL = opcodes_with("trivial")
 _SHOWN = 10
 
 
@@ -105,8 +107,8 @@ def describe_target(module: HloModule, target: FusionTarget, tile: tuple[int, ..
         analysis_kind = analyze_computation(target.computation, module)
         tiling = analyze_computation_tiling(target.computation, target.name)
         xla = None
-    report = report_for(tiling, xla)
-    chosen, chosen_reason = choose_tiling(report, prefer_ours)
+    choice = choose_tiling(tiling, xla=xla, prefer_ours=prefer_ours)
+    report = choice.report
     partition = partition_computation(target.computation)
     graph = None
     if tile is not None:
@@ -121,8 +123,8 @@ def describe_target(module: HloModule, target: FusionTarget, tile: tuple[int, ..
         "output_dims": list(report.output_dims),
         "legal_tilings": len(report.legal),
         "default": _default_json(report),
-        "chosen": None if chosen is None else {"tile_sizes": list(chosen.tile_sizes),
-                                               "reason": chosen_reason},
+        "chosen": None if not choice.found else {"tile_sizes": list(choice.tile_sizes),
+                                                 "reason": choice.reason},
         "xla_tiling": None if xla is None else list(xla.tile_sizes),
         "xla_config": None if xla is None else xla.to_json(),
         "xla_problem": report.xla_problem,

@@ -20,73 +20,45 @@
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
+import math
 
 from fusion.emitter_kind import analyze_fusion
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
-from fusion.printer import print_computation, print_instruction
-from triton_backend.lowering.kernel_file import render_kernel_file
-from triton_backend.lowering.kernel_plan import (
-    DEFAULT_REDUCTION_CHUNK,
-    MAX_PERSISTENT_REDUCTION,
+from triton_backend.driver.dot_fusion import compile_dot_fusion, is_dot_fusion
+from triton_backend.driver.kernel_loading import (  # re-exported: callers import them from here
+    CompiledFusion,
+    find_fusion,
+    load_kernel,
 )
+from triton_backend.driver.sort_fusion import compile_sort_fusion, is_sort_fusion
+from tiling.policy.choice import check_requested_tiling, choose_tiling
+from tiling.policy.limits import MAX_GRID_X, MAX_TILE_NUMEL, TARGET_TILE_ELEMENTS
+from tiling.policy.verdict import Illegal, IllegalKind
+from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
+from tiling.xla_tiling_config import xla_tiling_of
+from triton_backend.lowering.kernel_file import iteration_space, output_shapes, render_kernel_file
+from triton_backend.lowering.kernel_plan import plan_kernel, program_elements
+from triton_backend.templates.scatter_template import compile_scatter_fusion
 from triton_backend.tuning.kernel_cache import KernelCache
-from triton_backend.lowering.numerics_policy import pin_triton_environment
+from fusion.emitter_kind import EmitterKind, analyze_computation
 
 #: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
 SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices", "loop",
                    "reduction", "transpose")
 
 #: Fusions with a template of their own, recognized (in this order) before the emitter kind:
-#: ``(kind, module, predicate(module, instr) -> bool, compiler(module, instr, *, tile_sizes,
+#: ``(kind, predicate(module, instr) -> bool, compiler(module, instr, *, tile_sizes,
 #: target, cache) -> CompiledFusion)``.  A new template is one line here.
 SPECIAL_FUSIONS = (
-    ("dot", "triton_backend.driver.dot_fusion", "is_dot_fusion", "compile_dot_fusion"),
-    ("sort", "triton_backend.driver.sort_fusion", "is_sort_fusion", "compile_sort_fusion"),
+    ("dot", is_dot_fusion, compile_dot_fusion),
+    ("sort", is_sort_fusion, compile_sort_fusion),
 )
 
-#: Emitter kinds with a template of their own: kind -> (module, compiler) as above.
+#: Emitter kinds with a template of their own: kind -> compiler, as above.
 KIND_COMPILERS = {
-    "scatter": ("triton_backend.templates.scatter_template", "compile_scatter_fusion"),
+    "scatter": compile_scatter_fusion,
 }
-
-
-@dataclass(frozen=True)
-class CompiledFusion:
-    """A compiled fusion: call it with one torch tensor per operand; returns a tuple of outputs.
-
-    Operands and outputs in a tiled or word-packed layout (``T(...)``, ``E(n)``) are their
-    PHYSICAL buffers, flat, padding included, as ``host_packing.pack_tensor`` makes them
-    (``torch.uint32`` words when elements share 32-bit words, e.g. bf16 ``(8,128)(2,1)``);
-    read outputs back with ``host_packing.unpack_tensor``.  Their padding is zero.
-
-    ``tiling_reason`` says where ``tile_sizes`` came from (the tile analysis' choice and why,
-    the fallback and why the analysis refused, or the caller's explicit sizes).
-    """
-
-    fusion_name: str
-    kind: str
-    kernel_path: Path
-    source: str
-    grid: tuple[int, ...]
-    tile_sizes: tuple[int, ...]
-    module: ModuleType = field(repr=False, compare=False)
-    tiling_reason: str = ""
-    reduction_chunk: int | None = None
-
-    def __call__(self, *tensors, **launch_options):
-        """Run on ``tensors``; ``launch_options`` (``num_warps``, ``num_stages``) override the
-        kernel file's for this launch (the autotuner's sweep)."""
-        runner = self.module
-        if any(t.device.type == "cpu" for t in tensors) and not _is_interpreted(runner):
-            runner = _interpreted_copy(self.kernel_path)
-        return runner.run(*tensors, **launch_options)
 
 
 def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
@@ -98,28 +70,25 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
 
     Dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter fusions to
     theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is the tile
-    analysis' choice (``tiling.tiling_candidates.choose_tiling``: XLA's
+    analysis' choice (``tiling.policy.choice.choose_tiling``: XLA's
     ``block_level_fusion_config`` when legal, else the ranked default); when the analysis
-    refuses the fusion, ``default_tile_sizes``.  Explicit ``tile_sizes`` (and
-    ``reduction_chunk``) are checked by ``tiling.tiling_legality`` and rejected with its
-    reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
+    refuses the fusion, the kernel planner's fallback (``choose_tiling`` without an analysis).
+    Explicit ``tile_sizes`` (and ``reduction_chunk``) are checked by
+    ``tiling.policy.legality`` and rejected with its reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
     be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
     ``num_warps``/``num_stages`` (e.g. from a tuning database) are written into the kernel file;
     without them, XLA's ``block_level_fusion_config`` gives them when its tiling is the one
     used, else the kernel plan's rule (``kernel_plan.launch_options``).
     """
     instr = find_fusion(module, fusion_instr)
-    for kind, module_name, predicate, compiler in SPECIAL_FUSIONS:
-        owner = _optional_module(module_name)
-        if owner is not None and hasattr(owner, predicate) and getattr(owner, predicate)(module, instr):
-            return getattr(owner, compiler)(module, instr, tile_sizes=tile_sizes, target=target,
-                                            cache=cache)
+    for _, predicate, compiler in SPECIAL_FUSIONS:
+        if predicate(module, instr):
+            return compiler(module, instr, tile_sizes=tile_sizes, target=target, cache=cache)
     analysis = emitter_analysis(module, instr)
     kind = analysis.kind.value
     if kind in KIND_COMPILERS:
-        module_name, compiler = KIND_COMPILERS[kind]
-        return getattr(importlib.import_module(module_name), compiler)(
-            module, instr, tile_sizes=tile_sizes, target=target, cache=cache)
+        return KIND_COMPILERS[kind](module, instr, tile_sizes=tile_sizes, target=target,
+                                    cache=cache)
     if kind not in SUPPORTED_KINDS:
         raise UnsupportedOpError(f"fusion {instr.name}: {kind} fusions are not emitted by the "
                                  f"Triton backend ({analysis.reason})", where=instr.name)
@@ -141,8 +110,6 @@ def emitter_analysis(module: HloModule, instr: HloInstruction):
     path, i.e. what this backend does: its fused computation decides the emitter (loop,
     reduction, ...), and its tiling is honored by ``choose_fusion_tiling``.
     """
-    from fusion.emitter_kind import EmitterKind, analyze_computation
-
     analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
     if analysis.kind is EmitterKind.TRITON and instr.has_attr("calls"):
         analysis = analyze_computation(module.computation(instr.attr("calls")), module,
@@ -156,8 +123,6 @@ def _launch_options(instr: HloInstruction, tiles: tuple[int, ...] | None,
     used is XLA's own (its warps were chosen for that tile), else ``None`` (the plan's rule)."""
     if num_warps is not None or num_stages is not None:
         return num_warps, num_stages
-    from tiling.xla_tiling_config import xla_tiling_of
-
     xla = xla_tiling_of(instr)
     if xla is not None and tiles is not None and tuple(xla.tile_sizes) == tuple(tiles):
         return xla.num_warps, xla.num_stages
@@ -170,7 +135,6 @@ program, so the GPU's 1024-element blocks would make the seed's 12.6M-element GE
 
 
 def _target_tile_elements() -> int:
-    from tiling.tiling_candidates import TARGET_TILE_ELEMENTS
     from triton_backend.driver.launch_mode import interpreting
 
     return INTERPRETER_TILE_ELEMENTS if interpreting() else TARGET_TILE_ELEMENTS
@@ -180,11 +144,6 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
                          tile_sizes: tuple[int, ...] | None,
                          reduction_chunk: int | None) -> tuple[tuple[int, ...] | None, int | None, str]:
     """``(tile sizes or None for the default, reduction chunk, why)`` for a fusion."""
-    from tiling.tiled_fusion import analyze_fusion_tiling
-    from tiling.tiling_candidates import choose_tiling, report_for
-    from tiling.tiling_legality import check_tiling, reduced_extent
-    from tiling.xla_tiling_config import xla_tiling_of
-
     analysis, refusal = None, ""
     try:
         analysis = analyze_fusion_tiling(module, instr)
@@ -195,12 +154,12 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
         refusal = err.message
     if tile_sizes is None:
         if analysis is not None:
-            report = report_for(analysis, xla_tiling_of(instr), _target_tile_elements())
-            candidate, why = choose_tiling(report)
-            if candidate is not None:
-                chunk = reduction_chunk if reduction_chunk is not None else candidate.reduction_chunk
-                return candidate.tile_sizes or None, chunk, f"tile analysis: {why}"
-            refusal = why
+            choice = choose_tiling(analysis, xla=xla_tiling_of(instr),
+                                   target_elements=_target_tile_elements())
+            if choice.found:
+                chunk = reduction_chunk if reduction_chunk is not None else choice.reduction_chunk
+                return choice.tile_sizes or None, chunk, f"tile analysis: {choice.reason}"
+            refusal = choice.reason
         return None, reduction_chunk, f"default tile sizes (the tile analysis refused: {refusal})"
     tile_sizes = tuple(int(t) for t in tile_sizes)
     if analysis is None:
@@ -211,11 +170,8 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
         why = f"explicit tile sizes (checked against Triton's limits only: the tile analysis " \
               f"refused: {refusal})"
         return tile_sizes or None, reduction_chunk, why
-    chunk = reduction_chunk
-    if chunk is None and reduced_extent(analysis) > MAX_PERSISTENT_REDUCTION:
-        chunk = DEFAULT_REDUCTION_CHUNK
-    problem = check_tiling(analysis, tile_sizes, chunk)
-    if problem is not None and problem.startswith("root tile"):
+    chunk, problem = check_requested_tiling(analysis, tile_sizes, reduction_chunk)
+    if problem is not None and problem.is_preference:
         # A performance preference of the ranking, not a correctness rule: allowed on request.
         return tile_sizes or None, chunk, f"explicit tile sizes (legal; note: {problem})"
     if problem is not None:
@@ -226,101 +182,23 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
 
 
 def _kernel_plan_problem(module: HloModule, instr: HloInstruction, tile_sizes: tuple[int, ...],
-                         reduction_chunk: int | None) -> str | None:
+                         reduction_chunk: int | None) -> Illegal | None:
     """Why the kernel plan for explicit tiles breaks Triton's or CUDA's limits (None: it fits).
 
     Used when the tile analysis refused the fusion, so no per-op tile is known: the bound is
     the plan's largest per-program tensor (output tile times reduction and window axes,
     padded to powers of two) and its grid.
     """
-    from tiling.tiling_legality import MAX_GRID_X, MAX_TILE_NUMEL
-    from triton_backend.lowering.kernel_file import iteration_space, output_shapes
-    from triton_backend.lowering.kernel_plan import plan_kernel, program_elements
-
     computation = module.computation(instr.attr("calls"))
     space, _ = iteration_space(computation, instr, output_shapes(instr))
     plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk)
     elements = program_elements(computation, plan)
     if elements > MAX_TILE_NUMEL:
-        return (f"one program holds {elements} elements (tiles padded to powers of two), more "
-                f"than Triton's {MAX_TILE_NUMEL}")
-    blocks = 1
-    for n in plan.grid:
-        blocks *= n
+        return Illegal(IllegalKind.TILE_TOO_LARGE,
+                       f"one program holds {elements} elements (tiles padded to powers of two),"
+                       f" more than Triton's {MAX_TILE_NUMEL}")
+    blocks = math.prod(plan.grid)
     if blocks > MAX_GRID_X:
-        return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"
+        return Illegal(IllegalKind.GRID_TOO_LARGE,
+                       f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}")
     return None
-
-
-def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,
-                target: str | None, cache: KernelCache | None) -> tuple[ModuleType, Path]:
-    """Write (once) and import a generated kernel file; returns the module and its path."""
-    pin_triton_environment()
-    cache = cache or KernelCache()
-    key = {"fusion": print_instruction(instr) + "\n" + print_computation(module.computation(instr.attr("calls"))),
-           "tiling": tiling, "target": target or ""}
-    return cache.load(source, key), cache.path_for(source, key)
-
-
-def _optional_module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-def find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
-    """The fusion instruction named ``fusion_instr`` (or ``fusion_instr`` itself); a located
-    ``UnsupportedOpError`` when the module has none of that name."""
-    if isinstance(fusion_instr, HloInstruction):
-        return fusion_instr
-    for _, instr in module.fusions():
-        if instr.name == fusion_instr:
-            return instr
-    raise UnsupportedOpError(f"module {module.name} has no fusion named {fusion_instr!r}",
-                             where=str(fusion_instr))
-
-
-def _is_interpreted(kernel_module: ModuleType) -> bool:
-    return type(kernel_module.KERNEL).__name__ == "InterpretedFunction"
-
-
-_INTERPRETED: dict[Path, ModuleType] = {}
-
-
-def _interpreted_copy(path: Path) -> ModuleType:
-    """The kernel file imported again with ``@triton.jit`` in interpreter mode (CPU tensors).
-
-    The interpreter cannot call JIT-compiled helpers, so the shared math helpers are also
-    re-imported under the interpreter and rebound in the copy (pure memoization per path).
-    """
-    cached = _INTERPRETED.get(path)
-    if cached is not None:
-        return cached
-    import triton
-
-    from triton_backend.device_lib import elementwise_math
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        with triton.knobs.runtime.scope():
-            triton.knobs.runtime.interpret = True
-            math_copy = _import(Path(elementwise_math.__file__), "_interpreted_elementwise_math")
-            kernel = _import(path, f"_interpreted_{path.stem}", {"xla_math": math_copy})
-    finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
-    _INTERPRETED[path] = kernel
-    return kernel
-
-
-def _import(path: Path, name: str, rebind: dict | None = None) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    for key, value in (rebind or {}).items():
-        setattr(module, key, value)
-    return module

@@ -43,10 +43,11 @@ import math
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
+from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape
 from triton_backend.templates.dot_template import DotSpec, render_dot_kernel
 from triton_backend.templates.dot_tiling import DotProblem, DotTiling, dot_flops, tiling_from
-from triton_backend.driver.compiled_fusion import CompiledFusion, find_fusion, load_kernel
+from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
 from triton_backend.tuning.kernel_cache import KernelCache
 
 _ALGORITHM_PRECISION = {
@@ -58,7 +59,7 @@ _ALGORITHM_PRECISION = {
 _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8"}
 
 #: Ops a dot fusion may hold besides the dot (anything the value emitter renders at an index).
-_NOT_FUSIBLE = ("dot", "reduce", "reduce-window", "scatter", "sort")
+_NOT_FUSIBLE = opcodes_with("own_loop")
 
 
 def _dots(module: HloModule, fusion_instr: HloInstruction) -> list[HloInstruction]:

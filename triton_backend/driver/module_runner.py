@@ -68,6 +68,10 @@ from triton_backend.host.input_validation import (
 from triton_backend.driver.launch_mode import configure_launch_mode
 from triton_backend.driver.op_coverage import check_triton_coverage
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
+from fusion.verifier import verify_module
+from fusion.parser import parse_hlo
+from triton_backend.tuning.tuning_db import TuningDb, tuned_configs
+from triton_backend.lowering.addressing import is_physical_layout
 
 TileSizes = Sequence[int]
 
@@ -166,8 +170,6 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     docstring).  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with its
     location on bad input.
     """
-    from fusion.verifier import verify_module  # noqa: PLC0415
-
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
     source = _parse(text_or_module)
@@ -239,7 +241,6 @@ def _parse(text_or_module: str | HloModule) -> HloModule:
         return text_or_module
     if not isinstance(text_or_module, str):
         raise TypeError(f"compile_hlo takes HLO text or an HloModule, not {type(text_or_module).__name__}")
-    from fusion.parser import parse_hlo  # noqa: PLC0415
 
     return parse_hlo(text_or_module)
 
@@ -347,7 +348,6 @@ def _tuned(module: HloModule, device_key: str | None, db: Any,
     """The stored tilings of ``module``'s fusions that ``explicit`` does not name."""
     if device_key is None:
         return {}
-    from triton_backend.tuning.tuning_db import TuningDb, tuned_configs  # noqa: PLC0415
 
     db = db if db is not None else TuningDb()
     return {name: _Tuned(tuple(config["tile_sizes"]), config.get("reduction_chunk"),
@@ -511,8 +511,6 @@ def _empty_outputs(instr: HloInstruction) -> tuple[ArrayShape, ...] | None:
     Such a fusion writes nothing: like XLA, we compile and launch no kernel for it (it would
     have an empty grid), so no emitter ever sees a zero-size iteration space.
     """
-    from triton_backend.lowering.addressing import is_physical_layout  # noqa: PLC0415
-
     shapes = flatten_shape(instr.shape)
     if shapes and all(s.num_elements == 0 and not is_physical_layout(s) for s in shapes):
         return shapes

@@ -38,16 +38,30 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
+from fusion.canonicalize import canonicalize
 from fusion.element_types import ELEMENT_TYPES
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape, Shape, flatten_shape
 from triton_backend.lowering.rules.elementwise_rules import (
     ELEMENTWISE_RULES,
     render_elementwise,
     storage_dtype,
 )
+from triton_backend.lowering.combine_function import accumulator_type
+from triton_backend.templates.scatter_template import scatter_plan
+from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
+from triton_backend.driver.dot_fusion import dot_spec, is_dot_fusion
+from triton_backend.driver.sort_fusion import (
+    MAX_SORT_LENGTH,
+    comparator_order,
+    is_sort_fusion,
+    sort_of,
+)
+from triton_backend.driver.single_op_fusion import wrap_lone_ops
+from triton_backend.lowering.rules.value_rules import rule_for
 
 HOST = "host op"
 HOST_OR_KERNEL = "host view or kernel value rule"
@@ -96,9 +110,9 @@ HOST_TENSOR_TYPES = frozenset({
 #: Ops a reducer (``to_apply`` of reduce, reduce-window, scatter) may hold (``combine_function``).
 REDUCER_OPCODES = frozenset({"constant", "parameter", "tuple", *ELEMENTWISE_RULES})
 #: Ops that only ever run on the host: they move values, never compute them.
-_HOST_ONLY = frozenset({"call", "conditional", "get-tuple-element", "parameter", "tuple", "while"})
-_CONTROL_FLOW = frozenset({"call", "conditional", "while"})
-_REDUCER_USERS = frozenset({"reduce", "reduce-window", "scatter"})
+_HOST_ONLY = opcodes_with("host_only")
+_CONTROL_FLOW = opcodes_with("control_flow")
+_REDUCER_USERS = opcodes_with("kernel_reducer")
 _TEMPLATES = {"dot": "dot", "sort": "sort", "scatter": "scatter"}
 
 
@@ -165,8 +179,6 @@ def _bitcast_check(module: HloModule, comp: HloComputation, instr: HloInstructio
 def _elementwise_check(module: HloModule, comp: HloComputation, instr: HloInstruction,
                        widen: bool = False) -> str | None:
     """Render the op at dummy operands: the lowering's own dtype rules decide (no copy of them)."""
-    from triton_backend.lowering.combine_function import accumulator_type
-
     types = [comp.instruction(o).shape for o in instr.operands] + [instr.shape]
     if not all(isinstance(t, ArrayShape) for t in types):
         return f"{instr.opcode} of a tuple-shaped value"
@@ -202,10 +214,6 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
     The template is ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the index-expression
     emitter); the reason says why it cannot be emitted, from the template's own planner.
     """
-    from triton_backend.templates.scatter_template import scatter_plan
-    from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
-    from triton_backend.driver.dot_fusion import dot_spec, is_dot_fusion
-    from triton_backend.driver.sort_fusion import is_sort_fusion
 
     try:
         if is_dot_fusion(module, fusion_instr):
@@ -226,8 +234,6 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
 
 
 def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
-    from triton_backend.driver.sort_fusion import MAX_SORT_LENGTH, comparator_order, sort_of
-
     sort = sort_of(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
     for name in sort.operands:
@@ -245,8 +251,6 @@ def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
 
 def _template_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
     """A lone dot/sort/scatter: plan it as the one-op fusion ``compile_hlo`` would wrap it in."""
-    from triton_backend.driver.single_op_fusion import wrap_lone_ops
-
     wrapped = wrap_lone_ops(module, {comp.name: (instr.name,)})
     for fusion in wrapped.computation(comp.name).instructions:
         if fusion.opcode == "fusion" and wrapped.computation(fusion.attr("calls")).root_name == instr.name:
@@ -311,8 +315,6 @@ def has_kernel_rule(opcode: str) -> bool:
     >>> has_kernel_rule("transpose"), has_kernel_rule("sort")
     (True, False)
     """
-    from triton_backend.lowering.rules.value_rules import rule_for  # pulls in tiling
-
     try:
         rule_for(HloInstruction("probe", opcode, ArrayShape("f32", ())))
     except UnsupportedOpError:
@@ -447,8 +449,6 @@ def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> 
     """
     uncovered = uncovered_ops(module)
     if uncovered and canonicalized:
-        from fusion.canonicalize import canonicalize
-
         uncovered = uncovered_ops(canonicalize(module))
     if not uncovered:
         return

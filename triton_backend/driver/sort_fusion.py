@@ -44,7 +44,7 @@ from fusion.evaluator.interpreter import Evaluator
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.shape import ArrayShape, TupleShape
 from triton_backend.templates.sort_template import SortOperand, SortOrder, render_sort_kernel
-from triton_backend.driver.compiled_fusion import CompiledFusion, find_fusion, load_kernel
+from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
 from triton_backend.tuning.kernel_cache import KernelCache
 
 #: The longest row sorted in one tile (a bitonic sort of int64 keys held in registers).

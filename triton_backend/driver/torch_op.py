@@ -52,6 +52,9 @@ import torch
 from fusion.errors import EvaluationError
 from fusion.hlo_module import HloModule
 from fusion.shape import ArrayShape, TupleShape, flatten_shape
+from triton_backend.host.input_validation import torch_dtype
+from fusion.parser import parse_hlo
+from triton_backend.driver.module_runner import AUTO, compile_hlo
 
 NAMESPACE = "fusion"
 
@@ -99,8 +102,6 @@ def _identifier(text: str) -> str:
 
 
 def _signature(module: HloModule) -> _Signature:
-    from triton_backend.host.input_validation import torch_dtype  # noqa: PLC0415
-
     entry = module.entry
     names, inputs = [], []
     for param in entry.parameters:
@@ -161,8 +162,6 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
     of the compiled (fused) module.  Registering the same name
     again with the same text returns the existing op; with different text it is an error.
     """
-    from fusion.parser import parse_hlo  # noqa: PLC0415
-    from triton_backend.driver.module_runner import AUTO, compile_hlo  # noqa: PLC0415
 
     module = parse_hlo(hlo_text)
     op_name = _identifier(name or module.name)

@@ -42,6 +42,7 @@ from fusion.attributes import Literal
 from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.constant_ops import literal_array
 from fusion.hlo_module import HloComputation, HloInstruction
+from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape, Shape, TupleShape
 from triton_backend.host.input_validation import (
     TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
@@ -99,11 +100,11 @@ def _view_executor(source: Shape, result: Shape) -> Executor | None:
     return run
 
 
-def _bitcast(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
+def host_bitcast(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
     return _view_executor(comp.instruction(instr.operands[0]).shape, instr.shape)
 
 
-def _call(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_call(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     callee = instr.attr("to_apply")
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
@@ -112,7 +113,7 @@ def _call(comp: HloComputation, instr: HloInstruction, device: torch.device) -> 
     return run
 
 
-def _conditional(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_conditional(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     if instr.has_attr("branch_computations"):
         branches = tuple(instr.attr("branch_computations"))
     else:
@@ -134,7 +135,7 @@ def _conditional(comp: HloComputation, instr: HloInstruction, device: torch.devi
     return run
 
 
-def _constant(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_constant(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     try:
         value = constant_value(instr.attr("literal"), instr.shape, device)
     except FusionCompilerError as err:  # e.g. an element type torch cannot hold: say where
@@ -149,7 +150,7 @@ def _constant(comp: HloComputation, instr: HloInstruction, device: torch.device)
     return run
 
 
-def _get_tuple_element(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_get_tuple_element(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     index = instr.attr("index")
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
@@ -158,7 +159,7 @@ def _get_tuple_element(comp: HloComputation, instr: HloInstruction, device: torc
     return run
 
 
-def _parameter(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_parameter(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     number = instr.attr("parameter_number")
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
@@ -167,7 +168,7 @@ def _parameter(comp: HloComputation, instr: HloInstruction, device: torch.device
     return run
 
 
-def _reduce(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
+def host_reduce(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
     count = len(instr.operands) // 2
     operand = comp.instruction(instr.operands[0]).shape
     if not isinstance(operand, ArrayShape) or operand.num_elements != 0:
@@ -185,18 +186,18 @@ def _reduce(comp: HloComputation, instr: HloInstruction, device: torch.device) -
     return run
 
 
-def _reshape(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
+def host_reshape(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
     return _view_executor(comp.instruction(instr.operands[0]).shape, instr.shape)
 
 
-def _tuple(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_tuple(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
         return tuple(operands)
 
     return run
 
 
-def _while(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     condition, body = instr.attr("condition"), instr.attr("body")
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
@@ -209,20 +210,20 @@ def _while(comp: HloComputation, instr: HloInstruction, device: torch.device) ->
 
 
 HOST_RULES: dict[str, Rule] = {
-    "bitcast": _bitcast,
-    "call": _call,
-    "conditional": _conditional,
-    "constant": _constant,
-    "get-tuple-element": _get_tuple_element,
-    "parameter": _parameter,
-    "reduce": _reduce,
-    "reshape": _reshape,
-    "tuple": _tuple,
-    "while": _while,
+    "bitcast": host_bitcast,
+    "call": host_call,
+    "conditional": host_conditional,
+    "constant": host_constant,
+    "get-tuple-element": host_get_tuple_element,
+    "parameter": host_parameter,
+    "reduce": host_reduce,
+    "reshape": host_reshape,
+    "tuple": host_tuple,
+    "while": host_while,
 }
 
 #: Opcodes whose called computations run as host programs (their ops compiled in turn).
-CONTROL_FLOW_OPCODES = frozenset({"call", "conditional", "while"})
+CONTROL_FLOW_OPCODES = opcodes_with("control_flow")
 
 
 def host_executor(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:

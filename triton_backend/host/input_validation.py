@@ -22,6 +22,8 @@ from fusion.element_types import element_type
 from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction
 from fusion.shape import ArrayShape
+from tiling.layout import TiledLayout, elements_per_word
+from triton_backend.host.host_packing import pack_tensor, unpack_tensor
 
 # HLO spelling -> torch dtype name (alphabetical).  Names are looked up with getattr so that
 # an older torch without some f8 type simply lacks the entry.
@@ -181,8 +183,6 @@ def physical_buffer(shape: ArrayShape) -> tuple[torch.dtype, int] | None:
     >>> physical_buffer(ArrayShape("f32", (37, 300))) is None
     True
     """
-    from tiling.layout import TiledLayout, elements_per_word  # noqa: PLC0415
-
     layout = shape.layout
     if layout is None or not (layout.tiles or layout.element_size_in_bits):
         return None
@@ -205,7 +205,6 @@ def pack_logical(tensor: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
     """
     if physical_buffer(shape) is None:
         return tensor
-    from triton_backend.host.host_packing import pack_tensor  # noqa: PLC0415
 
     return pack_tensor(tensor, shape.layout, shape.dtype, fill=0)
 
@@ -221,7 +220,6 @@ def unpack_physical(buffer: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
     """
     if physical_buffer(shape) is None:
         return buffer
-    from triton_backend.host.host_packing import unpack_tensor  # noqa: PLC0415
 
     return unpack_tensor(buffer, shape.dims, shape.layout, shape.dtype)
 

@@ -15,7 +15,7 @@ from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape, TupleShape
 from tiling.affine_expr import AffineExpr, DimExpr, d, substitute
-from tiling.tiled_fusion import reduce_projection
+from tiling.symbolic.tiled_fusion import reduce_projection
 from triton_backend.lowering.host_template import (
     PRELUDE,
     RUNTIME,
@@ -29,6 +29,7 @@ from triton_backend.lowering.kernel_plan import (
     plan_kernel,
     program_elements,
 )
+from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.packed_access import word_aligned_tile_sizes
 from triton_backend.lowering.value_emitter import ValueEmitter
@@ -85,7 +86,8 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
     names = IdentifierAllocator()
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     em = ValueEmitter(module, computation, list(plan.axis_blocks), names, dict(plan.reduce_axes),
-                      reduction_chunk=plan.reduction_chunk, index_bits=plan.index_bits)
+                      reduction_chunk=plan.reduction_chunk, index_bits=plan.index_bits,
+                      rule_for=rule_for)
     parameters = computation.parameters
     for p in parameters:
         em.pointer_for(p)

@@ -2,17 +2,14 @@
 
 Each program computes one tile of the (common) iteration shape.  A tile size may be any
 size in ``[1, dim]`` (the tiling analysis proposes whole dims such as 100) or a power of two
-(``default_tile_sizes``); its kernel axis holds the next power of two (``tl.arange`` needs
+(``tiling.policy.choice.default_tile_sizes``, the tiling choice without a tile analysis);
+its kernel axis holds the next power of two (``tl.arange`` needs
 one) and lanes past the tile are masked.  Every reduce and reduce-window reachable from the
 root gets one extra kernel axis per reduced (window) dim: the whole dim padded to a power of
 two (a *persistent* reduction), or, when the padded extent exceeds
 ``MAX_PERSISTENT_REDUCTION`` or a ``reduction_chunk`` is given, a chunk of it that the
-kernel loops over with an accumulator (a *looped* reduction).
-
->>> default_tile_sizes((5, 300), budget=256)
-(1, 256)
->>> default_tile_sizes((3, 5), budget=1024)
-(4, 8)
+kernel loops over with an accumulator (a *looped* reduction).  The limits are the tiling
+policy's (``tiling.policy.limits``).
 
 Launch options (``launch_options``): ``num_warps`` gives every thread at least one 128-bit
 vector of the narrowest buffer element when the tile is large enough, like Inductor's
@@ -35,39 +32,22 @@ from dataclasses import dataclass
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation
 from fusion.instruction_order import operands_first
+from fusion.reduction_kind import kept_and_reduced
 from fusion.shape import ArrayShape
+from tiling.policy.choice import choose_tiling
+from tiling.policy.limits import (
+    DEFAULT_REDUCTION_CHUNK,
+    MAX_PERSISTENT_REDUCTION,
+    TARGET_TILE_ELEMENTS,
+)
+from tiling.symbolic.tiled_fusion import next_power_of_two
 
-#: Elements per program: output tile times the padded reduced dims of all reduces.
-DEFAULT_TILE_BUDGET = 1024
-#: Largest padded reduction (elements) a persistent reduction keeps in registers.
-MAX_PERSISTENT_REDUCTION = 1 << 14
-#: Chunk (elements per reduced dim per iteration) of a looped reduction nobody chose.
-DEFAULT_REDUCTION_CHUNK = 1024
 #: Buffers with more elements than this need 64-bit offsets.
 MAX_INT32_ELEMENTS = 2**31 - 1
 #: Bytes one thread should move per access (``ld.global.v4.b32``) and threads per warp.
 VECTOR_BYTES = 16
 WARP_SIZE = 32
 MAX_NUM_WARPS = 8
-
-
-def next_power_of_two(n: int) -> int:
-    """The smallest power of two at least ``n``.
-
-    >>> [next_power_of_two(n) for n in (1, 3, 8, 9)]
-    [1, 4, 8, 16]
-    """
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def default_tile_sizes(dims: tuple[int, ...], budget: int = DEFAULT_TILE_BUDGET) -> tuple[int, ...]:
-    """Power-of-two tile sizes filling ``budget`` elements from the minor-most dim outwards."""
-    sizes = []
-    for size in reversed(dims):
-        block = min(next_power_of_two(size), max(1, budget))
-        sizes.append(block)
-        budget //= block
-    return tuple(reversed(sizes))
 
 
 def launch_options(tile_elements: int, element_bytes: int, *, looped: bool = False) -> tuple[int, int]:
@@ -124,8 +104,8 @@ def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
             if isinstance(operand, ArrayShape) and operand.dims == plan.output_dims \
                     and len(instr.shape.dims if isinstance(instr.shape, ArrayShape) else ()) \
                     < len(plan.output_dims):
-                dropped = set(instr.attr("dimensions"))
-                kept = math.prod(b for k, b in enumerate(out_blocks) if k not in dropped)
+                kept_dims, _ = kept_and_reduced(len(out_blocks), instr.attr("dimensions"))
+                kept = math.prod(out_blocks[k] for k in kept_dims)
         largest = max(largest, kept * math.prod(plan.axis_blocks[a] for a in axes))
     return largest
 
@@ -142,7 +122,8 @@ def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
         return tuple(d.size for d in instr.attr("window").dims if d.size > 1)
     operand = computation.instruction(instr.operands[0]).shape
     assert isinstance(operand, ArrayShape)
-    return tuple(operand.dims[k] for k in instr.attr("dimensions"))
+    _, reduced = kept_and_reduced(operand.rank, instr.attr("dimensions"))
+    return tuple(operand.dims[k] for k in reduced)
 
 
 def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
@@ -172,7 +153,9 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
         reduce_blocks.extend(blocks)
     reduction = math.prod(reduce_blocks)
     if tile_sizes is None:
-        tile_sizes = default_tile_sizes(space, max(1, DEFAULT_TILE_BUDGET // reduction))
+        # Elements per program: the output tile times the padded reduced dims of all reduces.
+        budget = max(1, TARGET_TILE_ELEMENTS // reduction)
+        tile_sizes = choose_tiling(None, output_dims=space, budget=budget).tile_sizes
     tile_sizes = tuple(int(t) for t in tile_sizes)
     if len(tile_sizes) != len(space) or any(t < 1 for t in tile_sizes):
         raise UnsupportedOpError(f"tile sizes {list(tile_sizes)} must be {len(space)} positive sizes",

@@ -52,8 +52,8 @@ from tiling.indexing_map import IndexingMap
 from tiling.interval import Interval
 from tiling.layout import elements_per_word, layout_indexing_map, storage_bits
 from tiling.range_evaluator import RangeEvaluator
+from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.lowering.addressing import BufferAddressing, buffer_addressing
-from triton_backend.lowering.kernel_plan import next_power_of_two
 from triton_backend.lowering.value_emitter import ValueEmitter
 from triton_backend.lowering.rules.elementwise_rules import storage_dtype
 

@@ -7,24 +7,48 @@ starts).  ``ValueEmitter.value(name, indices)`` appends the lines computing inst
 ``name`` at those indices and returns the identifier holding it; results are memoized by
 (instruction, indices), so a producer read through the same map by several users is emitted
 once (the computation partitioner's point).  The rule for each opcode lives in
-``value_rules`` (one rule per opcode, alphabetical).
+``lowering.rules`` (one rule per opcode, alphabetical); the emitter receives that table as its
+``rule_for`` (so the rules, which call back into the emitter, are not imported here).  A failure
+inside a rule that is not already one of our errors is re-raised as a ``LoweringError`` naming
+the instruction.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Union
 
 from fusion.element_types import ElementType
-from fusion.errors import UnsupportedOpError
+from fusion.errors import FusionCompilerError, LoweringError, UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr, DimExpr, d, s, used_variables
+from tiling.affine_expr import (
+    AffineExpr,
+    Constant,
+    DimExpr,
+    FloorDivExpr,
+    ModExpr,
+    SumExpr,
+    SymbolExpr,
+    d,
+    s,
+    used_variables,
+)
 from triton_backend.lowering.index_arithmetic import render_affine
 from triton_backend.lowering.identifiers import IdentifierAllocator
 
 Value = Union[str, tuple[str, ...]]  # noqa: UP007 - a runtime alias, not an annotation
+#: A lowering rule: ``rule(emitter, instr, indices)`` emits ``instr`` at ``indices``.
+Rule = Callable[["ValueEmitter", HloInstruction, tuple[AffineExpr, ...]], Value]
+#: The rule table: the rule lowering an instruction (``lowering.rules.rule_for``).
+RuleTable = Callable[[HloInstruction], Rule]
+
+
+def _no_rule_table(instr: HloInstruction) -> Rule:
+    raise LoweringError(f"no lowering rule table was given to this emitter, so {instr.opcode} "
+                        f"{instr.name!r} cannot be emitted (pass lowering.rules.rule_for)",
+                        where=instr.name)
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,9 @@ class ValueEmitter:
     #: Kernel axes of the indices each value identifier was first computed at (a value that
     #: spans none may be a 0-d tensor; see :meth:`spanning`).
     value_axes: dict[str, frozenset[int]] = field(default_factory=dict)
+    #: The rule lowering each instruction (``lowering.rules.rule_for``); emitters that only
+    #: compute indices or bounds need none.
+    rule_for: RuleTable = _no_rule_table
 
     @property
     def index_dtype(self) -> str:
@@ -156,7 +183,6 @@ class ValueEmitter:
 
     def index_tensor(self, expr: AffineExpr) -> str:
         """Like ``index_text`` but always a tensor (a constant index becomes ``tl.full``)."""
-        from tiling.affine_expr import Constant
         if isinstance(expr, Constant):
             return f"tl.full([], {expr.value}, {self.index_dtype})"
         return f"({self.index_text(expr)})"
@@ -190,13 +216,6 @@ class ValueEmitter:
         >>> em.bounds((d(0) - 2) // 4), em.bounds((d(0) - 2) % 4), em.bounds(d(0) % 4)
         ((0, 1), (-3, 3), (0, 3))
         """
-        from tiling.affine_expr import (
-            Constant,
-            FloorDivExpr,
-            ModExpr,
-            SumExpr,
-            SymbolExpr,
-        )
         if isinstance(e, Constant):
             return e.value, e.value
         if isinstance(e, DimExpr):
@@ -227,13 +246,16 @@ class ValueEmitter:
         cached = self.memo.get(key)
         if cached is not None:
             return cached
-        from triton_backend.lowering.rules.value_rules import (
-            rule_for,  # the rules use this class
-        )
         instr = self.instruction(name)
         if instr.opcode in ("parameter", "constant"):
             self.reads.add(key)
-        result = rule_for(instr)(self, instr, tuple(indices))
+        rule = self.rule_for(instr)
+        try:
+            result = rule(self, instr, tuple(indices))
+        except FusionCompilerError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a bug in a rule: say which instruction
+            raise _lowering_error(instr, indices, err) from err
         # Operands are emitted before their users, so the first record of an identifier is
         # where it was computed; a pass-through (broadcast, reshape, ...) keeps its axes.
         axes = frozenset(self._axes_of(tuple(indices)))
@@ -296,3 +318,14 @@ def array_shape(instr: HloInstruction) -> ArrayShape:
 
 def element_type_of(instr: HloInstruction) -> ElementType:
     return array_shape(instr).element_type
+
+
+def _lowering_error(instr: HloInstruction, indices: tuple[AffineExpr, ...],
+                    err: Exception) -> LoweringError:
+    """A ``LoweringError`` naming ``instr`` (name, opcode, HLO line:column when known) and the
+    indices it was lowered at, for an unexpected failure ``err`` inside its rule."""
+    loc = instr.location
+    return LoweringError(
+        f"lowering {instr.opcode} {instr.name!r} at indices "
+        f"({', '.join(str(e) for e in indices)}) failed: {type(err).__name__}: {err}",
+        line=loc.line if loc else None, column=loc.column if loc else None, where=instr.name)

@@ -1,9 +1,18 @@
 """What ``fusion-compile compile`` reports about a compiled module, per launched fusion.
 
-Per fusion: its emitter kind and why, the tiling, the launch grid, the bytes it reads and
-writes, and its kernel file; with a target (``sm_80``, ``sm_90``) also the PTX and cubin files
-and the registers, spills and shared memory ``ptxas`` reports (``triton_backend.reports.ptx_report``,
-no GPU needed).
+Per fusion: its emitter kind and why, the tiling, the launch grid and ``num_warps``, its input
+and output HLO shapes, its compulsory bytes (each distinct operand read once, each output
+written once: ``bytes_read + bytes_written``), and its kernel file; with a device (``h100`` by
+default, ``triton_backend.tuning.device_specs``) the cost model's view of the tiling it was
+compiled with (:class:`KernelModel`: modeled DRAM bytes, every block re-reading what it needs,
+the predicted time and the fraction of the HBM roofline it reaches); with a target
+(``sm_80``, ``sm_90``) also the PTX and cubin files and the registers, spills and shared memory
+``ptxas`` reports (``triton_backend.reports.ptx_report``, no GPU needed).
+
+Per module: the kernel count, the compulsory bytes of the module's own inputs and outputs
+(ENTRY parameters and results, each once), the bytes the kernels move (their compulsory bytes
+summed: what fusion decides) and the modeled bytes summed over kernels, each over the module's
+compulsory bytes.
 
 Compiling for a target needs ``@triton.jit`` kernels that are ``JITFunction``s, which a process
 running the Triton interpreter does not have; so the kernel files are compiled in one child
@@ -12,6 +21,9 @@ process started without ``TRITON_INTERPRET`` (``python -m triton_backend.reports
 >>> r = FusionReport("f", "main", "loop", "elementwise", (1, 128), (4,), 2048, 1024, "f.py")
 >>> render_text(ModuleReport("m", "unfused", (r,), None)).splitlines()[2]
 'fusion f (computation main): loop emitter'
+>>> m = ModuleReport("m", "unfused", (r,), None, input_bytes=1024, output_bytes=1024)
+>>> m.compulsory_bytes, m.kernel_bytes, m.kernel_bytes_ratio
+(2048, 3072, 1.5)
 """
 from __future__ import annotations
 
@@ -28,6 +40,10 @@ from typing import Any
 
 from fusion.errors import FusionCompilerError
 from fusion.shape import flatten_shape
+from triton_backend.tuning.device_specs import device_spec
+from fusion.emitter_kind import analyze_fusion
+from triton_backend.tuning.autotune import workload_for
+from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, estimate
 
 _CHILD_MARKER = "COMPILE-REPORT-JSON "
 
@@ -51,6 +67,31 @@ class TargetResources:
 
 
 @dataclass(frozen=True)
+class KernelModel:
+    """The cost model (``triton_backend.tuning.cost_model``) on one kernel at the tiling it was
+    compiled with, on ``device``.
+
+    ``modeled_bytes``: the DRAM bytes the tiled kernel moves as the model counts them (every
+    block reads the tiles it needs, so re-reads count; caches are ignored);
+    ``roofline_time_s``: the kernel's compulsory bytes at the device's peak bandwidth;
+    ``hbm_roofline_fraction``: ``roofline_time_s / predicted_time_s``.  ``note`` says how the
+    bytes were modeled when it was not from the tile analysis of the compiled tiling (e.g. a
+    kernel the tile analysis cannot model is counted at its compulsory bytes).
+    """
+
+    device: str
+    modeled_bytes: int
+    predicted_time_s: float
+    roofline_time_s: float
+    bound: str
+    note: str = ""
+
+    @property
+    def hbm_roofline_fraction(self) -> float:
+        return self.roofline_time_s / self.predicted_time_s if self.predicted_time_s else 0.0
+
+
+@dataclass(frozen=True)
 class FusionReport:
     """One launched fusion."""
 
@@ -64,10 +105,25 @@ class FusionReport:
     bytes_written: int
     kernel_file: str
     target: TargetResources | None = None
+    input_shapes: tuple[str, ...] = ()
+    output_shapes: tuple[str, ...] = ()
+    num_warps: int | None = None
+    num_stages: int | None = None
+    model: KernelModel | None = None
 
     @property
     def programs(self) -> int:
         return math.prod(self.grid)
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """Each distinct input read once, each output written once."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def modeled_bytes(self) -> int:
+        """The cost model's bytes, or the compulsory bytes without a model."""
+        return self.model.modeled_bytes if self.model is not None else self.compulsory_bytes
 
 
 @dataclass(frozen=True)
@@ -79,17 +135,87 @@ class ModuleReport:
     fusions: tuple[FusionReport, ...]
     target: str | None
     fusion_fallbacks: tuple[str, ...] = ()
+    #: Bytes of the ENTRY parameters and of the ENTRY result (flattened), each counted once.
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_shapes: tuple[str, ...] = ()
+    output_shapes: tuple[str, ...] = ()
+    #: The device of the kernels' ``model`` (None: not modeled).
+    device: str | None = None
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """The module's own inputs and outputs, each once: what any implementation moves."""
+        return self.input_bytes + self.output_bytes
+
+    @property
+    def kernel_bytes(self) -> int:
+        """Every kernel's compulsory bytes, summed (intermediates written and read back)."""
+        return sum(f.compulsory_bytes for f in self.fusions)
+
+    @property
+    def modeled_bytes(self) -> int:
+        """The cost model's bytes summed over kernels (compulsory for an unmodeled kernel)."""
+        return sum(f.modeled_bytes for f in self.fusions)
+
+    @property
+    def kernel_bytes_ratio(self) -> float | None:
+        return self.kernel_bytes / self.compulsory_bytes if self.compulsory_bytes else None
+
+    @property
+    def modeled_bytes_ratio(self) -> float | None:
+        return self.modeled_bytes / self.compulsory_bytes if self.compulsory_bytes else None
+
+    @property
+    def predicted_time_s(self) -> float | None:
+        """Kernels' predicted times summed (None unless every kernel is modeled)."""
+        if self.device is None or any(f.model is None for f in self.fusions):
+            return None
+        return sum(f.model.predicted_time_s for f in self.fusions)
+
+    @property
+    def hbm_roofline_fraction(self) -> float | None:
+        """The module's compulsory bytes at peak bandwidth over its predicted time."""
+        total = self.predicted_time_s
+        if not total:
+            return None
+        bandwidth = device_spec(self.device).memory_bandwidth_bytes_per_s
+        return self.compulsory_bytes / bandwidth / total
 
     def to_json(self) -> dict[str, Any]:
         return {
             "module": self.module, "fusion_mode": self.fusion_mode,
             "fusion_fallbacks": list(self.fusion_fallbacks), "target": self.target,
-            "fusions": [dict(asdict(f), programs=f.programs,
-                             target=None if f.target is None else
-                             dict(asdict(f.target), spills=f.target.spills))
-                        for f in self.fusions],
-            "total_bytes_moved": sum(f.bytes_read + f.bytes_written for f in self.fusions),
+            "device": self.device,
+            "fusions": [_fusion_json(f) for f in self.fusions],
+            "total_bytes_moved": self.kernel_bytes,
+            "summary": {
+                "kernels": len(self.fusions),
+                "input_shapes": list(self.input_shapes), "output_shapes": list(self.output_shapes),
+                "input_bytes": self.input_bytes, "output_bytes": self.output_bytes,
+                "compulsory_bytes": self.compulsory_bytes,
+                "kernel_bytes": self.kernel_bytes, "kernel_bytes_ratio": self.kernel_bytes_ratio,
+                "modeled_bytes": self.modeled_bytes,
+                "modeled_bytes_ratio": self.modeled_bytes_ratio,
+                "predicted_time_s": self.predicted_time_s,
+                "hbm_roofline_fraction": self.hbm_roofline_fraction,
+                "max_registers": max((f.target.registers for f in self.fusions if f.target),
+                                     default=None),
+                "spills": sum(f.target.spills for f in self.fusions if f.target)
+                if self.target else None,
+            },
         }
+
+
+def _fusion_json(f: FusionReport) -> dict[str, Any]:
+    out = dict(asdict(f), programs=f.programs, compulsory_bytes=f.compulsory_bytes,
+               modeled_bytes=f.modeled_bytes,
+               target=None if f.target is None else dict(asdict(f.target), spills=f.target.spills),
+               model=None if f.model is None else
+               dict(asdict(f.model), hbm_roofline_fraction=f.model.hbm_roofline_fraction))
+    out["registers"] = None if f.target is None else f.target.registers
+    out["spills"] = None if f.target is None else f.target.spills
+    return out
 
 
 def kernel_file_name(fusion_name: str, taken: set[str]) -> str:
@@ -110,28 +236,132 @@ def _array_bytes(shape) -> int:
     return sum(s.element_type.byte_size * s.num_elements for s in flatten_shape(shape))
 
 
-def build_report(compiled) -> ModuleReport:
-    """The report of a ``CompiledModule`` (kernel files named after their fusions)."""
-    from fusion.emitter_kind import analyze_fusion  # noqa: PLC0415
+def _shape_texts(shapes) -> tuple[str, ...]:
+    return tuple(str(s) for s in shapes)
+
+
+DEFAULT_DEVICE = "h100"
+
+
+def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
+    """The report of a ``CompiledModule`` (kernel files named after their fusions); with a
+    ``device`` (a ``device_specs`` name) every kernel gets the cost model's ``model``."""
     from triton_backend.driver.module_runner import host_computations  # noqa: PLC0415
 
     module = compiled.module
+    spec = None
+    if device is not None:
+        from triton_backend.tuning.device_specs import device_spec  # noqa: PLC0415
+
+        spec = device_spec(device)
     taken: set[str] = set()
     fusions = []
     for comp_name in host_computations(module):
         comp = module.computation(comp_name)
         for instr in comp.instructions:
-            if instr.opcode != "fusion":
+            if instr.opcode != "fusion" or instr.name not in compiled.fusions:
                 continue
             kernel = compiled.fusions[instr.name]
             analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
-            read = sum(_array_bytes(comp.instruction(o).shape) for o in dict.fromkeys(instr.operands))
+            operands = [comp.instruction(o).shape for o in dict.fromkeys(instr.operands)]
+            read = sum(_array_bytes(s) for s in operands)
+            num_warps = getattr(kernel.module, "NUM_WARPS", None)
+            num_stages = getattr(kernel.module, "NUM_STAGES", None)
             fusions.append(FusionReport(
                 instr.name, comp_name, kernel.kind, analysis.reason, tuple(kernel.tile_sizes),
                 tuple(kernel.grid), read, _array_bytes(instr.shape),
-                kernel_file_name(instr.name, taken) + ".py"))
+                kernel_file_name(instr.name, taken) + ".py",
+                input_shapes=_shape_texts(operands),
+                output_shapes=_shape_texts(flatten_shape(instr.shape)),
+                num_warps=num_warps, num_stages=num_stages,
+                model=None if spec is None else kernel_model(module, instr, kernel, spec,
+                                                            num_warps or 4, num_stages or 1)))
+    entry = module.entry
+    inputs = [p.shape for p in entry.parameters]
+    outputs = flatten_shape(entry.root.shape)
     return ModuleReport(module.name, compiled.fusion_mode, tuple(fusions), None,
-                        tuple(compiled.fusion_fallbacks))
+                        tuple(compiled.fusion_fallbacks),
+                        input_bytes=sum(_array_bytes(s) for s in inputs),
+                        output_bytes=sum(_array_bytes(s) for s in outputs),
+                        input_shapes=_shape_texts(inputs), output_shapes=_shape_texts(outputs),
+                        device=None if spec is None else spec.key)
+
+
+def _tile_analysis():
+    """``(analyze_fusion_tiling, evaluate_candidate, TilingCandidate)``."""
+    from tiling.policy.candidates import TilingCandidate, evaluate_candidate  # noqa: PLC0415
+    from tiling.symbolic.tiled_fusion import analyze_fusion_tiling  # noqa: PLC0415
+
+    return analyze_fusion_tiling, evaluate_candidate, TilingCandidate
+
+
+def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The output tile of the compiled kernel in the tile analysis' terms.
+
+    Loop and reduction kernels tile the output directly (codegen pads a tile past a small dim
+    to a power of two; the analysis takes tiles within the dims).  A dot kernel's tile sizes
+    are ``(BM, BN, BK)`` over the flattened M and N: each batch dim gets 1, and BM (BN) is laid
+    over the lhs (rhs) free dims from the minor one out.
+    """
+    sizes = tuple(kernel.tile_sizes)
+    if kernel.kind == "dot" and len(sizes) == 3 and len(output_dims) != 2:
+        from triton_backend.driver.dot_fusion import dot_spec  # noqa: PLC0415
+
+        spec = dot_spec(module, instr)
+        nb, nm, nn = len(spec.batch_sizes), len(spec.m_sizes), len(spec.n_sizes)
+        if nb + nm + nn == len(output_dims):
+
+            def spread(block: int, dims: tuple[int, ...]) -> list[int]:
+                out = []
+                for d in reversed(dims):
+                    t = max(1, min(block, d))
+                    out.append(t)
+                    block = max(1, block // t)
+                return out[::-1]
+
+            sizes = (*([1] * nb), *spread(sizes[0], output_dims[nb:nb + nm]),
+                     *spread(sizes[1], output_dims[nb + nm:]))
+    elif kernel.kind == "dot" and len(sizes) == 3:
+        sizes = sizes[:2]
+    return tuple(min(t, max(n, 1)) for t, n in zip(sizes, output_dims))
+
+
+def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
+                 num_stages: int = 1) -> KernelModel:
+    """The cost model's prediction for ``kernel`` (a ``CompiledFusion`` of ``instr``) on
+    ``spec``: the tile analysis' costs of its tiling (``tiling.policy.candidates.evaluate_candidate``,
+    through ``autotune.workload_for``), estimated by ``cost_model.estimate``.  A kernel the
+    tile analysis cannot model (a sort, a scatter, a tiling it rejects) is modeled at its
+    compulsory bytes, and ``note`` says why."""
+
+    comp = module.computation(instr.attr("calls"))
+    inputs = sum(_array_bytes(p.shape) for p in comp.parameters)
+    outputs = _array_bytes(instr.shape)
+    blocks = max(1, math.prod(kernel.grid))
+    workload, note = None, ""
+    try:
+        analyze, evaluate, candidate_type = _tile_analysis()
+        analysis = analyze(module, instr)
+        dims = tuple(analysis.output_dims)
+        candidate = evaluate(analysis, _output_tile(module, instr, kernel, dims),
+                             getattr(kernel, "reduction_chunk", None))
+        if isinstance(candidate, candidate_type):
+            workload = workload_for(module, instr, candidate)
+        else:
+            note = f"tile analysis rejects the tiling: {candidate.reason}"
+    except Exception as err:  # noqa: BLE001 - any analysis failure: modeled as compulsory
+        note = f"no tile analysis ({type(err).__name__}: {str(err)[:160]})"
+    if workload is None:
+        workload = Workload(tuple(kernel.tile_sizes), blocks, inputs, outputs, inputs, outputs, 0)
+        note = "modeled at compulsory bytes; " + note
+    try:
+        cost = estimate(workload, spec, num_warps=num_warps, num_stages=num_stages)
+    except InfeasibleLaunch as err:
+        note = (note + "; " if note else "") + f"launch not feasible as written ({err}); 4 warps"
+        cost = estimate(workload, spec, num_warps=4, num_stages=1)
+    roofline = workload.compulsory_bytes / spec.memory_bandwidth_bytes_per_s
+    return KernelModel(spec.key, workload.modeled_bytes, cost.predicted_time_s, roofline,
+                       cost.bound, note)
 
 
 def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:
@@ -141,9 +371,14 @@ def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:
         shutil.copyfile(compiled.fusions[fusion.name].kernel_path, out_dir / fusion.kernel_file)
 
 
-def compile_for_target(report: ModuleReport, out_dir: Path, arch: int) -> ModuleReport:
-    """Compile the kernel files in ``out_dir`` for ``sm_<arch>``: PTX and cubin next to them."""
-    request = {"arch": arch, "kernels": [str(out_dir / f.kernel_file) for f in report.fusions]}
+def compile_kernel_files(paths, arch: int) -> list[dict]:
+    """Compile generated kernel files for ``sm_<arch>`` in one child process without
+    ``TRITON_INTERPRET``: writes ``<stem>.sm_<arch>.ptx`` and ``.cubin`` next to each, and
+    returns, per file, the fields of :class:`TargetResources`."""
+    paths = [str(p) for p in paths]
+    if not paths:
+        return []
+    request = {"arch": arch, "kernels": paths}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "0"
     result = subprocess.run([sys.executable, "-m", "triton_backend.reports.compile_report", json.dumps(request)],
@@ -153,23 +388,56 @@ def compile_for_target(report: ModuleReport, out_dir: Path, arch: int) -> Module
         raise FusionCompilerError(
             f"compiling the kernels for sm_{arch} failed:\n{result.stderr.strip()[-4000:]}",
             where=f"sm_{arch}")
-    found = json.loads(lines[-1][len(_CHILD_MARKER):])
+    return json.loads(lines[-1][len(_CHILD_MARKER):])
+
+
+def compile_for_target(report: ModuleReport, out_dir: Path, arch: int) -> ModuleReport:
+    """Compile the kernel files in ``out_dir`` for ``sm_<arch>``: PTX and cubin next to them."""
+    found = compile_kernel_files([out_dir / f.kernel_file for f in report.fusions], arch)
+    return with_target(report, found, arch)
+
+
+def with_target(report: ModuleReport, found: list[dict], arch: int) -> ModuleReport:
+    """``report`` with each fusion's :class:`TargetResources` (``compile_kernel_files``' dicts,
+    in the fusions' order)."""
     fusions = tuple(replace(f, target=TargetResources(**r)) for f, r in zip(report.fusions, found))
     return replace(report, fusions=fusions, target=f"sm_{arch}")
 
 
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.3f} MB"
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
 def render_text(report: ModuleReport) -> str:
-    """The readable report (``report.txt``)."""
+    """The readable report (``report.txt``): the same numbers as ``report.json``."""
     lines = [f"module {report.module}: {len(report.fusions)} kernel(s), {report.fusion_mode}"
-             + (f", compiled for {report.target}" if report.target else "")]
+             + (f", compiled for {report.target}" if report.target else "")
+             + (f", modeled on {report.device}" if report.device else "")]
     lines += [f"  (gave up {fallback})" for fallback in report.fusion_fallbacks]
     lines.append("")
     for f in report.fusions:
         lines.append(f"fusion {f.name} (computation {f.computation}): {f.emitter_kind} emitter")
         lines.append(f"  why:      {f.reason}")
-        lines.append(f"  tiling:   {list(f.tile_sizes)}   grid: {list(f.grid)} ({f.programs} programs)")
+        if f.input_shapes or f.output_shapes:
+            lines.append(f"  inputs:   {', '.join(f.input_shapes) or 'none'}")
+            lines.append(f"  outputs:  {', '.join(f.output_shapes)}")
+        warps = "" if f.num_warps is None else f"   num_warps: {f.num_warps}"
+        lines.append(f"  tiling:   {list(f.tile_sizes)}   grid: {list(f.grid)} ({f.programs} programs)"
+                     + warps)
         lines.append(f"  bytes:    {f.bytes_read} read + {f.bytes_written} written = "
-                     f"{f.bytes_read + f.bytes_written}")
+                     f"{f.compulsory_bytes} compulsory")
+        m = f.model
+        if m is not None:
+            ratio = m.modeled_bytes / f.compulsory_bytes if f.compulsory_bytes else 1.0
+            lines.append(f"  model:    {m.modeled_bytes} bytes modeled ({ratio:.2f}x compulsory); "
+                         f"{m.device}: {m.predicted_time_s * 1e6:.2f} us predicted, "
+                         f"{100 * m.hbm_roofline_fraction:.1f}% of the HBM roofline, {m.bound}-bound")
+            if m.note:
+                lines.append(f"            ({m.note})")
         lines.append(f"  kernel:   {f.kernel_file}")
         t = f.target
         if t is not None:
@@ -178,8 +446,24 @@ def render_text(report: ModuleReport) -> str:
                          f"stored / {t.spill_load_bytes} B loaded, {t.shared_bytes} B shared memory")
             lines.append(f"            vector accesses: {vec}; {t.ptx_file}, {t.cubin_file}")
         lines.append("")
-    total = sum(f.bytes_read + f.bytes_written for f in report.fusions)
-    lines.append(f"total bytes moved by kernels: {total}")
+    lines.append(f"module inputs:  {', '.join(report.input_shapes) or 'none'} "
+                 f"({report.input_bytes} bytes)")
+    lines.append(f"module outputs: {', '.join(report.output_shapes) or 'none'} "
+                 f"({report.output_bytes} bytes)")
+    lines.append(f"compulsory bytes (module inputs + outputs): {report.compulsory_bytes} "
+                 f"({_mb(report.compulsory_bytes)})")
+    lines.append(f"total bytes moved by kernels: {report.kernel_bytes} "
+                 f"({_ratio(report.kernel_bytes_ratio)} compulsory)")
+    if report.device is not None:
+        lines.append(f"modeled bytes, summed over kernels: {report.modeled_bytes} "
+                     f"({_ratio(report.modeled_bytes_ratio)} compulsory)")
+        if report.predicted_time_s:
+            lines.append(f"predicted on {report.device}: {report.predicted_time_s * 1e6:.2f} us, "
+                         f"{100 * report.hbm_roofline_fraction:.1f}% of the HBM roofline")
+    if report.target:
+        regs = max((f.target.registers for f in report.fusions if f.target), default=0)
+        spills = sum(f.target.spills for f in report.fusions if f.target)
+        lines.append(f"{report.target}: at most {regs} registers per thread, {spills} B spilled")
     return "\n".join(lines) + "\n"
 
 
@@ -244,5 +528,7 @@ if __name__ == "__main__":
     print(_CHILD_MARKER + json.dumps(_child(json.loads(sys.argv[1]))))
 
 
-__all__ = ["FusionReport", "ModuleReport", "TargetResources", "build_report", "compile_for_target",
-           "kernel_file_name", "kernel_signature", "render_text", "write_kernels", "write_report"]
+__all__ = ["DEFAULT_DEVICE", "FusionReport", "KernelModel", "ModuleReport", "TargetResources",
+           "build_report", "compile_for_target", "compile_kernel_files", "kernel_file_name",
+           "kernel_model", "kernel_signature", "render_text", "with_target", "write_kernels",
+           "write_report"]

@@ -29,9 +29,12 @@ from tiling.affine_expr import AffineExpr, DimExpr
 from triton_backend.lowering.addressing import buffer_addressing
 from triton_backend.templates.dot_tiling import DotTiling, batch_on_grid_x, grid_size
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
+from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.value_emitter import Value, ValueEmitter
 from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.templates.dot_tiling import DotProblem
+from triton_backend.lowering.kernel_file import output_shapes
 
 #: bf16 tl.dot in the Triton 3.9 interpreter multiplies the raw uint16 bits; there the
 #: (exact) widened operands are multiplied in fp32 instead, which is what the tensor cores
@@ -125,7 +128,8 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
 
     def emitter(cls, blocks, indent, **extra):
         return cls(module, computation, list(blocks), names, {}, buffers=buffers,
-                   helper_functions=helpers, helper_names=helper_names, indent=indent, **extra)
+                   helper_functions=helpers, helper_names=helper_names, indent=indent,
+                   rule_for=rule_for, **extra)
 
     for p in computation.parameters:  # parameter pointers first, in parameter order
         emitter(ValueEmitter, [1], "    ").pointer_for(p)
@@ -235,11 +239,9 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
 
 
 def _problem(spec: DotSpec):
-    from triton_backend.templates.dot_tiling import DotProblem
     return DotProblem(math.prod(spec.batch_sizes), math.prod(spec.m_sizes),
                       math.prod(spec.n_sizes), math.prod(spec.k_sizes), 4)
 
 
 def _output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
-    from triton_backend.lowering.kernel_file import output_shapes
     return output_shapes(fusion_instr)

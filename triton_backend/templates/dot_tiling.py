@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
-from tiling.tiling_legality import MAX_GRID_X, MAX_GRID_YZ
+from tiling.policy.limits import MAX_GRID_X, MAX_GRID_YZ
 
 #: Shared memory one block may use, per compute capability (bytes).
 SHARED_MEMORY_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}

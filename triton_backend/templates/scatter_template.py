@@ -52,16 +52,23 @@ from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape
 from tiling.affine_expr import AffineExpr, const
+from tiling.symbolic.tiled_fusion import next_power_of_two
+from triton_backend.driver.kernel_loading import CompiledFusion, load_kernel
 from triton_backend.lowering.addressing import buffer_addressing
 from triton_backend.lowering.host_template import (
     PRELUDE,
     RUNTIME,
     kernel_specs,
 )
-from triton_backend.lowering.kernel_plan import index_bits_for, next_power_of_two
+from triton_backend.lowering.kernel_plan import index_bits_for
+from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.rules.reduction_rules import combine_function
 from triton_backend.lowering.value_emitter import ValueEmitter, array_shape
-from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS, render_store_narrow
+from triton_backend.lowering.rules.elementwise_rules import (
+    KERNEL_IMPORTS,
+    render_load_widen,
+    render_store_narrow,
+)
 from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
 
 #: Element types whose ``add`` combiner becomes ``tl.atomic_add``.
@@ -163,7 +170,7 @@ def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     counts = [math.prod(p.shape.dims) for p in comp.parameters if isinstance(p.shape, ArrayShape)]
     em = ValueEmitter(module, comp, [plan.row_block, plan.window_block], names, {},
-                      index_bits=index_bits_for(counts))
+                      index_bits=index_bits_for(counts), rule_for=rule_for)
     for p in comp.parameters:
         em.pointer_for(p)
     out_pointer = names.fresh("out0_ptr")
@@ -252,7 +259,6 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan, out:
         em.emit(f"tl.atomic_add({pointer}, tl.broadcast_to({update}, {em.shape_of((row, win))}), "
                 f"mask={mask})")
         return
-    from triton_backend.lowering.rules.elementwise_rules import render_load_widen
     old = em.bind(render_load_widen(f"tl.load({pointer}, mask={mask}, other=0)", t), "old")
     combine = combine_function(em, scatter.attr("to_apply"), 1)
     one = "tl.full([], 1, tl.int8)"
@@ -267,8 +273,6 @@ def compile_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
 
     ``tile_sizes`` may give ``(row_block, window_block)`` (powers of two).
     """
-    from triton_backend.driver.compiled_fusion import CompiledFusion, load_kernel
-
     plan = scatter_plan(module, fusion_instr, tile_sizes)
     source = render_scatter_kernel(module, fusion_instr, plan)
     loaded, path = load_kernel(module, fusion_instr, source,

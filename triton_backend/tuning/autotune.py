@@ -1,6 +1,6 @@
 """Autotuning: sweep legal tilings x ``num_warps`` x ``num_stages`` for one fusion.
 
-1. Candidates: every legal tiling of ``tiling.tiling_candidates`` crossed with the launch
+1. Candidates: every legal tiling of ``tiling.policy.candidates`` crossed with the launch
    options; each gets a cost-model estimate (``cost_model``) on the named device, and the
    ``budget`` best predicted ones go on.
 2. Compile in parallel through a ``concurrent.futures.Executor`` (a ``ProcessPoolExecutor``
@@ -52,6 +52,8 @@ from fusion.shape import ArrayShape, flatten_shape
 from triton_backend.tuning.cost_model import CostEstimate, InfeasibleLaunch, Workload, estimate, rank
 from triton_backend.tuning.device_specs import DeviceSpec, device_spec
 from triton_backend.tuning.tuning_db import TuningDb, find_fusion, fusion_key
+from tiling.policy.candidates import tiling_candidates
+from fusion.emitter_kind import analyze_fusion
 
 DEFAULT_NUM_WARPS = (1, 2, 4, 8)
 DEFAULT_NUM_STAGES = (1, 2, 3)
@@ -169,8 +171,6 @@ def plan_sweep(module: HloModule, fusion_instr: HloInstruction, spec: DeviceSpec
                budget: int | None = None) -> list[Trial]:
     """Every legal (tiling, warps, stages) with its estimate, best predicted first, cut to
     ``budget``.  A ``FusionCompilerError`` when the fusion has no legal tiling."""
-    from tiling.tiling_candidates import tiling_candidates  # noqa: PLC0415
-
     report = tiling_candidates(module, fusion_instr)
     if not report.legal:
         raise FusionCompilerError(f"no legal tiling to tune: {report.default_reason}",
@@ -258,7 +258,6 @@ def measure(module: HloModule, fusion_instr: HloInstruction, trial: Trial) -> Tr
     import torch  # noqa: PLC0415
     from triton.testing import do_bench  # noqa: PLC0415
 
-    from fusion.emitter_kind import analyze_fusion  # noqa: PLC0415
     from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: PLC0415
 
     compiled = compile_fusion(module, fusion_instr, tile_sizes=trial.config.tile_sizes)

@@ -50,6 +50,7 @@ from fusion.hlo_module import CALLED_COMPUTATION_KEYS, HloComputation, HloInstru
 from fusion.printer import print_computation, print_shape
 from fusion.shape import ArrayShape, TupleShape
 from triton_backend.tuning.kernel_cache import user_cache_path
+from fusion.errors import HloVerifyError
 
 DB_ENV = "FUSION_TUNING_DB"
 _DROPPED_ATTRIBUTES = frozenset({"metadata", "frontend_attributes", "statistics"})
@@ -80,8 +81,6 @@ def default_db_path() -> Path:
 
 def find_fusion(module: HloModule, fusion: HloInstruction | str) -> HloInstruction:
     """The fusion instruction named ``fusion`` (or ``fusion`` itself); a located error if absent."""
-    from fusion.errors import HloVerifyError  # noqa: PLC0415
-
     if isinstance(fusion, HloInstruction):
         return fusion
     names = []

@@ -120,20 +120,20 @@ def _float_operand(call: ElementwiseCall) -> str:
     return _p(call.operands[0])
 
 
-def _unary_math(name: str) -> Rule:
+def lower_unary_math(name: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         return f"xla_math.{name}({_float_operand(call)})"
     return rule
 
 
-def _abs(call: ElementwiseCall) -> str:
+def lower_abs(call: ElementwiseCall) -> str:
     x, t = _p(call.operands[0]), call.operand_types[0]
     if t.kind == "unsigned" or t.is_pred:
         return x
     return f"tl.abs({x})"
 
 
-def _arith(op: str) -> Rule:
+def lower_arith(op: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         if call.result_type.is_pred:
             raise call.unsupported("arithmetic on pred")
@@ -141,7 +141,7 @@ def _arith(op: str) -> Rule:
     return rule
 
 
-def _bitwise(op: str) -> Rule:
+def lower_bitwise(op: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         if _is_float(call.result_type):
             raise call.unsupported("bitwise op on floats")
@@ -149,7 +149,7 @@ def _bitwise(op: str) -> Rule:
     return rule
 
 
-def _clamp(call: ElementwiseCall) -> str:
+def lower_clamp(call: ElementwiseCall) -> str:
     lo, x, hi = call.operands
     inner = _minmax(">=", x, lo, call.result_type)
     return _minmax("<=", inner, hi, call.result_type)
@@ -171,7 +171,7 @@ def _minmax(cmp: str, x: str, y: str, t: ElementType) -> str:
     return f"tl.maximum({x}, {y})" if cmp == ">=" else f"tl.minimum({x}, {y})"
 
 
-def _compare(call: ElementwiseCall) -> str:
+def lower_compare(call: ElementwiseCall) -> str:
     direction = call.attributes.get("direction")
     ops = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
     if direction not in ops:
@@ -193,7 +193,7 @@ def _total_order_key(expr: str, t: ElementType) -> str:
     return f"tl.where({bits} < 0, {bits} ^ {mask}, {bits})"
 
 
-def _convert(call: ElementwiseCall) -> str:
+def lower_convert(call: ElementwiseCall) -> str:
     x, src, dst = _p(call.operands[0]), call.operand_types[0], call.result_type
     if src.name == dst.name:
         return x
@@ -215,7 +215,7 @@ def _convert(call: ElementwiseCall) -> str:
             f"tl.where({x} < {float(lo)!r}, {zero} + ({lo}), {safe})))")
 
 
-def _bitcast_convert(call: ElementwiseCall) -> str:
+def lower_bitcast_convert(call: ElementwiseCall) -> str:
     x, src, dst = _p(call.operands[0]), call.operand_types[0], call.result_type
     if src.bits != dst.bits or src.is_pred or dst.is_pred:
         raise call.unsupported("bitcast-convert between different bit widths")
@@ -223,7 +223,7 @@ def _bitcast_convert(call: ElementwiseCall) -> str:
     return render_load_widen(f"{bits}.to({storage_dtype(dst)}, bitcast=True)", dst)
 
 
-def _count_leading_zeros(call: ElementwiseCall) -> str:
+def lower_count_leading_zeros(call: ElementwiseCall) -> str:
     x, t = _p(call.operands[0]), call.operand_types[0]
     if not t.is_integer:
         raise call.unsupported("expects an integer operand")
@@ -237,7 +237,7 @@ def _count_leading_zeros(call: ElementwiseCall) -> str:
     return f"{n}.to({storage_dtype(t)})"
 
 
-def _divide(call: ElementwiseCall) -> str:
+def lower_divide(call: ElementwiseCall) -> str:
     x, y = (_p(o) for o in call.operands)
     t = call.result_type
     if t.name == "f64":
@@ -253,28 +253,28 @@ def _divide(call: ElementwiseCall) -> str:
     return f"tl.where({y} == 0, {y} * 0 - 1, {x} // {safe_y})"
 
 
-def _is_finite(call: ElementwiseCall) -> str:
+def lower_is_finite(call: ElementwiseCall) -> str:
     x = _float_operand(call)
     t = call.operand_types[0]
     finite_max = "1.7976931348623157e308" if t.name == "f64" else "3.4028234663852886e38"
     return f"tl.abs({x}) <= {finite_max}"
 
 
-def _logistic(call: ElementwiseCall) -> str:
+def lower_logistic(call: ElementwiseCall) -> str:
     x = _float_operand(call)
     if call.operand_types[0].name == "f64":
         return f"1.0 / (1.0 + xla_math.exp(-{x}))"
     return f"tl.math.div_rn(1.0, 1.0 + xla_math.exp(-{x}))"
 
 
-def _negate(call: ElementwiseCall) -> str:
+def lower_negate(call: ElementwiseCall) -> str:
     x = _p(call.operands[0])
     if call.result_type.is_pred:
         raise call.unsupported("negate on pred")
     return f"0 - {x}" if call.result_type.kind == "unsigned" else f"-{x}"
 
 
-def _not(call: ElementwiseCall) -> str:
+def lower_not(call: ElementwiseCall) -> str:
     x = _p(call.operands[0])
     if call.result_type.is_pred:
         return f"{x} == 0"
@@ -283,7 +283,7 @@ def _not(call: ElementwiseCall) -> str:
     return f"~{x}"
 
 
-def _popcnt(call: ElementwiseCall) -> str:
+def lower_popcnt(call: ElementwiseCall) -> str:
     x, t = _p(call.operands[0]), call.operand_types[0]
     if not t.is_integer:
         raise call.unsupported("expects an integer operand")
@@ -296,7 +296,7 @@ def _popcnt(call: ElementwiseCall) -> str:
     return f"{n}.to({storage_dtype(t)})"
 
 
-def _power(call: ElementwiseCall) -> str:
+def lower_power(call: ElementwiseCall) -> str:
     x, y = (_p(o) for o in call.operands)
     t = call.result_type
     if _is_float(t):
@@ -306,7 +306,7 @@ def _power(call: ElementwiseCall) -> str:
     return f"xla_math.int_pow({x}, {y}, {t.bits}, {t.kind == 'signed'})"
 
 
-def _remainder(call: ElementwiseCall) -> str:
+def lower_remainder(call: ElementwiseCall) -> str:
     x, y = (_p(o) for o in call.operands)
     t = call.result_type
     if _is_float(t):
@@ -319,18 +319,18 @@ def _remainder(call: ElementwiseCall) -> str:
     return f"tl.where({y} == 0, {x}, tl.where({y} == -1, {x} * 0, {x} % tl.where({y} == 0, {y} * 0 + 1, {y})))"
 
 
-def _rsqrt(call: ElementwiseCall) -> str:
+def lower_rsqrt(call: ElementwiseCall) -> str:
     if call.operand_types[0].name == "f64":
         return f"1.0 / tl.sqrt({_float_operand(call)})"
     return f"tl.math.div_rn(1.0, tl.math.sqrt_rn({_float_operand(call)}))"
 
 
-def _select(call: ElementwiseCall) -> str:
+def lower_select(call: ElementwiseCall) -> str:
     p, a, b = (_p(o) for o in call.operands)
     return f"tl.where({p}, {a}, {b})"
 
 
-def _shift(kind: str) -> Rule:
+def lower_shift(kind: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         x, y = (_p(o) for o in call.operands)
         t = call.result_type
@@ -348,7 +348,7 @@ def _shift(kind: str) -> Rule:
     return rule
 
 
-def _sign(call: ElementwiseCall) -> str:
+def lower_sign(call: ElementwiseCall) -> str:
     x, t = _p(call.operands[0]), call.result_type
     if _is_float(t):
         return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x}))"
@@ -357,78 +357,78 @@ def _sign(call: ElementwiseCall) -> str:
     return f"tl.where({x} > 0, {x} * 0 + 1, tl.where({x} < 0, {x} * 0 - 1, {x} * 0))"
 
 
-def _sqrt(call: ElementwiseCall) -> str:
+def lower_sqrt(call: ElementwiseCall) -> str:
     # sqrt_rn only takes fp32; fp64 sqrt lowers to the exact sqrt.rn.f64 anyway.
     if call.operand_types[0].name == "f64":
         return f"tl.sqrt({_float_operand(call)})"
     return f"tl.math.sqrt_rn({_float_operand(call)})"
 
 
-def _simple_float(template: str) -> Rule:
+def lower_simple_float(template: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         return template.format(x=_float_operand(call))
     return rule
 
 
-def _maximum(call: ElementwiseCall) -> str:
+def lower_maximum(call: ElementwiseCall) -> str:
     return _minmax(">=", call.operands[0], call.operands[1], call.result_type)
 
 
-def _minimum(call: ElementwiseCall) -> str:
+def lower_minimum(call: ElementwiseCall) -> str:
     return _minmax("<=", call.operands[0], call.operands[1], call.result_type)
 
 
-def _atan2(call: ElementwiseCall) -> str:
+def lower_atan2(call: ElementwiseCall) -> str:
     if not _is_float(call.result_type):
         raise call.unsupported("atan2 on non-floats")
     return f"xla_math.atan2({_p(call.operands[0])}, {_p(call.operands[1])})"
 
 
 ELEMENTWISE_RULES: dict[str, Rule] = {
-    "abs": _abs,
-    "add": _arith("+"),
-    "and": _bitwise("&"),
-    "atan2": _atan2,
-    "bitcast-convert": _bitcast_convert,
-    "cbrt": _unary_math("cbrt"),
-    "ceil": _simple_float("tl.math.ceil({x})"),
-    "clamp": _clamp,
-    "compare": _compare,
-    "convert": _convert,
-    "cosine": _unary_math("cos"),
-    "count-leading-zeros": _count_leading_zeros,
-    "divide": _divide,
-    "erf": _unary_math("erf"),
-    "exponential": _unary_math("exp"),
-    "exponential-minus-one": _unary_math("expm1"),
-    "floor": _simple_float("tl.math.floor({x})"),
-    "is-finite": _is_finite,
-    "log": _unary_math("log"),
-    "log-plus-one": _unary_math("log1p"),
-    "logistic": _logistic,
-    "maximum": _maximum,
-    "minimum": _minimum,
-    "multiply": _arith("*"),
-    "negate": _negate,
-    "not": _not,
-    "or": _bitwise("|"),
-    "popcnt": _popcnt,
-    "power": _power,
-    "remainder": _remainder,
-    "round-nearest-afz": _simple_float("xla_math.round_nearest_afz({x})"),
-    "round-nearest-even": _simple_float("xla_math.round_nearest_even({x})"),
-    "rsqrt": _rsqrt,
-    "select": _select,
-    "shift-left": _shift("left"),
-    "shift-right-arithmetic": _shift("arithmetic"),
-    "shift-right-logical": _shift("logical"),
-    "sign": _sign,
-    "sine": _unary_math("sin"),
-    "sqrt": _sqrt,
-    "subtract": _arith("-"),
-    "tan": _unary_math("tan"),
-    "tanh": _unary_math("tanh"),
-    "xor": _bitwise("^"),
+    "abs": lower_abs,
+    "add": lower_arith("+"),
+    "and": lower_bitwise("&"),
+    "atan2": lower_atan2,
+    "bitcast-convert": lower_bitcast_convert,
+    "cbrt": lower_unary_math("cbrt"),
+    "ceil": lower_simple_float("tl.math.ceil({x})"),
+    "clamp": lower_clamp,
+    "compare": lower_compare,
+    "convert": lower_convert,
+    "cosine": lower_unary_math("cos"),
+    "count-leading-zeros": lower_count_leading_zeros,
+    "divide": lower_divide,
+    "erf": lower_unary_math("erf"),
+    "exponential": lower_unary_math("exp"),
+    "exponential-minus-one": lower_unary_math("expm1"),
+    "floor": lower_simple_float("tl.math.floor({x})"),
+    "is-finite": lower_is_finite,
+    "log": lower_unary_math("log"),
+    "log-plus-one": lower_unary_math("log1p"),
+    "logistic": lower_logistic,
+    "maximum": lower_maximum,
+    "minimum": lower_minimum,
+    "multiply": lower_arith("*"),
+    "negate": lower_negate,
+    "not": lower_not,
+    "or": lower_bitwise("|"),
+    "popcnt": lower_popcnt,
+    "power": lower_power,
+    "remainder": lower_remainder,
+    "round-nearest-afz": lower_simple_float("xla_math.round_nearest_afz({x})"),
+    "round-nearest-even": lower_simple_float("xla_math.round_nearest_even({x})"),
+    "rsqrt": lower_rsqrt,
+    "select": lower_select,
+    "shift-left": lower_shift("left"),
+    "shift-right-arithmetic": lower_shift("arithmetic"),
+    "shift-right-logical": lower_shift("logical"),
+    "sign": lower_sign,
+    "sine": lower_unary_math("sin"),
+    "sqrt": lower_sqrt,
+    "subtract": lower_arith("-"),
+    "tan": lower_unary_math("tan"),
+    "tanh": lower_unary_math("tanh"),
+    "xor": lower_bitwise("^"),
 }
 
 

@@ -109,11 +109,11 @@ def store_output(em: ValueEmitter, value: str, shape: ArrayShape, pointer: str,
     em.emit(f"tl.store({pointer} + {offset} + {zero}, {narrow}, mask={mask})")
 
 
-def parameter_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+def lower_parameter(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
     return load_buffer(em, instr, indices)
 
 
-def constant_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+def lower_constant(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
     shape = array_shape(instr)
     literal = instr.attr("literal", None)
     if not isinstance(literal, Literal) or len(literal.values) != math.prod(shape.dims):

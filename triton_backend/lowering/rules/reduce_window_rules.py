@@ -18,7 +18,7 @@ from triton_backend.lowering.rules.reduction_rules import emit_reduction
 from triton_backend.lowering.value_emitter import Value, ValueEmitter, array_shape
 
 
-def reduce_window_rule(em: ValueEmitter, instr: HloInstruction,
+def lower_reduce_window(em: ValueEmitter, instr: HloInstruction,
                        indices: tuple[AffineExpr, ...]) -> Value:
     """Emit ``instr`` (a possibly variadic reduce-window) at its output ``indices``."""
     arity = len(instr.operands) // 2
@@ -61,4 +61,4 @@ def reduce_window_rule(em: ValueEmitter, instr: HloInstruction,
     return emit_reduction(em, instr, indices, [window[k].size for k in windowed], lanes, types, inits)
 
 
-__all__ = ["reduce_window_rule"]
+__all__ = ["lower_reduce_window"]

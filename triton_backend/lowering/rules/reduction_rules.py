@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction
+from fusion.reduction_kind import kept_and_reduced
 from tiling.affine_expr import AffineExpr, DimExpr
 from triton_backend.lowering.combine_function import (
     accumulator_type,
@@ -106,17 +107,16 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     return accumulators
 
 
-def reduce_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
     """Emit ``instr`` (a possibly variadic reduce) at its output ``indices``."""
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     in_shape = array_shape(em.instruction(inputs[0]))
-    dims = tuple(instr.attr("dimensions"))
+    kept, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
 
     def lanes(fresh: list[DimExpr]) -> tuple[list[str], None]:
-        by_dim = dict(zip(dims, fresh))
-        kept = iter(indices)
-        operand_indices = tuple(by_dim[k] if k in by_dim else next(kept) for k in range(in_shape.rank))
+        at = {**dict(zip(dims, fresh)), **dict(zip(kept, indices))}
+        operand_indices = tuple(at[k] for k in range(in_shape.rank))
         values = []
         for name in inputs:
             value = em.value(name, operand_indices)
@@ -129,4 +129,4 @@ def reduce_rule(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineEx
     return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits)
 
 
-__all__ = ["combine_function", "emit_reduction", "reduce_rule"]
+__all__ = ["combine_function", "emit_reduction", "lower_reduce"]

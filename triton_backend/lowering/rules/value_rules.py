@@ -20,15 +20,15 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction
 from tiling.affine_expr import AffineExpr
 from triton_backend.lowering.addressing import physical_strides
-from triton_backend.lowering.rules.memory_rules import constant_rule, parameter_rule
+from triton_backend.lowering.rules.memory_rules import lower_constant, lower_parameter
 from triton_backend.lowering.operand_indices import (
     domain_mask,
     exact_operand_indices,
     operand_indices,
     operand_map,
 )
-from triton_backend.lowering.rules.reduce_window_rules import reduce_window_rule
-from triton_backend.lowering.rules.reduction_rules import reduce_rule
+from triton_backend.lowering.rules.reduce_window_rules import lower_reduce_window
+from triton_backend.lowering.rules.reduction_rules import lower_reduce
 from triton_backend.lowering.value_emitter import (
     Value,
     ValueEmitter,
@@ -52,7 +52,7 @@ def _single(em: ValueEmitter, name: str, indices: Indices) -> str:
     return value
 
 
-def _elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     why = "operand and result ranks differ (a bitcast-convert between different bit widths?)"
     # Rank-0 operands (a broadcast scalar, clamp's or select's scalar operand) become blocks
     # first, so every operation of the lowering combines tensors of one rank.
@@ -65,23 +65,23 @@ def _elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> V
     return em.bind(expr, instr.name)
 
 
-def _through_map(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_through_map(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     """Broadcast, copy, dynamic-slice, reshape, reverse, slice, transpose: operand 0 where its
     map says (dynamic-slice offsets are the map's runtime variables, read and clamped)."""
     return em.value(instr.operands[0], exact_operand_indices(em, instr, 0, indices))
 
 
-def _bitcast(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_bitcast(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     out, operand = array_shape(instr), _operand_shape(em, instr, 0)
     if out.element_type.bits != operand.element_type.bits:
         raise UnsupportedOpError("bitcast changing the element width", where=instr.name)
     # The analysis' map ignores packing (E(n)) and refuses tiles; a physical layout has no
     # per-dim strides to reinterpret, so it is rejected here with that reason.
     physical_strides(out), physical_strides(operand)
-    return _through_map(em, instr, indices)
+    return lower_through_map(em, instr, indices)
 
 
-def _concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # The maps give each operand's index; each holds only on its span of the axis (its dim
     # bound), which the kernel honours by selecting among the operands in order.
     (axis,) = instr.attr("dimensions")
@@ -101,7 +101,7 @@ def _concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> V
     return em.bind(expr, instr.name)
 
 
-def _dynamic_update_slice(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_dynamic_update_slice(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # The update's map is not restricted to the updated window (as in XLA): the kernel selects
     # the update inside the window and the base elsewhere.
     update = _operand_shape(em, instr, 1)
@@ -112,7 +112,7 @@ def _dynamic_update_slice(em: ValueEmitter, instr: HloInstruction, indices: Indi
     return em.bind(f"tl.where({inside}, {patch}, {base})", instr.name)
 
 
-def _gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     for key in ("operand_batching_dims", "start_indices_batching_dims"):
         if instr.attr(key, ()):
             raise UnsupportedOpError(f"gather with {key} is not supported", where=instr.name)
@@ -120,7 +120,7 @@ def _gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
                     exact_operand_indices(em, instr, 0, indices, hint="gather_start"))
 
 
-def _get_tuple_element(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_get_tuple_element(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # Indices pass through (the analysis' map is the identity); the rule picks the leaf.
     value = em.value(instr.operands[0], indices)
     if isinstance(value, str):
@@ -128,7 +128,7 @@ def _get_tuple_element(em: ValueEmitter, instr: HloInstruction, indices: Indices
     return value[instr.attr("index")]
 
 
-def _iota(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_iota(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # No operand, so no map: the value is the index itself.
     t = element_type_of(instr)
     index = em.index_tensor(indices[instr.attr("iota_dimension")])
@@ -138,7 +138,7 @@ def _iota(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     return em.bind(expr, instr.name)
 
 
-def _pad(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_pad(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # The operand's map holds only on the non-padding positions (its dim bounds and interior
     # constraints): the kernel masks by that domain and takes the padding value elsewhere.
     m = operand_map(em, instr, 0)
@@ -153,32 +153,32 @@ def _pad(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     return em.bind(f"tl.where({inside}, {value}, {padding})", instr.name)
 
 
-def _tuple(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
+def lower_tuple(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
     # The analysis maps one leaf at a time (identity to its operand); the emitter produces all
     # leaves at the same indices at once.
     return tuple(_single(em, o, indices) for o in instr.operands)
 
 
-_STRUCTURAL_RULES: dict[str, Rule] = {
-    "bitcast": _bitcast,
-    "broadcast": _through_map,
-    "concatenate": _concatenate,
-    "constant": constant_rule,
-    "copy": _through_map,
-    "dynamic-slice": _through_map,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "gather": _gather,
-    "get-tuple-element": _get_tuple_element,
-    "iota": _iota,
-    "pad": _pad,
-    "parameter": parameter_rule,
-    "reduce": reduce_rule,
-    "reduce-window": reduce_window_rule,
-    "reshape": _through_map,
-    "reverse": _through_map,
-    "slice": _through_map,
-    "transpose": _through_map,
-    "tuple": _tuple,
+STRUCTURAL_RULES: dict[str, Rule] = {
+    "bitcast": lower_bitcast,
+    "broadcast": lower_through_map,
+    "concatenate": lower_concatenate,
+    "constant": lower_constant,
+    "copy": lower_through_map,
+    "dynamic-slice": lower_through_map,
+    "dynamic-update-slice": lower_dynamic_update_slice,
+    "gather": lower_gather,
+    "get-tuple-element": lower_get_tuple_element,
+    "iota": lower_iota,
+    "pad": lower_pad,
+    "parameter": lower_parameter,
+    "reduce": lower_reduce,
+    "reduce-window": lower_reduce_window,
+    "reshape": lower_through_map,
+    "reverse": lower_through_map,
+    "slice": lower_through_map,
+    "transpose": lower_through_map,
+    "tuple": lower_tuple,
 }
 
 _WHY_UNSUPPORTED = {
@@ -199,11 +199,11 @@ def rule_for(instr: HloInstruction) -> Rule:
     ...     print(e)
     s: op sort (s) is not supported by the Triton emitter: sort needs its own emitter
     """
-    rule = _STRUCTURAL_RULES.get(instr.opcode)
+    rule = STRUCTURAL_RULES.get(instr.opcode)
     if rule is not None:
         return rule
     if instr.opcode in ELEMENTWISE_RULES:
-        return _elementwise
+        return lower_elementwise
     why = _WHY_UNSUPPORTED.get(instr.opcode, "no emitter rule for this opcode")
     raise UnsupportedOpError(f"op {instr.opcode} ({instr.name}) is not supported by the Triton "
                              f"emitter: {why}", where=instr.name)

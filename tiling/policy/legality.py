@@ -3,7 +3,7 @@
 Rules, checked in this order (the first failing one is the reason):
 
 1. every tile size is in ``[1, dim]``;
-2. every instruction's tile is exact (``tiling.symbolic_tile`` constraints hold);
+2. every instruction's tile is exact (``tiling.symbolic.symbolic_tile`` constraints hold);
 3. a concatenate's tile along its concatenated dim divides every operand's size there, so
    each block reads exactly one operand;
 4. a reduced dim is whole (persistent) when its padded extent fits
@@ -22,7 +22,7 @@ Rules, checked in this order (the first failing one is the reason):
 7. the grid (blocks flattened onto CUDA's x axis) has at most 2^31 - 1 blocks.
 
 >>> from fusion.parser import parse_hlo
->>> from tiling.tiled_fusion import analyze_fusion_tiling
+>>> from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 >>> m = parse_hlo('''HloModule m
 ... f {
 ...   p0 = f32[4,256] parameter(0)
@@ -33,29 +33,27 @@ Rules, checked in this order (the first failing one is the reason):
 ...   ROOT r = f32[4,256] fusion(x), kind=kLoop, calls=f
 ... }''')
 >>> a = analyze_fusion_tiling(m, m.entry.root)
->>> check_tiling(a, (1, 128)), check_tiling(a, (1, 4))
-(None, 'root tile (1, 4) has 4 elements, fewer than 16')
+>>> check_tiling(a, (1, 128)) is None
+True
+>>> why = check_tiling(a, (1, 4))
+>>> why.kind, str(why)
+(<IllegalKind.SMALL_ROOT_TILE: 'small root tile'>, 'root tile (1, 4) has 4 elements, fewer than 16')
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Sequence
 
-from tiling.symbolic_tile import SymbolicTile
-from tiling.tiled_fusion import SymbolicTiledFusion, next_power_of_two
-
-MAX_TILE_NUMEL = 1 << 20
-MIN_ROOT_TILE_ELEMENTS = 16
-MAX_PERSISTENT_REDUCTION = 16384
-MAX_GRID_X = 2**31 - 1
-MAX_GRID_YZ = 65535
-MAX_REDUCTION_CHUNK = 4096
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
+from tiling.policy.limits import (
+    MAX_GRID_X,
+    MAX_PERSISTENT_REDUCTION,
+    MAX_REDUCTION_CHUNK,
+    MAX_TILE_NUMEL,
+    MIN_ROOT_TILE_ELEMENTS,
+)
+from tiling.policy.verdict import Illegal, IllegalKind
+from tiling.symbolic.symbolic_tile import SymbolicTile
+from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, next_power_of_two
 
 
 def node_sizes(tile: SymbolicTile, tile_sizes: Sequence[int],
@@ -73,7 +71,7 @@ def reduced_extent(analysis: SymbolicTiledFusion) -> int:
     out = 0
     for n in analysis.nodes:
         if isinstance(n.tile, SymbolicTile) and n.tile.num_range_vars:
-            out = max(out, _prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
+            out = max(out, prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
     return out
 
 
@@ -82,23 +80,25 @@ def _persistent_block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequen
     """Elements of the largest tile of a persistent reduction's block (0: not one)."""
     if reduction_chunk is not None or not reduced_extent(analysis):
         return 0
-    return max(_prod(node_sizes(n.tile, tile_sizes)) for n in analysis.nodes
+    return max(prod(node_sizes(n.tile, tile_sizes)) for n in analysis.nodes
                if isinstance(n.tile, SymbolicTile))
 
 
 def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
-                 reduction_chunk: int | None = None) -> str | None:
-    """``None`` if the tiling is legal, else the reason (one sentence)."""
+                 reduction_chunk: int | None = None) -> Illegal | None:
+    """``None`` if the tiling is legal, else why not (the rule broken and one sentence)."""
     dims = analysis.output_dims
     tile_sizes = tuple(tile_sizes)
     if len(tile_sizes) != len(dims):
-        return f"{len(tile_sizes)} tile sizes for an output of rank {len(dims)}"
+        return Illegal(IllegalKind.RANK,
+                       f"{len(tile_sizes)} tile sizes for an output of rank {len(dims)}")
     for i, (t, n) in enumerate(zip(tile_sizes, dims)):
         if not 1 <= t <= max(n, 1):
-            return f"tile size {t} of dim {i} is outside [1, {n}]"
+            return Illegal(IllegalKind.OUT_OF_RANGE,
+                           f"tile size {t} of dim {i} is outside [1, {n}]")
     problems = analysis.problems(tile_sizes, reduction_chunk)
     if problems:
-        return "inexact tile: " + problems[0]
+        return Illegal(IllegalKind.INEXACT, "inexact tile: " + problems[0])
     for node in analysis.nodes:
         instr = node.instruction
         if instr.opcode != "concatenate":
@@ -108,38 +108,45 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
         comp = analysis.computation
         parts = [comp.instruction(o).shape.dims[axis] for o in instr.operands]
         if any(p % size for p in parts):
-            return (f"concatenate {instr.name!r}: its tile of {size} along dim {axis} does not"
-                    f" divide the operands' sizes {parts} evenly")
+            return Illegal(IllegalKind.CONCATENATE,
+                           f"concatenate {instr.name!r}: its tile of {size} along dim {axis} does"
+                           f" not divide the operands' sizes {parts} evenly")
     extent = reduced_extent(analysis)
     if reduction_chunk is None and extent > MAX_PERSISTENT_REDUCTION:
-        return (f"reduced dims of padded extent {extent} exceed the persistent limit"
-                f" {MAX_PERSISTENT_REDUCTION}: loop over chunks")
+        return Illegal(IllegalKind.PERSISTENT_LIMIT,
+                       f"reduced dims of padded extent {extent} exceed the persistent limit"
+                       f" {MAX_PERSISTENT_REDUCTION}: loop over chunks")
     if reduction_chunk is not None:
         if extent == 0:
-            return "a reduction chunk was given but the fusion reduces nothing"
+            return Illegal(IllegalKind.CHUNK_WITHOUT_REDUCTION,
+                           "a reduction chunk was given but the fusion reduces nothing")
         if reduction_chunk != next_power_of_two(reduction_chunk):
-            return f"reduction chunk {reduction_chunk} is not a power of two"
+            return Illegal(IllegalKind.CHUNK_NOT_POWER_OF_TWO,
+                           f"reduction chunk {reduction_chunk} is not a power of two")
     for node in analysis.nodes:
         sizes = node_sizes(node.tile, tile_sizes, reduction_chunk)
-        padded = _prod(next_power_of_two(s) for s in sizes)
+        padded = prod(next_power_of_two(s) for s in sizes)
         if padded > MAX_TILE_NUMEL:
-            return (f"{node.name}: tile {sizes} padded to powers of two has {padded} elements,"
-                    f" more than Triton's {MAX_TILE_NUMEL}")
-    root_numel = _prod(tile_sizes)
-    if root_numel < min(MIN_ROOT_TILE_ELEMENTS, _prod(dims)):
+            return Illegal(IllegalKind.TILE_TOO_LARGE,
+                           f"{node.name}: tile {sizes} padded to powers of two has {padded}"
+                           f" elements, more than Triton's {MAX_TILE_NUMEL}")
+    root_numel = prod(tile_sizes)
+    if root_numel < min(MIN_ROOT_TILE_ELEMENTS, prod(dims)):
         held = _persistent_block_elements(analysis, tile_sizes, reduction_chunk)
         if held < MIN_ROOT_TILE_ELEMENTS:
-            return (f"root tile {tile_sizes} has {root_numel} elements, fewer than"
-                    f" {MIN_ROOT_TILE_ELEMENTS}"
-                    + (f" (its reduction's input tile: {held})" if held else ""))
-    blocks = _prod(-(-n // t) for n, t in zip(dims, tile_sizes))
+            return Illegal(IllegalKind.SMALL_ROOT_TILE,
+                           f"root tile {tile_sizes} has {root_numel} elements, fewer than"
+                           f" {MIN_ROOT_TILE_ELEMENTS}"
+                           + (f" (its reduction's input tile: {held})" if held else ""))
+    blocks = prod(-(-n // t) for n, t in zip(dims, tile_sizes))
     if blocks > MAX_GRID_X:
-        return f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}"
+        return Illegal(IllegalKind.GRID_TOO_LARGE,
+                       f"{blocks} blocks exceed CUDA's grid x limit {MAX_GRID_X}")
     return None
 
 
 def legal_reduction_chunk(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
-                          ) -> tuple[int | None, str | None]:
+                          ) -> tuple[int | None, Illegal | None]:
     """``(chunk, None)`` for the tiling as it can run, else ``(None, why not)``.
 
     The reduced dims stay whole (chunk ``None``) unless that breaks the persistent limit; then
@@ -147,10 +154,10 @@ def legal_reduction_chunk(analysis: SymbolicTiledFusion, tile_sizes: Sequence[in
     the reduced extent, that is legal.
     """
     reason = check_tiling(analysis, tile_sizes)
-    if reason is None or "persistent limit" not in reason:
+    if reason is None or reason.kind is not IllegalKind.PERSISTENT_LIMIT:
         return None, reason
     chunk = min(MAX_REDUCTION_CHUNK, reduced_extent(analysis) // 2)
-    reason = "no legal reduction chunk"
+    reason = Illegal(IllegalKind.NO_LEGAL_CHUNK, "no legal reduction chunk")
     while chunk >= 1:
         reason = check_tiling(analysis, tile_sizes, chunk)
         if reason is None:

@@ -53,7 +53,7 @@ from tiling.affine_expr import (
 )
 from tiling.indexing_map import AffineMap, IndexingMap
 from tiling.interval import Interval
-from tiling.tile_constraints import (
+from tiling.symbolic.tile_constraints import (
     FALSE,
     TRUE,
     Constraints,
@@ -66,6 +66,7 @@ from tiling.tile_constraints import (
     param,
     wrap_size,
 )
+from tiling.indexing_map import RTVar
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,6 @@ def _rt_vars_over_blocks(m: IndexingMap, origins: Sequence[AffineExpr], num_dims
     """Runtime variables re-expressed over the block ids: a runtime offset that depends on
     the output index is read at the block's origin (uniform per block, as for dynamic-slice
     offsets, which do not depend on the index at all)."""
-    from tiling.indexing_map import RTVar
-
     out = []
     for v in m.rt_vars:
         am = v.map

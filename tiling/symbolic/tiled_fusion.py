@@ -4,7 +4,7 @@
 The fusion's output is cut into blocks of ``tile_sizes``; each block becomes one Triton
 program.  Walking from the root operand-wards, every instruction gets the map from the fusion
 output to its own elements (the composition of the per-op maps along the path) and, from it,
-its symbolic tile (``tiling.symbolic_tile``).  Two paths asking for the same tile share one
+its symbolic tile (``tiling.symbolic.symbolic_tile``).  Two paths asking for the same tile share one
 node; different tiles of one instruction (``p0 + transpose(p0)``) are different nodes.
 
 >>> from fusion.parser import parse_hlo
@@ -27,26 +27,27 @@ e = exponential(p0) tile_sizes=(1, 128) tile_strides=(1, 1) tile_offsets_indexin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import Sequence
 
-from fusion.errors import FusionCompilerError
-from fusion.hero_analysis import ELEMENTWISE_OPCODES
+from fusion.errors import (  # TilingError: defined there with every user error, re-exported here
+    FusionCompilerError,
+    TilingError,
+)
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.reduction_kind import kept_and_reduced
 from fusion.shape import ArrayShape, TupleShape
 from tiling.affine_expr import AffineExpr, Constant, DimExpr, const, d
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap, compose
-from tiling.symbolic_tile import (
+from tiling.symbolic.symbolic_tile import (
     ConcreteTile,
     NotTileable,
     SymbolicTile,
     pin_point_variables,
     symbolic_tile,
 )
-
-
-class TilingError(FusionCompilerError):
-    """A fusion cannot be tiled as asked (names the fusion and the instruction)."""
 
 
 def next_power_of_two(n: int) -> int:
@@ -253,7 +254,7 @@ def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, .
     if not dims or any(isinstance(o.shape, TupleShape) for o in outs):
         raise TilingError("a multi-output fusion is tiled only when its outputs are arrays",
                           where=fusion)
-    space = max(dims, key=lambda ds: (_prod(ds), len(ds)))
+    space = max(dims, key=lambda ds: (prod(ds), len(ds)))
     maps = []
     for o in outs:
         if tuple(o.shape.dims) == space:
@@ -266,13 +267,6 @@ def _output_dims(computation: HloComputation, fusion: str) -> tuple[tuple[int, .
                               f"{sorted(dims)}", where=fusion)
         maps.append(IndexingMap.from_sizes(projection, space))
     return space, [o.name for o in outs], maps
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def reduce_projection(computation: HloComputation, name: str, space: tuple[int, ...],
@@ -313,7 +307,7 @@ def reduce_projection(computation: HloComputation, name: str, space: tuple[int, 
             operand = computation.instruction(instr.operands[0]).shape
             if not isinstance(operand, ArrayShape) or tuple(operand.dims) != space:
                 return None
-            kept = tuple(k for k in range(len(space)) if k not in instr.attr("dimensions"))
+            kept, _ = kept_and_reduced(len(space), instr.attr("dimensions"))
             if tuple(space[k] for k in kept) != tuple(shape.dims):
                 return None
             results: list[AffineExpr] = [const(0)] * len(dims)
@@ -351,7 +345,7 @@ def _through_unit_reshape(computation: HloComputation, instr: HloInstruction,
         return None
     try:
         maps = output_to_input_indexing(instr, computation)[0]
-    except (ValueError, KeyError, TypeError):
+    except FusionCompilerError:  # the analysis cannot read this op: no unit-dim carry
         return None
     if len(maps) != 1:
         return None
@@ -397,7 +391,7 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
         if name_ not in op_maps_cache:
             try:
                 op_maps_cache[name_] = output_to_input_indexing(instr, computation)
-            except (ValueError, KeyError, TypeError) as err:
+            except FusionCompilerError as err:
                 raise TilingError(f"no indexing for {instr.opcode} {name_!r}: {err}",
                                   where=name) from None
         children = []
@@ -454,6 +448,6 @@ def tile_fusion(module: HloModule, fusion_instr: HloInstruction, tile_sizes: Seq
     Reduced dims are whole (persistent) unless ``reduction_chunk`` splits them into a loop of
     chunks.  Raises ``TilingError`` (with the instruction and the violated constraint) when a
     tile would not be exact.  Legality for Triton is checked separately
-    (``tiling.tiling_legality``).  See the module docstring for an example.
+    (``tiling.policy.legality``).  See the module docstring for an example.
     """
     return analyze_fusion_tiling(module, fusion_instr).instantiate(tile_sizes, reduction_chunk)

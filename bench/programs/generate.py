@@ -1,0 +1,256 @@
+"""Write the fusion-quality bench programs: unfused HLO from JAX, plus XLA:CPU's kernel counts.
+
+Each program is ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` (the module as JAX hands
+it to XLA, before any fusion) written to ``bench/programs/NAME.hlo``.  For each, the kernel
+count of XLA:CPU's optimized module (``jax.jit(f).lower(*args).compile().as_text()``: its
+fusions plus the non-trivial ops it left unfused, counted by :func:`count_xla_kernels`) goes
+to ``bench/programs/xla_cpu_kernels.json``.  The committed ``.hlo`` files are what
+``bench/fusion_quality.py`` reads, so the bench itself never needs JAX; rerun this script
+(it needs ``jax``) only to change the programs:
+
+    python bench/programs/generate.py [--only NAME ...] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: Ops of XLA's optimized HLO that launch nothing (views, plumbing, control flow itself).
+TRIVIAL_OPCODES = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+    "partition-id", "replica-id", "call", "while", "conditional", "opt-barrier",
+    "add-dependency", "domain",
+})
+
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?:\([^=]*?\)|[\w\[\]{},:()\s]*?)\s+([a-z][\w\-]*)\(")
+
+
+def count_xla_kernels(optimized_hlo: str) -> int:
+    """Kernels of XLA's optimized module: fusions and non-trivial unfused ops, counted in the
+    ENTRY computation and in the computations control flow runs (``while`` bodies and
+    conditions, ``conditional`` branches, ``call`` targets), not inside fused computations.
+
+    >>> count_xla_kernels('''HloModule m
+    ... %fused_computation (p: f32[4]) -> f32[4] {
+    ...   %p = f32[4]{0} parameter(0)
+    ...   ROOT %n = f32[4]{0} negate(f32[4]{0} %p)
+    ... }
+    ... ENTRY %main (x: f32[4]) -> (f32[4], f32[4]) {
+    ...   %x = f32[4]{0} parameter(0)
+    ...   %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused_computation
+    ...   %c = f32[4]{0} copy(f32[4]{0} %f)
+    ...   ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(f32[4]{0} %f, f32[4]{0} %c)
+    ... }''')
+    2
+    """
+    bodies: dict[str, list[str]] = {}
+    entry = None
+    current = None
+    for line in optimized_hlo.splitlines():
+        stripped = line.strip()
+        if stripped.endswith("{") and " = " not in stripped and not stripped.startswith("HloModule"):
+            header = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)", stripped)
+            current = header.group(2)
+            bodies[current] = []
+            if header.group(1):
+                entry = current
+            continue
+        if stripped == "}":
+            current = None
+            continue
+        if current is not None and "=" in stripped:
+            bodies[current].append(stripped)
+    if entry is None:
+        raise ValueError("no ENTRY computation in the optimized HLO")
+
+    count = 0
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        nonlocal count
+        if name in seen or name not in bodies:
+            return
+        seen.add(name)
+        for text in bodies[name]:
+            m = _INSTRUCTION.match(text)
+            if m is None:
+                continue
+            opcode = m.group(1)
+            if opcode in ("while", "conditional", "call"):
+                for callee in re.findall(
+                        r"(?:body|condition|to_apply|true_computation|false_computation)=%?([\w.\-]+)",
+                        text):
+                    visit(callee)
+                branches = re.search(r"branch_computations=\{([^}]*)\}", text)
+                for callee in (branches.group(1).split(",") if branches else ()):
+                    visit(callee.strip().lstrip("%"))
+                continue
+            if opcode not in TRIVIAL_OPCODES:
+                count += 1
+
+    visit(entry)
+    return count
+
+
+# --- the programs ---------------------------------------------------------------------------
+
+def programs():
+    """``name -> (function, example arguments)`` for every bench program."""
+    import jax
+    import jax.numpy as jnp
+
+    f32, bf16 = jnp.float32, jnp.bfloat16
+
+    def arg(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype)
+
+    def softmax(x):
+        xf = x.astype(f32)
+        m = jnp.max(xf, axis=-1, keepdims=True)
+        e = jnp.exp(xf - m)
+        return (e / jnp.sum(e, axis=-1, keepdims=True)).astype(x.dtype)
+
+    def log_softmax(x):
+        xf = x.astype(f32)
+        m = jnp.max(xf, axis=-1, keepdims=True)
+        s = xf - m
+        return (s - jnp.log(jnp.sum(jnp.exp(s), axis=-1, keepdims=True))).astype(x.dtype)
+
+    def layernorm(x, w, b):
+        xf = x.astype(f32)
+        mean = jnp.mean(xf, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(xf - mean), axis=-1, keepdims=True)
+        y = (xf - mean) * jax.lax.rsqrt(var + 1e-5)
+        return (y * w.astype(f32) + b.astype(f32)).astype(x.dtype)
+
+    def rmsnorm(x, w):
+        xf = x.astype(f32)
+        ms = jnp.mean(jnp.square(xf), axis=-1, keepdims=True)
+        return (xf * jax.lax.rsqrt(ms + 1e-6) * w.astype(f32)).astype(x.dtype)
+
+    def cross_entropy(logits, labels):
+        lf = logits.astype(f32)
+        m = jnp.max(lf, axis=-1, keepdims=True)
+        lse = jnp.log(jnp.sum(jnp.exp(lf - m), axis=-1)) + m[:, 0]
+        picked = jnp.take_along_axis(lf, labels[:, None], axis=-1)[:, 0]
+        return jnp.mean(lse - picked)
+
+    def cross_entropy_one_hot(logits, labels):
+        # The same loss with the label picked by a one-hot mask (iota == label) instead of a
+        # gather: a reduction diamond plus a masked row sum, as optax's dense-label form.
+        lf = logits.astype(f32)
+        m = jnp.max(lf, axis=-1, keepdims=True)
+        lse = jnp.log(jnp.sum(jnp.exp(lf - m), axis=-1)) + m[:, 0]
+        one_hot = jax.nn.one_hot(labels, lf.shape[-1], dtype=f32)
+        return jnp.mean(lse - jnp.sum(lf * one_hot, axis=-1))
+
+    def gelu(x):
+        return jax.nn.gelu(x, approximate=True)
+
+    def swiglu(g, u):
+        return (jax.nn.silu(g.astype(f32)) * u.astype(f32)).astype(g.dtype)
+
+    def matmul_bias_gelu(a, w, b):
+        y = jnp.dot(a, w, preferred_element_type=f32) + b.astype(f32)
+        return jax.nn.gelu(y, approximate=True).astype(a.dtype)
+
+    def attention(q, k, v):
+        d = q.shape[-1]
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=f32) / (d ** 0.5)
+        n = q.shape[2]
+        mask = jnp.tril(jnp.ones((n, n), dtype=bool))
+        s = jnp.where(mask, s, -1e30)
+        p = jax.nn.softmax(s, axis=-1)
+        return jnp.einsum("bhqk,bhkd->bhqd", p.astype(v.dtype), v,
+                          preferred_element_type=f32).astype(q.dtype)
+
+    def gpt2_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj,
+                   b_proj):
+        batch, seq, d_model = x.shape
+        heads = 12
+        h = layernorm(x, ln1_w, ln1_b)
+        qkv = h @ w_qkv + b_qkv
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+
+        def split_heads(t):
+            return t.reshape(batch, seq, heads, d_model // heads).transpose(0, 2, 1, 3)
+
+        a = attention(split_heads(q), split_heads(k), split_heads(v))
+        a = a.transpose(0, 2, 1, 3).reshape(batch, seq, d_model)
+        x = x + a @ w_o + b_o
+        h = layernorm(x, ln2_w, ln2_b)
+        h = jax.nn.gelu(h @ w_fc + b_fc, approximate=True)
+        return x + h @ w_proj + b_proj
+
+    def gpt2_args(batch, seq, d, dtype):
+        return (arg((batch, seq, d), dtype), arg((d,), dtype), arg((d,), dtype),
+                arg((d, 3 * d), dtype), arg((3 * d,), dtype), arg((d, d), dtype), arg((d,), dtype),
+                arg((d,), dtype), arg((d,), dtype), arg((d, 4 * d), dtype), arg((4 * d,), dtype),
+                arg((4 * d, d), dtype), arg((d,), dtype))
+
+    out = {}
+    for dtype, tag in ((f32, "f32"), (bf16, "bf16")):
+        for rows, cols in ((4096, 1024), (1024, 8192)):
+            shape = f"{rows}x{cols}"
+            out[f"softmax_{tag}_{shape}"] = (softmax, (arg((rows, cols), dtype),))
+            out[f"layernorm_{tag}_{shape}"] = (
+                layernorm, (arg((rows, cols), dtype), arg((cols,), dtype), arg((cols,), dtype)))
+        out[f"log_softmax_{tag}_4096x4096"] = (log_softmax, (arg((4096, 4096), dtype),))
+        out[f"rmsnorm_{tag}_4096x4096"] = (rmsnorm, (arg((4096, 4096), dtype), arg((4096,), dtype)))
+    out["rmsnorm_f32_2048x1024"] = (rmsnorm, (arg((2048, 1024), f32), arg((1024,), f32)))
+    out["rmsnorm_bf16_1024x8192"] = (rmsnorm, (arg((1024, 8192), bf16), arg((8192,), bf16)))
+    out["cross_entropy_f32_4096x8192"] = (
+        cross_entropy, (arg((4096, 8192), f32), arg((4096,), jnp.int32)))
+    out["cross_entropy_bf16_4096x8192"] = (
+        cross_entropy, (arg((4096, 8192), bf16), arg((4096,), jnp.int32)))
+    out["cross_entropy_one_hot_f32_4096x8192"] = (
+        cross_entropy_one_hot, (arg((4096, 8192), f32), arg((4096,), jnp.int32)))
+    out["cross_entropy_one_hot_bf16_4096x8192"] = (
+        cross_entropy_one_hot, (arg((4096, 8192), bf16), arg((4096,), jnp.int32)))
+    out["gelu_bf16_6x512x4096"] = (gelu, (arg((6, 512, 4096), bf16),))
+    out["gelu_f32_4096x4096"] = (gelu, (arg((4096, 4096), f32),))
+    out["swiglu_bf16_4096x4096"] = (swiglu, (arg((4096, 4096), bf16), arg((4096, 4096), bf16)))
+    out["swiglu_f32_4096x4096"] = (swiglu, (arg((4096, 4096), f32), arg((4096, 4096), f32)))
+    out["matmul_bias_gelu_bf16_1024"] = (
+        matmul_bias_gelu, (arg((1024, 1024), bf16), arg((1024, 1024), bf16), arg((1024,), bf16)))
+    out["attention_causal_f32_4x8x512x64"] = (
+        attention, tuple(arg((4, 8, 512, 64), f32) for _ in range(3)))
+    out["attention_causal_bf16_4x8x512x64"] = (
+        attention, tuple(arg((4, 8, 512, 64), bf16) for _ in range(3)))
+    out["gpt2_block_f32_b1_s512_d768"] = (gpt2_block, gpt2_args(1, 512, 768, f32))
+    out["gpt2_block_bf16_b4_s512_d768"] = (gpt2_block, gpt2_args(4, 512, 768, bf16))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="only these programs")
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    import jax
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    counts_path = args.out / "xla_cpu_kernels.json"
+    counts = json.loads(counts_path.read_text()) if counts_path.exists() else {}
+    for name, (fn, fn_args) in programs().items():
+        if args.only and name not in args.only:
+            continue
+        lowered = jax.jit(fn).lower(*fn_args)
+        (args.out / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
+        counts[name] = count_xla_kernels(lowered.compile().as_text())
+        print(f"{name}: XLA:CPU {counts[name]} kernel(s)")
+    counts_path.write_text(json.dumps(
+        {"_about": "kernels of XLA:CPU's optimized HLO (fusions + non-trivial unfused ops), "
+                   f"jax {jax.__version__}; written by bench/programs/generate.py",
+         **{k: v for k, v in sorted(counts.items()) if k != "_about"}}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

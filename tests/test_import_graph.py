@@ -1,0 +1,204 @@
+"""The import graph of our three packages, read from the source with ``ast`` (nothing imported).
+
+* no cycle between our modules (module-level imports; ``TYPE_CHECKING`` blocks aside);
+* no function-local import of our own modules, except the commented allow-list below of the
+  places that keep torch/triton/jax out of the analysis-only subcommands;
+* the packages import one way: ``fusion`` <- ``tiling`` <- ``triton_backend``.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("fusion", "tiling", "triton_backend")
+#: Which of our packages each package may import (the one-way order).
+MAY_IMPORT = {
+    "fusion": {"fusion"},
+    "tiling": {"fusion", "tiling"},
+    "triton_backend": {"fusion", "tiling", "triton_backend"},
+}
+
+#: ``(importing module, function, imported module)``: function-local imports of our modules
+#: that must stay lazy, because the imported module pulls in torch, triton or jax and the
+#: importing module is reached by an analysis-only subcommand (``check``, ``evaluate``,
+#: ``indexing``, ``layout``, ``fuse``, ``tile``), which must not import them
+#: (``tests/triton_backend/test_cli.py`` runs those in a subprocess and checks).
+LAZY_IMPORTS: set[tuple[str, str, str]] = {
+    # torch: the compile/run subcommands' modules are all imported by ``build_parser()`` for
+    # ``fusion-compile --help``; the driver is imported only when the subcommand runs.
+    ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_runner"),
+    ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_runner"),
+    ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
+    # torch: compiled_fusion is reached by ``check --triton`` (op_coverage); launch_mode asks
+    # torch whether a GPU is there.
+    ("triton_backend.driver.compiled_fusion", "_target_tile_elements",
+     "triton_backend.driver.launch_mode"),
+    ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.driver.launch_mode"),
+    # triton: the @triton.jit math helpers, re-imported under the interpreter.
+    ("triton_backend.driver.kernel_loading", "_interpreted_copy",
+     "triton_backend.device_lib.elementwise_math"),
+    # torch: the report compiles and runs the module.
+    ("triton_backend.reports.compile_report", "build_report", "triton_backend.driver.module_runner"),
+}
+
+#: Function-local imports not hoisted yet, for other reasons than torch/triton/jax.  This list
+#: may only shrink (an entry no longer in the source is simply ignored).
+#: * real cycles, to break by moving code: ``indexing_map`` <-> ``indexing_map_text`` /
+#:   ``map_simplifier`` / ``map_transforms``; ``indexing_analysis.api`` <-> ``fusion_indexing``;
+#: * names that tests monkeypatch on their home module (``compile_fusion``, ``fuse_module``,
+#:   ``detect_device``, ``compile_candidate``): hoist as module imports (``from
+#:   triton_backend.driver import compiled_fusion``) and call through the module;
+#: * ``compile_report``, whose tile-analysis imports follow the tiling move.
+NOT_YET_HOISTED: set[tuple[str, str, str]] = {
+    ("tiling.indexing_analysis.api", "input_to_output_indexing_per_output",
+     "tiling.fusion_indexing"),
+    ("tiling.indexing_analysis.api", "output_to_input_indexing", "tiling.fusion_indexing"),
+    ("tiling.indexing_map", "parse", "tiling.indexing_map_text"),
+    ("tiling.indexing_map", "remove_unused_dims", "tiling.map_transforms"),
+    ("tiling.indexing_map", "remove_unused_symbols", "tiling.map_transforms"),
+    ("tiling.indexing_map", "simplify", "tiling.map_simplifier"),
+    ("triton_backend.cli.fuse_command", "run", "tiling.priority_fusion"),
+    ("triton_backend.driver.module_runner", "_compile_fusions",
+     "triton_backend.driver.compiled_fusion"),
+    ("triton_backend.driver.module_runner", "_compile_tuned", "triton_backend.driver.compiled_fusion"),
+    ("triton_backend.driver.module_runner", "_fuse", "tiling.priority_fusion"),
+    ("triton_backend.driver.module_runner", "_fusion_attempts", "tiling.priority_fusion"),
+    ("triton_backend.driver.module_runner", "resolve_tuning_device",
+     "triton_backend.tuning.device_specs"),
+    ("triton_backend.reports.compile_report", "_child", "triton_backend.reports.ptx_report"),
+    ("triton_backend.reports.compile_report", "_output_tile", "triton_backend.driver.dot_fusion"),
+    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.policy.candidates"),
+    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.symbolic.tiled_fusion"),
+    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.tiled_fusion"),
+    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.tiling_candidates"),
+    ("triton_backend.reports.compile_report", "build_report", "triton_backend.tuning.device_specs"),
+    ("triton_backend.tuning.autotune", "autotune", "triton_backend.tuning.device_specs"),
+    ("triton_backend.tuning.autotune", "compile_candidate", "fusion.parser"),
+    ("triton_backend.tuning.autotune", "compile_candidate", "triton_backend.driver.compiled_fusion"),
+    ("triton_backend.tuning.autotune", "measure", "triton_backend.driver.compiled_fusion"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, tuple[Path, ast.Module]]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            out[_module_name(path)] = (path, ast.parse(path.read_text(), str(path)))
+    return out
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+             known: set[str]) -> list[str]:
+    """Our modules an import statement names (``from pkg import sub`` names ``pkg.sub``)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = module.split(".")
+            anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+            base = ".".join(anchor + ([base] if base else []))
+        names = []
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            names.append(sub if sub in known else base)
+    return [n for n in names if n.split(".")[0] in PACKAGES]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.Module):
+    """``(statement, enclosing function or None)`` for every import outside TYPE_CHECKING."""
+    def walk(node, function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    yield from walk(sub, function)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, function
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(child, child.name if function is None else function)
+            else:
+                yield from walk(child, function)
+    yield from walk(tree, None)
+
+
+def _graph():
+    modules = _modules()
+    known = set(modules)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    local: set[tuple[str, str, str]] = set()
+    for name, (path, tree) in modules.items():
+        is_package = path.name == "__init__.py"
+        for node, function in _imports(tree):
+            for target in _targets(node, name, is_package, known):
+                if function is None:
+                    edges[name].add(target)
+                    edges[name].update(_entered_packages(name, target, known))
+                else:
+                    local.add((name, function, target))
+    return modules, edges, local
+
+
+def _entered_packages(importer: str, target: str, known: set[str]) -> set[str]:
+    """The packages whose ``__init__`` importing ``target`` runs first: its parents, except
+    the importer's own (already imported before the importer runs)."""
+    parts = target.split(".")
+    parents = {".".join(parts[:i]) for i in range(1, len(parts))}
+    own = importer.split(".")
+    own_parents = {".".join(own[:i]) for i in range(1, len(own) + 1)}
+    return {p for p in parents if p in known and p not in own_parents}
+
+
+def test_no_import_cycle_between_our_modules():
+    _, edges, _ = _graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m, stack):
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(edges.get(m, ())):
+            if t not in edges or t == m:
+                continue
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_function_local_import_of_our_modules_except_the_lazy_ones():
+    _, _, local = _graph()
+    unexpected = sorted(local - LAZY_IMPORTS - NOT_YET_HOISTED)
+    assert not unexpected, "function-local imports of our modules:\n" + "\n".join(
+        f"{m}.{f}: {t}" for m, f, t in unexpected)
+    stale = sorted(LAZY_IMPORTS - local)
+    assert not stale, f"allow-list entries no longer in the source: {stale}"
+
+
+def test_packages_import_one_way():
+    modules, edges, local = _graph()
+    pairs = {(m, t) for m, ts in edges.items() for t in ts} | {(m, t) for m, _, t in local}
+    wrong = sorted((m, t) for m, t in pairs
+                   if t.split(".")[0] not in MAY_IMPORT[m.split(".")[0]])
+    assert not wrong, f"imports against fusion <- tiling <- triton_backend: {wrong}"

@@ -1,0 +1,66 @@
+"""Every limit and constant of the tiling choice, once.
+
+Hardware limits (Triton's, CUDA's) bound what may run; the targets and tolerances steer which
+legal tiling is preferred.  The device-dependent numbers (SMs, L2) come from the device table
+(``tiling.policy.devices``); ``DEFAULT_DEVICE`` is the H100 SXM.
+
+>>> MAX_PERSISTENT_REDUCTION, TARGET_TILE_ELEMENTS, DEFAULT_DEVICE.sm_count
+(16384, 1024, 132)
+>>> l2_resident_bytes(DEFAULT_DEVICE) == 50 * 2**20 // 4
+True
+"""
+from __future__ import annotations
+
+from tiling.policy.devices import DeviceSpec, device_spec
+
+# -- What Triton and CUDA can run ---------------------------------------------------------
+#: Triton's largest tensor (elements, after padding every dim to a power of two).
+MAX_TILE_NUMEL = 1 << 20
+#: CUDA's grid limits: blocks are flattened onto x; y and z hold at most this many.
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+
+# -- Reductions ---------------------------------------------------------------------------
+#: Largest padded reduced extent (elements) a persistent reduction keeps whole in registers;
+#: past it the reduced dims are looped in chunks.
+MAX_PERSISTENT_REDUCTION = 1 << 14
+#: Largest chunk (elements per iteration) the candidates try for a looped reduction.
+MAX_REDUCTION_CHUNK = 4096
+#: Chunk of a looped reduction nobody chose (the kernel planner's, and explicit tile sizes').
+DEFAULT_REDUCTION_CHUNK = 1024
+
+# -- Preferences among legal tilings ------------------------------------------------------
+#: Elements per block the choice aims for; also the kernel planner's budget when the tile
+#: analysis refuses a fusion (output tile times the padded reduced dims).
+TARGET_TILE_ELEMENTS = 1024
+#: A block holds at least this many elements unless the whole output is smaller.
+MIN_ROOT_TILE_ELEMENTS = 16
+#: Bytes a warp's accesses must run contiguously to coalesce (a warp's whole cache lines).
+COALESCED_BYTES = 128
+#: Bytes of one warp's 128-bit accesses (32 threads x 16 bytes).
+VECTOR_BLOCK_BYTES = 512
+#: Fraction of a block's bytes that may move in uncoalesced accesses.
+UNCOALESCED_TOLERANCE = 1 / 8
+#: Modeled memory costs within this fraction of the least are treated as equal: the model
+#: (first-block costs times the block count, bandwidths as constants) is no more precise, and
+#: a block count that leaves SMs idle costs more than such a difference.
+COST_TOLERANCE = 0.10
+
+# -- The device ---------------------------------------------------------------------------
+DEFAULT_DEVICE: DeviceSpec = device_spec("h100")
+#: SMs of the default device: the target shrinks until every SM gets a block.
+NUM_SMS = DEFAULT_DEVICE.sm_count
+#: A parameter buffer at most a quarter of L2 stays there while the kernel runs, so only its
+#: first read comes from DRAM (the streamed operands and the outputs pass through L2 too).
+L2_RESIDENT_FRACTION = 4
+#: L2 bandwidth over DRAM bandwidth (H100: roughly 7 TB/s over 3.35 TB/s; 2 is conservative).
+L2_TO_DRAM_BANDWIDTH = 2
+
+
+def l2_resident_bytes(device: DeviceSpec) -> int:
+    """The largest parameter buffer whose re-reads hit ``device``'s L2 rather than DRAM."""
+    return device.l2_bytes // L2_RESIDENT_FRACTION
+
+
+#: ``l2_resident_bytes`` of the default device (H100: 50 MiB / 4).
+L2_RESIDENT_BYTES = l2_resident_bytes(DEFAULT_DEVICE)
