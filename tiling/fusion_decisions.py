@@ -190,7 +190,11 @@ def access_signatures(fused: HloComputation, name: str) -> frozenset[tuple]:
 
 
 def structural_reads_differently(fused: HloComputation, module: HloModule, name: str) -> bool:
-    """Default ``MapsCheck``: more than one access signature."""
+    """Default ``MapsCheck``: more than one access signature.  A scalar has one element, so
+    every path reads it at the same (empty) index."""
+    if elements(fused, name) == 1 and not any(
+            leaf.dims for leaf in flatten_shape(fused.instruction(name).shape)):
+        return False
     return len(access_signatures(fused, name)) > 1
 
 

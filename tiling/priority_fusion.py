@@ -60,6 +60,7 @@ from tiling.fusion_decisions import (
     reduce_members,
 )
 from tiling.fusion_multi_output import multi_output_fusion
+from tiling.fusion_tiled_merge import tiled_merge_fusion
 from tiling.fusion_tile_check import TilingVerdicts
 
 # Attribute keys whose computations run at the caller's level (fused recursively); other
@@ -80,6 +81,7 @@ class FusionOptions:
 
     canonicalize: bool = True
     multi_output: bool = True
+    tiled_merges: bool = True
     tile_check: TileCheck | None = None
     maps_check: MapsCheck | None = None
     max_members: int = MAX_FUSION_MEMBERS
@@ -314,6 +316,8 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     """Fuse one computation: its new version, the fused computations, the decisions."""
     graph = FusionGraph(comp, module, options)
     log = producer_consumer_fusion(graph)
+    if options.tiled_merges:
+        log += tiled_merge_fusion(graph)
     if options.multi_output:
         log += multi_output_fusion(graph)
     new, fused = rebuild_computation(comp, graph.order(), names)

@@ -1,0 +1,223 @@
+"""Tiled merges: fusion decided by the tile analysis and the cost model, as a GPU compiler fuses.
+
+Producer-consumer fusion (``tiling.priority_fusion``) stops where XLA's CPU backend stops: a
+reduction whose result is broadcast back over its own input (softmax's row max, layernorm's
+mean) stays a kernel of its own, since fusing it into a consumer that reads it at every
+element looks like computing it again per element.  Under block-level tiling it is not: when
+a block holds whole rows, the row's reduction is computed once per block and the broadcast
+reads it from registers.  Whether that holds is a question for the tile analysis, not for
+op names.
+
+This stage merges a producer node into a consumer node that reads it when the merged fusion
+has a legal tiling (``tiling.tiled_fusion`` + ``tiling.tiling_legality``) whose modeled memory
+cost (``tiling.tiling_candidates``: DRAM bytes, L2-resident re-reads at L2 speed, the cost of
+the default tiling) is lower than the two kernels' costs together.  A producer still read by
+other nodes (or the computation's result) stays an output of the merged fusion (a
+multi-output fusion).  The best saving is taken first, until no merge saves.
+
+>>> from fusion.parser import parse_hlo
+>>> from tiling.priority_fusion import fuse_module
+>>> m = parse_hlo('''HloModule m
+... add { a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT s = f32[] add(a, b) }
+... ENTRY e {
+...   p = f32[64,256] parameter(0)
+...   z = f32[] constant(0)
+...   s = f32[64] reduce(p, z), dimensions={1}, to_apply=add
+...   b = f32[64,256] broadcast(s), dimensions={0}
+...   ROOT d = f32[64,256] divide(p, b)
+... }''')
+>>> fused = fuse_module(m).module
+>>> [i.opcode for i in fused.entry.instructions]
+['parameter', 'fusion']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fusion.errors import FusionCompilerError
+from fusion.hlo_module import HloComputation
+from tiling.fusion_decisions import (
+    FUSIBLE_OPCODES,
+    FusionDecision,
+    Node,
+    external_inputs,
+    node_traffic,
+    structural_tile_check,
+)
+from tiling.tiled_fusion import analyze_computation_tiling
+from tiling.tiling_candidates import report_for
+
+if TYPE_CHECKING:
+    from tiling.priority_fusion import FusionGraph
+
+# What a failing analysis raises for an op without a rule: such a node has no modeled cost.
+_ANALYSIS_ERRORS = (FusionCompilerError, ArithmeticError, KeyError, TypeError, ValueError)
+
+
+def dot_member(comp: HloComputation, node: Node) -> str | None:
+    """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
+    member fusible and no reduction (the dot template takes elementwise and data-movement
+    prologues and elementwise epilogues); None for any other node."""
+    dots = [m for m in node.members if comp.instruction(m).opcode == "dot"]
+    if len(dots) != 1:
+        return None
+    for m in node.members:
+        opcode = comp.instruction(m).opcode
+        if m != dots[0] and (opcode not in FUSIBLE_OPCODES or opcode == "reduce"):
+            return None
+    return dots[0]
+
+
+def mergeable(comp: HloComputation, node: Node) -> bool:
+    """Whether a node may take part in a tiled merge: a fusible node, or a dot node."""
+    return node.fusible or dot_member(comp, node) is not None
+
+
+@dataclass(frozen=True)
+class ModeledCost:
+    """The modeled memory cost of one node's kernel at its default tiling, or why none."""
+
+    cost: int | None
+    problem: str | None = None
+    tiling: tuple[int, ...] = ()
+
+
+@dataclass
+class KernelCosts:
+    """Memoized ``ModeledCost`` per node of one computation."""
+
+    graph: FusionGraph
+    _by_node: dict[Node, ModeledCost] = field(default_factory=dict)
+
+    def of(self, node: Node) -> ModeledCost:
+        if node not in self._by_node:
+            self._by_node[node] = self._model(node)
+        return self._by_node[node]
+
+    def _model(self, node: Node) -> ModeledCost:
+        comp = self.graph.comp
+        if any(comp.instruction(m).opcode == "dot" for m in node.members):
+            # A dot kernel streams its operands through L2 tile by tile (the gemm template's
+            # own tiling): its DRAM traffic is its inputs and outputs, each once.
+            if dot_member(comp, node) is None or len(node.outputs) != 1:
+                return ModeledCost(None, "a dot fusion holds one dot, elementwise or "
+                                         "data-movement prologues and one elementwise output")
+            return ModeledCost(node_traffic(comp, node))
+        fused = self.graph.candidate(node)
+        problem = structural_tile_check(fused, self.graph.module)
+        if problem:
+            return ModeledCost(None, problem)
+        try:
+            report = report_for(analyze_computation_tiling(fused, fused.name))
+        except _ANALYSIS_ERRORS as err:
+            return ModeledCost(None, f"the tile analysis fails: {getattr(err, 'message', err)}")
+        if report.default is None:
+            return ModeledCost(None, f"the tile analysis finds no legal tiling "
+                                     f"({report.default_reason})")
+        return ModeledCost(report.default.memory_cost, None, report.default.tile_sizes)
+
+
+def _holds_hero(comp: HloComputation, node: Node) -> bool:
+    """Whether the node holds a reduce or a dot: what producer-consumer fusion keeps apart."""
+    return any(comp.instruction(m).opcode in ("dot", "reduce") for m in node.members)
+
+
+def _reaches_through_other(succ: dict[int, set[int]], start: int, goal: int) -> bool:
+    """Whether ``goal`` is reachable from ``start`` other than by the direct edge."""
+    stack = [t for t in succ[start] if t != goal]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if n == goal:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(succ[n])
+    return False
+
+
+def _merged(graph: FusionGraph, pid: int, cid: int, readers: dict[str, list[int]]) -> Node:
+    """Producer ``pid`` fused into consumer ``cid``: outputs of the producer that others still
+    read (or that the computation returns) stay outputs."""
+    producer, consumer = graph.nodes[pid], graph.nodes[cid]
+    kept = tuple(o for o in producer.outputs
+                 if o == graph.comp.root_name or any(r != cid for r in readers.get(o, ())))
+    return Node(graph.ordered(consumer.members + producer.members), consumer.outputs + kept,
+                True)
+
+
+def _candidates(graph: FusionGraph):
+    readers = graph.readers()
+    owner = graph.owner()
+    succ = graph.successors()
+    for cid, consumer in graph.nodes.items():
+        if not mergeable(graph.comp, consumer):
+            continue
+        producers = sorted({owner[v] for v in external_inputs(graph.comp, consumer.members)})
+        for pid in producers:
+            producer = graph.nodes[pid]
+            if pid == cid or not mergeable(graph.comp, producer):
+                continue
+            if not (_holds_hero(graph.comp, producer) or _holds_hero(graph.comp, consumer)):
+                continue  # two loop fusions: producer-consumer fusion has judged them
+            yield pid, cid, _merged(graph, pid, cid, readers), _reaches_through_other(
+                succ, pid, cid)
+
+
+def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: Node,
+           cyclic: bool) -> FusionDecision:
+    comp = graph.comp
+    producer, consumer = graph.nodes[pid], graph.nodes[cid]
+
+    def decide(fused: bool, reason: str, saved: int = 0) -> FusionDecision:
+        return FusionDecision(comp.name, producer.root, (consumer.root,), fused, reason, saved,
+                              "tiled")
+
+    if cyclic:
+        return decide(False, "the producer reaches the consumer through a third node: a cycle")
+    problem = graph.check_limits(merged)
+    if problem:
+        return decide(False, problem)
+    if graph.options.tile_check is not None:  # an injected check is absolute
+        problem = graph.options.tile_check(graph.candidate(merged), graph.module)
+        if problem:
+            return decide(False, f"the injected tile check refuses it: {problem}")
+    before = [costs.of(producer), costs.of(consumer)]
+    if any(b.cost is None for b in before):
+        return decide(False, "a part has no modeled cost (not tileable on its own)")
+    after = costs.of(merged)
+    if after.cost is None:
+        return decide(False, f"the merged fusion cannot be tiled: {after.problem}")
+    saved = sum(b.cost for b in before) - after.cost
+    if saved <= 0:
+        return decide(False, f"modeled memory cost {after.cost} bytes at tiling "
+                             f"{list(after.tiling)}, not less than the two kernels' "
+                             f"{sum(b.cost for b in before)}")
+    return decide(True, f"modeled memory cost {after.cost} bytes at tiling "
+                        f"{list(after.tiling)} instead of {sum(b.cost for b in before)}: "
+                        f"saves {saved}", saved)
+
+
+def tiled_merge_fusion(graph: FusionGraph) -> list[FusionDecision]:
+    """Apply the tiled merge that saves the most modeled memory cost until none saves; returns
+    the decisions taken and, for the final state, those refused."""
+    costs = KernelCosts(graph)
+    log: list[FusionDecision] = []
+    while True:
+        options = [(_judge(graph, costs, pid, cid, merged, cyclic), pid, cid, merged)
+                   for pid, cid, merged, cyclic in _candidates(graph)]
+        accepted = [o for o in options if o[0].fused]
+        if not accepted:
+            log.extend(o[0] for o in options)
+            return log
+        decision, pid, cid, merged = max(accepted, key=lambda o: o[0].bytes_saved)
+        del graph.nodes[pid]
+        del graph.nodes[cid]
+        graph.add(merged)
+        log.append(decision)
+
+
+__all__ = ["KernelCosts", "ModeledCost", "tiled_merge_fusion"]
