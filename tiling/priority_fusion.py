@@ -11,9 +11,11 @@ In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
 3. producer-consumer multi-output fusion: a producer that must stay materialized (it is
    expensive and has other users) is fused into a reduction that reads it and becomes a second
    output of that fusion (softmax's ``exp`` with its row sum);
-4. sibling multi-output fusion: reductions of the same shape sharing an input become one
+4. attention: a dot, the normalization of its scores and the dot contracting them become one
+   fusion when the indexing structure says so (``tiling.fusion_attention``);
+5. sibling multi-output fusion: reductions of the same shape sharing an input become one
    fusion with a tuple root (kind ``kInput``);
-5. every node that does work becomes a ``fusion`` (kind ``kInput`` with a reduction hero, else
+6. every node that does work becomes a ``fusion`` (kind ``kInput`` with a reduction hero, else
    ``kLoop``); ``while``/``conditional`` bodies are fused recursively.
 
 Dots, gathers, scatters, sorts, reduce-windows, custom-calls and control flow stay unfused
@@ -59,6 +61,7 @@ from tiling.fusion_decisions import (
     node_traffic,
     reduce_members,
 )
+from tiling.fusion_attention import attention_fusion
 from tiling.fusion_multi_output import multi_output_fusion
 from tiling.fusion_tiled_merge import tiled_merge_fusion
 from tiling.fusion_tile_check import TilingVerdicts
@@ -82,6 +85,7 @@ class FusionOptions:
     canonicalize: bool = True
     multi_output: bool = True
     tiled_merges: bool = True
+    attention: bool = True
     tile_check: TileCheck | None = None
     maps_check: MapsCheck | None = None
     max_members: int = MAX_FUSION_MEMBERS
@@ -318,6 +322,8 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     log = producer_consumer_fusion(graph)
     if options.tiled_merges:
         log += tiled_merge_fusion(graph)
+    if options.attention:
+        log += attention_fusion(graph)
     if options.multi_output:
         log += multi_output_fusion(graph)
     new, fused = rebuild_computation(comp, graph.order(), names)

@@ -25,6 +25,7 @@ import math
 from fusion.emitter_kind import analyze_fusion
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
+from triton_backend.driver.attention_fusion import compile_attention_fusion, is_attention_fusion
 from triton_backend.driver.dot_fusion import compile_dot_fusion, is_dot_fusion
 from triton_backend.driver.kernel_loading import (  # re-exported: callers import them from here
     CompiledFusion,
@@ -51,6 +52,7 @@ SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices
 #: ``(kind, predicate(module, instr) -> bool, compiler(module, instr, *, tile_sizes,
 #: target, cache) -> CompiledFusion)``.  A new template is one line here.
 SPECIAL_FUSIONS = (
+    ("attention", is_attention_fusion, compile_attention_fusion),
     ("dot", is_dot_fusion, compile_dot_fusion),
     ("sort", is_sort_fusion, compile_sort_fusion),
 )
@@ -68,8 +70,8 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                    num_stages: int | None = None) -> CompiledFusion:
     """Generate, cache and load the kernel for ``fusion_instr`` (the instruction or its name).
 
-    Dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter fusions to
-    theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is the tile
+    Attention, dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter
+    fusions to theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is the tile
     analysis' choice (``tiling.policy.choice.choose_tiling``: XLA's
     ``block_level_fusion_config`` when legal, else the ranked default); when the analysis
     refuses the fusion, the kernel planner's fallback (``choose_tiling`` without an analysis).

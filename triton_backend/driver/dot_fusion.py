@@ -115,7 +115,7 @@ def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
             table[d] = ("k", i)
         return tuple(table[d] for d in range(rank))
 
-    operand_dtype, acc_dtype, precision, rounding = _numerics(dot, lhs.dtype, rhs.dtype, out.dtype)
+    operand_dtype, acc_dtype, precision, rounding = dot_numerics(dot, lhs.dtype, rhs.dtype, out.dtype)
     return DotSpec(
         dot=dot,
         batch_sizes=tuple(lhs.dims[d] for d in lb),
@@ -128,7 +128,10 @@ def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
         result_rounding=rounding)
 
 
-def _numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
+def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
+    """``(operand dtype, accumulator dtype, input_precision, result rounding)`` of a dot with
+    operand types ``lhs``, ``rhs`` and result type ``out`` (the numerics in the module
+    docstring); also used by the attention template for its two dots."""
     algorithm = dot.attr("algorithm", None)
     if algorithm is not None and str(algorithm) not in _ALGORITHM_PRECISION:
         raise UnsupportedOpError(f"dot algorithm {algorithm} is not supported (supported: "

@@ -53,6 +53,7 @@ from triton_backend.lowering.rules.elementwise_rules import (
 from triton_backend.lowering.combine_function import accumulator_type
 from triton_backend.templates.scatter_template import scatter_plan
 from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
+from triton_backend.driver.attention_fusion import attention_pattern, is_attention_fusion
 from triton_backend.driver.dot_fusion import dot_spec, is_dot_fusion
 from triton_backend.driver.sort_fusion import (
     MAX_SORT_LENGTH,
@@ -211,11 +212,14 @@ def _reduce_window_check(module: HloModule, comp: HloComputation,
 def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[str | None, str | None]:
     """``(template or None, reason or None)``: how ``compile_fusion`` would emit the fusion.
 
-    The template is ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the index-expression
-    emitter); the reason says why it cannot be emitted, from the template's own planner.
+    The template is ``"attention"``, ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the
+    index-expression emitter); the reason says why it cannot be emitted, from the template's own planner.
     """
 
     try:
+        if is_attention_fusion(module, fusion_instr):
+            attention_pattern(module, fusion_instr)
+            return "attention", None
         if is_dot_fusion(module, fusion_instr):
             dot_spec(module, fusion_instr)
             return "dot", None

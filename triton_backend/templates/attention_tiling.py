@@ -1,0 +1,94 @@
+"""Tiling of an attention kernel: ``BLOCK_M`` query rows per program, keys in ``BLOCK_N`` blocks.
+
+The head dim (the first dot's contraction) and the value dim are held whole, padded to one
+power of two ``BLOCK_D`` (at least 16, ``tl.dot``'s smallest fragment).  Blocks are powers of
+two from 16 to 128; the default keeps the per-program tiles (q ``BM x BD``, k and v
+``BN x BD``, scores ``BM x BN``, accumulator ``BM x BD``) small enough to stay in registers
+at 4 warps (8 warps for the largest tiles), which the PTX test pins (no spills on sm_90 for
+the f32 and bf16 ``[4,8,512,64]`` attention).
+
+>>> t = default_tiling(queries=512, keys=512, head_dim=64, value_dim=64, operand_bytes=4)
+>>> t.tile_sizes, t.block_d, t.num_warps
+((64, 32), 64, 4)
+>>> default_tiling(16, 16, 8, 8, 4).tile_sizes
+(16, 16)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion.errors import UnsupportedOpError
+
+MIN_BLOCK = 16
+MAX_BLOCK = 128
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _clamp(extent: int, high: int) -> int:
+    return min(max(_pow2_at_least(extent), MIN_BLOCK), high)
+
+
+@dataclass(frozen=True)
+class AttentionTiling:
+    """Query block, key block, the padded head/value block and the launch options."""
+
+    block_m: int
+    block_n: int
+    block_d: int
+    num_warps: int = 4
+    num_stages: int = 1
+
+    @property
+    def tile_sizes(self) -> tuple[int, int]:
+        return (self.block_m, self.block_n)
+
+
+def block_d_for(head_dim: int, value_dim: int) -> int:
+    """One power of two holding both the head dim and the value dim (>= 16)."""
+    return max(MIN_BLOCK, _pow2_at_least(head_dim), _pow2_at_least(value_dim))
+
+
+def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
+                   operand_bytes: int) -> AttentionTiling:
+    """Blocks as large as the problem up to 64 query rows and 64 keys (32 keys for 4-byte
+    operands or head dims past 64: the score tile and the k/v tiles share the registers).
+
+    Exact f32 dots run on the FMA units with their operands in registers, so 4-byte operands
+    are not software-pipelined (one stage): at two stages the f32[4,8,512,64] kernel spills
+    on sm_90 at every block size tried, at one stage ``64 x 32`` does not."""
+    block_d = block_d_for(head_dim, value_dim)
+    block_m = _clamp(queries, 64)
+    block_n = _clamp(keys, 32 if operand_bytes >= 4 or block_d > 64 else 64)
+    warps = 8 if block_m * block_d >= 64 * 128 else 4
+    return AttentionTiling(block_m, block_n, block_d, warps, 1 if operand_bytes >= 4 else 2)
+
+
+def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: int,
+                operand_bytes: int) -> AttentionTiling:
+    """The default tiling, or ``(block_m, block_n)`` from the caller (checked)."""
+    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes)
+    if tile_sizes is None:
+        return base
+    if isinstance(tile_sizes, AttentionTiling):
+        tiling = tile_sizes
+    else:
+        sizes = tuple(int(t) for t in tile_sizes)
+        if len(sizes) != 2:
+            raise UnsupportedOpError(f"attention tile sizes are (block_m, block_n), got {sizes}",
+                                     where="attention tiling")
+        tiling = AttentionTiling(sizes[0], sizes[1], base.block_d, base.num_warps,
+                                 base.num_stages)
+    for name, value in (("block_m", tiling.block_m), ("block_n", tiling.block_n)):
+        if value < MIN_BLOCK or value > MAX_BLOCK or value & (value - 1):
+            raise UnsupportedOpError(f"{name}={value} is not a power of two in "
+                                     f"[{MIN_BLOCK}, {MAX_BLOCK}]", where="attention tiling")
+    if tiling.block_d < block_d_for(head_dim, value_dim):
+        raise UnsupportedOpError(f"block_d={tiling.block_d} does not hold head dim {head_dim} "
+                                 f"and value dim {value_dim}", where="attention tiling")
+    return tiling
+
+
+__all__ = ["AttentionTiling", "block_d_for", "default_tiling", "tiling_from"]
