@@ -13,7 +13,7 @@ operands:
   reduction of the normalization;
 * ``"d"``: the second dot's rhs free dim (the value dim), ``"c"``: the first dot's contracting
   dim (the head dim);
-* ``None``: a dim the map reads at a constant index (a unit dim).
+* ``None``: a dim of extent 1, or one the map reads at a constant index.
 
 It is attention when the walk reaches the first dot with roles ``(b..., "q", "k")`` (its batch
 dims, its lhs free dim, its rhs free dim): the dim the reductions reduce and the dim the second
@@ -109,11 +109,14 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     if len(first.attr("lhs_batch_dims", ())) != nb:
         raise NotAttention(f"{first.name} and {second.name} have different batch dims")
     out_roles = tuple(("b", i) for i in range(nb)) + ("q", "d")
-    roles = _propagate(comp, root.name, out_roles, first.name, second.name)
+    out_roles = _units_dropped(out_roles, second.shape.dims)
+    roles = _propagate(comp, root.name, _units_dropped(out_roles, root.shape.dims), first.name,
+                       second.name)
     if roles.get(second.name) != out_roles:
         raise NotAttention(f"the root reads {second.name} at {roles.get(second.name)}, not at "
                            "its own index (only elementwise epilogues are fused)")
-    score_roles = tuple(("b", i) for i in range(nb)) + ("q", "k")
+    score_roles = _units_dropped(tuple(("b", i) for i in range(nb)) + ("q", "k"),
+                                 first.shape.dims)
     if roles.get(first.name) != score_roles:
         raise NotAttention(f"the scores {first.name} are read at roles {roles.get(first.name)}, "
                            f"not {score_roles}: the normalization or the second dot does not "
@@ -131,12 +134,16 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     rhs2 = comp.instruction(second.operands[1]).shape
     head_dim = lhs1.dims[first.attr("lhs_contracting_dims")[0]]
     value_dim = rhs2.dims[_free(rhs2.rank, second, "rhs")[0]]
+    queries, keys = second.shape.dims[nb], rhs1.dims[_free(rhs1.rank, first, "rhs")[0]]
+    if queries == 1 or keys == 1:
+        raise NotAttention(f"{queries} queries and {keys} keys: the template tiles both "
+                           "(a single query or key is a plain dot fusion's job)")
     for what, size in (("head", head_dim), ("value", value_dim)):
         if size > MAX_HEAD_DIM:
             raise NotAttention(f"the {what} dim {size} exceeds the template's {MAX_HEAD_DIM}")
     return AttentionPattern(
-        first.name, second.name, tuple(second.shape.dims[:nb]), second.shape.dims[nb],
-        rhs1.dims[_free(rhs1.rank, first, "rhs")[0]], head_dim, value_dim, reduces, roles)
+        first.name, second.name, tuple(second.shape.dims[:nb]), queries, keys, head_dim,
+        value_dim, reduces, roles)
 
 
 def is_attention(comp: HloComputation) -> bool:
@@ -200,7 +207,8 @@ def _propagate(comp: HloComputation, root: str, root_roles: tuple, first: str,
             contracting = "k" if instr.name == second else "c"
             for side, operand in zip(("lhs", "rhs"), instr.operands):
                 rank = comp.instruction(operand).shape.rank
-                _assign(roles, operand, _dot_operand_roles(instr, mine, rank, side, contracting))
+                _assign(roles, operand, _dot_operand_roles(instr, mine, rank, side, contracting),
+                        comp)
             continue
         maps = output_to_input_indexing(instr, comp)
         for operand, found in zip(instr.operands, maps):
@@ -212,15 +220,16 @@ def _propagate(comp: HloComputation, root: str, root_roles: tuple, first: str,
             if m.is_undefined or m.rt_vars:
                 raise NotAttention(f"{instr.name} reads {operand} through a map the template "
                                    "cannot follow (undefined or runtime offsets)")
-            # A dim of extent 1 is always 0 (a reshape's map may still name it: ``d2 + d3``).
-            units = [const(0) if b.lower == b.upper == 0 else d(i)
-                     for i, b in enumerate(m.dim_bounds)]
-            results = (substitute(e, units, None) for e in m.results)
-            _assign(roles, operand, tuple(_role_of(e, mine, instr, operand) for e in results))
+            _assign(roles, operand, tuple(_role_of(e, m, mine, instr, operand)
+                                          for e in m.results), comp)
     return roles
 
 
-def _role_of(e, mine: tuple, instr: HloInstruction, operand: str):
+def _role_of(e, m, mine: tuple, instr: HloInstruction, operand: str):
+    if not isinstance(e, DimExpr):
+        # A dim of extent 1 is always 0 (a reshape's map may still name it: ``d2 + d3``).
+        units = [const(0) if b.lower == b.upper == 0 else d(i) for i, b in enumerate(m.dim_bounds)]
+        e = substitute(e, units, None)
     if isinstance(e, DimExpr):
         return mine[e.index]
     if isinstance(e, Constant):
@@ -232,7 +241,14 @@ def _role_of(e, mine: tuple, instr: HloInstruction, operand: str):
                        "(a reduction over several dims, a reshape mixing dims, ...)")
 
 
-def _assign(roles: dict[str, tuple], name: str, new: tuple) -> None:
+def _units_dropped(roles: tuple, dims: tuple[int, ...]) -> tuple:
+    """A dim of extent 1 has no role: it is read at index 0 whichever role reaches it (a
+    batch of one, a unit dim a reshape adds or drops)."""
+    return tuple(None if n == 1 else r for r, n in zip(roles, dims))
+
+
+def _assign(roles: dict[str, tuple], name: str, new: tuple, comp: HloComputation) -> None:
+    new = _units_dropped(new, comp.instruction(name).shape.dims)
     named = [r for r in new if r is not None]
     if len(named) != len(set(named)):
         raise NotAttention(f"{name} would be read with one role on two dims: {new}")

@@ -35,7 +35,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr, DimExpr
+from tiling.affine_expr import AffineExpr, DimExpr, const
 from tiling.attention_pattern import AttentionPattern
 from tiling.policy.limits import MAX_GRID_YZ
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
@@ -77,9 +77,13 @@ class _AttentionEmitter(ValueEmitter):
 
 
 def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
-    """Row-major components of a flattened index (the slowest one without a mod)."""
-    parts = []
+    """Row-major components of a flattened index (the slowest one without a mod; a dim of
+    extent 1 is the constant 0, as the pattern's roles and the indexing maps have it)."""
+    parts: list[AffineExpr] = []
     for i, size in enumerate(sizes):
+        if size == 1:
+            parts.append(const(0))
+            continue
         stride = math.prod(sizes[i + 1:])
         q = flat // stride if stride != 1 else flat
         parts.append(q if i == 0 else q % size)
@@ -265,7 +269,6 @@ class _Kernel:
         return self._source(out_pointer, out_shape, grid), grid
 
     def _index_of(self, role) -> AffineExpr:
-        from tiling.affine_expr import const
         if isinstance(role, tuple):
             return self.batch[role[1]]
         if role == "q":

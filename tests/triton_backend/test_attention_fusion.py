@@ -1,0 +1,172 @@
+"""Attention as JAX lowers it becomes one flash-attention-style kernel (fusion pass + template),
+matching the reference evaluator under the interpreter; where the pattern does not apply the
+module stays at no more than 3 kernels and still matches.  The realistic f32[4,8,512,64]
+program fuses to one kernel that compiles for sm_90 without spills (PTX only, no GPU)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fusion
+from tests.triton_backend.test_dot_fusion_ptx import CHILD
+from tiling.priority_fusion import fuse_module
+from triton_backend.driver.attention_fusion import compile_attention_fusion, is_attention_fusion
+from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.host.output_check import compare_output
+from triton_backend.reports.ptx_report import find_ptxas
+
+S = jax.ShapeDtypeStruct
+
+
+def attention(causal: bool, scale: float = 8.0, bias: bool = False):
+    """JAX attention over ``[..., queries, head]`` operands (``bias``: an additive score bias)."""
+    def f(q, k, v, *extra):
+        s = jnp.einsum("...qd,...kd->...qk", q, k) / scale
+        if bias:
+            s = s + extra[0]
+        if causal:
+            t, n = q.shape[-2], k.shape[-2]
+            s = jnp.where(jnp.tril(jnp.ones((t, n), bool)), s, -1e30)
+        return jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(s, axis=-1), v)
+    return f
+
+
+def hlo(f, *shapes) -> str:
+    return jax.jit(f).lower(*shapes).as_text(dialect="hlo")
+
+
+def random_inputs(module: fusion.HloModule, seed: int = 0) -> list[np.ndarray]:
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(p.shape.dims).astype(np.float32).astype(p.shape.element_type.numpy_name)
+            for p in module.entry.parameters]
+
+
+def run_and_check(text: str, tiling=None):
+    """Compile the whole module, run it under the interpreter, compare every output with the
+    reference evaluator at ``run --check``'s tolerances; returns the compiled module."""
+    import torch
+
+    module = fusion.parse_hlo(text)
+    compiled = compile_hlo(module, tiling=tiling)
+    arrays = random_inputs(module)
+    tensors = [torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16) if a.dtype.name == "bfloat16"
+               else torch.from_numpy(a) for a in arrays]
+    got = compiled(*tensors)
+    want = fusion.evaluate(module, *arrays)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    leaves = fusion.shape.flatten_shape(module.entry.root.shape)
+    assert len(got) == len(want) == len(leaves)
+    for i, (g, w, shape) in enumerate(zip(got, want, leaves)):
+        result = compare_output(f"o{i}", np.asarray(w), g.float().numpy(), shape.dtype)
+        assert result.passed, result.describe()
+    return compiled
+
+
+def kinds(compiled) -> list[str]:
+    return sorted(f.kind for f in compiled.fusions.values())
+
+
+CASES = {
+    # name: (causal, dtype, q shape, k shape, v shape)
+    "causal_f32": (True, jnp.float32, (2, 2, 16, 8), (2, 2, 16, 8), (2, 2, 16, 8)),
+    "causal_bf16": (True, jnp.bfloat16, (2, 2, 16, 8), (2, 2, 16, 8), (2, 2, 16, 8)),
+    "plain_f32": (False, jnp.float32, (2, 2, 16, 8), (2, 2, 16, 8), (2, 2, 16, 8)),
+    "plain_f16": (False, jnp.float16, (1, 2, 16, 16), (1, 2, 16, 16), (1, 2, 16, 16)),
+    # head dim 12, value dim 20, 40 keys in blocks of 16 (a partial last block), 24 queries
+    "ragged_f32": (False, jnp.float32, (1, 2, 24, 12), (1, 2, 40, 12), (1, 2, 40, 20)),
+    "no_batch_bf16": (True, jnp.bfloat16, (32, 16), (32, 16), (32, 16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attention_is_one_kernel_and_matches(name):
+    causal, dtype, qs, ks, vs = CASES[name]
+    text = hlo(attention(causal), S(qs, dtype), S(ks, dtype), S(vs, dtype))
+    fused = fuse_module(fusion.parse_hlo(text))
+    decisions = [d for d in fused.decisions if d.kind == "attention"]
+    assert [d.fused for d in decisions] == [True], [str(d) for d in decisions]
+    compiled = run_and_check(text)
+    assert kinds(compiled) == ["attention"]
+    if name == "ragged_f32":  # several query and key blocks: the loops and masks run
+        (fusion_name,) = compiled.fusions
+        small = compile_attention_fusion(compiled.module, fusion_name, tile_sizes=(16, 16))
+        assert small.grid == (2, 2) and small.tile_sizes == (16, 16)
+        run_and_check(text, tiling={fusion_name: (16, 16)})
+
+
+def test_additive_bias_read_at_the_score_index():
+    shapes = [S((1, 2, 16, 8), jnp.float32)] * 3 + [S((1, 2, 16, 16), jnp.float32)]
+    compiled = run_and_check(hlo(attention(False, bias=True), *shapes))
+    assert kinds(compiled) == ["attention"]
+
+
+def test_normalized_scores_also_returned_stay_three_kernels():
+    def f(q, k, v):
+        p = jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k), axis=-1)
+        return jnp.einsum("bqk,bkd->bqd", p, v), p
+
+    text = hlo(f, *[S((2, 16, 8), jnp.float32)] * 3)
+    fused = fuse_module(fusion.parse_hlo(text))
+    (decision,) = [d for d in fused.decisions if d.kind == "attention"]
+    assert not decision.fused and "also read elsewhere" in decision.reason
+    compiled = run_and_check(text)
+    assert len(compiled.fusions) <= 3 and "attention" not in kinds(compiled)
+
+
+def test_softmax_over_the_query_dim_is_not_attention():
+    def f(q, k, v):  # normalized over queries, contracted over keys: two different dims
+        p = jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k), axis=-2)
+        return jnp.einsum("bqk,bkd->bqd", p, v)
+
+    text = hlo(f, *[S((2, 16, 8), jnp.float32)] * 3)
+    fused = fuse_module(fusion.parse_hlo(text))
+    (decision,) = [d for d in fused.decisions if d.kind == "attention"]
+    assert not decision.fused and "not attention" in decision.reason
+    compiled = run_and_check(text)
+    assert len(compiled.fusions) <= 3 and "attention" not in kinds(compiled)
+
+
+def test_two_dots_without_normalization_are_not_attention():
+    def f(a, b, c):
+        return jnp.tanh(a @ b) @ c
+
+    text = hlo(f, S((16, 16), jnp.float32), S((16, 16), jnp.float32), S((16, 16), jnp.float32))
+    compiled = run_and_check(text)
+    assert "attention" not in kinds(compiled)
+
+
+def realistic(dtype) -> str:
+    shape = S((4, 8, 512, 64), dtype)
+    return hlo(attention(True), shape, shape, shape)
+
+
+requires_ptxas = pytest.mark.skipif(find_ptxas(90) is None,
+                                    reason="ptxas not found in the Triton wheel")
+
+
+@requires_ptxas
+def test_realistic_attention_is_one_kernel_without_spills_on_sm90():
+    requests = []
+    for dtype in (jnp.float32, jnp.bfloat16):
+        module = fuse_module(fusion.parse_hlo(realistic(dtype))).module
+        fusions = [i.name for _, i in module.fusions()]
+        assert len(fusions) == 1 and is_attention_fusion(module, fusions[0])
+        compiled = compile_attention_fusion(module, fusions[0], target="sm_90")
+        requests.append([str(compiled.kernel_path), 90])
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)],
+                            capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
+    f32, bf16 = json.loads(line[len("REPORT"):])
+    assert f32["spills"] == 0 and bf16["spills"] == 0, (f32, bf16)
+    assert bf16["wgmma"] + bf16["mma"] > 0  # bf16 dots on the tensor cores
