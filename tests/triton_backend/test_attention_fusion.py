@@ -45,8 +45,8 @@ def hlo(f, *shapes) -> str:
 def random_inputs(module: fusion.HloModule, seed: int = 0) -> list[np.ndarray]:
     import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(p.shape.dims).astype(np.float32).astype(p.shape.element_type.numpy_name)
-            for p in module.entry.parameters]
+    return [rng.standard_normal(p.shape.dims).astype(np.float32)
+            .astype(p.shape.element_type.numpy_name) for p in module.entry.parameters]
 
 
 def run_and_check(text: str, tiling=None):
@@ -57,8 +57,8 @@ def run_and_check(text: str, tiling=None):
     module = fusion.parse_hlo(text)
     compiled = compile_hlo(module, tiling=tiling)
     arrays = random_inputs(module)
-    tensors = [torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16) if a.dtype.name == "bfloat16"
-               else torch.from_numpy(a) for a in arrays]
+    tensors = [torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+               if a.dtype.name == "bfloat16" else torch.from_numpy(a) for a in arrays]
     got = compiled(*tensors)
     want = fusion.evaluate(module, *arrays)
     want = want if isinstance(want, (tuple, list)) else (want,)

@@ -71,13 +71,13 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     """Generate, cache and load the kernel for ``fusion_instr`` (the instruction or its name).
 
     Attention, dot and sort fusions go to their templates (``SPECIAL_FUSIONS``), scatter
-    fusions to theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is the tile
-    analysis' choice (``tiling.policy.choice.choose_tiling``: XLA's
+    fusions to theirs (``KIND_COMPILERS``).  Otherwise, without ``tile_sizes`` the tiling is
+    the tile analysis' choice (``tiling.policy.choice.choose_tiling``: XLA's
     ``block_level_fusion_config`` when legal, else the ranked default); when the analysis
     refuses the fusion, the kernel planner's fallback (``choose_tiling`` without an analysis).
-    Explicit ``tile_sizes`` (and ``reduction_chunk``) are checked by
-    ``tiling.policy.legality`` and rejected with its reason.  Raises ``UnsupportedOpError`` naming the op and the reason when the fusion cannot
-    be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
+    Explicit ``tile_sizes`` (and ``reduction_chunk``) are checked by ``tiling.policy.legality``
+    and rejected with its reason.  Raises ``UnsupportedOpError`` naming the op and the reason
+    when the fusion cannot be emitted (never a silent fallback).  ``target`` only keys the cache (e.g. ``"cuda:90"``).
     ``num_warps``/``num_stages`` (e.g. from a tuning database) are written into the kernel file;
     without them, XLA's ``block_level_fusion_config`` gives them when its tiling is the one
     used, else the kernel plan's rule (``kernel_plan.launch_options``).

@@ -200,5 +200,5 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     return CompiledFusion(fusion_instr.name, "dot", path, source, grid, tiling.tile_sizes, loaded)
 
 
-__all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_problem",
-           "dot_spec", "is_dot_fusion"]
+__all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_numerics",
+           "dot_problem", "dot_spec", "is_dot_fusion"]

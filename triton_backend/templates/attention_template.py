@@ -186,7 +186,8 @@ class _Kernel:
         em = self.em
         s = em.bind(f"tl.dot({self.q_tile}, {k_tile}{precision}, "
                     f"out_dtype={numerics.acc_dtype})", "qk")
-        s = em.bind(f"tl.reshape({s}, {self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})})", "qk")
+        scores_shape = self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})
+        s = em.bind(f"tl.reshape({s}, {scores_shape})", "qk")
         return em.bind(numerics.result_rounding.format(acc=s), self.dot1.name)
 
     def output(self, indices: tuple[AffineExpr, ...]) -> str:
@@ -214,7 +215,8 @@ class _Kernel:
                 if numerics.input_precision else ""
             em.emit(f"{acc} = tl.dot({p}, {v}, {acc}{precision}, "
                     f"out_dtype={numerics.acc_dtype})")
-        view = em.bind(f"tl.reshape({acc}, {self._full({self.qa: t.block_m, self.da: t.block_d})})", "acc")
+        out_shape = self._full({self.qa: t.block_m, self.da: t.block_d})
+        view = em.bind(f"tl.reshape({acc}, {out_shape})", "acc")
         return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
 
     def _single(self, name: str, indices) -> str:
