@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.shape import ArrayShape
 from tiling.affine_expr import Constant, DimExpr, SymbolExpr, const, d, substitute
+from tiling.indexing_analysis import output_to_input_indexing
 
 #: The largest head (contracting) and value dim the attention template holds in one tile.
 MAX_HEAD_DIM = 256
@@ -194,8 +195,6 @@ def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,
 def _propagate(comp: HloComputation, root: str, root_roles: tuple, first: str,
                second: str) -> dict[str, tuple]:
     """Roles of every instruction reached from ``root`` (see the module docstring)."""
-    from tiling.indexing_analysis import output_to_input_indexing
-
     roles: dict[str, tuple] = {root: root_roles}
     for instr in reversed(comp.instructions):
         mine = roles.get(instr.name)

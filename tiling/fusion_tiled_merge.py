@@ -47,15 +47,11 @@ from tiling.fusion_decisions import (
     node_traffic,
     structural_tile_check,
 )
-from tiling.tiled_fusion import analyze_computation_tiling
-from tiling.tiling_candidates import report_for
+from tiling.policy.candidates import report_for
+from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 
 if TYPE_CHECKING:
     from tiling.priority_fusion import FusionGraph
-
-# What a failing analysis raises for an op without a rule: such a node has no modeled cost.
-_ANALYSIS_ERRORS = (FusionCompilerError, ArithmeticError, KeyError, TypeError, ValueError)
-
 
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
@@ -112,7 +108,7 @@ class KernelCosts:
             return ModeledCost(None, problem)
         try:
             report = report_for(analyze_computation_tiling(fused, fused.name))
-        except _ANALYSIS_ERRORS as err:
+        except FusionCompilerError as err:  # an op without a rule: no modeled cost
             return ModeledCost(None, f"the tile analysis fails: {getattr(err, 'message', err)}")
         if report.default is None:
             return ModeledCost(None, f"the tile analysis finds no legal tiling "

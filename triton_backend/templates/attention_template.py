@@ -43,6 +43,7 @@ from triton_backend.lowering.identifiers import IdentifierAllocator, comment_blo
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS
 from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention_tiling import AttentionTiling
 from triton_backend.templates.dot_template import DOT_BF16_PRELUDE
@@ -127,7 +128,8 @@ class _Kernel:
         self.em = _AttentionEmitter(
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
-            index_bits=bits, hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
+            index_bits=bits, rule_for=rule_for,
+            hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
 
     # --- shapes -----------------------------------------------------------------------------
     def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
