@@ -32,7 +32,7 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
     # torch: compiled_fusion is reached by ``check --triton`` (op_coverage); launch_mode asks
     # torch whether a GPU is there.
-    ("triton_backend.driver.compiled_fusion", "_target_tile_elements",
+    ("triton_backend.driver.compiled_fusion", "target_tile_elements",
      "triton_backend.driver.launch_mode"),
     ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.driver.launch_mode"),
     # triton: the @triton.jit math helpers, re-imported under the interpreter.
@@ -41,44 +41,6 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     # torch: the report compiles and runs the module.
     ("triton_backend.reports.compile_report", "build_report", "triton_backend.driver.module_runner"),
 }
-
-#: Function-local imports not hoisted yet, for other reasons than torch/triton/jax.  This list
-#: may only shrink (an entry no longer in the source is simply ignored).
-#: * real cycles, to break by moving code: ``indexing_map`` <-> ``indexing_map_text`` /
-#:   ``map_simplifier`` / ``map_transforms``; ``indexing_analysis.api`` <-> ``fusion_indexing``;
-#: * names that tests monkeypatch on their home module (``compile_fusion``, ``fuse_module``,
-#:   ``detect_device``, ``compile_candidate``): hoist as module imports (``from
-#:   triton_backend.driver import compiled_fusion``) and call through the module;
-#: * ``compile_report``, whose tile-analysis imports follow the tiling move.
-NOT_YET_HOISTED: set[tuple[str, str, str]] = {
-    ("tiling.indexing_analysis.api", "input_to_output_indexing_per_output",
-     "tiling.fusion_indexing"),
-    ("tiling.indexing_analysis.api", "output_to_input_indexing", "tiling.fusion_indexing"),
-    ("tiling.indexing_map", "parse", "tiling.indexing_map_text"),
-    ("tiling.indexing_map", "remove_unused_dims", "tiling.map_transforms"),
-    ("tiling.indexing_map", "remove_unused_symbols", "tiling.map_transforms"),
-    ("tiling.indexing_map", "simplify", "tiling.map_simplifier"),
-    ("triton_backend.cli.fuse_command", "run", "tiling.priority_fusion"),
-    ("triton_backend.driver.module_runner", "_compile_fusions",
-     "triton_backend.driver.compiled_fusion"),
-    ("triton_backend.driver.module_runner", "_compile_tuned", "triton_backend.driver.compiled_fusion"),
-    ("triton_backend.driver.module_runner", "_fuse", "tiling.priority_fusion"),
-    ("triton_backend.driver.module_runner", "_fusion_attempts", "tiling.priority_fusion"),
-    ("triton_backend.driver.module_runner", "resolve_tuning_device",
-     "triton_backend.tuning.device_specs"),
-    ("triton_backend.reports.compile_report", "_child", "triton_backend.reports.ptx_report"),
-    ("triton_backend.reports.compile_report", "_output_tile", "triton_backend.driver.dot_fusion"),
-    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.policy.candidates"),
-    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.symbolic.tiled_fusion"),
-    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.tiled_fusion"),
-    ("triton_backend.reports.compile_report", "_tile_analysis", "tiling.tiling_candidates"),
-    ("triton_backend.reports.compile_report", "build_report", "triton_backend.tuning.device_specs"),
-    ("triton_backend.tuning.autotune", "autotune", "triton_backend.tuning.device_specs"),
-    ("triton_backend.tuning.autotune", "compile_candidate", "fusion.parser"),
-    ("triton_backend.tuning.autotune", "compile_candidate", "triton_backend.driver.compiled_fusion"),
-    ("triton_backend.tuning.autotune", "measure", "triton_backend.driver.compiled_fusion"),
-}
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -189,7 +151,7 @@ def test_no_import_cycle_between_our_modules():
 
 def test_no_function_local_import_of_our_modules_except_the_lazy_ones():
     _, _, local = _graph()
-    unexpected = sorted(local - LAZY_IMPORTS - NOT_YET_HOISTED)
+    unexpected = sorted(local - LAZY_IMPORTS)
     assert not unexpected, "function-local imports of our modules:\n" + "\n".join(
         f"{m}.{f}: {t}" for m, f, t in unexpected)
     stale = sorted(LAZY_IMPORTS - local)

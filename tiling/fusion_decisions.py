@@ -25,7 +25,7 @@ from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
 from fusion.shape import ArrayShape, Shape, flatten_shape
-from tiling.fusion_indexing import output_to_input_indexing_of_computation
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 
 # Ops that may be members of a fusion (XLA's producer-consumer fusible ops, without the ones
 # this project keeps as their own kernels: dot, gather, scatter, sort, reduce-window, ...).

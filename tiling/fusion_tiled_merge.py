@@ -9,9 +9,13 @@ reads it from registers.  Whether that holds is a question for the tile analysis
 op names.
 
 This stage merges a producer node into a consumer node that reads it when the merged fusion
-has a legal tiling (``tiling.tiled_fusion`` + ``tiling.tiling_legality``) whose modeled memory
-cost (``tiling.tiling_candidates``: DRAM bytes, L2-resident re-reads at L2 speed, the cost of
-the default tiling) is lower than the two kernels' costs together.  A producer still read by
+has a legal tiling (``tiling.symbolic`` + ``tiling.policy.legality``) whose modeled memory
+cost (``tiling.policy.candidates``: DRAM bytes, L2-resident re-reads at L2 speed, the cost of
+the default tiling, slowed by ``idle_factor`` when it has fewer blocks than the GPU has SMs)
+is lower than the two kernels' costs together.  Dot and attention kernels (one dot with its
+prologue and elementwise epilogue; two dots that ``tiling.attention_pattern`` recognizes)
+are costed at their inputs and outputs, each once: their templates stream operand tiles
+through L2.  A producer still read by
 other nodes (or the computation's result) stays an output of the merged fusion (a
 multi-output fusion).  The best saving is taken first, until no merge saves.
 
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloComputation
+from tiling.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_decisions import (
     FUSIBLE_OPCODES,
     FusionDecision,
@@ -48,6 +53,7 @@ from tiling.fusion_decisions import (
     structural_tile_check,
 )
 from tiling.policy.candidates import report_for
+from tiling.policy.limits import NUM_SMS
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 
 if TYPE_CHECKING:
@@ -67,9 +73,18 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
     return dots[0]
 
 
+def _dot_count(comp: HloComputation, node: Node) -> int:
+    return sum(comp.instruction(m).opcode == "dot" for m in node.members)
+
+
 def mergeable(comp: HloComputation, node: Node) -> bool:
-    """Whether a node may take part in a tiled merge: a fusible node, or a dot node."""
-    return node.fusible or dot_member(comp, node) is not None
+    """Whether a node may take part in a tiled merge: a fusible node, a dot node, or an
+    attention node (two dots; the cost model checks the attention template takes it)."""
+    if node.fusible or dot_member(comp, node) is not None:
+        return True
+    return _dot_count(comp, node) == 2 and all(
+        comp.instruction(m).opcode in FUSIBLE_OPCODES or comp.instruction(m).opcode == "dot"
+        for m in node.members)
 
 
 @dataclass(frozen=True)
@@ -95,13 +110,24 @@ class KernelCosts:
 
     def _model(self, node: Node) -> ModeledCost:
         comp = self.graph.comp
-        if any(comp.instruction(m).opcode == "dot" for m in node.members):
-            # A dot kernel streams its operands through L2 tile by tile (the gemm template's
-            # own tiling): its DRAM traffic is its inputs and outputs, each once.
+        dots = _dot_count(comp, node)
+        # A dot or attention kernel streams its operands through L2 tile by tile (its
+        # template's own tiling): its DRAM traffic is its inputs and outputs, each once.
+        if dots == 1:
             if dot_member(comp, node) is None or len(node.outputs) != 1:
                 return ModeledCost(None, "a dot fusion holds one dot, elementwise or "
                                          "data-movement prologues and one elementwise output")
             return ModeledCost(node_traffic(comp, node))
+        if dots == 2:
+            if len(node.outputs) != 1:
+                return ModeledCost(None, "an attention fusion has one output")
+            try:
+                analyze_attention(self.graph.candidate(node))
+            except NotAttention as why:
+                return ModeledCost(None, f"the attention template does not take it: {why}")
+            return ModeledCost(node_traffic(comp, node))
+        if dots:
+            return ModeledCost(None, f"a fusion holds at most two dots (attention), not {dots}")
         fused = self.graph.candidate(node)
         problem = structural_tile_check(fused, self.graph.module)
         if problem:
@@ -113,7 +139,21 @@ class KernelCosts:
         if report.default is None:
             return ModeledCost(None, f"the tile analysis finds no legal tiling "
                                      f"({report.default_reason})")
-        return ModeledCost(report.default.memory_cost, None, report.default.tile_sizes)
+        default = report.default
+        return ModeledCost(default.memory_cost * idle_factor(default.num_blocks), None,
+                           default.tile_sizes)
+
+
+def idle_factor(num_blocks: int) -> int:
+    """How much slower memory moves when a kernel has fewer blocks than the GPU has SMs: each
+    SM streams at about its share of the bandwidth, so ``num_blocks`` blocks reach that
+    fraction of it.  Keeps a merge from trading parallelism for bytes (a row-wise loss fused
+    with its mean over all rows would run on one SM).
+
+    >>> idle_factor(4096), idle_factor(66), idle_factor(1) == NUM_SMS
+    (1, 2, True)
+    """
+    return max(1, -(-NUM_SMS // max(1, num_blocks)))
 
 
 def _holds_hero(comp: HloComputation, node: Node) -> bool:

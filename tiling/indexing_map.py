@@ -56,44 +56,12 @@ from tiling.affine_expr import (
     substitute,
     used_variables,
 )
-from tiling.indexing_map_printer import format_affine_map, format_indexing_map
+from tiling.affine_map import AffineMap, RTVar  # defined below the map; re-exported here
+from tiling.indexing_map_parser import parse_error, read_indexing_map
+from tiling.indexing_map_printer import format_indexing_map
 from tiling.interval import Interval
-
-
-@dataclass(frozen=True)
-class AffineMap:
-    """``(d0..d{num_dims-1})[s0..s{num_symbols-1}] -> (results)``.
-
-    >>> str(AffineMap(2, 1, (d(1), d(0) + 1)))
-    '(d0, d1)[s0] -> (d1, d0 + 1)'
-    """
-
-    num_dims: int
-    num_symbols: int
-    results: tuple[AffineExpr, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "results", tuple(as_expr(r) for r in self.results))
-
-    def evaluate(self, dims: Sequence[int], symbols: Sequence[int] = ()) -> tuple[int, ...]:
-        return tuple(r.evaluate(dims, symbols) for r in self.results)
-
-    def __str__(self) -> str:
-        return format_affine_map(self)
-
-
-@dataclass(frozen=True)
-class RTVar:
-    """A runtime variable: its feasible values, the HLO instruction that produces it (an
-    ``HloInstruction``, its text as parsed, or ``None``), and the map from the indexing map's
-    iteration space (its dims, and symbols if any) to the element of ``hlo`` to read."""
-
-    feasible_values: Interval
-    hlo: Any = None
-    map: AffineMap | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "feasible_values", Interval.of(self.feasible_values))
+from tiling.map_simplifier import simplify_indexing_map
+from tiling.map_transforms import remove_unused_dims, remove_unused_symbols
 
 
 def _canonical_constraints(
@@ -189,10 +157,19 @@ class IndexingMap:
 
     @staticmethod
     def parse(text: str) -> "IndexingMap":
-        """Read the text form (one-line or the seed's multi-line form)."""
-        from tiling.indexing_map_text import parse_indexing_map
-
-        return parse_indexing_map(text)
+        """Read the text form (one-line or the seed's multi-line form; see
+        ``indexing_map_parser``).  Raises ``IndexingMapParseError``."""
+        parts = read_indexing_map(text)
+        if parts.special == "UNDEFINED":
+            return IndexingMap.undefined()
+        if parts.special == "KNOWN EMPTY":
+            return IndexingMap(AffineMap(0, 0, ()), (), is_known_empty=True)
+        try:
+            return IndexingMap(AffineMap(parts.num_dims, parts.num_symbols, parts.results),
+                               parts.dim_bounds, parts.range_bounds, parts.rt_vars,
+                               parts.constraints)
+        except ValueError as err:
+            raise parse_error(text, str(err)) from None
 
     # --- accessors ------------------------------------------------------------------------
     @property
@@ -254,8 +231,6 @@ class IndexingMap:
         """Simplify results and constraints using variable bounds (see ``map_simplifier``)."""
         hit = self._cache.get("simplified")
         if hit is None:
-            from tiling.map_simplifier import simplify_indexing_map
-
             hit = simplify_indexing_map(self)
             hit._cache["simplified"] = hit
             self._cache["simplified"] = hit
@@ -278,14 +253,10 @@ class IndexingMap:
         """Drop symbols used neither by the results, by runtime-variable maps, nor by a
         constraint that also involves a dim or a used symbol (constraints over unused symbols
         only are dropped with them, as XLA does)."""
-        from tiling.map_transforms import remove_unused_symbols
-
         return remove_unused_symbols(self)
 
     def remove_unused_dims(self) -> tuple["IndexingMap", tuple[int, ...]]:
         """Drop dims that occur nowhere; returns the new map and the removed dim indices."""
-        from tiling.map_transforms import remove_unused_dims
-
         return remove_unused_dims(self)
 
     # --- identity and text ----------------------------------------------------------------

@@ -21,6 +21,7 @@ Repeated until nothing changes (bounded):
 from __future__ import annotations
 
 from math import gcd
+from typing import TYPE_CHECKING
 
 from tiling.affine_expr import (
     AffineExpr,
@@ -31,10 +32,13 @@ from tiling.affine_expr import (
     SymbolExpr,
     _make_sum,
 )
-from tiling.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.affine_map import AffineMap, RTVar
 from tiling.interval import Interval
 from tiling.range_evaluator import RangeEvaluator
 from tiling.simplifier import ExprSimplifier
+
+if TYPE_CHECKING:  # indexing_map calls this module; maps are rebuilt with ``replace``
+    from tiling.indexing_map import IndexingMap
 
 _MAX_ROUNDS = 16
 
@@ -130,10 +134,10 @@ def simplify_indexing_map(m: IndexingMap) -> IndexingMap:
     rt_vars = tuple(
         RTVar(syms[nr + k], v.hlo, rt_maps[k]) for k, v in enumerate(m.rt_vars)
     )
-    return IndexingMap(
-        AffineMap(m.num_dims, m.num_symbols, results),
-        tuple(dims),
-        tuple(syms[:nr]),
-        rt_vars,
-        tuple(constraints.items()),
+    return m.replace(
+        affine_map=AffineMap(m.num_dims, m.num_symbols, results),
+        dim_bounds=tuple(dims),
+        range_bounds=tuple(syms[:nr]),
+        rt_vars=rt_vars,
+        constraints=tuple(constraints.items()),
     )

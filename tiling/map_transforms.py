@@ -8,10 +8,13 @@
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tiling.affine_expr import AffineExpr, DimExpr, SymbolExpr, substitute, used_variables
-from tiling.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.affine_map import AffineMap, RTVar
+
+if TYPE_CHECKING:  # indexing_map calls this module; maps are rebuilt with ``replace``
+    from tiling.indexing_map import IndexingMap
 
 
 def _used(exprs: Sequence[AffineExpr]) -> tuple[set[int], set[int]]:
@@ -56,9 +59,10 @@ def remove_unused_symbols(m: IndexingMap) -> IndexingMap:
         (substitute(c, None, repl, memo), iv)
         for c, iv, (cd, cs) in var_sets if cs <= used and (cd or cs)
     ]
-    return IndexingMap(
-        AffineMap(m.num_dims, len(kept), tuple(substitute(r, None, repl, memo) for r in m.results)),
-        m.dim_bounds, range_bounds, tuple(rt_vars), constraints,
+    return m.replace(
+        affine_map=AffineMap(m.num_dims, len(kept),
+                             tuple(substitute(r, None, repl, memo) for r in m.results)),
+        range_bounds=range_bounds, rt_vars=tuple(rt_vars), constraints=constraints,
     )
 
 
@@ -90,10 +94,10 @@ def remove_unused_dims(m: IndexingMap) -> tuple[IndexingMap, tuple[int, ...]]:
         RTVar(v.feasible_values, v.hlo, _remap(v.map, repl, None, m.num_symbols, len(kept)))
         for v in m.rt_vars
     )
-    new = IndexingMap(
-        AffineMap(len(kept), m.num_symbols,
-                  tuple(substitute(r, repl, None, memo) for r in m.results)),
-        tuple(m.dim_bounds[i] for i in kept), m.range_bounds, rt_vars,
-        [(substitute(c, repl, None, memo), iv) for c, iv in m.constraints],
+    new = m.replace(
+        affine_map=AffineMap(len(kept), m.num_symbols,
+                             tuple(substitute(r, repl, None, memo) for r in m.results)),
+        dim_bounds=tuple(m.dim_bounds[i] for i in kept), rt_vars=rt_vars,
+        constraints=[(substitute(c, repl, None, memo), iv) for c, iv in m.constraints],
     )
     return new, removed

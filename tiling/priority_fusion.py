@@ -7,19 +7,21 @@ In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
    *all* their consumers (see ``tiling.fusion_decisions``), the one saving the most bytes of
    memory traffic is fused (a producer with several consumers is duplicated into each); no
    merge of tileable parts into a fusion the tile analysis cannot tile is made
-   (``tiling.fusion_tile_check``);
-3. producer-consumer multi-output fusion: a producer that must stay materialized (it is
-   expensive and has other users) is fused into a reduction that reads it and becomes a second
-   output of that fusion (softmax's ``exp`` with its row sum);
-4. attention: a dot, the normalization of its scores and the dot contracting them become one
+   (``tiling.fusion_tile_check``).  This is where XLA's CPU backend stops;
+3. attention: a dot, the normalization of its scores and the dot contracting them become one
    fusion when the indexing structure says so (``tiling.fusion_attention``);
-5. sibling multi-output fusion: reductions of the same shape sharing an input become one
-   fusion with a tuple root (kind ``kInput``);
+4. tiled merges, as a GPU compiler fuses (``tiling.fusion_tiled_merge``): a reduction into
+   the consumers that broadcast it back over its rows (softmax, layernorm, RMSNorm in one
+   kernel), a dot with its prologue and elementwise epilogue, an attention kernel with its
+   epilogue, whenever the merged fusion has a legal tiling whose modeled memory cost is lower;
+5. multi-output fusion (``tiling.fusion_multi_output``): a producer that must stay
+   materialized is fused into a reduction that reads it as a second output, and reductions
+   of the same shape sharing an input become one fusion with a tuple root;
 6. every node that does work becomes a ``fusion`` (kind ``kInput`` with a reduction hero, else
    ``kLoop``); ``while``/``conditional`` bodies are fused recursively.
 
-Dots, gathers, scatters, sorts, reduce-windows, custom-calls and control flow stay unfused
-(XLA GPU would put dots into Triton gemm fusions; this pass keeps them as their own kernels).
+Gathers, scatters, sorts, reduce-windows, custom-calls and control flow stay unfused; a fusion
+holds at most one dot, or two in the attention pattern.
 
 >>> from fusion.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -320,10 +322,12 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     """Fuse one computation: its new version, the fused computations, the decisions."""
     graph = FusionGraph(comp, module, options)
     log = producer_consumer_fusion(graph)
-    if options.tiled_merges:
-        log += tiled_merge_fusion(graph)
+    # Attention first: a tiled merge of a dot with its neighbours (the mask into the first
+    # dot, the division into the second) would hide the dot -> normalization -> dot pattern.
     if options.attention:
         log += attention_fusion(graph)
+    if options.tiled_merges:
+        log += tiled_merge_fusion(graph)
     if options.multi_output:
         log += multi_output_fusion(graph)
     new, fused = rebuild_computation(comp, graph.order(), names)

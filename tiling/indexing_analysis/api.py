@@ -6,6 +6,7 @@ from typing import Sequence
 from fusion.errors import IndexingError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import Shape, TupleShape
+from tiling.indexing_analysis.fusion_indexing import fusion_input_to_output, fusion_output_to_input
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
 from tiling.indexing_analysis.operands import Operand, num_outputs
 from tiling.indexing_map import IndexingMap
@@ -69,8 +70,6 @@ def output_to_input_indexing(
 ) -> tuple[frozenset[IndexingMap], ...]:
     """One set of maps per operand: from output ``output_index`` (a leaf of a tuple-shaped
     result) of ``instr`` to that operand."""
-    from tiling.fusion_indexing import fusion_output_to_input  # noqa: PLC0415 - a cycle
-
     return _map_sets(instr, module, operand_shapes, output_index, fusion_output_to_input,
                      op_output_to_input)
 
@@ -86,8 +85,6 @@ def input_to_output_indexing_per_output(
     if not 0 <= operand_index < len(instr.operands):
         raise IndexingError(f"{instr.opcode} {instr.name!r} has {len(instr.operands)} operands;"
                             f" there is no operand {operand_index}", where=instr.name)
-    from tiling.fusion_indexing import fusion_input_to_output  # noqa: PLC0415 - a cycle
-
     return _map_sets(instr, module, operand_shapes, operand_index, fusion_input_to_output,
                      op_input_to_output)
 

@@ -5,7 +5,7 @@ An output -> input rule is ``rule(instr, operands, output_index) -> tuple[Indexi
 input -> output rule is ``rule(instr, operands, operand_index) -> tuple[IndexingMap, ...]``
 (one map per output).  ``operands`` holds an ``Operand`` (shape, producer) per operand.  An
 opcode with no rule has undefined indexing (``IndexingMap.undefined()``); so do ``fusion``
-(handled by ``tiling.fusion_indexing``) and ops with no operands (constant, iota, parameter,
+(handled by ``fusion_indexing``) and ops with no operands (constant, iota, parameter,
 rng, ...) which simply have no operand maps.
 
 >>> sorted(OUTPUT_TO_INPUT) == list(OUTPUT_TO_INPUT)

@@ -41,6 +41,7 @@ from fusion.shape import ArrayShape, TupleShape
 from tiling.affine_expr import AffineExpr, Constant, DimExpr, const, d
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap, compose
+from tiling.map_transforms import remove_unused_symbols
 from tiling.symbolic.symbolic_tile import (
     ConcreteTile,
     NotTileable,
@@ -397,7 +398,10 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
         children = []
         for operand_name, maps in zip(instr.operands, op_maps_cache[name_]):
             for op_map in sorted(maps, key=str)[:1] or [IndexingMap.undefined()]:
-                composed = compose(op_map, m)
+                # A range variable the operand does not depend on (the row reduction of a
+                # mean read inside the variance's reduction) must not widen its tile: as XLA
+                # does after composing, drop the unused symbols.
+                composed = remove_unused_symbols(compose(op_map, m))
                 key = (operand_name, composed)
                 if key not in keys:
                     keys[key] = len(keys)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fusion.printer import print_hlo
 from fusion.verifier import verify_module
+from tiling import priority_fusion
 from tiling.fusion_traffic_model import count_kernels
 from triton_backend.cli.check_command import read_module
 
@@ -33,13 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiling.priority_fusion import FusionOptions, fuse_module
-
     module = read_module(args.file)
     verify_module(module)
-    options = FusionOptions(canonicalize=not args.no_canonicalize,
-                            multi_output=not args.no_multi_output)
-    result = fuse_module(module, options=options)
+    options = priority_fusion.FusionOptions(canonicalize=not args.no_canonicalize,
+                                            multi_output=not args.no_multi_output)
+    result = priority_fusion.fuse_module(module, options=options)
     verify_module(result.module)
     text = print_hlo(result.module)
     if args.output:

@@ -94,7 +94,7 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     if kind not in SUPPORTED_KINDS:
         raise UnsupportedOpError(f"fusion {instr.name}: {kind} fusions are not emitted by the "
                                  f"Triton backend ({analysis.reason})", where=instr.name)
-    tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk)
+    tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk, target)
     num_warps, num_stages = _launch_options(instr, tiles, num_warps, num_stages)
     rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk,
                                   num_warps=num_warps, num_stages=num_stages)
@@ -136,16 +136,23 @@ INTERPRETER_TILE_ELEMENTS = 1 << 16
 program, so the GPU's 1024-element blocks would make the seed's 12.6M-element GELU take minutes."""
 
 
-def _target_tile_elements() -> int:
+def target_tile_elements(target: str | None = None) -> int:
+    """The block size the default tiling aims for: a GPU's when a GPU ``target`` is named
+    (``"cuda:90"``: the kernel is meant for it, its PTX and report too) or a GPU runs the
+    kernels; the interpreter's only when the kernel will run under the interpreter."""
     from triton_backend.driver.launch_mode import interpreting
 
-    return INTERPRETER_TILE_ELEMENTS if interpreting() else TARGET_TILE_ELEMENTS
+    if target is None and interpreting():
+        return INTERPRETER_TILE_ELEMENTS
+    return TARGET_TILE_ELEMENTS
 
 
 def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
                          tile_sizes: tuple[int, ...] | None,
-                         reduction_chunk: int | None) -> tuple[tuple[int, ...] | None, int | None, str]:
-    """``(tile sizes or None for the default, reduction chunk, why)`` for a fusion."""
+                         reduction_chunk: int | None, target: str | None = None
+                         ) -> tuple[tuple[int, ...] | None, int | None, str]:
+    """``(tile sizes or None for the default, reduction chunk, why)`` for a fusion; the
+    default is chosen for ``target`` (see ``target_tile_elements``)."""
     analysis, refusal = None, ""
     try:
         analysis = analyze_fusion_tiling(module, instr)
@@ -157,7 +164,7 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
     if tile_sizes is None:
         if analysis is not None:
             choice = choose_tiling(analysis, xla=xla_tiling_of(instr),
-                                   target_elements=_target_tile_elements())
+                                   target_elements=target_tile_elements(target))
             if choice.found:
                 chunk = reduction_chunk if reduction_chunk is not None else choice.reduction_chunk
                 return choice.tile_sizes or None, chunk, f"tile analysis: {choice.reason}"

@@ -1,7 +1,7 @@
 """``compile_hlo``: a whole HLO module as generated Triton kernels plus host glue.
 
 ``compile_hlo(text_or_module)`` parses and verifies the module, fuses it when it is unfused
-(``tiling.priority_fusion``, when present; ``fuse=False`` skips it), wraps every remaining lone
+(``tiling.priority_fusion``; ``fuse=False`` skips it), wraps every remaining lone
 op as a one-op fusion (``single_op_fusion``), and compiles every fusion that the host will
 launch, once, up front: an op the backend cannot emit is an ``UnsupportedOpError`` here, with
 the op, its line:column and the reason, never at run time.  Calling the result with torch
@@ -70,6 +70,9 @@ from triton_backend.driver.op_coverage import check_triton_coverage
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from fusion.verifier import verify_module
 from fusion.parser import parse_hlo
+from tiling import priority_fusion  # called through the module: tests patch fuse_module there
+from triton_backend.driver import compiled_fusion  # likewise compile_fusion
+from triton_backend.tuning import device_specs  # likewise detect_device
 from triton_backend.tuning.tuning_db import TuningDb, tuned_configs
 from triton_backend.lowering.addressing import is_physical_layout
 
@@ -285,21 +288,14 @@ def _lone_ops(module: HloModule) -> dict[str, tuple[str, ...]]:
 
 
 def _fusion_attempts() -> list[tuple[str, Any]]:
-    """The fusion modes to try, most aggressive first; just ``unfused`` without the pass."""
-    try:
-        from tiling.priority_fusion import FusionOptions  # noqa: PLC0415
-    except ModuleNotFoundError as err:
-        if err.name != "tiling.priority_fusion":
-            raise
-        return [("unfused", None)]
-    return [("fused", FusionOptions()), ("fused-single-output", FusionOptions(multi_output=False)),
+    """The fusion modes to try, most aggressive first."""
+    return [("fused", priority_fusion.FusionOptions()),
+            ("fused-single-output", priority_fusion.FusionOptions(multi_output=False)),
             ("unfused", None)]
 
 
 def _fuse(module: HloModule, options: Any) -> tuple[HloModule, tuple]:
-    from tiling.priority_fusion import fuse_module  # noqa: PLC0415
-
-    result = fuse_module(module, options=options)
+    result = priority_fusion.fuse_module(module, options=options)
     return result.module, tuple(result.decisions)
 
 
@@ -326,9 +322,7 @@ def resolve_tuning_device(requested: str | None, device: torch.device) -> str | 
         return requested
     if device.type != "cuda":
         return None
-    from triton_backend.tuning.device_specs import detect_device  # noqa: PLC0415
-
-    spec = detect_device(torch)
+    spec = device_specs.detect_device(torch)
     return spec.key if spec is not None else None
 
 
@@ -359,8 +353,6 @@ def _tuned(module: HloModule, device_key: str | None, db: Any,
 
 def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
                      target: str | None, tuned: Mapping[str, _Tuned]) -> dict[str, Any]:
-    from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: PLC0415
-
     fusions = [(module.computation(c), i) for c in host_computations(module)
                for i in module.computation(c).instructions if i.opcode == "fusion"]
     names = {i.name for _, i in fusions}
@@ -377,7 +369,7 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
             if instr.name in tuned:
                 compiled[instr.name] = _compile_tuned(module, instr, tuned[instr.name], target)
             else:
-                compiled[instr.name] = compile_fusion(
+                compiled[instr.name] = compiled_fusion.compile_fusion(
                     module, instr, tile_sizes=None if sizes is None else tuple(sizes),
                     target=target)
         except UnsupportedOpError as err:
@@ -389,15 +381,14 @@ def _compile_tuned(module: HloModule, instr: HloInstruction, tuned: _Tuned,
                    target: str | None) -> Any:
     """``compile_fusion`` with stored sizes; a stale entry the backend now refuses (another
     emitter version, a legality rule) falls back to the default tiling, saying why."""
-    from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: PLC0415
-
     sizes = list(tuned.tile_sizes)
     try:
-        compiled = compile_fusion(module, instr, tile_sizes=tuned.tile_sizes, target=target,
-                                  reduction_chunk=tuned.reduction_chunk,
-                                  num_warps=tuned.num_warps, num_stages=tuned.num_stages)
+        compiled = compiled_fusion.compile_fusion(
+            module, instr, tile_sizes=tuned.tile_sizes, target=target,
+            reduction_chunk=tuned.reduction_chunk, num_warps=tuned.num_warps,
+            num_stages=tuned.num_stages)
     except UnsupportedOpError as err:
-        compiled = compile_fusion(module, instr, target=target)
+        compiled = compiled_fusion.compile_fusion(module, instr, target=target)
         return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}) "
                        f"refused ({err.message}); {compiled.tiling_reason}")
     return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}); "

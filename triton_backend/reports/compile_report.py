@@ -40,6 +40,10 @@ from typing import Any
 
 from fusion.errors import FusionCompilerError
 from fusion.shape import flatten_shape
+from tiling.policy.candidates import TilingCandidate, evaluate_candidate
+from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
+from triton_backend.driver.dot_fusion import dot_spec
+from triton_backend.reports import ptx_report
 from triton_backend.tuning.device_specs import device_spec
 from fusion.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
@@ -251,8 +255,6 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
     module = compiled.module
     spec = None
     if device is not None:
-        from triton_backend.tuning.device_specs import device_spec  # noqa: PLC0415
-
         spec = device_spec(device)
     taken: set[str] = set()
     fusions = []
@@ -287,14 +289,6 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                         device=None if spec is None else spec.key)
 
 
-def _tile_analysis():
-    """``(analyze_fusion_tiling, evaluate_candidate, TilingCandidate)``."""
-    from tiling.policy.candidates import TilingCandidate, evaluate_candidate  # noqa: PLC0415
-    from tiling.symbolic.tiled_fusion import analyze_fusion_tiling  # noqa: PLC0415
-
-    return analyze_fusion_tiling, evaluate_candidate, TilingCandidate
-
-
 def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[int, ...]:
     """The output tile of the compiled kernel in the tile analysis' terms.
 
@@ -305,8 +299,6 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
     """
     sizes = tuple(kernel.tile_sizes)
     if kernel.kind == "dot" and len(sizes) == 3 and len(output_dims) != 2:
-        from triton_backend.driver.dot_fusion import dot_spec  # noqa: PLC0415
-
         spec = dot_spec(module, instr)
         nb, nm, nn = len(spec.batch_sizes), len(spec.m_sizes), len(spec.n_sizes)
         if nb + nm + nn == len(output_dims):
@@ -340,12 +332,11 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
     blocks = max(1, math.prod(kernel.grid))
     workload, note = None, ""
     try:
-        analyze, evaluate, candidate_type = _tile_analysis()
-        analysis = analyze(module, instr)
+        analysis = analyze_fusion_tiling(module, instr)
         dims = tuple(analysis.output_dims)
-        candidate = evaluate(analysis, _output_tile(module, instr, kernel, dims),
-                             getattr(kernel, "reduction_chunk", None))
-        if isinstance(candidate, candidate_type):
+        candidate = evaluate_candidate(analysis, _output_tile(module, instr, kernel, dims),
+                                       getattr(kernel, "reduction_chunk", None))
+        if isinstance(candidate, TilingCandidate):
             workload = workload_for(module, instr, candidate)
         else:
             note = f"tile analysis rejects the tiling: {candidate.reason}"
@@ -499,8 +490,6 @@ def kernel_signature(kernel_module) -> dict[str, str]:
 def _child(request: dict) -> list[dict]:
     import importlib.util  # noqa: PLC0415
 
-    from triton_backend.reports.ptx_report import compile_for_target as compile_kernel  # noqa: PLC0415
-
     arch = int(request["arch"])
     out = []
     for n, path_text in enumerate(request["kernels"]):
@@ -510,9 +499,9 @@ def _child(request: dict) -> list[dict]:
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         signature = kernel_signature(module)
-        r = compile_kernel(module.KERNEL, signature, {}, aligned=list(signature), arch=arch,
-                           num_warps=getattr(module, "NUM_WARPS", 4),
-                           num_stages=getattr(module, "NUM_STAGES", 3))
+        r = ptx_report.compile_for_target(module.KERNEL, signature, {}, aligned=list(signature),
+                                          arch=arch, num_warps=getattr(module, "NUM_WARPS", 4),
+                                          num_stages=getattr(module, "NUM_STAGES", 3))
         ptx_path, cubin_path = path.with_suffix(f".sm_{arch}.ptx"), path.with_suffix(f".sm_{arch}.cubin")
         ptx_path.write_text(r.ptx)
         cubin_path.write_bytes(r.cubin)

@@ -47,8 +47,11 @@ import multiprocessing
 from fusion.element_types import ELEMENT_TYPES
 from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloInstruction, HloModule
+from fusion.parser import parse_hlo
 from fusion.printer import print_hlo
 from fusion.shape import ArrayShape, flatten_shape
+from triton_backend.driver import compiled_fusion  # called through the module: tests patch it
+from triton_backend.tuning import device_specs  # likewise detect_device
 from triton_backend.tuning.cost_model import CostEstimate, InfeasibleLaunch, Workload, estimate, rank
 from triton_backend.tuning.device_specs import DeviceSpec, device_spec
 from triton_backend.tuning.tuning_db import TuningDb, find_fusion, fusion_key
@@ -204,11 +207,9 @@ def compile_candidate(hlo_text: str, fusion_name: str, tile_sizes: Sequence[int]
     success, else the error text (a candidate that fails is reported, not fatal).
     """
     try:
-        from fusion.parser import parse_hlo  # noqa: PLC0415
-        from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: PLC0415
-
         module = parse_hlo(hlo_text)
-        compiled = compile_fusion(module, fusion_name, tile_sizes=tuple(tile_sizes))
+        compiled = compiled_fusion.compile_fusion(module, fusion_name,
+                                                  tile_sizes=tuple(tile_sizes))
         if on_gpu:
             inputs = [t.cuda() for t in compiled.module.example_inputs()]
             launch(compiled.module, inputs, num_warps=num_warps, num_stages=num_stages)
@@ -258,9 +259,8 @@ def measure(module: HloModule, fusion_instr: HloInstruction, trial: Trial) -> Tr
     import torch  # noqa: PLC0415
     from triton.testing import do_bench  # noqa: PLC0415
 
-    from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: PLC0415
-
-    compiled = compile_fusion(module, fusion_instr, tile_sizes=trial.config.tile_sizes)
+    compiled = compiled_fusion.compile_fusion(module, fusion_instr,
+                                              tile_sizes=trial.config.tile_sizes)
     inputs = [t.cuda() for t in compiled.module.example_inputs()]
     warps, stages = trial.config.num_warps, trial.config.num_stages
     in_place = analyze_fusion(module, fusion_instr, ignore_constant_operands=True).kind.value \
@@ -307,12 +307,10 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
     """
     import torch  # noqa: PLC0415
 
-    from triton_backend.tuning.device_specs import detect_device  # noqa: PLC0415
-
     instr = find_fusion(module, fusion)
     on_gpu = gpu_available()
-    spec = device_spec(device) if device else (detect_device(torch) if on_gpu else None) \
-        or device_spec(DEFAULT_DEVICE)
+    spec = device_spec(device) if device else (
+        device_specs.detect_device(torch) if on_gpu else None) or device_spec(DEFAULT_DEVICE)
     db = db if db is not None else TuningDb()
     key = fusion_key(module, instr, spec.key)
     if not force:
