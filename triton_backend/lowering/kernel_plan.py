@@ -29,18 +29,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion.errors import UnsupportedOpError
+from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloComputation
 from fusion.instruction_order import operands_first
 from fusion.reduction_kind import kept_and_reduced
 from fusion.shape import ArrayShape
 from tiling.policy.choice import choose_tiling
+from tiling.policy.legality import reduced_extent
 from tiling.policy.limits import (
     DEFAULT_REDUCTION_CHUNK,
     MAX_PERSISTENT_REDUCTION,
     TARGET_TILE_ELEMENTS,
 )
-from tiling.symbolic.tiled_fusion import next_power_of_two
+from tiling.symbolic.tiled_fusion import (
+    SymbolicTiledFusion,
+    analyze_computation_tiling,
+    next_power_of_two,
+)
 
 #: Buffers with more elements than this need 64-bit offsets.
 MAX_INT32_ELEMENTS = 2**31 - 1
@@ -126,6 +131,33 @@ def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
     return tuple(operand.dims[k] for k in reduced)
 
 
+def _tile_analysis(computation: HloComputation) -> SymbolicTiledFusion | None:
+    try:
+        return analyze_computation_tiling(computation, computation.name)
+    except FusionCompilerError:
+        return None  # an op without an indexing rule: plan structurally
+
+
+def persistent_extent(analysis: SymbolicTiledFusion | None, extents: list[tuple[int, ...]]) -> int:
+    """The most reduced elements one program holds at once if no reduction is looped: the
+    tile analysis' ``reduced_extent`` (a reduction nested in another's operand at the outer
+    reduction's index multiplies; sibling reductions over the same rows, softmax's max and
+    sum, do not).  Without an analysis every reduction counts as nested."""
+    if analysis is None:
+        return math.prod(next_power_of_two(e) for ext in extents for e in ext)
+    return reduced_extent(analysis)
+
+
+def nested_reductions(analysis: SymbolicTiledFusion | None, reducers: list[str]) -> set[str]:
+    """The reductions whose value is read at another reduction's reduced index (their tensors
+    span both reductions' axes).  The others are computed once per output element and may
+    share their reduction axes (softmax's max and sum both walk the row on one axis)."""
+    if analysis is None:
+        return set(reducers)
+    return {n.name for n in analysis.nodes
+            if n.name in reducers and n.indexing.num_range_vars}
+
+
 def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                 tile_sizes: tuple[int, ...] | None = None, *,
                 reduction_chunk: int | None = None, index_bits: int = 32) -> KernelPlan:
@@ -138,19 +170,32 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     reducers = [n for n in reachable_instructions(computation)
                 if computation.instruction(n).opcode in ("reduce", "reduce-window")]
     extents = [reduced_extents(computation, n) for n in reducers]
-    persistent = math.prod(next_power_of_two(e) for ext in extents for e in ext)
+    analysis = _tile_analysis(computation) if reducers else None
+    persistent = persistent_extent(analysis, extents) if reducers else 1
     if reduction_chunk is None and persistent > MAX_PERSISTENT_REDUCTION:
         reduction_chunk = DEFAULT_REDUCTION_CHUNK
     if reduction_chunk is not None and (reduction_chunk < 1 or reduction_chunk & (reduction_chunk - 1)):
         raise UnsupportedOpError(f"reduction chunk {reduction_chunk} must be a power of two",
                                  where=computation.name)
     reduce_axes, reduce_blocks = [], []
+    nested = nested_reductions(analysis, reducers) if reducers else set()
+    shared: dict[tuple, tuple[int, ...]] = {}
     for name, ext in zip(reducers, extents):
         blocks = [next_power_of_two(e) if reduction_chunk is None else
                   min(reduction_chunk, next_power_of_two(e)) for e in ext]
+        # Reductions computed once per output element over the same extents share axes:
+        # fewer, smaller tensors (a 4-D space for three row reductions took minutes to lower).
+        key = (tuple(ext), tuple(blocks))
+        can_share = computation.instruction(name).opcode == "reduce" and name not in nested
+        if can_share and key in shared:
+            reduce_axes.append((name, shared[key]))
+            continue
         first = len(space) + len(reduce_blocks)
-        reduce_axes.append((name, tuple(range(first, first + len(blocks)))))
+        axes = tuple(range(first, first + len(blocks)))
+        reduce_axes.append((name, axes))
         reduce_blocks.extend(blocks)
+        if can_share:
+            shared[key] = axes
     reduction = math.prod(reduce_blocks)
     if tile_sizes is None:
         # Elements per program: the output tile times the padded reduced dims of all reduces.
