@@ -43,6 +43,7 @@ import math
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
+from fusion.opcodes import traits
 from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape
 from triton_backend.templates.dot_template import DotSpec, render_dot_kernel
@@ -168,10 +169,29 @@ def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotPro
     spec = dot_spec(module, fusion_instr)
     return DotProblem(math.prod(spec.batch_sizes), math.prod(spec.m_sizes),
                       math.prod(spec.n_sizes), math.prod(spec.k_sizes),
-                      _operand_bytes(module, fusion_instr, spec.dot))
+                      _operand_bytes(module, fusion_instr, spec.dot),
+                      _expensive_prologue(module, fusion_instr, spec.dot))
 
 
-def _arch(target: str | None) -> int:
+def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
+                        dot: HloInstruction) -> bool:
+    """Whether an operand of the dot is computed with an expensive op inside the fusion."""
+    comp = module.computation(fusion_instr.attr("calls"))
+    stack, seen = list(dot.operands), set()
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        instr = comp.instruction(name)
+        if traits(instr.opcode).expensive:
+            return True
+        stack.extend(instr.operands)
+    return False
+
+
+def target_arch(target: str | None) -> int:
+    """The compute capability a target names (``"cuda:80"``, ``"sm_90"``); 90 for none."""
     if not target:
         return 90
     digits = "".join(ch for ch in str(target).rsplit(":", 1)[-1] if ch.isdigit())
@@ -193,7 +213,7 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     """
     fusion_instr = find_fusion(module, fusion_instr)
     spec = dot_spec(module, fusion_instr)
-    arch = _arch(target)
+    arch = target_arch(target)
     tiling = tiling_from(tile_sizes, dot_problem(module, fusion_instr), arch)
     source, grid = render_dot_kernel(module, fusion_instr, spec, tiling)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
@@ -201,4 +221,4 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
 
 
 __all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_numerics",
-           "dot_problem", "dot_spec", "is_dot_fusion"]
+           "dot_problem", "dot_spec", "is_dot_fusion", "target_arch"]

@@ -52,7 +52,7 @@ def block_d_for(head_dim: int, value_dim: int) -> int:
 
 
 def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
-                   operand_bytes: int) -> AttentionTiling:
+                   operand_bytes: int, arch: int = 90) -> AttentionTiling:
     """Blocks as large as the problem up to 64 query rows and 64 keys (32 keys for 4-byte
     operands or head dims past 64: the score tile and the k/v tiles share the registers).
 
@@ -63,13 +63,18 @@ def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
     block_m = _clamp(queries, 64)
     block_n = _clamp(keys, 32 if operand_bytes >= 4 or block_d > 64 else 64)
     warps = 8 if block_m * block_d >= 64 * 128 else 4
+    if arch < 90 and block_m * block_n >= 64 * 32:
+        # Without wgmma, sm_80's mma.sync fragments hold more per thread: at 4 warps the
+        # f32 and bf16 [4,8,512,64] kernels spill; at 8 they do not.
+        warps = 8
     return AttentionTiling(block_m, block_n, block_d, warps, 1 if operand_bytes >= 4 else 2)
 
 
 def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: int,
-                operand_bytes: int) -> AttentionTiling:
-    """The default tiling, or ``(block_m, block_n)`` from the caller (checked)."""
-    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes)
+                operand_bytes: int, arch: int = 90) -> AttentionTiling:
+    """The default tiling for ``sm_<arch>``, or ``(block_m, block_n)`` from the caller
+    (checked)."""
+    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch)
     if tile_sizes is None:
         return base
     if isinstance(tile_sizes, AttentionTiling):

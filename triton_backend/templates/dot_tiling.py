@@ -45,6 +45,10 @@ class DotProblem:
     n: int
     k: int
     operand_bytes: int
+    #: The prologue computes transcendental ops on an operand tile inside the K loop (a GELU
+    #: feeding the MLP's second matmul): its temporaries share the registers with the
+    #: accumulator, so the K tile is kept at 32.
+    expensive_prologue: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,14 +147,15 @@ def _fit_stages(tiling: DotTiling, problem: DotProblem, arch: int) -> DotTiling 
 def default_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
     """A tiling chosen without measuring: tiles as large as the problem up to 128x128x64.
 
-    Wide operands (4-byte) take a 32-deep K tile so three pipeline stages still fit.
+    Wide operands (4-byte) take a 32-deep K tile so three pipeline stages still fit; so does
+    a dot whose prologue computes transcendental ops (at 64 the sm_80 kernel spills).
 
     >>> default_tiling(DotProblem(1, 4096, 4096, 4096, 2), 80)
     DotTiling(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=3)
     """
     block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), 128)
     block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), 128)
-    k_cap = 32 if problem.operand_bytes >= 4 else 64
+    k_cap = 32 if problem.operand_bytes >= 4 or problem.expensive_prologue else 64
     block_k = min(max(_pow2_at_least(problem.k), MIN_BLOCK), k_cap)
     stages = 4 if arch >= 90 else 3
     chosen = _fit_stages(DotTiling(block_m, block_n, block_k, 8, _warps_for(block_m, block_n),
