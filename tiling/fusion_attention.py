@@ -122,13 +122,9 @@ def _judge(graph: FusionGraph, a: int, b: int, region: tuple[int, ...]
     if escaping:
         return decide(None, f"{', '.join(escaping)} computed between the dots is also read "
                             "elsewhere: the template writes only the second dot's result")
-    problem = graph.check_limits(node)
+    problem = graph.merge_limit_problem(node)
     if problem:
         return decide(None, problem)
-    if graph.options.tile_check is not None:  # an injected check is absolute
-        problem = graph.options.tile_check(graph.candidate(node), graph.module)
-        if problem:
-            return decide(None, f"the injected tile check refuses it: {problem}")
     try:
         pattern = analyze_attention(graph.candidate(node))
     except NotAttention as why:

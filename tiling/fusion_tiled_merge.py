@@ -214,13 +214,9 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
 
     if cyclic:
         return decide(False, "the producer reaches the consumer through a third node: a cycle")
-    problem = graph.check_limits(merged)
+    problem = graph.merge_limit_problem(merged)
     if problem:
         return decide(False, problem)
-    if graph.options.tile_check is not None:  # an injected check is absolute
-        problem = graph.options.tile_check(graph.candidate(merged), graph.module)
-        if problem:
-            return decide(False, f"the injected tile check refuses it: {problem}")
     before = [costs.of(producer), costs.of(consumer)]
     if any(b.cost is None for b in before):
         return decide(False, "a part has no modeled cost (not tileable on its own)")

@@ -170,6 +170,15 @@ class FusionGraph:
                    f"{self.options.max_parameters})"
         return None
 
+    def merge_limit_problem(self, node: Node) -> str | None:
+        """Why a merge into ``node`` is refused before any cost is weighed: the size limits,
+        then an injected tile check (absolute when given); None when neither objects."""
+        problem = self.check_limits(node)
+        if problem is None and self.options.tile_check is not None:
+            refused = self.options.tile_check(self.candidate(node), self.module)
+            problem = refused and f"the injected tile check refuses it: {refused}"
+        return problem
+
     def tile_problem(self, node: Node, parts: tuple[Node, ...]) -> str | None:
         """Why ``node``, made of ``parts``, must not be fused (None: it may)."""
         if self.options.tile_check is not None:
