@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.shape import ArrayShape
-from tiling.affine_expr import Constant, DimExpr, SymbolExpr, const, d, substitute
+from tiling.affine_expr import (AffineExpr, Constant, DimExpr, SymbolExpr, const, d, substitute,
+                                used_variables)
 from tiling.indexing_analysis import output_to_input_indexing
 
 #: The largest head (contracting) and value dim the attention template holds in one tile.
@@ -194,37 +195,82 @@ def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,
 
 def _propagate(comp: HloComputation, root: str, root_roles: tuple, first: str,
                second: str) -> dict[str, tuple]:
-    """Roles of every instruction reached from ``root`` (see the module docstring)."""
+    """Roles of every instruction reached from ``root`` (see the module docstring).
+
+    A value that does not depend on the scores (a prologue of ``q``, ``k`` or ``v``, a mask, a
+    bias) is rendered by the value emitter at whatever index its users read it, so it may be
+    read at a *composite* role (an affine combination of roles, ``heads * 64 + head`` where a
+    reshape splits a dim) and at several indices (``q``, ``k`` and ``v`` sliced from one
+    array); ``roles`` keeps its first read.  Every value computed from the scores keeps the
+    strict rules: one read, each dim at one role of its own."""
+    scored = _dependents(comp, first)
     roles: dict[str, tuple] = {root: root_roles}
+    reads: dict[str, list[tuple]] = {root: [root_roles]}
     for instr in reversed(comp.instructions):
-        mine = roles.get(instr.name)
-        if mine is None or not instr.operands:
+        if instr.name not in reads or not instr.operands:
             continue
         if instr.opcode == "dot":
             if instr.name not in (first, second):
                 raise NotAttention(f"a third dot {instr.name}")
             contracting = "k" if instr.name == second else "c"
-            for side, operand in zip(("lhs", "rhs"), instr.operands):
-                rank = comp.instruction(operand).shape.rank
-                _assign(roles, operand, _dot_operand_roles(instr, mine, rank, side, contracting),
-                        comp)
+            for mine in reads[instr.name]:
+                for side, operand in zip(("lhs", "rhs"), instr.operands):
+                    rank = comp.instruction(operand).shape.rank
+                    _assign(roles, reads, operand,
+                            _dot_operand_roles(instr, mine, rank, side, contracting), comp,
+                            operand not in scored)
             continue
         maps = output_to_input_indexing(instr, comp)
-        for operand, found in zip(instr.operands, maps):
-            if not found:
-                continue
-            if len(found) != 1:
-                raise NotAttention(f"{instr.name} reads {operand} through {len(found)} maps")
-            (m,) = found
-            if m.is_undefined or m.rt_vars:
-                raise NotAttention(f"{instr.name} reads {operand} through a map the template "
-                                   "cannot follow (undefined or runtime offsets)")
-            _assign(roles, operand, tuple(_role_of(e, m, mine, instr, operand)
-                                          for e in m.results), comp)
+        for mine in reads[instr.name]:
+            for operand, found in zip(instr.operands, maps):
+                if not found:
+                    continue
+                if len(found) != 1:
+                    raise NotAttention(f"{instr.name} reads {operand} through {len(found)} maps")
+                (m,) = found
+                if m.is_undefined or m.rt_vars:
+                    raise NotAttention(f"{instr.name} reads {operand} through a map the template "
+                                       "cannot follow (undefined or runtime offsets)")
+                free = operand not in scored
+                _assign(roles, reads, operand,
+                        tuple(_role_of(e, m, mine, instr, operand, free) for e in m.results),
+                        comp, free)
     return roles
 
 
-def _role_of(e, m, mine: tuple, instr: HloInstruction, operand: str):
+def _dependents(comp: HloComputation, name: str) -> set[str]:
+    """``name`` and every instruction computed from it."""
+    out = {name}
+    for instr in comp.instructions:
+        if any(o in out for o in instr.operands):
+            out.add(instr.name)
+    return out
+
+
+#: Role atoms as affine dims, to compose roles through a map (composite roles).
+_ATOMS = ("q", "k", "c", "d")
+
+
+def _atom_expr(role) -> AffineExpr:
+    if role is None:
+        return const(0)
+    if isinstance(role, AffineExpr):
+        return role
+    if isinstance(role, tuple):
+        return d(len(_ATOMS) + role[1])
+    return d(_ATOMS.index(role))
+
+
+def _expr_role(e: AffineExpr):
+    """The role of an expression over role atoms: an atom, ``None`` or the composite itself."""
+    if isinstance(e, DimExpr):
+        return _ATOMS[e.index] if e.index < len(_ATOMS) else ("b", e.index - len(_ATOMS))
+    if isinstance(e, Constant):
+        return None
+    return e
+
+
+def _role_of(e, m, mine: tuple, instr: HloInstruction, operand: str, free: bool = False):
     if not isinstance(e, DimExpr):
         # A dim of extent 1 is always 0 (a reshape's map may still name it: ``d2 + d3``).
         units = [const(0) if b.lower == b.upper == 0 else d(i) for i, b in enumerate(m.dim_bounds)]
@@ -236,6 +282,9 @@ def _role_of(e, m, mine: tuple, instr: HloInstruction, operand: str):
     if isinstance(e, SymbolExpr) and instr.opcode == "reduce" and \
             len(instr.attr("dimensions")) == 1 and "k" not in mine:
         return "k"  # the reduced dim: it must turn out to be the scores' key dim
+    if free and not used_variables(e)[1]:
+        # A value the scores do not depend on: the emitter renders any affine index of it.
+        return _expr_role(substitute(e, [_atom_expr(r) for r in mine], None))
     raise NotAttention(f"{instr.name} reads {operand} at {e}, not at one dim of its own "
                        "(a reduction over several dims, a reshape mixing dims, ...)")
 
@@ -246,14 +295,18 @@ def _units_dropped(roles: tuple, dims: tuple[int, ...]) -> tuple:
     return tuple(None if n == 1 else r for r, n in zip(roles, dims))
 
 
-def _assign(roles: dict[str, tuple], name: str, new: tuple, comp: HloComputation) -> None:
+def _assign(roles: dict[str, tuple], reads: dict[str, list[tuple]], name: str, new: tuple,
+            comp: HloComputation, free: bool = False) -> None:
     new = _units_dropped(new, comp.instruction(name).shape.dims)
-    named = [r for r in new if r is not None]
+    named = [r for r in new if r is not None and not isinstance(r, AffineExpr)]
     if len(named) != len(set(named)):
         raise NotAttention(f"{name} would be read with one role on two dims: {new}")
     old = roles.setdefault(name, new)
-    if old != new:
-        raise NotAttention(f"{name} is read at two different indices ({old} and {new})")
+    seen = reads.setdefault(name, [])
+    if new not in seen:
+        if seen and not free:
+            raise NotAttention(f"{name} is read at two different indices ({old} and {new})")
+        seen.append(new)
 
 
 def _depends_on(comp: HloComputation, name: str, target: str) -> bool:

@@ -26,6 +26,7 @@ from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
 from fusion.shape import ArrayShape, Shape, flatten_shape
 from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
+from tiling.range_evaluator import RangeEvaluator
 
 # Ops that may be members of a fusion (XLA's producer-consumer fusible ops, without the ones
 # this project keeps as their own kernels: dot, gather, scatter, sort, reduce-window, ...).
@@ -123,6 +124,50 @@ def node_traffic(comp: HloComputation, node: Node) -> int:
         return 0
     reads = sum(value_bytes(comp.instruction(v).shape) for v in external_inputs(comp, node.members))
     return reads + sum(value_bytes(comp.instruction(v).shape) for v in node.outputs)
+
+
+def footprint_bytes(fused: HloComputation, module: HloModule) -> int | None:
+    """Bytes a kernel of ``fused`` reads and writes, each input counted at the bounding box of
+    the indices the indexing maps read it at (a slice reads its slice, not its whole operand)
+    and each output once; None when the indexing analysis has no rule for some op.
+
+    >>> from fusion.parser import parse_hlo
+    >>> m = parse_hlo('HloModule m\\nENTRY e {\\n  p = f32[4,96] parameter(0)\\n'
+    ...               '  ROOT s = f32[4,32] slice(p), slice={[0:4], [32:64]}\\n}')
+    >>> footprint_bytes(m.entry, m)  # 4x32 f32 read, 4x32 written
+    1024
+    """
+    try:
+        maps = output_to_input_indexing_of_computation(fused, module)
+    except FusionCompilerError:
+        return None
+    total = sum(value_bytes(s) for s in flatten_shape(fused.root.shape))
+    for p in fused.parameters:
+        if not isinstance(p.shape, ArrayShape):
+            total += value_bytes(p.shape)
+            continue
+        count = math.prod(_read_box(maps.get(p.name, ()), p.shape.dims))
+        total += math.ceil(count * p.shape.element_type.bits / 8)
+    return total
+
+
+def _read_box(maps, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """Per dim, the extent of the bounding box of every index ``maps`` read (the whole dim
+    where a map is undefined)."""
+    if not maps:
+        return tuple(0 for _ in dims)
+    lo: list[int | None] = [None] * len(dims)
+    hi: list[int | None] = [None] * len(dims)
+    for m in maps:
+        if m.is_undefined or len(m.results) != len(dims):
+            return dims
+        symbols = list(m.range_bounds) + [v.feasible_values for v in m.rt_vars]
+        evaluator = RangeEvaluator(m.dim_bounds, symbols)
+        for j, e in enumerate(m.results):
+            iv = evaluator.compute(e)
+            lo[j] = iv.lower if lo[j] is None else min(lo[j], iv.lower)
+            hi[j] = iv.upper if hi[j] is None else max(hi[j], iv.upper)
+    return tuple(max(0, min(h, n - 1) - max(l, 0) + 1) for n, l, h in zip(dims, lo, hi))
 
 
 def is_kernel(comp: HloComputation, node: Node) -> bool:

@@ -43,12 +43,14 @@ from typing import TYPE_CHECKING
 
 from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloComputation
+from fusion.opcodes import ELEMENTWISE_OPCODES
 from tiling.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_decisions import (
     FUSIBLE_OPCODES,
     FusionDecision,
     Node,
     external_inputs,
+    footprint_bytes,
     node_traffic,
     structural_tile_check,
 )
@@ -61,8 +63,9 @@ if TYPE_CHECKING:
 
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
-    member fusible and no reduction (the dot template takes elementwise and data-movement
-    prologues and elementwise epilogues); None for any other node."""
+    member fusible and no reduction, and what is computed from the dot elementwise at its
+    index (the dot template takes elementwise and data-movement prologues and elementwise
+    epilogues); None for any other node."""
     dots = [m for m in node.members if comp.instruction(m).opcode == "dot"]
     if len(dots) != 1:
         return None
@@ -70,6 +73,17 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
         opcode = comp.instruction(m).opcode
         if m != dots[0] and (opcode not in FUSIBLE_OPCODES or opcode == "reduce"):
             return None
+    # The epilogue is applied to the accumulator tile: everything computed from the dot must
+    # be elementwise at the dot's own output index (no transpose or reshape of its result).
+    out_dims = comp.instruction(dots[0]).shape.dims
+    downstream = {dots[0]}
+    for m in node.members:  # members are in the computation's (topological) order
+        instr = comp.instruction(m)
+        if m in downstream or not any(o in downstream for o in instr.operands):
+            continue
+        if instr.opcode not in ELEMENTWISE_OPCODES or instr.shape.dims != out_dims:
+            return None
+        downstream.add(m)
     return dots[0]
 
 
@@ -108,6 +122,12 @@ class KernelCosts:
             self._by_node[node] = self._model(node)
         return self._by_node[node]
 
+    def _template_bytes(self, node: Node) -> int:
+        """A template kernel's bytes: each input at the footprint its indexing reads (the
+        query third of a QKV matmul's output, not all of it), each output once."""
+        footprint = footprint_bytes(self.graph.candidate(node), self.graph.module)
+        return node_traffic(self.graph.comp, node) if footprint is None else footprint
+
     def _model(self, node: Node) -> ModeledCost:
         comp = self.graph.comp
         dots = _dot_count(comp, node)
@@ -117,7 +137,7 @@ class KernelCosts:
             if dot_member(comp, node) is None or len(node.outputs) != 1:
                 return ModeledCost(None, "a dot fusion holds one dot, elementwise or "
                                          "data-movement prologues and one elementwise output")
-            return ModeledCost(node_traffic(comp, node))
+            return ModeledCost(self._template_bytes(node))
         if dots == 2:
             if len(node.outputs) != 1:
                 return ModeledCost(None, "an attention fusion has one output")
@@ -125,7 +145,7 @@ class KernelCosts:
                 analyze_attention(self.graph.candidate(node))
             except NotAttention as why:
                 return ModeledCost(None, f"the attention template does not take it: {why}")
-            return ModeledCost(node_traffic(comp, node))
+            return ModeledCost(self._template_bytes(node))
         if dots:
             return ModeledCost(None, f"a fusion holds at most two dots (attention), not {dots}")
         fused = self.graph.candidate(node)

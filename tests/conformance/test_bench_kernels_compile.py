@@ -43,6 +43,8 @@ def compiled(tmp_path_factory) -> dict[int, dict[str, list[Path]]]:
                 continue
             module = compile_hlo(path.read_text(), target=f"sm_{arch}")
             report = build_report(module)
+            # The fusion pass's result compiles as made: no fallback to a less fused module.
+            assert report.fusion_mode == "fused", (path.stem, report.fusion_fallbacks)
             directory = tmp_path_factory.mktemp(f"{path.stem}_sm{arch}")
             write_kernels(module, report, directory)
             out[arch][path.stem] = [directory / f.kernel_file for f in report.fusions]

@@ -170,3 +170,39 @@ def test_realistic_attention_is_one_kernel_without_spills_on_sm90():
     f32, bf16 = json.loads(line[len("REPORT"):])
     assert f32["spills"] == 0 and bf16["spills"] == 0, (f32, bf16)
     assert bf16["wgmma"] + bf16["mma"] > 0  # bf16 dots on the tensor cores
+
+
+def qkv_heads_attention(b: int = 1, t: int = 16, h: int = 2, dh: int = 8):
+    """A GPT-2 style block's attention: one QKV matmul ``[b, t, 3 * h * dh]`` split into q, k
+    and v, each reshaped to ``[b, t, h, dh]`` and transposed to ``[b, h, t, dh]``; causal
+    attention; the heads transposed and merged back to ``[b, t, h * dh]``."""
+    def f(x, w):
+        q, k, v = jnp.split(x @ w, 3, axis=-1)
+        heads = lambda a: a.reshape(b, t, h, dh).transpose(0, 2, 1, 3)  # noqa: E731
+        o = attention(True, scale=dh ** 0.5)(heads(q), heads(k), heads(v))
+        return o.transpose(0, 2, 1, 3).reshape(b, t, h * dh)
+    return hlo(f, S((b, t, h * dh), jnp.float32), S((h * dh, 3 * h * dh), jnp.float32))
+
+
+@pytest.mark.parametrize("dh", [8, 4])
+def test_qkv_slice_reshape_transpose_prologues_fuse_into_attention(dh):
+    """The slice -> reshape (split into heads) -> transpose prologues of q, k and v are read by
+    the attention kernel at ``heads * dh + head`` (a composite index) and merge into it: the
+    three transpose kernels disappear.  Both head dims pad the 16-wide head tile (masked
+    lanes: a padding lane of one head would read the next head)."""
+    text = qkv_heads_attention(dh=dh)
+    from tiling.priority_fusion import FusionOptions
+    from tiling.fusion_traffic_model import count_kernels
+    module = fusion.parse_hlo(text)
+    fused = fuse_module(module)
+    unmerged = fuse_module(module, options=FusionOptions(tiled_merges=False))
+    assert count_kernels(fused.module) < count_kernels(unmerged.module)
+    (attention_fusion,) = [i for _, i in fused.module.fusions()
+                           if is_attention_fusion(fused.module, i.name)]
+    body = fused.module.computation(attention_fusion.attr("calls"))
+    opcodes = [i.opcode for i in body.instructions]
+    assert opcodes.count("transpose") >= 3 and opcodes.count("slice") == 3, opcodes
+    compiled = run_and_check(text)
+    assert "attention" in kinds(compiled)
+    assert not any(f.kind != "attention" and "transpose" in name for name, f in
+                   compiled.fusions.items())
