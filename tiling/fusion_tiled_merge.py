@@ -61,6 +61,7 @@ from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 if TYPE_CHECKING:
     from tiling.priority_fusion import FusionGraph
 
+
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
     member fusible and no reduction, and what is computed from the dot elementwise at its
@@ -122,30 +123,31 @@ class KernelCosts:
             self._by_node[node] = self._model(node)
         return self._by_node[node]
 
-    def _template_bytes(self, node: Node) -> int:
+    def _template_bytes(self, node: Node, fused: HloComputation) -> int:
         """A template kernel's bytes: each input at the footprint its indexing reads (the
         query third of a QKV matmul's output, not all of it), each output once."""
-        footprint = footprint_bytes(self.graph.candidate(node), self.graph.module)
+        footprint = footprint_bytes(fused, self.graph.module)
         return node_traffic(self.graph.comp, node) if footprint is None else footprint
 
     def _model(self, node: Node) -> ModeledCost:
         comp = self.graph.comp
         dots = _dot_count(comp, node)
-        # A dot or attention kernel streams its operands through L2 tile by tile (its
-        # template's own tiling): its DRAM traffic is its inputs and outputs, each once.
+        # A dot or attention kernel streams its operand tiles through L2 (its template's own
+        # tiling): its DRAM traffic is the footprint of its inputs and its outputs, once each.
         if dots == 1:
             if dot_member(comp, node) is None or len(node.outputs) != 1:
                 return ModeledCost(None, "a dot fusion holds one dot, elementwise or "
                                          "data-movement prologues and one elementwise output")
-            return ModeledCost(self._template_bytes(node))
+            return ModeledCost(self._template_bytes(node, self.graph.candidate(node)))
         if dots == 2:
             if len(node.outputs) != 1:
                 return ModeledCost(None, "an attention fusion has one output")
+            fused = self.graph.candidate(node)
             try:
-                analyze_attention(self.graph.candidate(node))
+                analyze_attention(fused)
             except NotAttention as why:
                 return ModeledCost(None, f"the attention template does not take it: {why}")
-            return ModeledCost(self._template_bytes(node))
+            return ModeledCost(self._template_bytes(node, fused))
         if dots:
             return ModeledCost(None, f"a fusion holds at most two dots (attention), not {dots}")
         fused = self.graph.candidate(node)
