@@ -82,7 +82,8 @@ class FusionOptions:
     it, or when the tile analysis cannot tile it although it could tile each part
     (``tiling.fusion_tile_check``).  An injected ``tile_check`` is absolute: any fusion it
     refuses is not made.  ``maps_check`` defaults to the indexing analysis with a structural
-    fallback."""
+    fallback.  ``tiled_merges`` and ``attention`` turn on the GPU compiler's stages (see the
+    module docstring); with both off the pass stops where XLA's CPU backend stops."""
 
     canonicalize: bool = True
     multi_output: bool = True
