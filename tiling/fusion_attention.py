@@ -53,23 +53,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiling.attention_pattern import NotAttention, analyze_attention
-from tiling.fusion_decisions import FusionDecision, Node, external_inputs, node_traffic
+from tiling.fusion_decisions import (
+    FusionDecision,
+    Node,
+    external_inputs,
+    node_traffic,
+    reachable,
+)
 from tiling.fusion_tiled_merge import dot_member, mergeable
 
 if TYPE_CHECKING:
     from tiling.priority_fusion import FusionGraph
-
-
-def _reach(succ: dict[int, set[int]], start: int) -> set[int]:
-    """Nodes reachable from ``start`` (itself excluded unless on a cycle)."""
-    seen: set[int] = set()
-    stack = list(succ[start])
-    while stack:
-        n = stack.pop()
-        if n not in seen:
-            seen.add(n)
-            stack.extend(succ[n])
-    return seen
 
 
 def _pairs(graph: FusionGraph):
@@ -83,11 +77,11 @@ def _pairs(graph: FusionGraph):
         for t in targets:
             preds[t].add(n)
     for a in dots:
-        after = _reach(succ, a)
+        after = reachable(succ, a)
         for b in dots:
             if b == a or b not in after:
                 continue
-            before = _reach(preds, b)
+            before = reachable(preds, b)
             between = after & before
             if any(n in dots for n in between):
                 continue  # a dot chain: the adjacent pairs are judged instead

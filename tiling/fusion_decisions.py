@@ -126,6 +126,29 @@ def node_traffic(comp: HloComputation, node: Node) -> int:
     return reads + sum(value_bytes(comp.instruction(v).shape) for v in node.outputs)
 
 
+def reachable(succ: dict[int, set[int]], start: int, skip: int | None = None) -> set[int]:
+    """The nodes reachable from ``start`` along ``succ`` (itself only when on a cycle),
+    leaving out the direct edge to ``skip``.
+
+    >>> sorted(reachable({0: {1, 2}, 1: {2}, 2: set()}, 0, skip=2))
+    [1, 2]
+    """
+    seen: set[int] = set()
+    stack = [t for t in succ[start] if t != skip]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(succ[n])
+    return seen
+
+
+def reaches_through_another(succ: dict[int, set[int]], start: int, goal: int) -> bool:
+    """Whether ``goal`` is reachable from ``start`` other than by the direct edge: merging
+    the two would then make a cycle through the node between them."""
+    return goal in reachable(succ, start, skip=goal)
+
+
 def footprint_bytes(fused: HloComputation, module: HloModule) -> int | None:
     """Bytes a kernel of ``fused`` reads and writes, each input counted at the bounding box of
     the indices the indexing maps read it at (a slice reads its slice, not its whole operand)

@@ -20,26 +20,13 @@ from tiling.fusion_decisions import (
     Node,
     elements,
     external_inputs,
+    reachable,
+    reaches_through_another,
     reduce_members,
 )
 
 if TYPE_CHECKING:
     from tiling.priority_fusion import FusionGraph
-
-
-def _reaches(succ: dict[int, set[int]], start: int, goal: int, skip_direct: bool) -> bool:
-    """Whether ``goal`` is reachable from ``start`` (through another node if skip_direct)."""
-    stack = [t for t in succ[start] if not (skip_direct and t == goal)]
-    seen: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if n == goal:
-            return True
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(succ[n])
-    return False
 
 
 def _reduction_signature(graph: FusionGraph, node: Node):
@@ -87,7 +74,7 @@ def _producer_candidates(graph: FusionGraph):
                 continue
             if not _all_array_outputs(graph, consumer):
                 continue
-            yield pid, cid, _reaches(succ, pid, cid, skip_direct=True)
+            yield pid, cid, reaches_through_another(succ, pid, cid)
 
 
 def _elements(dims: tuple[int, ...]) -> int:
@@ -114,7 +101,7 @@ def _sibling_candidates(graph: FusionGraph):
             if not _all_array_outputs(graph, nb) or not inputs_a & set(
                     external_inputs(comp, nb.members)):
                 continue
-            cyclic = _reaches(succ, a, b, False) or _reaches(succ, b, a, False)
+            cyclic = b in reachable(succ, a) or a in reachable(succ, b)
             yield a, b, cyclic
 
 

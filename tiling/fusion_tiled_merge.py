@@ -52,6 +52,7 @@ from tiling.fusion_decisions import (
     external_inputs,
     footprint_bytes,
     node_traffic,
+    reaches_through_another,
     structural_tile_check,
 )
 from tiling.policy.candidates import report_for
@@ -183,20 +184,6 @@ def _holds_hero(comp: HloComputation, node: Node) -> bool:
     return any(comp.instruction(m).opcode in ("dot", "reduce") for m in node.members)
 
 
-def _reaches_through_other(succ: dict[int, set[int]], start: int, goal: int) -> bool:
-    """Whether ``goal`` is reachable from ``start`` other than by the direct edge."""
-    stack = [t for t in succ[start] if t != goal]
-    seen: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if n == goal:
-            return True
-        if n not in seen:
-            seen.add(n)
-            stack.extend(succ[n])
-    return False
-
-
 def _merged(graph: FusionGraph, pid: int, cid: int, readers: dict[str, list[int]]) -> Node:
     """Producer ``pid`` fused into consumer ``cid``: outputs of the producer that others still
     read (or that the computation returns) stay outputs."""
@@ -221,7 +208,7 @@ def _candidates(graph: FusionGraph):
                 continue
             if not (_holds_hero(graph.comp, producer) or _holds_hero(graph.comp, consumer)):
                 continue  # two loop fusions: producer-consumer fusion has judged them
-            yield pid, cid, _merged(graph, pid, cid, readers), _reaches_through_other(
+            yield pid, cid, _merged(graph, pid, cid, readers), reaches_through_another(
                 succ, pid, cid)
 
 

@@ -27,6 +27,7 @@ single stage allocates no staging buffers), 2 for a looped one (double buffering
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
@@ -131,7 +132,10 @@ def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
     return tuple(operand.dims[k] for k in reduced)
 
 
+@lru_cache(maxsize=64)
 def _tile_analysis(computation: HloComputation) -> SymbolicTiledFusion | None:
+    # Cached: a kernel file plans twice when it realigns its tiles, and a fusion compiled
+    # again (a tuning sweep, another target) plans the same computation.
     try:
         return analyze_computation_tiling(computation, computation.name)
     except FusionCompilerError:
