@@ -4,18 +4,34 @@ Triton 3.9 reads ``TRITON_INTERPRET`` through ``triton.knobs.runtime.interpret``
 is *decorated* (``triton.jit`` returns an ``InterpretedFunction`` instead of a ``JITFunction``),
 so it must be set before any kernel module is imported, which conftest guarantees.
 ``TRITON_DEFAULT_FP_FUSION=0`` is the numerics policy (see ``triton_backend.lowering.numerics_policy``).
-Each test session gets its own kernel cache directory so runs never share (or corrupt) files.
+Each test session gets its own kernel cache directory so runs never share (or corrupt) files,
+and each test its own compiled-module cache (``module_cache``) so no test sees another's compiles.
 """
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+
+import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")
 os.environ.setdefault(
     "FUSION_KERNEL_CACHE_DIR", tempfile.mkdtemp(prefix="fusion-kernel-cache-tests-")
 )
+
+_MODULE_CACHES = tempfile.mkdtemp(prefix="fusion-module-cache-tests-")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_module_cache(monkeypatch):
+    """An empty compiled-module cache per test: a new plan directory, nothing in memory."""
+    monkeypatch.setenv("FUSION_MODULE_CACHE_DIR", tempfile.mkdtemp(dir=_MODULE_CACHES))
+    cache = sys.modules.get("triton_backend.driver.module_cache")
+    if cache is not None:  # not imported yet: nothing remembered
+        cache.forget_remembered()
+
 
 # The corpus generator switches jax to 64-bit mode when imported; doctest collection would
 # import it and leak that mode into every later JAX test of the same worker.

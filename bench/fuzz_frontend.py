@@ -4,11 +4,15 @@ Each case (``tests.fuzz.mutations``) runs parse -> verify -> print/parse round t
 -> evaluate -> indexing analysis -> the ``check``/``evaluate``/``indexing``/``layout`` commands
 (``tests.fuzz.fuzz_pipeline``).  Every outcome must be success or one of the project's errors
 with a location; anything else is a CRASH (or ROUNDTRIP / TIMEOUT) and its reproducer is
-printed.  ``--stages tile,compile`` also runs ``tiling.policy.candidates.tiling_candidates`` on
-every fusion and ``triton_backend.compile_hlo`` on modules that passed, when importable.
+printed.  ``--stages tile,compile,run`` also runs, on modules that passed the front end,
+``tiling.policy.candidates.tiling_candidates`` on every fusion, ``triton_backend.compile_hlo``,
+and a run under the interpreter compared with the reference evaluator
+(``tests.fuzz.backend_stages``): a wrong result is a defect (``WRONG``), like a crash or a hang.
+``ok`` then means accepted and correct; ``NOT_RUN`` compiled but too large to run in a case.
 
     python bench/fuzz_frontend.py                  # 10,000 cases, seed 0
     python bench/fuzz_frontend.py --count 500 --seed 3 --show 5
+    python bench/fuzz_frontend.py --count 2000 --stages tile,compile,run --timeout 5
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import argparse
 import importlib
 import sys
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -29,37 +34,17 @@ from tests.fuzz.fuzz_pipeline import (
 )
 from tests.fuzz.mutations import generate
 
-MAIN_KINDS = ("ok", "HloParseError", "HloVerifyError", "EvaluationError", "UnsupportedOpError")
-
-
-def _tile_stage():
-    module = importlib.import_module("tiling.policy.candidates")
-
-    def tile(hlo_module) -> None:
-        for _, instr in hlo_module.fusions():
-            module.tiling_candidates(hlo_module, instr)
-    return tile
-
-
-def _compile_stage():
-    backend = importlib.import_module("triton_backend")
-
-    def compile_(hlo_module) -> None:
-        backend.compile_hlo(hlo_module)
-    return compile_
-
-
-EXTRA_STAGES = {"tile": _tile_stage, "compile": _compile_stage}
+MAIN_KINDS = ("ok", "NOT_RUN", "HloParseError", "HloVerifyError", "EvaluationError",
+              "UnsupportedOpError")
+STAGE_NAMES = ("tile", "compile", "run")
 
 
 def _stages(names: list[str]):
-    extra = {}
-    for name in names:
-        try:
-            extra[name] = EXTRA_STAGES[name]()
-        except (ImportError, AttributeError) as err:
-            print(f"stage {name} skipped: not importable ({err})")
-    return with_extra_stages(extra) if extra else frontend_stages
+    if not names:
+        return frontend_stages
+    # Imported only when asked for: the front end alone needs neither torch nor triton.
+    backend = importlib.import_module("tests.fuzz.backend_stages")
+    return with_extra_stages(backend.backend_stages(names))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,21 +54,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per case")
     parser.add_argument("--show", type=int, default=3, help="crash reproducers to print")
     parser.add_argument("--stages", default="",
-                        help="extra stages after the front end, comma-separated: tile,compile")
+                        help="extra stages after the front end, comma-separated: "
+                             "tile,compile,run")
     args = parser.parse_args(argv)
     names = [n for n in args.stages.split(",") if n]
-    unknown = [n for n in names if n not in EXTRA_STAGES]
+    unknown = [n for n in names if n not in STAGE_NAMES]
     if unknown:
-        parser.error(f"unknown stage(s) {', '.join(unknown)}; known: {', '.join(EXTRA_STAGES)}")
+        parser.error(f"unknown stage(s) {', '.join(unknown)}; known: {', '.join(STAGE_NAMES)}")
     stages = _stages(names)
+    # Mutated modules divide by zero and overflow on purpose; NumPy (evaluator, interpreter)
+    # says so for every case.  The outcome, not the warning, is what is counted.
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    # Reproducers hold hostile characters (lone surrogates among them): print them escaped.
+    sys.stdout.reconfigure(errors="backslashreplace")
 
     counts: Counter[str] = Counter()
     others: Counter[str] = Counter()
+    by_stage: Counter[str] = Counter()
     by_mutation: Counter[str] = Counter()
     failures = []
     start = time.perf_counter()
     for case in generate(args.count, seed=args.seed):
         outcome = run_pipeline(case.text, timeout_s=args.timeout, stages=stages)
+        by_stage[f"{outcome.kind} at {outcome.stage}"] += 1
         if outcome.kind in MAIN_KINDS or outcome.kind in FAILURES:
             counts[outcome.kind] += 1
         else:
@@ -100,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "other project errors" and others:
             extra = "  (" + ", ".join(f"{k}: {v}" for k, v in others.most_common()) + ")"
         print(f"  {kind:22s} {counts[kind]:6d}{extra}")
+    print("by stage: " + ", ".join(f"{k}: {v}" for k, v in sorted(by_stage.items())))
     if by_mutation:
         print("failures by mutation: " + ", ".join(f"{k}: {v}" for k, v in by_mutation.most_common()))
     for case, outcome in failures[: args.show]:

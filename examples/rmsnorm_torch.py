@@ -6,7 +6,9 @@
 The JAX-lowered file comes from ``jax.jit(rmsnorm).lower(x, g).as_text(dialect="hlo")``
 (see ``tests/data/hlo/generate_corpus.py``).  Runs on CPU through the Triton interpreter, or
 on a GPU when there is one.  Prints the largest difference to PyTorch's own RMSNorm, in eager
-mode and under ``torch.compile(fullgraph=True)``.
+mode and under ``torch.compile(fullgraph=True)``, and of the gradient of the trainable weight
+(the op's backward is the VJP module ``fusion.autodiff`` derives from the HLO).  Training a
+model with such ops for some steps: ``examples/train_rmsnorm.py``.
 """
 from __future__ import annotations
 
@@ -48,13 +50,13 @@ ENTRY main {{
 
 
 class HloRMSNorm(torch.nn.Module):
-    """RMSNorm whose forward is the compiled HLO module (inference only: no autograd)."""
+    """RMSNorm whose forward is the compiled HLO module; ``weight`` is trainable."""
 
     def __init__(self, hlo_text: str, name: str) -> None:
         super().__init__()
         self.op = torch_op(hlo_text, name=name)
         dtype, (features,) = self.op.signature.inputs[1]
-        self.register_buffer("weight", torch.linspace(0.5, 1.5, features, dtype=dtype))
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, features, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.op(x, self.weight)
@@ -78,10 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     expected = reference(x, model.weight)
     eager = model(x)
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
+    # d(sum(y * c))/d(weight), through the op's backward and through PyTorch's own ops.
+    c = torch.linspace(-1.0, 1.0, x_dims[-1], dtype=x_dtype, device=device)
+    (grad,) = torch.autograd.grad((compiled * c).sum(), model.weight)
+    (expected_grad,) = torch.autograd.grad((expected * c).sum(), model.weight)
     print(f"{model.op.qualname} on {device}: input {list(x_dims)}")
     print(f"  eager            max |diff| = {(eager - expected).abs().max().item():.3e}")
     print(f"  torch.compile    max |diff| = {(compiled - expected).abs().max().item():.3e}")
-    ok = torch.allclose(eager, expected, rtol=1e-5, atol=1e-5) and torch.equal(eager, compiled)
+    print(f"  weight gradient  max |diff| = {(grad - expected_grad).abs().max().item():.3e}")
+    ok = (torch.allclose(eager, expected, rtol=1e-5, atol=1e-5) and torch.equal(eager, compiled)
+          and torch.allclose(grad, expected_grad, rtol=1e-4, atol=1e-4))
     print("  OK" if ok else "  MISMATCH")
     return 0 if ok else 1
 

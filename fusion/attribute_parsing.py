@@ -252,8 +252,10 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "k": _INT_,
     "kind": read_word,
     "largest": read_bool,
+    "left_side": read_bool,
     "lhs_batch_dims": _DIMS,
     "lhs_contracting_dims": _DIMS,
+    "lower": read_bool,
     "mantissa_bits": _INT_,
     "offset_dims": _DIMS,
     "operand_batching_dims": _DIMS,
@@ -272,13 +274,20 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "start_index_map": _DIMS,
     "start_indices_batching_dims": _DIMS,
     "to_apply": read_computation,
+    "transpose_a": read_word,
     "true_computation": read_computation,
     "type": read_word,
     "unique_indices": read_bool,
+    "unit_diagonal": read_bool,
     "update_window_dims": _DIMS,
     "use_global_device_ids": read_bool,
     "window": read_window,
 }
+
+
+def rule_for_attribute(key: str) -> Callable[[Lexer, str], Any]:
+    """The reader of attribute ``key``'s value (``read_raw`` for keys not listed)."""
+    return ATTRIBUTE_RULES.get(key, read_raw)
 
 
 def read_attribute_value(lexer: Lexer, key: str) -> Any:

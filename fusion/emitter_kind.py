@@ -4,6 +4,8 @@ The decision follows XLA's ``GetEmitterFusionKind`` priority order:
 
 1. ``kind=kCustom`` fusions: Triton when the backend config asks for it (a
    ``block_level_fusion_config`` or a ``__triton*`` kind), cuDNN, else a custom fusion;
+   XLA:CPU's library fusions (``"fusion_config": {"kind": "__ynn_fusion"}``: XNNPACK, YNNPACK,
+   oneDNN calls) hold plain HLO and are decided by their body like any other fusion;
 2. *reduction* if some output's hero is a reduce the reduction emitter handles, and every
    other output is a compatible reduce or has as many elements as the reduce input;
 3. *transpose* if the transpose heroes (transposes, or copies that change the layout) are
@@ -25,12 +27,12 @@ The decision follows XLA's ``GetEmitterFusionKind`` priority order:
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import Enum
 
 from fusion.attributes import RawText
+from fusion.backend_config import parse_backend_config
 from fusion.errors import HloVerifyError, UnsupportedOpError
 from fusion.hero_analysis import (
     TransposeDescription,
@@ -101,17 +103,30 @@ def _backend_kind(fusion_instr: HloInstruction) -> tuple[str, bool]:
     if raw is None:
         return "", False
     text = raw.text if isinstance(raw, RawText) else str(raw)
-    try:
-        config = json.loads(text)
-        fbc = config.get("fusion_backend_config", {}) if isinstance(config, dict) else {}
-        return str(fbc.get("kind", "")), "block_level_fusion_config" in fbc
-    except (ValueError, AttributeError):
-        match = re.search(r'"kind"\s*:\s*"([^"]*)"', text)
+    config = parse_backend_config(text)  # JSON or protobuf text format
+    if config is None:
+        match = re.search(r'"?kind"?\s*:\s*"([^"]*)"', text)
         return (match.group(1) if match else ""), "block_level_fusion_config" in text
+    fbc = config.get("fusion_backend_config", {})
+    fbc = fbc if isinstance(fbc, dict) else {}
+    return str(fbc.get("kind", "")), "block_level_fusion_config" in fbc
+
+
+def is_cpu_library_fusion(fusion_instr: HloInstruction) -> bool:
+    """Whether ``fusion_instr`` is one of XLA:CPU's library fusions (``kind=kCustom`` with a
+    ``fusion_config``, e.g. ``{"fusion_config":{"kind":"__ynn_fusion"}}``).  Its body is
+    plain HLO that the library call implements, so it compiles like any fusion."""
+    raw = fusion_instr.attr("backend_config", None)
+    if fusion_instr.attr("kind", "") != "kCustom" or raw is None:
+        return False
+    config = parse_backend_config(raw.text if isinstance(raw, RawText) else str(raw))
+    return isinstance(config, dict) and isinstance(config.get("fusion_config"), dict)
 
 
 def _custom_kind(fusion_instr: HloInstruction, heroes, roots) -> FusionAnalysis | None:
     kind = fusion_instr.attr("kind", "")
+    if is_cpu_library_fusion(fusion_instr):
+        return None
     backend_kind, block_level = _backend_kind(fusion_instr)
     if kind != "kCustom" and not backend_kind.startswith("__"):
         return None

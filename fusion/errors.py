@@ -107,5 +107,21 @@ class IndexingMapParseError(FusionCompilerError):
     """The text of an indexing map (or affine map) does not parse."""
 
 
-class IndexingCommandError(FusionCompilerError):
+class BadArgumentError(FusionCompilerError):
+    """An argument that names nothing valid or is malformed: an unknown device, fusion or
+    instruction name, a malformed ``--tile`` (``fusion-compile`` exits with status 2, a usage
+    error, for these; the API raises them for its own arguments too)."""
+
+
+class OutputPathError(FusionCompilerError):
+    """An output path that cannot be written: a directory, a parent that is a file, no
+    permission, or a directory ``compile -o`` refuses to overwrite (``where`` names the option)."""
+
+
+class IndexingCommandError(BadArgumentError):
     """A bad ``indexing`` command line: unknown instruction, missing or bad operand/output."""
+
+
+class CacheError(FusionCompilerError):
+    """A cache path that cannot be used (kernel cache, tuning database): not a directory, not
+    writable, full, or an entry that is not a regular file; ``where`` names the path."""

@@ -13,6 +13,7 @@ Literal(dims=(2, 2), values=(1, 2, 3, 4), elements=None)
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from fusion.shape import ArrayShape, Shape, TupleShape
 from fusion.shape_parsing import MAX_NESTING, is_shape_start, read_shape
 
 NAN = math.nan
+_INTEGER_TOKEN = re.compile(r"[-+]?[0-9]+")
 NEG_NAN = -math.nan
 
 ELIDED_MESSAGE = (
@@ -154,6 +156,10 @@ def _number(lexer: Lexer, tok: Token, kind: str) -> Any:
             return -math.inf if text.startswith("-") else math.inf
         if text in ("true", "false"):
             return 1.0 if text == "true" else 0.0
+        if _INTEGER_TOKEN.fullmatch(text):
+            # XLA's lexer makes ``-0`` an integer token and its parser converts the integer,
+            # so a float ``-0`` is +0 there (XLA prints -0.0 as ``-0`` and reads back +0).
+            return float(int(text))
         try:
             return float(text)
         except ValueError:

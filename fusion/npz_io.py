@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from typing import IO, Mapping, Union
 
 import numpy as np
@@ -53,19 +54,58 @@ def _to_storage(array: np.ndarray, name: str) -> np.ndarray:
     return (typed.astype(np.int16) & ((1 << t.bits) - 1)).astype(np.uint8)
 
 
-def _from_storage(stored: np.ndarray, name: str, key: str) -> np.ndarray:
+def _from_storage(stored: np.ndarray, name: str, key: str, where: str) -> np.ndarray:
     t = element_type(name)
     if name in _NATIVE:
-        return stored.astype(t.numpy_dtype(), copy=False)
+        return _exact_cast(stored, t.numpy_dtype(), name, key, where)
     if stored.dtype != _storage(name):
         raise EvaluationError(f"array '{key}' of type {name} must be stored as "
-                              f"{_storage(name)}, found {stored.dtype}", where=key)
+                              f"{_storage(name)}, found {stored.dtype}", where=where)
     if t.bits >= 8:
         return stored.view(t.numpy_dtype())
     bits = stored.astype(np.int16) & ((1 << t.bits) - 1)
     if t.kind == "signed":
         bits = np.where(bits >= 1 << (t.bits - 1), bits - (1 << t.bits), bits)
     return bits.astype(t.numpy_dtype())
+
+
+def _exact_cast(stored: np.ndarray, want: np.dtype, name: str, key: str, where: str) -> np.ndarray:
+    """``stored`` as ``want`` when no value changes but by float rounding; else an error.
+
+    Refused: a dropped imaginary part, a finite value that becomes inf, and (to an integer
+    or pred) NaN, a fraction or a value out of range.  ``0.1`` f64 -> f32 rounds, as any
+    float conversion does, and is allowed.
+
+    >>> _exact_cast(np.array([2.0, -3.0]), np.dtype(np.int32), "s32", "p0", "in.npz").tolist()
+    [2, -3]
+    >>> _exact_cast(np.array([1e10, 2.9]), np.dtype(np.int32), "s32", "p0", "in.npz")
+    Traceback (most recent call last):
+    ...
+    fusion.errors.EvaluationError: in.npz: array 'p0' (float64) cannot be read as s32 without changing its values: element [0] is 10000000000.0
+    """
+    if stored.dtype == want:
+        return stored
+    if stored.dtype.kind == "c" and want.kind != "c":
+        changed = stored.imag != 0
+        if not np.any(changed):  # a real value stored as complex: read its real part
+            return _exact_cast(np.ascontiguousarray(stored.real), want, name, key, where)
+        converted = None
+    else:
+        with np.errstate(all="ignore"):
+            converted = stored.astype(want)
+            if want.kind in "fc":
+                changed = np.isfinite(stored) & ~np.isfinite(converted)
+            else:
+                changed = converted != stored  # compared by value, in a common type
+    if np.any(changed):
+        first = np.argwhere(np.asarray(changed)).reshape(-1, stored.ndim)[0]
+        index = tuple(int(i) for i in first)
+        shown = ",".join(map(str, index))
+        raise EvaluationError(
+            f"array '{key}' ({stored.dtype}) cannot be read as {name} without changing its "
+            f"values: element [{shown}] is {stored[index].item()!r}",
+            where=where)
+    return converted
 
 
 def save_arrays(path: PathOrFile, arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, str]) -> None:
@@ -80,33 +120,105 @@ def save_arrays(path: PathOrFile, arrays: Mapping[str, np.ndarray], dtypes: Mapp
 
 
 def load_arrays(path: PathOrFile) -> dict[str, np.ndarray]:
-    """Read an archive written by ``save_arrays`` (or plain ``np.savez``), restoring bf16 etc."""
+    """Read an archive written by ``save_arrays`` (or plain ``np.savez``), restoring bf16 etc.
+
+    Anything else is a one-line ``EvaluationError`` naming the file (and the key): not an npz
+    archive (empty, a ``.npy`` file, not a zip, a corrupt member), an array that holds no
+    numbers (objects, bytes, strings), a header claiming more elements than the file holds,
+    a malformed ``_dtypes`` entry, or a value the ``_dtypes`` type cannot hold exactly.
+    """
+    where = str(getattr(path, "name", path))
     try:
+        magic = _magic(path)
+        if not magic:
+            raise EvaluationError("the file is empty, not an npz archive", where=where)
+        if magic.startswith(b"\x93NUMPY"):
+            raise EvaluationError("not an npz archive but a single .npy array; write inputs "
+                                  "with numpy.savez", where=where)
+        if not magic.startswith(b"PK"):
+            raise EvaluationError("not an npz archive (not a zip file); write inputs with "
+                                  "numpy.savez", where=where)
         archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise EvaluationError(f"cannot read npz file: {err}", where=str(path)) from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise EvaluationError(f"cannot read npz file: {_reason(err)}", where=where) from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # np.load's own sniffing disagreed
+        raise EvaluationError("not an npz archive; write inputs with numpy.savez", where=where)
     with archive:
-        raw = {k: archive[k] for k in archive.files}
+        raw = {k: _read_member(archive, k, where) for k in archive.files}
     names: dict[str, str] = {}
     if DTYPES_KEY in raw:
         try:
             names = json.loads(str(raw.pop(DTYPES_KEY)))
             if not isinstance(names, dict):
-                raise ValueError("not an object")
+                raise ValueError(f"a JSON {type(names).__name__}, not an object")
         except ValueError as err:
             raise EvaluationError(f"'{DTYPES_KEY}' entry is not a JSON object: {err}",
-                                  where=str(path)) from None
+                                  where=where) from None
     out = {}
     for key, stored in raw.items():
         name = names.get(key)
         if name is None:
             out[key] = stored
-        elif name not in ELEMENT_TYPES or not ELEMENT_TYPES[name].has_values:
+        elif not isinstance(name, str) or name not in ELEMENT_TYPES \
+                or not ELEMENT_TYPES[name].has_values:
             raise EvaluationError(f"'{DTYPES_KEY}' gives unknown element type {name!r} "
-                                  f"for '{key}'", where=str(path))
+                                  f"for '{key}'", where=where)
         else:
-            out[key] = _from_storage(stored, name, key)
+            out[key] = _from_storage(stored, name, key, where)
     return out
+
+
+def _magic(path: PathOrFile) -> bytes:
+    """The first bytes of the file, the position of a file object left unchanged."""
+    if hasattr(path, "read"):
+        position = path.tell()
+        head = path.read(6)
+        path.seek(position)
+        return head
+    with open(path, "rb") as f:
+        return f.read(6)
+
+
+def _reason(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _read_member(archive: "np.lib.npyio.NpzFile", key: str, where: str) -> np.ndarray:
+    """One array, its header checked before any data is read (a header may claim 2^40
+    elements in a file of a few bytes); numbers only (no objects, bytes or strings)."""
+    member = key + ".npy"
+    try:
+        info = archive.zip.getinfo(member)
+        with archive.zip.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(f)
+            data_bytes = info.file_size - f.tell()
+        _check_header(key, shape, dtype, data_bytes, where)
+        array = archive[key]
+    except EvaluationError:
+        raise
+    except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile,
+            MemoryError) as err:
+        raise EvaluationError(f"cannot read array '{key}': {_reason(err)}", where=where) from None
+    if array.dtype.kind not in "biufc" and key != DTYPES_KEY:
+        raise EvaluationError(f"array '{key}' has NumPy dtype {array.dtype}, which holds no "
+                              "numbers", where=where)
+    return array
+
+
+def _check_header(key: str, shape: tuple, dtype: np.dtype, data_bytes: int, where: str) -> None:
+    if key != DTYPES_KEY and (dtype.hasobject or dtype.kind not in "biufc"):
+        raise EvaluationError(f"array '{key}' has NumPy dtype {dtype}, which holds no numbers",
+                              where=where)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count * dtype.itemsize > data_bytes:
+        raise EvaluationError(f"array '{key}' claims shape {list(shape)} ({count} elements of "
+                              f"{dtype}) but its file holds only {data_bytes} bytes", where=where)
 
 
 def input_arrays(module: HloModule, arrays: Mapping[str, np.ndarray], source: str) -> list[np.ndarray]:

@@ -2,7 +2,10 @@
 
 Accepts both styles XLA prints: ``jax.jit(f).lower(x).as_text(dialect="hlo")`` (names without
 ``%``, ``ENTRY main.3 {``) and ``.compile().as_text()`` / ``--xla_dump_to`` dumps (``%`` names,
-computation signatures, stack-frame tables, ``metadata``/``backend_config``).  The parser is
+computation signatures, stack-frame tables, ``metadata``/``backend_config``), and what XLA's own
+parser accepts beyond that: a module without the ``HloModule`` line (named
+``module_<entry computation>``, as XLA names it) and computations written inline as attribute
+values (``to_apply={ ... }``, named ``_``, ``_.1``, ... as XLA names them).  The parser is
 syntactic: unknown opcodes and unknown attributes parse fine (unknown attributes are kept as
 ``RawText``); the verifier judges them later.  Every error is an ``HloParseError`` with line,
 column, the offending text and what was expected.
@@ -19,7 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fusion.attribute_parsing import read_attribute_value
+from fusion.attribute_parsing import (
+    read_attribute_value,
+    read_computation,
+    read_computation_list,
+    rule_for_attribute,
+)
 from fusion.hlo_lexer import Lexer, Token
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.layout import Layout
@@ -28,6 +36,7 @@ from fusion.shape import Shape
 from fusion.shape_parsing import is_shape_start, read_layout_at, read_shape
 
 STACK_FRAME_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_COMPUTATION_RULES = (read_computation, read_computation_list)
 
 
 def parse_hlo(text: str) -> HloModule:
@@ -38,6 +47,8 @@ def parse_hlo(text: str) -> HloModule:
     >>> parse_hlo("HloModule m, is_scheduled=true\\nENTRY e { ROOT c = s32[] constant(7) }"
     ...           ).entry.root.attr("literal").values
     (7,)
+    >>> parse_hlo("ENTRY e { ROOT c = s32[] constant(7) }").name  # no header: XLA's name
+    'module_e'
     """
     return _Parser(text).module()
 
@@ -77,9 +88,18 @@ def _expect_end(lexer: Lexer, what: str) -> None:
                           expected=f"the end of the {what}")
 
 
+#: Name XLA gives a computation written inline (uniquified ``_.1``, ``_.2``, ...).
+INLINE_COMPUTATION_NAME = "_"
+#: Prefix of the name XLA gives a module without the ``HloModule`` line.
+HEADERLESS_MODULE_PREFIX = "module_"
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.lexer = Lexer(text)
+        #: Inline computations parsed since the last top-level one (callees come first).
+        self._inline: list[HloComputation] = []
+        self._computation_names: set[str] = set()
 
     def name(self, what: str) -> Token:
         tok = self.lexer.next()
@@ -92,16 +112,14 @@ class _Parser:
 
     def module(self) -> HloModule:
         lx = self.lexer
-        head = lx.peek()
-        if head.text != "HloModule":
-            raise lx.error("an HLO module must start with 'HloModule <name>'", head.pos,
-                           expected="HloModule <name>")
-        lx.next()
-        name = self.name("the module name after HloModule").text.lstrip("%")
-        if lx.peek().kind == ":":  # 'HloModule m:' as some hand-written reproducers have it
-            lx.next()
+        name = None
         attributes: list[tuple[str, str]] = []
-        while lx.peek().kind == ",":
+        if lx.peek().text == "HloModule":
+            lx.next()
+            name = self.name("the module name after HloModule").text.lstrip("%")
+            if lx.peek().kind == ":":  # 'HloModule m:' as some hand-written reproducers have it
+                lx.next()
+        while name is not None and lx.peek().kind == ",":
             lx.next()
             key = self.name("a module attribute name").text
             self.lexer.expect("=", f"'=' after module attribute {key}")
@@ -117,11 +135,17 @@ class _Parser:
         entry_name = None
         seen: dict[str, Any] = {}
         while lx.peek().kind != "EOF":
+            if not computations and lx.peek(1).kind == "=":
+                raise lx.error("an HLO module must start with 'HloModule <name>' or a "
+                               "computation", lx.peek().pos,
+                               expected="HloModule <name>, or 'name {' / 'ENTRY name {'")
             comp = self.computation()
             if comp.name in seen:
                 raise lx.error(f"duplicate computation name {comp.name!r}", seen[comp.name],
                                expected="unique computation names")
             seen[comp.name] = self._last_comp_pos
+            computations += self._inline
+            self._inline = []
             if comp.is_entry:
                 if entry_name is not None:
                     raise lx.error(f"second ENTRY computation {comp.name!r} (first was "
@@ -137,6 +161,8 @@ class _Parser:
             computations[-1] = HloComputation(last.name, last.instructions, last.root_name,
                                               True, last.location)
             entry_name = last.name
+        if name is None:
+            name = HEADERLESS_MODULE_PREFIX + entry_name
         return HloModule(name, tuple(computations), entry_name, tuple(attributes), stack_frames)
 
     def stack_frame_tables(self) -> str:
@@ -164,8 +190,14 @@ class _Parser:
             lx.next()
         name_tok = self.name("a computation name (or ENTRY)")
         self._last_comp_pos = name_tok.pos
+        self._computation_names.add(name_tok.text.lstrip("%"))
         if lx.peek().kind == "(":
             self.signature()
+        return self.body(name_tok, is_entry, first.pos)
+
+    def body(self, name_tok: Token, is_entry: bool, first_pos: int) -> HloComputation:
+        """The ``{ instructions }`` of computation ``name_tok`` (its ``{`` is next)."""
+        lx = self.lexer
         self.lexer.expect("{", f"'{{' opening the body of computation {name_tok.text}")
         instructions: list[HloInstruction] = []
         names: dict[str, int] = {}
@@ -193,7 +225,27 @@ class _Parser:
                            expected="at least one instruction")
         return HloComputation(name_tok.text.lstrip("%"), tuple(instructions),
                               root_name or instructions[-1].name, is_entry,
-                              lx.location(first.pos))
+                              lx.location(first_pos))
+
+    def inline_follows(self) -> bool:
+        """Whether a computation body (``{ name = ...`` or ``{ ROOT ...``) comes next."""
+        lx = self.lexer
+        if lx.peek().kind != "{" or lx.peek(1).kind != "NAME":
+            return False
+        return lx.peek(1).text == "ROOT" or lx.peek(2).kind == "="
+
+    def inline_computation(self) -> str:
+        """Parse a computation written as an attribute value; returns the name given to it."""
+        lx = self.lexer
+        name, n = INLINE_COMPUTATION_NAME, 0
+        while name in self._computation_names:
+            n += 1
+            name = f"{INLINE_COMPUTATION_NAME}.{n}"
+        self._computation_names.add(name)
+        brace = lx.peek()
+        comp = self.body(Token("NAME", name, brace.pos, brace.pos), False, brace.pos)
+        self._inline.append(comp)
+        return name
 
     def signature(self) -> None:
         """``(p0: f32[2], p1: s32[]) -> f32[2]``: checked for syntax, then dropped (the
@@ -246,6 +298,9 @@ class _Parser:
             lx.next()
             key = self.name("an attribute name after ','")
             self.lexer.expect("=", f"'=' after attribute {key.text}")
+            if rule_for_attribute(key.text) in _COMPUTATION_RULES and self.inline_follows():
+                attributes.append((key.text, self.inline_computation()))
+                continue
             attributes.append((key.text, read_attribute_value(lx, key.text)))
         instr = HloInstruction(name_tok.text.lstrip("%"), opcode, shape, tuple(operands),
                                tuple(attributes), lx.location(first.pos))

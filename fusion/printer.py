@@ -167,6 +167,8 @@ def _float_formatter(dtype: str):
             return "-nan" if math.copysign(1.0, v) < 0 else "nan"
         if math.isinf(v):
             return "-inf" if v < 0 else "inf"
+        if v == 0.0:  # not "-0": XLA's parser (and ours) reads that integer token as +0
+            return "-0.0" if math.copysign(1.0, v) < 0 else "0"
         with np.errstate(all="ignore"):
             target = np_type(v)
             for digits in range(1, 18):

@@ -26,7 +26,6 @@ from fusion.shape_checks import fail
 from fusion.shape_rules_control import (
     shape_call,
     shape_conditional,
-    shape_custom_call,
     shape_fusion,
     shape_while,
 )
@@ -62,8 +61,16 @@ from fusion.shape_rules_elementwise import (
     shape_select,
     shape_unary,
 )
+from fusion.shape_rules_conv import shape_convolution
 from fusion.shape_rules_dot import shape_dot
 from fusion.shape_rules_indexed import shape_gather, shape_scatter
+from fusion.shape_rules_library import (
+    shape_cholesky,
+    shape_custom_call,
+    shape_fft,
+    shape_topk,
+    shape_triangular_solve,
+)
 from fusion.shape_rules_reduce import shape_reduce, shape_reduce_window, shape_select_and_scatter
 from fusion.shape_rules_sort import shape_sort
 
@@ -72,17 +79,20 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "bitcast-convert": shape_bitcast_convert,
     "broadcast": shape_broadcast,
     "call": shape_call,
+    "cholesky": shape_cholesky,
     "clamp": shape_clamp,
     "compare": shape_compare,
     "concatenate": shape_concatenate,
     "conditional": shape_conditional,
     "constant": shape_constant,
     "convert": shape_convert,
+    "convolution": shape_convolution,
     "copy": shape_copy,
     "custom-call": shape_custom_call,
     "dot": shape_dot,
     "dynamic-slice": shape_dynamic_slice,
     "dynamic-update-slice": shape_dynamic_update_slice,
+    "fft": shape_fft,
     "fusion": shape_fusion,
     "gather": shape_gather,
     "get-tuple-element": shape_get_tuple_element,
@@ -100,7 +110,9 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "select-and-scatter": shape_select_and_scatter,
     "slice": shape_slice,
     "sort": shape_sort,
+    "topk": shape_topk,
     "transpose": shape_transpose,
+    "triangular-solve": shape_triangular_solve,
     "tuple": shape_tuple,
     "while": shape_while,
 }

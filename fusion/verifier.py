@@ -3,8 +3,9 @@
 Checks, in order, so that later checks may rely on earlier ones: unique computation and
 instruction names, an entry computation, a ROOT in every computation, operands that exist,
 parameter numbers ``0..N-1``, called computations that exist (and no recursion), no cycles
-among instructions, then every instruction's declared shape against the shape inferred from
-its operands (layouts ignored), and the entry's signature against ``entry_computation_layout``.
+among instructions, then every layout against its shape (``fusion.layout.layout_problem``:
+a permutation, sane tiles, bounded padding) and every instruction's declared shape against
+the shape inferred from its operands (layouts ignored), and the entry's signature against ``entry_computation_layout``.
 The first problem found is raised as an ``HloVerifyError`` with the line:column of the
 instruction (when the module came from text) and its name.
 
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 from fusion.errors import HloVerifyError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import Shape, TupleShape
+from fusion.layout import layout_problem
+from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.shape_checks import fail
 from fusion.shape_inference import infer_shape, same_shape
 from fusion.parser import parse_shape
@@ -44,6 +46,7 @@ def verify_module(module: HloModule) -> None:
         _check_acyclic(comp)
     for comp in module.computations:
         for instr in comp.instructions:
+            _check_layouts(instr)
             _check_shape(instr, comp, module)
     _check_entry_layout(module)
 
@@ -159,6 +162,17 @@ def _find_cycle(graph: dict[str, list[str]], order: list[str]) -> list[str] | No
                 on_path.add(nxt)
                 stack.append(iter(graph.get(nxt, ())))
     return None
+
+
+def _check_layouts(instr: HloInstruction) -> None:
+    # Later stages index dims through minor_to_major and allocate padded buffers: a layout
+    # that is not a permutation, or pads to terabytes, is refused here, located.
+    for leaf in flatten_shape(instr.shape):
+        if isinstance(leaf, ArrayShape) and leaf.layout is not None:
+            problem = layout_problem(leaf.dims, leaf.layout)
+            if problem:
+                fail(instr, f"layout {leaf.layout} of {leaf.dtype}[{leaf.dims_text()}] is "
+                     f"invalid: {problem}")
 
 
 def _check_shape(instr: HloInstruction, comp: HloComputation, module: HloModule) -> None:

@@ -30,10 +30,6 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_runner"),
     ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_runner"),
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
-    # torch: compiled_fusion is reached by ``check --triton`` (op_coverage); launch_mode asks
-    # torch whether a GPU is there.
-    ("triton_backend.driver.compiled_fusion", "target_tile_elements",
-     "triton_backend.driver.launch_mode"),
     ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.driver.launch_mode"),
     # triton: the @triton.jit math helpers, re-imported under the interpreter.
     ("triton_backend.driver.kernel_loading", "_interpreted_copy",

@@ -51,14 +51,14 @@ class AffineExpr:
             return True
         if not isinstance(other, AffineExpr):
             return NotImplemented
-        return self._hash == other._hash and self._order == other._order
+        return self._hash == other._hash and _compare_orders(self._order, other._order) == 0
 
     def __ne__(self, other: object) -> bool:
         result = self.__eq__(other)
         return result if result is NotImplemented else not result
 
     def __lt__(self, other: "AffineExpr") -> bool:
-        return self._order < other._order
+        return _compare_orders(self._order, other._order) < 0
 
     # --- operators ------------------------------------------------------------------------
     def __add__(self, other: IntOrExpr) -> "AffineExpr":
@@ -125,6 +125,31 @@ class AffineExpr:
 
     def __repr__(self) -> str:
         return f"AffineExpr({self.to_str()!r})"
+
+
+def _compare_orders(a: tuple, b: tuple) -> int:
+    """-1, 0 or 1 as ``a`` sorts before, equal to or after ``b``.  The orders nest as deep
+    as the expressions: Python compares nested tuples recursively, so an order deeper than
+    its recursion limit is compared here with an explicit stack instead."""
+    try:
+        return (a > b) - (a < b)
+    except RecursionError:
+        pass
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if not (isinstance(x, tuple) and isinstance(y, tuple)):
+            if x != y:
+                return -1 if x < y else 1
+            continue
+        # Lexicographic: the first differing element decides, so push them last-first.
+        common = min(len(x), len(y))
+        if len(x) != len(y):
+            stack.append((len(x), len(y)))
+        stack.extend((x[i], y[i]) for i in range(common - 1, -1, -1))
+    return 0
 
 
 def _namer(names: Callable[[int], str] | Sequence[str] | None, prefix: str) -> Callable[[int], str]:
@@ -356,11 +381,47 @@ def mod(e: AffineExpr, divisor: int) -> AffineExpr:
 
 
 # --- traversal ------------------------------------------------------------------------------
+def post_order(roots: Iterable[AffineExpr], done=None) -> list[AffineExpr]:
+    """The distinct nodes (by identity) under ``roots``, each after its operands, found
+    without recursion (an expression may be thousands of levels deep).  Nodes for which
+    ``done(node)`` is true are neither listed nor entered.
+
+    >>> [str(n) for n in post_order([d(0) * 2 + 1])]
+    ['d0', 'd0 * 2 + 1']
+    """
+    order: list[AffineExpr] = []
+    visited: set[int] = set()
+    stack: list[tuple[AffineExpr, bool]] = [(r, False) for r in reversed(list(roots))]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+            continue
+        if id(e) in visited or (done is not None and done(e)):
+            continue
+        visited.add(id(e))
+        stack.append((e, True))
+        if isinstance(e, SumExpr):
+            stack.extend((a, False) for a, _ in reversed(e.terms))
+        elif isinstance(e, (FloorDivExpr, ModExpr)):
+            stack.append((e.dividend, False))
+    return order
+
+
 def _evaluate(e: AffineExpr, dims: Sequence[int], symbols: Sequence[int]) -> int:
+    # Recursion is the fast path for the shallow expressions of every day; an expression
+    # deeper than the interpreter's recursion limit is evaluated bottom-up instead.
+    try:
+        return _evaluate_recursive(e, dims, symbols)
+    except RecursionError:
+        return _evaluate_iterative(e, dims, symbols)
+
+
+def _evaluate_recursive(e: AffineExpr, dims: Sequence[int], symbols: Sequence[int]) -> int:
     if isinstance(e, SumExpr):
         total = e.constant
         for atom, coeff in e.terms:
-            total += coeff * _evaluate(atom, dims, symbols)
+            total += coeff * _evaluate_recursive(atom, dims, symbols)
         return total
     if isinstance(e, DimExpr):
         return dims[e.index]
@@ -369,10 +430,33 @@ def _evaluate(e: AffineExpr, dims: Sequence[int], symbols: Sequence[int]) -> int
     if isinstance(e, Constant):
         return e.value
     if isinstance(e, FloorDivExpr):
-        return _evaluate(e.dividend, dims, symbols) // e.divisor
+        return _evaluate_recursive(e.dividend, dims, symbols) // e.divisor
     if isinstance(e, ModExpr):
-        return _evaluate(e.dividend, dims, symbols) % e.divisor
+        return _evaluate_recursive(e.dividend, dims, symbols) % e.divisor
     raise TypeError(f"not an affine expression: {e!r}")
+
+
+def _evaluate_iterative(e: AffineExpr, dims: Sequence[int], symbols: Sequence[int]) -> int:
+    values: dict[int, int] = {}
+    for x in post_order([e]):
+        if isinstance(x, SumExpr):
+            total = x.constant
+            for atom, coeff in x.terms:
+                total += coeff * values[id(atom)]
+            values[id(x)] = total
+        elif isinstance(x, DimExpr):
+            values[id(x)] = dims[x.index]
+        elif isinstance(x, SymbolExpr):
+            values[id(x)] = symbols[x.index]
+        elif isinstance(x, Constant):
+            values[id(x)] = x.value
+        elif isinstance(x, FloorDivExpr):
+            values[id(x)] = values[id(x.dividend)] // x.divisor
+        elif isinstance(x, ModExpr):
+            values[id(x)] = values[id(x.dividend)] % x.divisor
+        else:
+            raise TypeError(f"not an affine expression: {x!r}")
+    return values[id(e)]
 
 
 def substitute(
@@ -394,6 +478,15 @@ def substitute(
 
 
 def _substitute(e, dims, symbols, memo):
+    # Recursion first (fast on shallow expressions); past the recursion limit, bottom-up
+    # over the nodes the memo does not hold yet (the memo keeps what recursion finished).
+    try:
+        return _substitute_recursive(e, dims, symbols, memo)
+    except RecursionError:
+        return _substitute_iterative(e, dims, symbols, memo)
+
+
+def _substitute_recursive(e, dims, symbols, memo):
     key = id(e)
     hit = memo.get(key)
     if hit is not None:
@@ -406,17 +499,38 @@ def _substitute(e, dims, symbols, memo):
         out = e
     elif isinstance(e, SumExpr):
         out = linear_combination(
-            [(_substitute(a, dims, symbols, memo), c) for a, c in e.terms], e.constant
+            [(_substitute_recursive(a, dims, symbols, memo), c) for a, c in e.terms], e.constant
         )
     elif isinstance(e, FloorDivExpr):
-        out = floordiv(_substitute(e.dividend, dims, symbols, memo), e.divisor)
+        out = floordiv(_substitute_recursive(e.dividend, dims, symbols, memo), e.divisor)
     elif isinstance(e, ModExpr):
-        out = mod(_substitute(e.dividend, dims, symbols, memo), e.divisor)
+        out = mod(_substitute_recursive(e.dividend, dims, symbols, memo), e.divisor)
     else:
         raise TypeError(f"not an affine expression: {e!r}")
     memo[key] = out
     memo[-key - 1] = e  # keep `e` alive so its id is not reused while the memo lives
     return out
+
+
+def _substitute_iterative(e, dims, symbols, memo):
+    for x in post_order([e], lambda n: id(n) in memo):
+        if isinstance(x, DimExpr):
+            out = dims[x.index] if dims is not None else x
+        elif isinstance(x, SymbolExpr):
+            out = symbols[x.index] if symbols is not None else x
+        elif isinstance(x, Constant):
+            out = x
+        elif isinstance(x, SumExpr):
+            out = linear_combination([(memo[id(a)], c) for a, c in x.terms], x.constant)
+        elif isinstance(x, FloorDivExpr):
+            out = floordiv(memo[id(x.dividend)], x.divisor)
+        elif isinstance(x, ModExpr):
+            out = mod(memo[id(x.dividend)], x.divisor)
+        else:
+            raise TypeError(f"not an affine expression: {x!r}")
+        memo[id(x)] = out
+        memo[-id(x) - 1] = x  # keep `x` alive so its id is not reused while the memo lives
+    return memo[id(e)]
 
 
 def used_variables(e: AffineExpr) -> tuple[frozenset[int], frozenset[int]]:
@@ -454,6 +568,41 @@ def coefficient_gcd(terms: Iterable[tuple[AffineExpr, int]]) -> int:
 
 # --- printing -------------------------------------------------------------------------------
 def _format(e: AffineExpr, dn: Callable[[int], str], sn: Callable[[int], str]) -> str:
+    try:  # recursion: the fast path for shallow expressions
+        return _format_recursive(e, dn, sn)
+    except RecursionError:
+        return _format_iterative(e, dn, sn)
+
+
+def _format_recursive(e: AffineExpr, dn, sn) -> str:
+    def sub(x: AffineExpr) -> str:
+        return _format_recursive(x, dn, sn)
+
+    return _format_node(e, dn, sn, sub, lambda x: _parenthesized(x, sub(x)))
+
+
+def _parenthesized(x: AffineExpr, text: str) -> str:
+    """An operand of ``*``, ``floordiv``, ``mod`` or unary minus: parenthesized unless
+    atomic."""
+    if isinstance(x, (DimExpr, SymbolExpr)) or (isinstance(x, Constant) and x.value >= 0):
+        return text
+    return f"({text})"
+
+
+def _format_iterative(e: AffineExpr, dn, sn) -> str:
+    # Bottom-up (each distinct node's text once, from its operands' texts): no recursion.
+    text: dict[int, str] = {}
+
+    def sub(x: AffineExpr) -> str:
+        return text[id(x)]
+
+    for x in post_order([e]):
+        text[id(x)] = _format_node(x, dn, sn, sub, lambda y: _parenthesized(y, text[id(y)]))
+    return text[id(e)]
+
+
+def _format_node(e: AffineExpr, dn, sn, sub, operand) -> str:
+    """One node's text from its operands' (``sub``: plain, ``operand``: parenthesized)."""
     if isinstance(e, DimExpr):
         return dn(e.index)
     if isinstance(e, SymbolExpr):
@@ -462,21 +611,21 @@ def _format(e: AffineExpr, dn: Callable[[int], str], sn: Callable[[int], str]) -
         return str(e.value)
     if isinstance(e, (FloorDivExpr, ModExpr)):
         op = "floordiv" if isinstance(e, FloorDivExpr) else "mod"
-        return f"{_operand(e.dividend, dn, sn)} {op} {e.divisor}"
+        return f"{operand(e.dividend)} {op} {e.divisor}"
     if isinstance(e, SumExpr):
         parts: list[str] = []
         for i, (atom, coeff) in enumerate(e.terms):
             if i == 0:
                 if coeff == 1:
-                    parts.append(_format(atom, dn, sn))
+                    parts.append(sub(atom))
                 elif coeff == -1:
-                    parts.append("-" + _operand(atom, dn, sn))
+                    parts.append("-" + operand(atom))
                 else:
-                    parts.append(f"{_operand(atom, dn, sn)} * {coeff}")
+                    parts.append(f"{operand(atom)} * {coeff}")
                 continue
             sign = " + " if coeff > 0 else " - "
             mag = abs(coeff)
-            body = _format(atom, dn, sn) if mag == 1 else f"{_operand(atom, dn, sn)} * {mag}"
+            body = sub(atom) if mag == 1 else f"{operand(atom)} * {mag}"
             parts.append(sign + body)
         if e.constant > 0:
             parts.append(f" + {e.constant}")
@@ -484,11 +633,3 @@ def _format(e: AffineExpr, dn: Callable[[int], str], sn: Callable[[int], str]) -
             parts.append(f" - {-e.constant}")
         return "".join(parts)
     raise TypeError(f"not an affine expression: {e!r}")
-
-
-def _operand(e: AffineExpr, dn, sn) -> str:
-    """An operand of ``*``, ``floordiv``, ``mod`` or unary minus: parenthesized unless atomic."""
-    text = _format(e, dn, sn)
-    if isinstance(e, (DimExpr, SymbolExpr)) or (isinstance(e, Constant) and e.value >= 0):
-        return text
-    return f"({text})"

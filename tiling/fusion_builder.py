@@ -13,6 +13,7 @@ duplicated producer gets a fresh ``name.N``.  A node with several outputs gets a
 """
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from fusion.hlo_module import HloComputation, HloInstruction
@@ -23,19 +24,30 @@ from tiling.fusion_decisions import is_kernel
 
 @dataclass
 class NameAllocator:
-    """Module-unique names: ``taken`` holds every name in use (instructions, computations)."""
+    """Module-unique names: ``taken`` holds every name in use (instructions, computations).
+
+    ``reserved`` is a set of names in use that the allocator only reads (shared, not copied:
+    the pass builds a candidate per merge it weighs, each with its own allocator)."""
 
     taken: set[str] = field(default_factory=set)
+    reserved: AbstractSet[str] = frozenset()
+    # Per stem, the N of the last ``stem.N`` handed out: names are never freed, so the
+    # smallest free N is above it (a module of n fusions names them in O(n), not O(n^2)).
+    _last: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def _used(self, name: str) -> bool:
+        return name in self.taken or name in self.reserved
 
     def fresh(self, base: str) -> str:
         """``base`` if free, else ``base.N`` for the smallest free N."""
-        if base not in self.taken:
+        if not self._used(base):
             self.taken.add(base)
             return base
         stem = base.rsplit(".", 1)[0] if base.rsplit(".", 1)[-1].isdigit() else base
-        n = 1
-        while f"{stem}.{n}" in self.taken:
+        n = self._last.get(stem, 0) + 1
+        while self._used(f"{stem}.{n}"):
             n += 1
+        self._last[stem] = n
         self.taken.add(f"{stem}.{n}")
         return f"{stem}.{n}"
 

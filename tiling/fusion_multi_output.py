@@ -61,7 +61,8 @@ def _producer_candidates(graph: FusionGraph):
     for pid, producer in graph.nodes.items():
         if (not producer.fusible or len(producer.outputs) != 1 or producer.root == comp.root_name
                 or reduce_members(comp, producer.members)
-                or any(comp.instruction(m).opcode == "dot" for m in producer.members)
+                or any(comp.instruction(m).opcode in ("convolution", "dot")
+                       for m in producer.members)
                 or not isinstance(comp.instruction(producer.root).shape, ArrayShape)):
             continue
         users = sorted(set(readers.get(producer.root, ())))

@@ -62,13 +62,17 @@ from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 if TYPE_CHECKING:
     from tiling.priority_fusion import FusionGraph
 
+#: The contractions a ``tl.dot`` template takes with prologues and an elementwise epilogue
+#: (a convolution is an implicit GEMM: ``templates/conv_template``).
+_CONTRACTIONS = frozenset({"convolution", "dot"})
+
 
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
     member fusible and no reduction, and what is computed from the dot elementwise at its
     index (the dot template takes elementwise and data-movement prologues and elementwise
     epilogues); None for any other node."""
-    dots = [m for m in node.members if comp.instruction(m).opcode == "dot"]
+    dots = [m for m in node.members if comp.instruction(m).opcode in _CONTRACTIONS]
     if len(dots) != 1:
         return None
     for m in node.members:
@@ -90,7 +94,7 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
 
 
 def _dot_count(comp: HloComputation, node: Node) -> int:
-    return sum(comp.instruction(m).opcode == "dot" for m in node.members)
+    return sum(comp.instruction(m).opcode in _CONTRACTIONS for m in node.members)
 
 
 def mergeable(comp: HloComputation, node: Node) -> bool:
@@ -181,7 +185,7 @@ def idle_factor(num_blocks: int) -> int:
 
 def _holds_hero(comp: HloComputation, node: Node) -> bool:
     """Whether the node holds a reduce or a dot: what producer-consumer fusion keeps apart."""
-    return any(comp.instruction(m).opcode in ("dot", "reduce") for m in node.members)
+    return any(comp.instruction(m).opcode in _CONTRACTIONS | {"reduce"} for m in node.members)
 
 
 def _merged(graph: FusionGraph, pid: int, cid: int, readers: dict[str, list[int]]) -> Node:

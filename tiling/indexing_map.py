@@ -277,7 +277,12 @@ class IndexingMap:
         return self.simplify().structural_key() == other.simplify().structural_key()
 
     def __hash__(self) -> int:
-        return hash(self.simplify().structural_key())
+        # Cached: the tile analysis keys its nodes by (instruction, map), hashing each map
+        # many times; the hash of the simplified form never changes.
+        hit = self._cache.get("hash")
+        if hit is None:
+            hit = self._cache["hash"] = hash(self.simplify().structural_key())
+        return hit
 
     def to_string(self, multiline: bool = False) -> str:
         return format_indexing_map(self, multiline)

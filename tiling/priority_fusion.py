@@ -38,10 +38,12 @@ e: fuse e -> n: saves 256 bytes
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from fusion.call_graph import reachable_computations
 from fusion.canonicalize import canonicalize
+from fusion.gc_pause import paused_gc
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.instruction_order import in_dependency_order
 from fusion.shape import ArrayShape
@@ -158,7 +160,7 @@ class FusionGraph:
 
     def candidate(self, node: Node) -> HloComputation:
         """The fused computation ``node`` would become, for the injected checks."""
-        names = NameAllocator(set(self.index))
+        names = NameAllocator(reserved=self.index.keys())
         return fused_computation(self.comp, node, "candidate", names)
 
     def check_limits(self, node: Node) -> str | None:
@@ -198,16 +200,17 @@ class FusionGraph:
             for t in targets:
                 indegree[t] += 1
         key = {nid: min(self.index[o] for o in n.outputs) for nid, n in self.nodes.items()}
-        ready = sorted((nid for nid, d in indegree.items() if d == 0), key=key.__getitem__)
+        # Keys are distinct (a value has one owner): the heap pops what a sort would.
+        ready = [(key[nid], nid) for nid, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
         out: list[Node] = []
         while ready:
-            nid = ready.pop(0)
+            _, nid = heapq.heappop(ready)
             out.append(self.nodes[nid])
             for t in succ[nid]:
                 indegree[t] -= 1
                 if indegree[t] == 0:
-                    ready.append(t)
-            ready.sort(key=key.__getitem__)
+                    heapq.heappush(ready, (key[t], t))
         return out
 
 
@@ -296,30 +299,65 @@ def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
 
 def producer_consumer_fusion(graph: FusionGraph) -> list[FusionDecision]:
     """Fuse the best producer into its consumers until none saves traffic; then log why the
-    remaining producers stay."""
-    log: list[FusionDecision] = []
-    while True:
-        readers = graph.readers()
-        best = None
-        for pid in list(graph.nodes):
-            judged = evaluate_producer(graph, pid, readers)
-            if judged is None or not judged[0].fused:
-                continue
-            rank = (judged[0].bytes_saved, -graph.index[graph.nodes[pid].root])
-            if best is None or rank > best[0]:
-                best = (rank, pid, judged)
-        if best is None:
-            break
-        _, pid, (decision, consumers, merged) = best
-        del graph.nodes[pid]
-        for c in consumers:
-            del graph.nodes[c]
-        for node in merged:
-            graph.add(node)
-        log.append(decision)
-    readers = graph.readers()
-    for pid in sorted(graph.nodes, key=lambda n: graph.index[graph.nodes[n].root]):
+    remaining producers stay.
+
+    The best is the largest saving, the earliest producer on a tie.  A producer's judgement
+    depends only on its node and its consumers' nodes (``evaluate_producer``), so after a
+    merge only the producers whose node or consumers changed are judged again: the new nodes
+    and the owners of every value the removed or new nodes read.  The candidates wait in a
+    heap (stale entries are skipped), so a chain of n ops costs O(n log n), not O(n^2)."""
+    comp = graph.comp
+    readers = {v: set(r) for v, r in graph.readers().items()}
+    owner = graph.owner()
+    inputs = {nid: external_inputs(comp, node.members) for nid, node in graph.nodes.items()}
+    heap: list[tuple[int, int, int, int]] = []
+    live: dict[int, tuple[int, tuple]] = {}  # pid -> (version, judgement) of its heap entry
+    version = 0
+
+    def judge(pid: int) -> None:
+        nonlocal version
         judged = evaluate_producer(graph, pid, readers)
+        if judged is None or not judged[0].fused:
+            live.pop(pid, None)
+            return
+        version += 1
+        live[pid] = (version, judged)
+        heapq.heappush(heap, (-judged[0].bytes_saved, graph.index[graph.nodes[pid].root],
+                              version, pid))
+
+    for pid in list(graph.nodes):
+        judge(pid)
+    log: list[FusionDecision] = []
+    while heap:
+        _, _, entry_version, pid = heapq.heappop(heap)
+        if pid not in live or live[pid][0] != entry_version:
+            continue  # stale: the producer was merged or judged again since
+        decision, consumers, merged = live[pid][1]
+        touched: set[str] = set()
+        for gone in (pid, *consumers):
+            live.pop(gone, None)
+            node = graph.nodes.pop(gone)
+            for v in inputs.pop(gone):
+                readers[v].discard(gone)
+                touched.add(v)
+            for v in node.outputs:
+                del owner[v]
+        added = []
+        for node in merged:
+            nid = graph.add(node)
+            added.append(nid)
+            inputs[nid] = external_inputs(comp, node.members)
+            for v in inputs[nid]:
+                readers.setdefault(v, set()).add(nid)
+                touched.add(v)
+            for v in node.outputs:
+                owner[v] = nid
+        log.append(decision)
+        for nid in sorted({owner[v] for v in touched if v in owner} | set(added)):
+            judge(nid)
+    final = {v: sorted(r) for v, r in readers.items() if r}
+    for pid in sorted(graph.nodes, key=lambda n: graph.index[graph.nodes[n].root]):
+        judged = evaluate_producer(graph, pid, final)
         node = graph.nodes[pid]
         if judged is not None and (node.fusible or is_kernel(graph.comp, node)):
             log.append(judged[0])
@@ -359,7 +397,11 @@ def _control_flow_callees(instr: HloInstruction) -> list[str]:
 def fuse_module(module: HloModule, *, options: FusionOptions | None = None) -> FusionResult:
     """Canonicalize and fuse ``module``; the result verifies, prints and parses back, and
     evaluates to the same values bit for bit.  See the module docstring for an example."""
-    options = options or FusionOptions()
+    with paused_gc():  # the pass allocates no cycles: see fusion.gc_pause
+        return _fuse_module(module, options or FusionOptions())
+
+
+def _fuse_module(module: HloModule, options: FusionOptions) -> FusionResult:
     module = in_dependency_order(module)  # the pass walks each computation top to bottom
     if options.canonicalize:
         module = canonicalize(module)

@@ -19,6 +19,7 @@ from tiling.affine_expr import (
     ModExpr,
     SumExpr,
     SymbolExpr,
+    post_order,
 )
 from tiling.interval import Interval
 
@@ -35,7 +36,13 @@ class RangeEvaluator:
         hit = self._cache.get(e)
         if hit is not None:
             return hit
-        out = self._compute(e)
+        try:  # recursion: the fast path for shallow expressions
+            out = self._compute(e)
+        except RecursionError:  # deeper than the limit: operands first, bottom-up
+            for node in post_order([e], self._cache.__contains__):
+                if node not in self._cache:
+                    self._cache[node] = self._compute(node)
+            return self._cache[e]
         self._cache[e] = out
         return out
 

@@ -34,6 +34,7 @@ from tiling.affine_expr import (
     linear_combination,
     linear_parts,
     mod,
+    post_order,
 )
 from tiling.range_evaluator import RangeEvaluator
 
@@ -55,7 +56,15 @@ class ExprSimplifier:
         hit = self._memo.get(e)
         if hit is not None:
             return hit
-        out = self._simplify(e)
+        try:  # recursion: the fast path for shallow expressions
+            out = self._simplify(e)
+        except RecursionError:
+            # Deeper than the limit: operands first, bottom-up, so that simplifying a node
+            # finds its operands in the memo (the recursion stays a few levels deep).
+            for node in post_order([e], self._memo.__contains__):
+                if node not in self._memo:
+                    self._memo[node] = self._simplify(node)
+            return self._memo[e]
         self._memo[e] = out
         return out
 

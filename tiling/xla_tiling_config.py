@@ -4,6 +4,9 @@ XLA's Triton fusions carry their output tiling as JSON, e.g.
 ``{"fusion_backend_config": {"kind": "__triton", "block_level_fusion_config":
 {"output_tiles": [{"sizes": ["1", "128"]}], "num_warps": "4", "num_stages": 1}}}``; older XLA
 writes ``"output_tile_sizes": ["1", "128"]``.  Numbers may be JSON strings (proto int64).
+XLA's parser also accepts the protobuf text format of the same message, read here alike
+(``fusion.backend_config``): ``{ fusion_backend_config:{ kind: "__triton"
+block_level_fusion_config:{ output_tiles:{ sizes:"1" sizes:"128"} num_warps:"4" } } }``.
 
 >>> cfg = parse_block_level_config('{"fusion_backend_config": {"kind": "__triton",'
 ...     ' "block_level_fusion_config": {"output_tiles": [{"sizes": ["1", "128"]}],'
@@ -12,13 +15,17 @@ writes ``"output_tile_sizes": ["1", "128"]``.  Numbers may be JSON strings (prot
 ((1, 128), 4, 1)
 >>> parse_block_level_config('{"fusion_backend_config": {"kind": "__triton"}}') is None
 True
+>>> cfg = parse_block_level_config('{ fusion_backend_config:{ kind: "__triton" '
+...     'block_level_fusion_config:{ output_tiles:{ sizes:"1" sizes:"128"} num_warps:"4" } } }')
+>>> cfg.tile_sizes, cfg.num_warps, cfg.num_stages
+((1, 128), 4, None)
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from fusion.attributes import RawText
+from fusion.backend_config import as_list, parse_backend_config
 from fusion.errors import HloParseError
 from fusion.hlo_module import HloInstruction
 
@@ -52,35 +59,26 @@ def _int(value, what: str, text: str) -> int:
 
 
 def parse_block_level_config(text: str) -> XlaTilingConfig | None:
-    """The config in a ``backend_config`` JSON text, or ``None`` if it has none.  The text
-    may be bare (``backend_config={...}``), single-quoted, or a quoted JSON string."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        text = text[1:-1]
-    elif text.startswith('"'):
-        try:
-            inner = json.loads(text)
-            text = inner if isinstance(inner, str) else text
-        except ValueError:
-            pass
-    try:
-        config = json.loads(text)
-    except ValueError as err:
+    """The config in a ``backend_config`` text (JSON or protobuf text format), or ``None``
+    if it has none.  The text may be bare (``backend_config={...}``), single-quoted, or a
+    quoted JSON string."""
+    config = parse_backend_config(text)
+    if config is None:
         if "block_level_fusion_config" in text:
-            raise HloParseError(f"backend_config is not valid JSON: {err}", text=text) from None
-        return None
-    if not isinstance(config, dict):
+            raise HloParseError("backend_config is neither JSON nor protobuf text format",
+                                text=text)
         return None
     fbc = config.get("fusion_backend_config", config)
     block = fbc.get("block_level_fusion_config") if isinstance(fbc, dict) else None
     if not isinstance(block, dict):
         return None
     tiles: list[tuple[int, ...]] = []
-    for tile in block.get("output_tiles", []) or []:
+    # as_list: in the text format a repeated field written once is a single value.
+    for tile in as_list(block.get("output_tiles")):
         sizes = tile.get("sizes", []) if isinstance(tile, dict) else tile
-        tiles.append(tuple(_int(v, "tile size", text) for v in sizes))
+        tiles.append(tuple(_int(v, "tile size", text) for v in as_list(sizes)))
     if not tiles and "output_tile_sizes" in block:
-        tiles.append(tuple(_int(v, "tile size", text) for v in block["output_tile_sizes"]))
+        tiles.append(tuple(_int(v, "tile size", text) for v in as_list(block["output_tile_sizes"])))
 
     def opt(key):
         return _int(block[key], key, text) if key in block else None

@@ -9,6 +9,10 @@ to ``bench/programs/xla_cpu_kernels.json``.  The committed ``.hlo`` files are wh
 (it needs ``jax``) only to change the programs:
 
     python bench/programs/generate.py [--only NAME ...] [--out DIR]
+
+``--training-step`` writes only ``training/transformer_train_step.hlo`` (a two-layer
+transformer's SGD step, forward and backward: ``write_training_step``), the real-model input
+of ``bench/compile_scaling.py``.
 """
 from __future__ import annotations
 
@@ -228,11 +232,71 @@ def programs():
     return out
 
 
+#: Where :func:`write_training_step` puts the training-step program: a subfolder, so the
+#: fusion-quality and kernel-compile benches (which read ``programs/*.hlo``) skip it.
+TRAINING_DIR = HERE / "training"
+
+
+def write_training_step(out: Path = TRAINING_DIR, *, layers: int = 2, batch: int = 2,
+                        seq: int = 64, d_model: int = 128, heads: int = 4) -> Path:
+    """Write ``transformer_train_step.hlo``: one SGD step (forward, backward, update) of a
+    ``layers``-layer pre-norm transformer as JAX lowers it, unfused; thousands of
+    instructions, the input of ``bench/compile_scaling.py``'s real-model row.  Needs jax."""
+    import jax
+    import jax.numpy as jnp
+
+    def layernorm(x, w, b):
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+    def block(x, p):
+        h = layernorm(x, p["ln1_w"], p["ln1_b"])
+        q, k, v = jnp.split(h @ p["w_qkv"], 3, axis=-1)
+
+        def split(t):
+            return t.reshape(batch, seq, heads, d_model // heads).transpose(0, 2, 1, 3)
+
+        s = jnp.einsum("bhqd,bhkd->bhqk", split(q), split(k)) / (d_model // heads) ** 0.5
+        s = jnp.where(jnp.tril(jnp.ones((seq, seq), dtype=bool)), s, -1e30)
+        a = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), split(v))
+        x = x + a.transpose(0, 2, 1, 3).reshape(batch, seq, d_model) @ p["w_o"]
+        h = layernorm(x, p["ln2_w"], p["ln2_b"])
+        return x + jax.nn.gelu(h @ p["w_fc"], approximate=True) @ p["w_proj"]
+
+    def loss(params, x, y):
+        for p in params:
+            x = block(x, p)
+        return jnp.mean(jnp.square(x - y))
+
+    def step(params, x, y):
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        return value, jax.tree_util.tree_map(lambda w, g: w - 1e-3 * g, params, grads)
+
+    def arg(*shape):
+        return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+    d = d_model
+    layer = {"ln1_w": arg(d), "ln1_b": arg(d), "w_qkv": arg(d, 3 * d), "w_o": arg(d, d),
+             "ln2_w": arg(d), "ln2_b": arg(d), "w_fc": arg(d, 4 * d), "w_proj": arg(4 * d, d)}
+    params = [dict(layer) for _ in range(layers)]
+    lowered = jax.jit(step).lower(params, arg(batch, seq, d), arg(batch, seq, d))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "transformer_train_step.hlo"
+    path.write_text(lowered.as_text(dialect="hlo"))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="only these programs")
     parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--training-step", action="store_true",
+                        help="write only programs/training/transformer_train_step.hlo")
     args = parser.parse_args(argv)
+    if args.training_step:
+        print(write_training_step())
+        return 0
     import jax
 
     args.out.mkdir(parents=True, exist_ok=True)

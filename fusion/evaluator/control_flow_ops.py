@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusion.errors import EvaluationError
 from fusion.evaluator.failures import op_error
 
 
@@ -51,14 +52,38 @@ def eval_map(ev: Any, instr: Any, args: list) -> np.ndarray:
     return results[0]
 
 
+def check_iteration_limit(limit: int | None) -> None:
+    """``max_while_iterations`` must be None or a non-negative int.
+
+    >>> check_iteration_limit(-1)
+    Traceback (most recent call last):
+    ...
+    fusion.errors.EvaluationError: max_while_iterations: must be None or an integer >= 0, got -1
+    """
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise EvaluationError(f"must be None or an integer >= 0, got {limit!r}",
+                              where="max_while_iterations")
+
+
+def while_limit_message(limit: int) -> str:
+    """What a while loop stopped by ``max_while_iterations`` says (evaluator and host alike)."""
+    return (f"while loop still running after {limit} iteration(s), the limit set by "
+            f"--max-iterations / max_while_iterations={limit}")
+
+
 def eval_while(ev: Any, instr: Any, args: list) -> Any:
     if len(args) != 1:
         raise op_error(instr, f"while takes one operand, got {len(args)}")
     state = args[0]
     condition = instr.attr("condition")
     body = instr.attr("body")
+    limit = ev.max_while_iterations
+    done = 0
     while bool(np.asarray(ev.call(condition, [state], caller=instr)).reshape(())):
+        if limit is not None and done >= limit:
+            raise op_error(instr, while_limit_message(limit))
         state = ev.call(body, [state], caller=instr)
+        done += 1
     return state
 
 

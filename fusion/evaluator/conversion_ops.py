@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusion.evaluator.failures import op_error
+from fusion.evaluator.integer_ops import SUB_BYTE_BITS, wrap_integer
 from fusion.evaluator.numerics import is_float_dtype, numpy_dtype, widen
 
 
@@ -39,6 +40,16 @@ def eval_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
         x = np.real(x)
     if target.kind in "iu" and is_float_dtype(x.dtype):
         return _float_to_int(widen(x), target)
+    if target.name in SUB_BYTE_BITS:  # NumPy cannot cast to or between these: via int64
+        if is_float_dtype(x.dtype):  # saturating, NaN -> 0, as for every integer type
+            bits, signed = SUB_BYTE_BITS[target.name], target.name.startswith("int")
+            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+            wide = np.trunc(widen(x).astype(np.float64))
+            clipped = np.where(np.isnan(wide), 0.0, np.clip(wide, low, high))
+            return clipped.astype(np.int64).astype(target)
+        return wrap_integer(np.asarray(x).astype(np.int64), target).astype(target)
+    if x.dtype.name in SUB_BYTE_BITS:
+        x = x.astype(np.int64)  # exact in every wider type
     if target.kind in "iu" or x.dtype == np.bool_:
         return x.astype(target)
     if x.dtype.kind in "iu" and target.itemsize < 8 and target.kind != "c":
@@ -70,12 +81,15 @@ def instr_bits(dtype: np.dtype) -> int | None:
     return dtype.itemsize * 8
 
 
-_FLOAT_FORMATS = {4: (8, 23, np.uint32), 8: (11, 52, np.uint64)}
+_FLOAT_FORMATS = {"float16": (5, 10, np.uint16), "float32": (8, 23, np.uint32),
+                  "float64": (11, 52, np.uint64)}
 
 
 def eval_reduce_precision(ev: Any, instr: Any, args: list) -> np.ndarray:
-    x = widen(args[0])
-    if x.dtype.itemsize not in _FLOAT_FORMATS or x.dtype.kind != "f":
+    # f16 rounds in its own format, as XLA does (its denormals differ from the f32 widening);
+    # bf16 widens to f32 exactly, denormals included (same exponent range).
+    x = args[0] if np.asarray(args[0]).dtype == np.float16 else widen(args[0])
+    if x.dtype.name not in _FLOAT_FORMATS:
         raise op_error(instr, f"reduce-precision of {args[0].dtype} is not supported")
     return reduce_precision(x, instr.attr("exponent_bits"), instr.attr("mantissa_bits"))
 
@@ -86,7 +100,7 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     >>> reduce_precision(np.array([1.00390625, 70000.0], np.float32), 5, 10).tolist()
     [1.00390625, inf]
     """
-    source_exponent_bits, source_mantissa_bits, uint = _FLOAT_FORMATS[x.dtype.itemsize]
+    source_exponent_bits, source_mantissa_bits, uint = _FLOAT_FORMATS[x.dtype.name]
     bits = np.array(x, order="C", copy=None).view(uint).copy()
     width = x.dtype.itemsize * 8
     if mantissa_bits < source_mantissa_bits:

@@ -28,9 +28,10 @@ def _index_rows(indices: np.ndarray, index_vector_dim: int) -> tuple[np.ndarray,
     else:
         rows = np.moveaxis(indices, index_vector_dim, -1)
     batch_source = [d for d in range(rows.ndim) if d != index_vector_dim]
-    if rows.dtype.kind == "u":
+    if rows.dtype == np.uint64:
         # Huge unsigned indices only need to stay huge: they are clamped or dropped anyway.
-        rows = np.minimum(rows, np.array(2**62).astype(rows.dtype))
+        # (Narrower unsigned types fit int64 as they are; 2**62 cast to them would be 0.)
+        rows = np.minimum(rows, np.uint64(2**62))
     return rows.astype(np.int64), batch_source
 
 

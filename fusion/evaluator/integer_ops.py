@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusion.evaluator.complex_division import divide as divide_floats
 from fusion.evaluator.numerics import int_bits, signed_twin, unsigned_twin, widen
 
 
@@ -91,9 +92,46 @@ def eval_arith(
     return rule
 
 
+#: ml_dtypes' sub-byte integer dtypes and their widths.
+SUB_BYTE_BITS = {"int2": 2, "int4": 4, "uint2": 2, "uint4": 4}
+
+
+def wrap_integer(values: np.ndarray, target: np.dtype) -> np.ndarray:
+    """``values`` (int64) truncated to ``target``'s width, as an integer conversion in XLA does.
+
+    >>> import ml_dtypes
+    >>> wrap_integer(np.array([7, 8, 200, -9]), np.dtype(ml_dtypes.int4)).tolist()
+    [7, -8, -8, 7]
+    """
+    bits = SUB_BYTE_BITS.get(target.name, target.itemsize * 8)
+    if bits >= 64:
+        return values
+    low = values & ((1 << bits) - 1)
+    if target.kind == "i" or target.name in ("int2", "int4"):  # ml_dtypes' are kind 'V'
+        low = np.where(low >= 1 << (bits - 1), low - (1 << bits), low)
+    return low
+
+
+def _sub_byte_shift(kind: str, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    bits = SUB_BYTE_BITS[lhs.dtype.name]
+    x = lhs.astype(np.int64)
+    amount = rhs.astype(np.int64) & ((1 << bits) - 1)  # the amount's bits, read unsigned
+    too_far = amount >= bits
+    safe = np.where(too_far, 0, amount)
+    if kind == "arithmetic":
+        shifted = np.where(too_far, np.where(x < 0, -1, 0), x >> safe)
+    elif kind == "left":
+        shifted = np.where(too_far, 0, x << safe)
+    else:
+        shifted = np.where(too_far, 0, (x & ((1 << bits) - 1)) >> safe)
+    return wrap_integer(shifted, lhs.dtype).astype(lhs.dtype)
+
+
 def eval_shift(kind: str) -> Callable[..., np.ndarray]:
     def rule(ev: Any, instr: Any, args: list) -> np.ndarray:
         lhs, rhs = args
+        if lhs.dtype.name in SUB_BYTE_BITS:
+            return _sub_byte_shift(kind, lhs, rhs)
         unsigned = unsigned_twin(lhs.dtype)
         bits = int_bits(lhs.dtype)
         amount = rhs.astype(unsigned)
@@ -129,7 +167,7 @@ def eval_count_leading_zeros(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 INTEGER_RULES: dict[str, Callable[..., Any]] = {
     "count-leading-zeros": eval_count_leading_zeros,
-    "divide": eval_arith(_int_divide, np.divide),
+    "divide": eval_arith(_int_divide, divide_floats),
     "popcnt": eval_popcnt,
     "power": eval_arith(_int_power, np.power),
     "remainder": eval_arith(_int_remainder, np.fmod),

@@ -42,8 +42,11 @@ def flatten_value(value: Value) -> tuple[np.ndarray, ...]:
 class Evaluator:
     """Runs the computations of one module; holds only pure memoization (schedules)."""
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, max_while_iterations: int | None = None) -> None:
         self.module = module
+        # XLA runs a while loop until its condition is false; None keeps that, a number
+        # stops a loop after that many iterations with an error naming it.
+        self.max_while_iterations = max_while_iterations
         self._schedules: dict[str, tuple[tuple[str, ...], dict[str, int]]] = {}
         self._batchable: dict[str, bool] = {}
         # The computations being run, innermost last: rules that read their operands' declared

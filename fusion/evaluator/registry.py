@@ -2,7 +2,8 @@
 
 A rule is ``rule(evaluator, instruction, operand_values) -> value``; the interpreter rounds the
 value to the declared element type and checks its dims.  ``parameter`` is bound by the
-interpreter itself and ``custom-call`` is rejected there, naming its target.
+interpreter itself; ``custom-call`` runs the library targets (``library_ops``) and rejects
+any other, naming it.
 
 >>> list(OP_RULES) == sorted(OP_RULES)
 True
@@ -16,10 +17,12 @@ from typing import Any, Callable
 from fusion.evaluator.constant_ops import CONSTANT_RULES
 from fusion.evaluator.control_flow_ops import CONTROL_FLOW_RULES
 from fusion.evaluator.conversion_ops import CONVERSION_RULES
+from fusion.evaluator.convolution_ops import CONVOLUTION_RULES
 from fusion.evaluator.data_movement_ops import DATA_MOVEMENT_RULES
 from fusion.evaluator.dot_ops import DOT_RULES
 from fusion.evaluator.elementwise_ops import ELEMENTWISE_RULES
 from fusion.evaluator.gather_scatter_ops import GATHER_SCATTER_RULES
+from fusion.evaluator.library_ops import LIBRARY_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
 
@@ -40,10 +43,12 @@ OP_RULES: dict[str, Rule] = _merge(
     CONSTANT_RULES,
     CONTROL_FLOW_RULES,
     CONVERSION_RULES,
+    CONVOLUTION_RULES,
     DATA_MOVEMENT_RULES,
     DOT_RULES,
     ELEMENTWISE_RULES,
     GATHER_SCATTER_RULES,
+    LIBRARY_RULES,
     REDUCTION_RULES,
     SORT_RULES,
 )

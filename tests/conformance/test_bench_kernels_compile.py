@@ -13,16 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from fusion.errors import UnsupportedOpError
 from triton_backend import compile_hlo
 from triton_backend.reports.compile_report import build_report, compile_kernel_files, write_kernels
 from triton_backend.reports.ptx_report import find_ptxas
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "bench" / "programs"
 ARCHS = (90, 80)
-#: Programs the Triton path refuses up front (a gather with operand batching dims, what
-#: ``take_along_axis`` gives): a located error, not a kernel.
-REFUSED = frozenset({"cross_entropy_bf16_4096x8192", "cross_entropy_f32_4096x8192"})
 #: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16).
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
               "attention_causal", "gelu", "swiglu")
@@ -37,10 +33,6 @@ def compiled(tmp_path_factory) -> dict[int, dict[str, list[Path]]]:
     for arch in ARCHS:
         out[arch] = {}
         for path in sorted(PROGRAMS.glob("*.hlo")):
-            if path.stem in REFUSED:
-                with pytest.raises(UnsupportedOpError, match="gather"):
-                    compile_hlo(path.read_text(), target=f"sm_{arch}")
-                continue
             module = compile_hlo(path.read_text(), target=f"sm_{arch}")
             report = build_report(module)
             # The fusion pass's result compiles as made: no fallback to a less fused module.

@@ -26,14 +26,24 @@ pytest.importorskip("jax")
 BIT_EXACT = frozenset({
     "bitcast_convert", "broadcast_reshape", "compare_select", "concatenate", "dynamic_slice",
     "dynamic_update_slice", "gather", "integer_ops", "iota_convert", "max_pool", "pad", "reverse",
-    "slices", "sort", "transpose", "transpose_2d",
+    "slices", "sort", "transpose", "transpose_2d", "reduce_precision",
 })
 
 #: (program, variant) -> why compile_hlo's result is wrong or it cannot run the program.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    ("cnn_block_grad", "after"): "the XLA oracle cannot run a bitcast that transposes "
+                                 "(f32[3,3,4,8]{3,1,0,2}); test_convolution.py::"
+                                 "test_cnn_block_gradient_after_xla_passes checks it",
+    ("lu_solve", "after"): "the XLA oracle cannot run a bitcast that transposes "
+                           "(f32[4,2,1,1]{0,1,3,2} -> f32[4,2]{0,1}); test_library_calls.py::"
+                           "test_lu_solve_after_xla_passes checks it against the plain HLO",
+}
 
 #: (program, variant) -> why the reference evaluator disagrees with XLA.
-EVALUATOR_FAILURES: dict[tuple[str, str], str] = {}
+EVALUATOR_FAILURES: dict[tuple[str, str], str] = {
+    ("cnn_block_grad", "after"): KNOWN_FAILURES[("cnn_block_grad", "after")],
+    ("lu_solve", "after"): KNOWN_FAILURES[("lu_solve", "after")],
+}
 
 
 def _cases(failures: dict[tuple[str, str], str]) -> list:

@@ -23,7 +23,8 @@ process) on layout-less fusions, or layout assignment rejects the bitcasts.  Bef
 unoptimized form XLA accepts: every ``fusion(...), kind=K, calls=C`` becomes
 ``call(...), to_apply=C`` (XLA inlines calls, so the fused computation's semantics are kept
 exactly), and every ``bitcast`` becomes a ``reshape`` (same element type; only when both
-layouts are the default descending order, where a bitcast *is* a row-major reshape) or a
+layouts store the non-unit dims in descending order, where a bitcast *is* a row-major
+reshape) or a
 ``bitcast-convert`` (same dimensions, another element type of the same width).  A bitcast with
 any other layout raises :class:`OracleError` rather than guess.
 
@@ -59,11 +60,14 @@ _KIND = re.compile(r",\s*kind=k\w+")
 _CALLS = re.compile(r"\bcalls=")
 
 
-def _descending(layout: str | None, rank: int) -> bool:
-    if layout is None or rank <= 1:
+def _descending(layout: str | None, dims: list[int]) -> bool:
+    """Whether the layout stores the dims row-major; unit dims may sit anywhere (a bitcast to
+    ``f32[6,1,1]{0,2,1}`` moves no element, so it is a plain reshape)."""
+    if layout is None or len(dims) <= 1:
         return True
     minor_to_major = [int(d) for d in layout.split(":")[0].split(",") if d.strip()]
-    return minor_to_major == list(range(rank - 1, -1, -1))
+    order = [d for d in minor_to_major if dims[d] != 1]
+    return order == sorted(order, reverse=True)
 
 
 def _dims(text: str) -> list[int]:
@@ -109,7 +113,7 @@ def _rewrite_bitcast(match: re.Match, types: dict) -> str:
         if src_dims != dst_dims:
             raise OracleError(f"bitcast %{name} changes both element type and shape")
         op = "bitcast-convert"
-    elif _descending(src_layout, len(src_dims)) and _descending(match["layout"], len(dst_dims)):
+    elif _descending(src_layout, src_dims) and _descending(match["layout"], dst_dims):
         op = "reshape"
     else:
         raise OracleError(f"bitcast %{name} with non-default layouts {{{src_layout}}} -> "
@@ -144,6 +148,12 @@ def _cpu():
     import jax.extend.backend as jb
 
     backend = jb.get_backend("cpu")
+    # The LAPACK custom-calls (lapack_spotrf_ffi, ...) call SciPy's LAPACK through function
+    # pointers that jax loads only when it lowers a linear-algebra op itself: without this,
+    # running HLO text that holds one crashes the process.
+    from jaxlib import lapack
+
+    lapack._lapack.initialize()
     return backend, backend.local_devices()[0]
 
 

@@ -51,7 +51,7 @@ def test_corpus_values_are_bit_identical(path):
     ("  ROOT b = f32[4] broadcast(p), dimensions={0}", "parameter"),
     ("  z = f32[] constant(0)\n  zs = f32[4] broadcast(z), dimensions={}\n"
      "  ROOT s = f32[4] subtract(p, zs)", "parameter"),
-    ("  z = f32[] constant(-0)\n  zs = f32[4] broadcast(z), dimensions={}\n"
+    ("  z = f32[] constant(-0.0)\n  zs = f32[4] broadcast(z), dimensions={}\n"
      "  ROOT s = f32[4] add(zs, p)", "parameter"),
     # x + 0.0 is not x for x = -0.0: kept.
     ("  z = f32[] constant(0)\n  zs = f32[4] broadcast(z), dimensions={}\n"

@@ -15,7 +15,8 @@ P = "p = f32[4] parameter(0)"
 
 # (text, line, column, words in the message, words in 'expected')
 CASES = [
-    ("ENTRY e {}", 1, 1, "must start with 'HloModule", "HloModule <name>"),
+    ("x = f32[] constant(1)", 1, 1, "must start with 'HloModule", "HloModule <name>"),
+    ("ENTRY e {}", 1, 7, "computation e has no instructions", "at least one instruction"),
     ("HloModule 7", 1, 11, "expected the module name", "module name"),
     ("HloModule m, =3", 1, 14, "expected a module attribute name", "module attribute name"),
     ("HloModule m, a 3", 1, 16, "expected '='", "'=' after module attribute a"),

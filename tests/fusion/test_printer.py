@@ -53,9 +53,9 @@ def test_floats_shortest_for_their_type():
     assert print_literal(Literal((), (0.1,)), "f64") == "0.1"
     assert print_literal(Literal((), (0.796875,)), "bf16") == "0.797"
     assert print_literal(Literal((), (1e-05,)), "f64") == "1e-05"
-    assert print_literal(Literal((), (-0.0,)), "f32") == "-0"
+    assert print_literal(Literal((), (-0.0,)), "f32") == "-0.0"  # "-0" would read back as +0
     assert print_literal(Literal((3,), (math.inf, -math.inf, NEG_NAN)), "f16") == "{inf, -inf, -nan}"
-    assert print_literal(Literal((2,), (1 + 2j, -0.5j)), "c64") == "{(1, 2), (-0, -0.5)}"
+    assert print_literal(Literal((2,), (1 + 2j, -0.5j)), "c64") == "{(1, 2), (-0.0, -0.5)}"
     assert print_literal(Literal((2,), (True, False)), "pred") == "{true, false}"
     assert print_literal(Literal((2, 0), ()), "s32") == "{ {}, {} }"
 

@@ -7,7 +7,10 @@ for every text whether or not it got that far, the ``check``, ``evaluate`` and `
 CLI commands in-process (and ``layout`` on the first shape with a layout in the text).  The outcome is ``ok``, the
 class name of the first project error (which must carry a location: line:column or ``where``),
 or a failure: ``CRASH`` (any other exception, or a project error without a location),
-``ROUNDTRIP`` (the printed module does not parse back to the same text) or ``TIMEOUT``.
+``ROUNDTRIP`` (the printed module does not parse back to the same text), ``TIMEOUT``, or
+``WRONG`` (a back-end stage's run differs from the reference evaluator, ``backend_stages``).
+A module that compiled but is too large to run within a case is ``NOT_RUN``.  While loops are
+bounded at ``MAX_WHILE_ITERATIONS`` (a mutated loop bound is a clear error, not a hang).
 
 >>> run_pipeline("HloModule m\\nENTRY e {\\n  ROOT c = f32[] constant(1)\\n}\\n").kind
 'ok'
@@ -36,7 +39,8 @@ from fusion.printer import print_hlo
 from fusion.shape import ArrayShape, flatten_shape
 from fusion.verifier import verify_module
 
-FAILURES = ("CRASH", "ROUNDTRIP", "TIMEOUT")
+FAILURES = ("CRASH", "ROUNDTRIP", "TIMEOUT", "WRONG")
+MAX_WHILE_ITERATIONS = 1000
 _SHAPE_WITH_LAYOUT = re.compile(r"[a-z][a-z0-9]*\[[^\]\n]*\]\{[^{}\n]*\}")
 EVALUATE_MAX_ELEMENTS = 100_000
 
@@ -105,7 +109,8 @@ def _cli(text: str) -> None:
         path.write_bytes(text.encode("utf-8", "surrogatepass"))
         commands = [["check", str(path)], ["check", "--json", str(path)],
                     ["indexing", str(path)]]
-        commands.append(["evaluate", str(path), "--outputs", str(Path(tmp) / "o.npz")])
+        commands.append(["evaluate", str(path), "--outputs", str(Path(tmp) / "o.npz"),
+                         "--max-iterations", str(MAX_WHILE_ITERATIONS)])
         shape = _SHAPE_WITH_LAYOUT.search(text)
         if shape is not None:
             commands.append(["layout", shape.group(), "--json"])
@@ -155,7 +160,8 @@ def frontend_stages(text: str):
         # Large modules must be refused by the evaluator's own size limit, lowered here so
         # that refusing is the only thing that can happen to them.
         with _env(size_limit.ENV_VAR, str(EVALUATE_MAX_ELEMENTS)):
-            evaluate(module, *random_inputs(module, seed=0))
+            evaluate(module, *random_inputs(module, seed=0),
+                     max_while_iterations=MAX_WHILE_ITERATIONS)
         yield "indexing"
         _indexing(module)
     except FusionCompilerError as err:
@@ -182,6 +188,14 @@ class _RoundTrip(Exception):
     pass
 
 
+class WrongResult(Exception):
+    """A back-end stage's outputs differ from the reference evaluator's (``WRONG``)."""
+
+
+class NotRun(Exception):
+    """A back-end stage compiled the module but did not run it: too large for a case."""
+
+
 def run_pipeline(text: str, timeout_s: float = 10.0, stages=frontend_stages) -> Outcome:
     """The outcome of ``text`` through every stage (see the module docstring)."""
     stage = "start"
@@ -201,12 +215,16 @@ def run_pipeline(text: str, timeout_s: float = 10.0, stages=frontend_stages) -> 
         return Outcome("TIMEOUT", stage, f"over {timeout_s} s")
     except _RoundTrip as err:
         return Outcome("ROUNDTRIP", stage, str(err))
-    except FusionCompilerError as err:
-        stage = error_stage if stage == "cli" and error_stage else stage
-        if not _has_location(err):
-            return Outcome("CRASH", stage, f"{type(err).__name__} without a location: {err}")
-        return Outcome(type(err).__name__, stage, str(err))
-    except (Exception, RecursionError, MemoryError) as err:  # noqa: BLE001 - that is the point
+    except WrongResult as err:
+        return Outcome("WRONG", stage, str(err))
+    except NotRun as err:
+        return Outcome("NOT_RUN", stage, str(err))
+    except Exception as err:  # noqa: BLE001 - that is the point: anything else is a crash
+        if isinstance(err, FusionCompilerError):
+            stage = error_stage if stage == "cli" and error_stage else stage
+            if not _has_location(err):
+                return Outcome("CRASH", stage, f"{type(err).__name__} without a location: {err}")
+            return Outcome(type(err).__name__, stage, str(err))
         return Outcome("CRASH", stage, "".join(traceback.format_exception(err))[-3000:])
     finally:
         if use_alarm:

@@ -85,3 +85,19 @@ def test_pipeline_reports_crashes_and_timeouts():
     assert run_pipeline("", stages=crashing).kind == "CRASH"
     assert run_pipeline("", stages=unlocated).kind == "CRASH"
     assert run_pipeline("", timeout_s=0.2, stages=hanging).kind == "TIMEOUT"
+
+
+def test_pipeline_reports_wrong_results():
+    from tests.fuzz.fuzz_pipeline import NotRun, WrongResult
+
+    def wrong(text):
+        yield "run"
+        raise WrongResult("o0 differs")
+
+    def not_run(text):
+        yield "run"
+        raise NotRun("too large")
+
+    assert run_pipeline("", stages=wrong).kind == "WRONG"
+    assert "WRONG" in FAILURES
+    assert run_pipeline("", stages=not_run).kind == "NOT_RUN"

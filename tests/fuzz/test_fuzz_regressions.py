@@ -115,6 +115,49 @@ def test_sort_with_empty_dimensions_is_a_verify_error():
     assert "exactly one dim" in err.message
 
 
+# -- complex values: RecursionError in the coverage check -------------------------------------
+
+_REAL_REDUCE_OF_COMPLEX = """HloModule m
+
+red {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  c = c64[] convert(s)
+  ROOT r = f32[] convert(c)
+}
+
+fc {
+  p = c64[4] parameter(0)
+  x = f32[4] convert(p)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=red
+}
+
+ENTRY e {
+  p = c64[4] parameter(0)
+  ROOT f = f32[] fusion(p), kind=kLoop, calls=fc
+}
+"""
+
+
+def test_real_reduce_whose_reducer_holds_complex_values_is_expanded():
+    # bf16_special_floats retyped to c128 (seed 32): a reduce of real values whose reducer
+    # round-trips through c128.  The complex expansion copied the reduce with its reducer
+    # unexpanded, so the expansion still held complex values and the coverage check expanded
+    # it again without end; a c64 -> f32 convert also became a pair of f32 values.
+    import torch
+    from triton_backend import compile_hlo
+    from triton_backend.driver.op_coverage import uncovered_ops
+
+    assert uncovered_ops(parse_hlo(_REAL_REDUCE_OF_COMPLEX)) == []
+    x = np.array([1 + 2j, 3 - 1j, -0.5 + 4j, 2j], dtype=np.complex64)
+    (want,) = evaluate(parse_hlo(_REAL_REDUCE_OF_COMPLEX), x)
+    assert want == np.float32(3.5)  # the sum of the real parts
+    (got,) = compile_hlo(_REAL_REDUCE_OF_COMPLEX)(torch.from_numpy(x))
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
 # -- the CLI ----------------------------------------------------------------------------------
 
 def _cli(tmp_path, capsys, argv_head, text, data: bytes | None = None):
@@ -231,9 +274,80 @@ def test_bitcast_convert_of_a_type_without_values_is_a_verify_error(body):
 def test_constant_of_a_type_torch_cannot_hold_is_a_located_error():
     # Found by bench/fuzz_frontend.py --stages compile: every s64 of the fori_loop program
     # retyped to s4 made compile_hlo raise without a location while planning host constants.
+    # s4 now travels in an int8 carrier (test below); f4e2m1fn has no torch dtype at all
+    # (input_validation.TORCH_DTYPES), so its host constants must still be refused, located.
+    from triton_backend import compile_hlo
+
+    text = (CORPUS / "fori_loop.before.hlo").read_text().replace("s64[", "f4e2m1fn[")
+    with pytest.raises(UnsupportedOpError) as info:
+        compile_hlo(text)
+    assert info.value.line is not None and "f4e2m1fn" in str(info.value)
+
+
+def test_host_constants_of_a_sub_byte_type_run_like_the_evaluator():
+    # The s4 retyping of the case above: the loop counter (0..5) fits s4, so the compiled
+    # module must run the loop and agree with the reference evaluator.
+    import torch
     from triton_backend import compile_hlo
 
     text = (CORPUS / "fori_loop.before.hlo").read_text().replace("s64[", "s4[")
-    with pytest.raises(UnsupportedOpError) as info:
+    x = np.arange(4, dtype=np.float32)
+    (want,) = evaluate(parse_hlo(text), x)
+    (got,) = compile_hlo(text)(torch.from_numpy(x))
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+# -- found by --stages tile,compile,run: WRONG results ----------------------------------------
+
+@pytest.mark.parametrize("dtype", ["u8", "u16", "u32", "u64", "s8"])
+def test_gather_with_narrow_unsigned_indices_reads_the_indexed_rows(dtype):
+    # The evaluator clamped unsigned indices to 2**62 cast to their own type: 0 for u8/u16/u32,
+    # so every row gathered was row 0 (the compiled kernel was right).
+    text = _module(
+        f"  x = f32[6,3] parameter(0)\n  i = {dtype}[3,1] parameter(1)\n"
+        "  ROOT g = f32[3,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
+        "start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}")
+    x = np.arange(18, dtype=np.float32).reshape(6, 3)
+    idx = np.array([[4], [1], [2]], dtype=np.dtype({"u8": "uint8", "u16": "uint16",
+                                                    "u32": "uint32", "u64": "uint64",
+                                                    "s8": "int8"}[dtype]))
+    (out,) = evaluate(parse_hlo(text), x, idx)
+    np.testing.assert_array_equal(out, x[idx[:, 0]])
+
+
+def test_tuple_declaring_another_layout_than_its_operand_is_a_located_error():
+    # A wrong_layout mutation of compare_select's ROOT tuple: element 1 declared tiled while
+    # its operand is untiled.  The host groups values as they are, so unpacking the result
+    # raised a LayoutError without a location at run time; compile_hlo now refuses it.
+    from triton_backend import compile_hlo
+
+    text = _module("  p = f32[2,3] parameter(0)\n  n = f32[2,3]{1,0} negate(p)\n"
+                   "  ROOT t = (f32[2,3]{1,0:T(2,2)}) tuple(n)")
+    with pytest.raises(UnsupportedOpError, match="different layouts") as info:
         compile_hlo(text)
-    assert info.value.line is not None and "s4" in str(info.value)
+    assert info.value.line == 5 and info.value.where == "t"
+
+
+def test_fusion_parameter_declaring_another_layout_than_its_operand_is_a_located_error():
+    # A wrong_layout mutation of erf_atan2: the fused computation's parameter declared tiled
+    # while the ENTRY passes an untiled value; the kernel, expecting the physical buffer,
+    # raised ValueError at run time.  compile_hlo now refuses it, naming the fusion.
+    from triton_backend import compile_hlo
+
+    text = ("HloModule m\nf {\n  a = f32[2,3]{1,0:T(2,2)} parameter(0)\n"
+            "  ROOT n = f32[2,3] negate(a)\n}\nENTRY e {\n  p = f32[2,3] parameter(0)\n"
+            "  ROOT r = f32[2,3] fusion(p), kind=kLoop, calls=f\n}\n")
+    with pytest.raises(UnsupportedOpError, match="parameter 0 of f in different layouts") as info:
+        compile_hlo(text)
+    assert info.value.line == 8 and info.value.where == "r"
+
+
+def test_module_text_with_a_lone_surrogate_compiles():
+    # A hostile_char mutation put "\ud800" into a metadata string; compile_hlo hashed the text
+    # as strict UTF-8 for its module cache and raised UnicodeEncodeError.
+    from triton_backend import compile_hlo
+
+    text = _module("  p = f32[4] parameter(0)\n"
+                   "  ROOT n = f32[4] negate(p), metadata={op_name=\"x\ud800\"}")
+    compiled = compile_hlo(text)
+    assert compiled.module.entry.root.opcode in ("negate", "fusion")

@@ -12,10 +12,11 @@ from fusion.shape import ArrayShape
 
 TORCH = {"pred": torch.bool, "s8": torch.int8, "s16": torch.int16, "s32": torch.int32,
          "s64": torch.int64, "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32,
-         "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+         "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+         "c64": torch.complex64, "c128": torch.complex128}
 
 #: Relative/absolute tolerance per dtype for arithmetic (data movement is compared bit-exactly).
-TOLERANCE = {"f32": 2e-6, "f64": 1e-13, "bf16": 1e-2, "f16": 2e-3}
+TOLERANCE = {"f32": 2e-6, "f64": 1e-13, "bf16": 1e-2, "f16": 2e-3, "c64": 2e-6, "c128": 1e-13}
 
 
 # The (value, index) argmax reducer JAX emits: the larger value wins, ties go to the lower index.
@@ -60,6 +61,9 @@ def random_array(shape: ArrayShape, rng: np.random.Generator) -> np.ndarray:
     if t.is_integer:
         low = 0 if t.kind == "unsigned" else -6
         return rng.integers(low, 7, shape.dims).astype(t.numpy_name)
+    if t.is_complex:
+        parts = rng.standard_normal((2, *shape.dims))
+        return (parts[0] + 1j * parts[1]).astype(t.numpy_name)
     import ml_dtypes  # noqa: F401
     return rng.standard_normal(shape.dims).astype(np.float32).astype(t.numpy_name)
 
@@ -85,7 +89,8 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, *, exact: bool
                                       want.astype(got.dtype) if dtype != "bf16" else want.astype(np.float32))
         return
     tol = TOLERANCE[dtype] * max(1, math.sqrt(reduction_length)) * 4
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    wide = np.complex128 if dtype in ("c64", "c128") else np.float64
+    np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=tol, atol=tol)
 
 
 def single_fusion_module(params: list[str], body: str, root_shape: str, extra: str = "") -> str:

@@ -62,7 +62,7 @@ def test_check_verify_error_is_located(tmp_path, capsys):
                    "  ROOT n = f32[2] add(p, q)\n}\n")
     assert main(["check", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "fusion-compile check: error: 4:3: operand 'q' of instruction 'n' does not exist" in err
+    assert f"{bad}:4:3: error: operand 'q' of instruction 'n' does not exist" in err
     assert main(["check", str(bad), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is False and report["module"] == "m"
@@ -75,7 +75,7 @@ def test_check_parse_error_is_located(tmp_path, capsys):
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[2 parameter(0)\n}\n")
     assert main(["check", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("fusion-compile check: error: 3:")
+    assert err.startswith(f"{bad}:3:") and ": error: " in err
     assert main(["check", str(bad), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is False and report["error"]["line"] == 3
@@ -88,12 +88,15 @@ def test_check_missing_file(tmp_path, capsys):
     assert "no such file" in json.loads(capsys.readouterr().out)["error"]["message"]
 
 
-def test_evaluate_random_inputs_default_paths(simple, capsys):
+def test_evaluate_random_inputs_writes_only_what_is_asked(simple, capsys):
     assert main(["evaluate", str(simple)]) == 0
     out = capsys.readouterr().out
-    assert "o0: f32[2,3] min=" in out and "o1: bf16[2,3]" in out
-    inputs = load_arrays("simple.inputs.npz")
-    outputs = load_arrays("simple.outputs.npz")
+    assert "o0: f32[2,3] min=" in out and "o1: bf16[2,3]" in out and "written" not in out
+    assert sorted(p.name for p in simple.parent.iterdir()) == ["simple.hlo"]  # nothing asked
+    assert main(["evaluate", str(simple), "--save-inputs", "in", "--outputs", "out"]) == 0
+    assert capsys.readouterr().out == out + "inputs written to in\noutputs written to out\n"
+    inputs = load_arrays("in")  # exactly the paths given: no ".npz" appended
+    outputs = load_arrays("out")
     assert sorted(inputs) == ["p0", "p1"] and inputs["p1"].dtype.name == "bfloat16"
     want = -(inputs["p0"] + inputs["p1"].astype(np.float32))
     np.testing.assert_array_equal(outputs["o0"], want)
@@ -113,9 +116,9 @@ def test_evaluate_with_inputs_and_outputs(simple, tmp_path, capsys):
     assert not (tmp_path / "res.inputs.npz").exists()
 
 
-def test_evaluate_random_inputs_next_to_named_outputs(simple, tmp_path):
+def test_evaluate_writes_the_outputs_alone_when_only_they_are_asked(simple, tmp_path):
     assert main(["evaluate", str(simple), "--outputs", str(tmp_path / "out.npz")]) == 0
-    assert (tmp_path / "out.inputs.npz").exists() and (tmp_path / "out.npz").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz", "simple.hlo"]
 
 
 @pytest.mark.parametrize("arrays,message", [
@@ -146,10 +149,10 @@ def test_evaluate_verify_and_parse_errors(tmp_path, capsys):
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
                    "  ROOT n = s32[2] negate(p)\n}\n")
     assert main(["evaluate", str(bad)]) == 1
-    assert "4:3: declared shape s32[2] of negate does not match" in capsys.readouterr().err
+    assert f"{bad}:4:3: error: declared shape s32[2] of negate does not match" in capsys.readouterr().err
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0\n}\n")
     assert main(["evaluate", str(bad)]) == 1
-    assert "fusion-compile evaluate: error: 4:1: expected ')'" in capsys.readouterr().err
+    assert f"{bad}:4:1: error: expected ')'" in capsys.readouterr().err
 
 
 def _script() -> str:

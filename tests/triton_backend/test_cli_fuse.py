@@ -45,7 +45,8 @@ def test_fuse_bad_input_is_a_located_error(tmp_path, capsys):
     bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] nope(p)\n}\n")
     assert main(["fuse", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "fusion-compile fuse: error:" in err and "4:" in err
+    assert f"{bad}:4:3: error: unsupported op 'nope'" in err  # FILE:LINE:COL, then a caret
+    assert err.splitlines()[1:3] == ["  ROOT n = f32[2] nope(p)", "  ^"]
     assert main(["fuse", str(tmp_path / "missing.hlo")]) == 1
     assert "no such file" in capsys.readouterr().err
 

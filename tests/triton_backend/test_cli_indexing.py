@@ -30,7 +30,10 @@ def dot_file(tmp_path):
 
 def run_json(capsys, *argv):
     assert main(["indexing", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    # The envelope every subcommand's JSON has (docs/cli.md); the rest is the command's own.
+    assert (doc.pop("schema_version"), doc.pop("command"), doc.pop("error")) == (1, "indexing", None)
+    return doc
 
 
 def test_output_to_input_json(capsys, dot_file):
@@ -59,20 +62,20 @@ def test_text_output_and_one_operand(capsys, dot_file):
 
 
 def test_input_to_output_needs_an_operand(capsys, dot_file):
-    assert main(["indexing", dot_file, "--direction", "input-to-output"]) == 1
+    assert main(["indexing", dot_file, "--direction", "input-to-output"]) == 2  # usage
     assert "needs --operand K" in capsys.readouterr().err
 
 
 def test_unknown_instruction_lists_close_names(capsys, dot_file):
-    assert main(["indexing", dot_file, "--instruction", "dott"]) == 1
+    assert main(["indexing", dot_file, "--instruction", "dott"]) == 2  # usage
     err = capsys.readouterr().err
     assert "no instruction named 'dott'" in err and "did you mean dot" in err
 
 
 def test_out_of_range_output_and_operand(capsys, dot_file):
-    assert main(["indexing", dot_file, "--output", "1"]) == 1
+    assert main(["indexing", dot_file, "--output", "1"]) == 2
     assert "has 1 outputs" in capsys.readouterr().err
-    assert main(["indexing", dot_file, "--operand", "5"]) == 1
+    assert main(["indexing", dot_file, "--operand", "5"]) == 2
     assert "has 2 operands" in capsys.readouterr().err
 
 

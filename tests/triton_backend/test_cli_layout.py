@@ -20,8 +20,8 @@ def test_json_for_the_issue_example(capsys):
     code, out, _ = run_cli(capsys, "bf16[37,300]{1,0:T(8,128)(2,1)}", "--index", "3,5", "--json")
     assert code == 0
     r = json.loads(out)
-    assert set(r) == {"shape", "physical_shape", "padded_elements", "bytes", "map", "index",
-                      "offset", "word", "bit"}
+    assert set(r) == {"schema_version", "command", "error", "shape", "physical_shape",
+                      "padded_elements", "bytes", "map", "index", "offset", "word", "bit"}
     assert r["shape"] == "bf16[37,300]{1,0:T(8,128)(2,1)}"
     assert r["physical_shape"] == [5, 3, 4, 128, 2, 1]
     assert r["padded_elements"] == 40 * 384

@@ -24,10 +24,13 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def test_run_check_on_the_small_gelu_example(in_tmp, capsys):
-    assert main(["run", str(EXAMPLES / "gelu_small.hlo"), "--check"]) == 0
+    assert main(["run", str(EXAMPLES / "gelu_small.hlo"), "--check", "--save-inputs", "in.npz",
+                 "--outputs", "out.bin"]) == 0
     out = capsys.readouterr().out
     assert "o0: bf16[6,8,128]" in out and "check passed" in out and "o0: bf16 max abs error" in out
-    inputs, outputs = load_arrays("gelu_small.inputs.npz"), load_arrays("gelu_small.outputs.npz")
+    assert "outputs written to out.bin" in out and sorted(p.name for p in in_tmp.iterdir()) == [
+        "in.npz", "out.bin"]  # the paths exactly as given, nothing else
+    inputs, outputs = load_arrays("in.npz"), load_arrays("out.bin")
     module = parse_hlo((EXAMPLES / "gelu_small.hlo").read_text())
     (ref,) = evaluate(module, inputs["p0"])
     assert outputs["o0"].dtype == ref.dtype
@@ -48,11 +51,11 @@ def test_run_with_inputs_writes_outputs_like_evaluate(in_tmp, capsys):
     assert not pathlib.Path("sub/run.inputs.npz").exists()
 
 
-def test_run_check_fails_with_status_2_when_out_of_tolerance(in_tmp, capsys, monkeypatch):
+def test_run_check_fails_with_status_3_when_out_of_tolerance(in_tmp, capsys, monkeypatch):
     from triton_backend.host import output_check
 
     monkeypatch.setitem(output_check.TOLERANCES, "f32", output_check.Tolerance(-1.0, 0.0))
-    assert main(["run", str(HLO / "gelu.after.hlo"), "--check"]) == 2
+    assert main(["run", str(HLO / "gelu.after.hlo"), "--check"]) == 3
     out = capsys.readouterr().out
     assert "FAILED" in out and "check FAILED for o0" in out
 
@@ -63,13 +66,13 @@ def test_run_errors_are_reported_not_raised(in_tmp, capsys):
                    "  ROOT c = f32[2] custom-call(x), custom_call_target=\"t\"\n}\n")
     assert main(["run", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "fusion-compile run: error: 4:3:" in err and "custom-call" in err
+    assert f"{bad}:4:3: error: " in err and "custom-call" in err
     assert main(["run", str(HLO / "gelu.after.hlo"), "--inputs", "missing.npz"]) == 1
     assert "no such inputs file: missing.npz" in capsys.readouterr().err
     save_arrays("wrong.npz", {"p0": np.zeros((2, 2), np.float32)}, {})
     assert main(["run", str(HLO / "gelu.after.hlo"), "--inputs", "wrong.npz"]) == 1
     assert "array 'p0' has shape [2, 2]" in capsys.readouterr().err
-    assert main(["run", str(HLO / "gelu.after.hlo"), "--tile", "oops"]) == 1
+    assert main(["run", str(HLO / "gelu.after.hlo"), "--tile", "oops"]) == 2  # usage
     assert "malformed --tile 'oops'" in capsys.readouterr().err
 
 

@@ -56,17 +56,31 @@ def test_unfused_module_is_tiled_as_single_op_fusions(capsys):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--fusion", "nope"], "no fusion named 'nope'"),
+    (["--fusion", "fusoin"], "no fusion named 'fusoin' in module 'm'; did you mean fusion?"),
     (["--tile", "1,x"], "--tile expects"),
 ])
-def test_bad_arguments_are_clear_errors(capsys, argv, fragment):
+def test_bad_arguments_are_usage_errors(capsys, argv, fragment):
     code, _, err = _run(capsys, str(ROOT / "examples/gelu.hlo"), *argv)
-    assert code == 1 and fragment in err
+    assert code == 2 and fragment in err
 
 
-def test_wrong_rank_tile_is_reported_not_raised(capsys):
-    code, out, _ = _run(capsys, str(ROOT / "examples/gelu.hlo"), "--tile", "1,128")
-    assert code == 0 and "cannot tile with [1, 128]" in out
+def test_illegal_tile_is_refused_as_run_refuses_it(capsys):
+    # The one legality rule (tiling.policy.choice.check_requested_tiling), as run --tile uses
+    # it: the same message, located at the fusion, exit status 1.
+    code, out, err = _run(capsys, str(ROOT / "examples/gelu.hlo"), "--tile", "1,128")
+    assert code == 1 and out == ""
+    assert "gelu.hlo:26:3: error: fusion fusion: tile sizes [1, 128] are illegal: 2 tile sizes " \
+        "for an output of rank 3" in err
+    code, _, err = _run(capsys, str(ROOT / "examples/gelu.hlo"), "--tile", "1,1,8192")
+    assert code == 1 and "are illegal: tile size 8192 of dim 2 is outside [1, 4096]" in err
+
+
+def test_tile_verifies_the_module_first(capsys, tmp_path):
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
+                   "  ROOT n = s32[2] negate(p)\n}\n")
+    code, out, err = _run(capsys, str(bad))
+    assert code == 1 and out == "" and f"{bad}:4:3: error: declared shape s32[2]" in err
 
 
 def test_tile_command_imports_neither_torch_nor_triton():

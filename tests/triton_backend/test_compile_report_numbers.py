@@ -128,7 +128,7 @@ def test_the_device_sets_the_roofline(tiny, capsys):
 
 
 def test_an_unknown_device_is_an_error(tiny, capsys):
-    assert main(["compile", "tiny.hlo", "-o", "out", "--device", "v100"]) == 1
+    assert main(["compile", "tiny.hlo", "-o", "out", "--device", "v100"]) == 2  # usage
     assert "unknown device 'v100'" in capsys.readouterr().err
 
 

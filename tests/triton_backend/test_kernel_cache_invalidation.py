@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fusion.errors import CacheError
 from triton_backend.tuning import kernel_cache
 from triton_backend.tuning.kernel_cache import KernelCache, entry_is_valid, render_entry
 
@@ -123,7 +124,7 @@ def test_corrupted_entry_is_rebuilt_not_executed(tmp_path, corruption):
     header = good.split("\n", 1)[0] + "\n"
     if corruption == "directory":
         path.mkdir(parents=True)
-        with pytest.raises(OSError):  # cannot replace a directory: a clear error, nothing run
+        with pytest.raises(CacheError, match="directory"):  # a clear error, nothing run
             cache.load(SOURCE, PARTS)
         return
     planted = {

@@ -105,8 +105,9 @@ def test_tuple_parameter_is_rejected_naming_it():
 
 
 def test_element_type_without_torch_dtype_is_rejected_at_compile_time():
-    text = "HloModule m\nENTRY e {\n  x = s4[8] parameter(0)\n  ROOT n = s4[8] negate(x)\n}\n"
-    with pytest.raises(UnsupportedOpError, match=r"3:3: parameter 0 \(%x\): element type s4 has no torch dtype"):
+    # (s4 and the other sub-byte integers travel as int8/uint8: test_sub_byte_boundary.py)
+    text = "HloModule m\nENTRY e {\n  x = f4e2m1fn[8] parameter(0)\n  ROOT n = f4e2m1fn[8] negate(x)\n}\n"
+    with pytest.raises(UnsupportedOpError, match=r"3:3: parameter 0 \(%x\): element type f4e2m1fn has no torch dtype"):
         compile_hlo(text)
 
 

@@ -384,8 +384,8 @@ def _rows(dtype: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", ("f32", "bf16"))
-@pytest.mark.parametrize("reducer,init", [("add", "0"), ("add", "-0"), ("mul", "1"),
-                                          ("max", "-inf"), ("max", "-0"), ("min", "inf"),
+@pytest.mark.parametrize("reducer,init", [("add", "0"), ("add", "-0.0"), ("mul", "1"),
+                                          ("max", "-inf"), ("max", "-0.0"), ("min", "inf"),
                                           ("min", "0"), ("max", "nan")])
 def test_float_reductions_with_nan_inf_and_signed_zero(dtype, reducer, init):
     rows = _rows(dtype)

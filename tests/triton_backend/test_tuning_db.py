@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fusion.errors import HloVerifyError
+from fusion.errors import BadArgumentError
 from fusion.parser import parse_hlo
 from triton_backend.tuning.autotune import autotune
 from triton_backend.tuning.tuning_db import TuningDb, fusion_key
@@ -65,7 +65,7 @@ def test_explain_names_the_part_that_changed(db):
 
 
 def test_unknown_fusion_is_a_located_error():
-    with pytest.raises(HloVerifyError, match="no fusion named 'nope'"):
+    with pytest.raises(BadArgumentError, match="no fusion named 'nope'"):
         fusion_key(_module(), "nope", "h100")
 
 

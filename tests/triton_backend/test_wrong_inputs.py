@@ -16,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from fusion.errors import EvaluationError
+from fusion.errors import BadArgumentError, EvaluationError
 from fusion.evaluator import evaluate
 from fusion.parser import parse_hlo
 from triton_backend import compile_hlo
@@ -269,11 +269,14 @@ ENTRY e {
     assert not view.requires_grad  # a host view of the input, detached and copied
 
 
-def test_torch_op_requires_grad_forward_works_backward_is_a_clear_error(add_op):
+def test_torch_op_requires_grad_forward_works_backward_is_a_clear_error():
+    # backward="auto" trains (tests/triton_backend/test_torch_op_autograd.py); an op
+    # registered for inference only runs forward and refuses backward, naming itself.
+    op = torch_op(ADD, name="wrong_inputs_add_inference_only", backward=None)
     x = torch.randn(2, 3, requires_grad=True)
-    out = add_op(x, torch.ones(2, 3))
+    out = op(x, torch.ones(2, 3))
     torch.testing.assert_close(out, x.detach() + 1)
-    with pytest.raises(RuntimeError, match=r"no autograd formula"):
+    with pytest.raises(BadArgumentError, match=r"backward=None \(inference only\)"):
         out.sum().backward()
 
 

@@ -5,7 +5,7 @@ from typing import Sequence
 
 from fusion.errors import IndexingError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import Shape, TupleShape
+from fusion.shape import Shape, TupleShape, flatten_shape
 from tiling.indexing_analysis.fusion_indexing import fusion_input_to_output, fusion_output_to_input
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
 from tiling.indexing_analysis.operands import Operand, num_outputs
@@ -40,9 +40,27 @@ def _operands(instr: HloInstruction, module, operand_shapes) -> tuple[Operand, .
     )
 
 
-def _as_set(maps) -> frozenset[IndexingMap]:
-    return frozenset(m.simplify() for m in maps if not m.is_known_empty
-                     and not m.simplify().is_known_empty)
+def _as_set(maps, zero_size: bool = False) -> frozenset[IndexingMap]:
+    """The simplified maps without the known-empty ones (an operand not read there); for an
+    op with a zero-size shape, a set of nothing else is one ``KNOWN EMPTY`` map, as XLA
+    gives it."""
+    simplified = [m if m.is_known_empty else m.simplify() for m in maps]
+    kept = frozenset(m for m in simplified if not m.is_known_empty)
+    if not kept and simplified and zero_size:
+        return frozenset({simplified[0].as_known_empty()})
+    return kept
+
+
+def _has_zero_size(instr: HloInstruction, module, operand_shapes) -> bool:
+    shapes = [*flatten_shape(instr.shape)]
+    if operand_shapes is not None:
+        shapes += [leaf for s in operand_shapes for leaf in flatten_shape(s)]
+    else:
+        computation = None if module is None or not instr.operands else _holding_computation(instr, module)
+        if computation is not None:
+            shapes += [leaf for n in instr.operands
+                       for leaf in flatten_shape(computation.instruction(n).shape)]
+    return any(0 in leaf.dims for leaf in shapes)
 
 
 def _module_of(instr: HloInstruction, module) -> HloModule:
@@ -56,10 +74,12 @@ def _map_sets(instr: HloInstruction, module, operand_shapes, index: int, fusion_
               op_maps) -> tuple[frozenset[IndexingMap], ...]:
     """One simplified set of maps per operand or output, for ``index``: a fusion's from
     ``fusion_maps`` (which needs the module), any other op's from ``op_maps``."""
+    zero_size = _has_zero_size(instr, module, operand_shapes)
     if instr.opcode == "fusion":
-        return tuple(_as_set(maps) for maps in fusion_maps(instr, _module_of(instr, module), index))
+        return tuple(_as_set(maps, zero_size)
+                     for maps in fusion_maps(instr, _module_of(instr, module), index))
     maps = op_maps(instr, _operands(instr, module, operand_shapes), index)
-    return tuple(_as_set((m,)) for m in maps)
+    return tuple(_as_set((m,), zero_size) for m in maps)
 
 
 def output_to_input_indexing(

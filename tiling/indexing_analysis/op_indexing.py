@@ -14,6 +14,7 @@ from typing import Sequence
 
 from tiling.indexing_analysis.operands import Operand, num_outputs, undefined_maps
 from tiling.indexing_analysis.registry import INPUT_TO_OUTPUT, OUTPUT_TO_INPUT
+from tiling.indexing_analysis.rt_vars import replace_known_rt_vars
 from tiling.indexing_map import IndexingMap
 
 
@@ -21,11 +22,12 @@ def op_output_to_input(
     instr, operands: Sequence[Operand], output_index: int = 0
 ) -> tuple[IndexingMap, ...]:
     """One map per operand, from output ``output_index`` of ``instr`` to that operand;
-    undefined maps for an opcode without a rule."""
+    undefined maps for an opcode without a rule.  Runtime variables read from a constant or
+    an iota are replaced by their values (``rt_vars``)."""
     rule = OUTPUT_TO_INPUT.get(instr.opcode)
     if rule is None:
         return undefined_maps(len(operands))
-    return rule(instr, tuple(operands), output_index)
+    return tuple(replace_known_rt_vars(m) for m in rule(instr, tuple(operands), output_index))
 
 
 def op_input_to_output(
@@ -35,4 +37,4 @@ def op_input_to_output(
     rule = INPUT_TO_OUTPUT.get(instr.opcode)
     if rule is None:
         return undefined_maps(num_outputs(instr.shape))
-    return rule(instr, tuple(operands), operand_index)
+    return tuple(replace_known_rt_vars(m) for m in rule(instr, tuple(operands), operand_index))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from fusion.opcodes import ELEMENTWISE_OPCODES
 from tiling.indexing_analysis import (
+    conv_rules,
     data_movement_rules as dm,
     dot_rules,
     dynamic_rules,
@@ -32,6 +33,7 @@ OUTPUT_TO_INPUT = dict(sorted({
     "bitcast": reshape_rules.o2i_bitcast,
     "broadcast": dm.o2i_broadcast,
     "concatenate": dm.o2i_concatenate,
+    "convolution": conv_rules.o2i_convolution,
     "dot": dot_rules.o2i_dot,
     "dynamic-slice": dynamic_rules.o2i_dynamic_slice,
     "dynamic-update-slice": dynamic_rules.o2i_dynamic_update_slice,

@@ -11,6 +11,8 @@ True
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tiling.policy.devices import DeviceSpec, device_spec
 
 # -- What Triton and CUDA can run ---------------------------------------------------------
@@ -19,6 +21,24 @@ MAX_TILE_NUMEL = 1 << 20
 #: CUDA's grid limits: blocks are flattened onto x; y and z hold at most this many.
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
+
+
+def grid_limit_problem(grid: Sequence[int]) -> str | None:
+    """Why CUDA cannot launch ``grid`` (programs per axis x, y, z), or None when it can.
+
+    >>> grid_limit_problem((2**52,))
+    "a grid of 4503599627370496 programs on x exceeds CUDA's grid x limit 2147483647"
+    >>> grid_limit_problem((8, 65536)), grid_limit_problem((2**31 - 1, 65535, 65535))
+    ("a grid of 65536 programs on y exceeds CUDA's grid y limit 65535", None)
+    """
+    if len(grid) > 3:
+        return f"a grid of {len(grid)} dimensions ({tuple(grid)}); CUDA launches at most 3"
+    for axis, (programs, limit) in enumerate(zip(grid, (MAX_GRID_X, MAX_GRID_YZ, MAX_GRID_YZ))):
+        if programs > limit:
+            name = "xyz"[axis]
+            return (f"a grid of {programs} programs on {name} exceeds CUDA's grid {name} "
+                    f"limit {limit}")
+    return None
 
 # -- Reductions ---------------------------------------------------------------------------
 #: Largest padded reduced extent (elements) a persistent reduction keeps whole in registers;

@@ -391,17 +391,19 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
         instr = computation.instruction(name_)
         if name_ not in op_maps_cache:
             try:
-                op_maps_cache[name_] = output_to_input_indexing(instr, computation)
+                op_maps_cache[name_] = _op_maps(instr, computation)
             except FusionCompilerError as err:
                 raise TilingError(f"no indexing for {instr.opcode} {name_!r}: {err}",
                                   where=name) from None
         children = []
         for operand_name, maps in zip(instr.operands, op_maps_cache[name_]):
-            for op_map in sorted(maps, key=str)[:1] or [IndexingMap.undefined()]:
+            # (One map needs no sorting by its text: the printing is the costly part.)
+            first = list(maps) if len(maps) <= 1 else sorted(maps, key=str)[:1]
+            for op_map in first or [IndexingMap.undefined()]:
                 # A range variable the operand does not depend on (the row reduction of a
                 # mean read inside the variance's reduction) must not widen its tile: as XLA
                 # does after composing, drop the unused symbols.
-                composed = remove_unused_symbols(compose(op_map, m))
+                composed = _composed(op_map, m)
                 key = (operand_name, composed)
                 if key not in keys:
                     keys[key] = len(keys)
@@ -417,11 +419,64 @@ def analyze_computation_tiling(computation: HloComputation, name: str) -> Symbol
         name_, m = entries[old]
         instr = computation.instruction(name_)
         dims = leaf_dims(instr)
-        tile = symbolic_tile(m, dims, out_dims)
+        tile = _tile(m, dims, out_dims)
         ops = tuple(new_index[keys[k]] for k in operand_keys.get(old, []))
         nodes.append(SymbolicNode(new_index[old], instr, m, tile, ops))
     roots = tuple(new_index[k] for k in root_keys)
     return SymbolicTiledFusion(name, computation, out_dims, tuple(nodes), roots)
+
+
+# The fusion pass analyses every candidate it weighs, and each grows from an analysed part
+# by a few instructions: the maps composed and the tiles derived are pure functions of the
+# maps' exact representation, so they are shared across analyses (bounded memos).
+_MEMO_LIMIT = 1 << 15
+_composed_memo: dict[tuple, IndexingMap] = {}
+_tile_memo: dict[tuple, SymbolicTile | NotTileable] = {}
+
+
+def _composed(op_map: IndexingMap, m: IndexingMap) -> IndexingMap:
+    """``remove_unused_symbols(compose(op_map, m))``, memoized by representation."""
+    key = (op_map.structural_key(), m.structural_key())
+    hit = _composed_memo.get(key)
+    if hit is None:
+        if len(_composed_memo) >= _MEMO_LIMIT:
+            _composed_memo.clear()
+        hit = _composed_memo[key] = remove_unused_symbols(compose(op_map, m))
+    return hit
+
+
+_op_maps_memo: dict[tuple, tuple] = {}
+
+
+def _op_maps(instr: HloInstruction, computation: HloComputation) -> tuple:
+    """``output_to_input_indexing(instr, computation)``, memoized by the op's signature
+    (opcode, shapes, attributes) unless its maps name other instructions (runtime
+    variables)."""
+    key = (instr.opcode, instr.shape, instr.attributes,
+           tuple(computation.instruction(o).shape for o in instr.operands))
+    try:
+        hit = _op_maps_memo.get(key)
+    except TypeError:  # an attribute value that cannot be hashed: no memo
+        return output_to_input_indexing(instr, computation)
+    if hit is None:
+        hit = output_to_input_indexing(instr, computation)
+        if any(m.rt_vars for maps in hit for m in maps):
+            return hit
+        if len(_op_maps_memo) >= _MEMO_LIMIT:
+            _op_maps_memo.clear()
+        _op_maps_memo[key] = hit
+    return hit
+
+
+def _tile(m: IndexingMap, dims, out_dims) -> SymbolicTile | NotTileable:
+    """``symbolic_tile(m, dims, out_dims)``, memoized by representation."""
+    key = (m.structural_key(), dims, tuple(out_dims))
+    hit = _tile_memo.get(key)
+    if hit is None:
+        if len(_tile_memo) >= _MEMO_LIMIT:
+            _tile_memo.clear()
+        hit = _tile_memo[key] = symbolic_tile(m, dims, out_dims)
+    return hit
 
 
 def _post_order(entries, keys, operand_keys, roots) -> list[int]:

@@ -2,25 +2,47 @@
 
 Each subcommand lives in its own module of this package, exposing ``HELP`` (one line),
 ``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported only when their
-subcommand runs, so ``check``/``evaluate``/``indexing``/``layout``/``tile`` never import torch
-or triton and start in well under a second.
+subcommand runs, so ``cache``/``check``/``evaluate``/``fuse``/``indexing``/``layout``/``tile``/
+``tuning`` never import torch or triton and start in well under a second.
 
-Errors of the project's own types (``fusion.errors.FusionCompilerError``) are printed with
-their location and give exit status 1; nothing else is caught, so internal bugs stay visible.
+Common options, on the main parser and on every subcommand: ``--json`` (one JSON document on
+standard output, ``json_output``), ``-v``/``-vv`` (INFO/DEBUG logging to stderr,
+``fusion.logs``); ``--version`` on the main parser.
+
+Errors of the project's own types (``fusion.errors.FusionCompilerError``) are printed
+compiler-style with their file, line and column (``diagnostics``), or as the ``error`` object
+of the JSON document; exit statuses are ``diagnostics.ExitStatus``: 1 for the input, 2 for
+usage (argparse's own errors and ``BadArgumentError``), 3 for a failed ``--check``.  Nothing
+else is caught, so internal bugs stay visible.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.util
+import logging
 import sys
+from typing import NoReturn
 
-from fusion.errors import FusionCompilerError
+from fusion import logs
+from fusion.errors import BadArgumentError, FusionCompilerError
+from triton_backend import __version__
+from triton_backend.cli.diagnostics import (
+    ExitStatus,
+    SourceFile,
+    error_record,
+    format_error,
+    recording_sources,
+)
+from triton_backend.cli.json_output import emit
+
+_log = logs.get_logger("triton_backend.cli")
 
 # Subcommand name -> module (alphabetical).  A subcommand whose module is not present yet is
 # simply not offered.
 SUBCOMMANDS: dict[str, str] = {
     "autotune": "triton_backend.cli.autotune_command",
+    "cache": "triton_backend.cli.cache_command",
     "check": "triton_backend.cli.check_command",
     "compile": "triton_backend.cli.compile_command",
     "evaluate": "triton_backend.cli.evaluate_command",
@@ -29,6 +51,8 @@ SUBCOMMANDS: dict[str, str] = {
     "layout": "triton_backend.cli.layout_command",
     "run": "triton_backend.cli.run_command",
     "tile": "triton_backend.cli.tile_command",
+    "tuning": "triton_backend.cli.tuning_command",
+    "vjp": "triton_backend.cli.vjp_command",
 }
 
 
@@ -40,39 +64,104 @@ def _available() -> dict[str, str]:
     return found
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as JSON documents when ``--json`` was given."""
+
+    def __init__(self, *args, json_mode: bool = False, command: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.json_mode = json_mode
+        self.command = command
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_mode:
+            emit(self.command, {}, error={"file": None, "line": None, "column": None,
+                                     "message": message, "kind": "usage", "where": None,
+                                     "expected": None})
+            self.exit(ExitStatus.USAGE)
+        super().error(message)
+
+
+def _common_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # On the main parser and on each subcommand, so ``fusion-compile run x.hlo -v`` works too;
+    # SUPPRESS keeps a subcommand's absent flag from resetting the main parser's.
+    default = 0 if top else argparse.SUPPRESS
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="log decisions to stderr: -v INFO, -vv DEBUG (or FUSION_LOG)")
+    if "--json" not in parser._option_string_actions:
+        parser.add_argument("--json", action="store_true",
+                            default=False if top else argparse.SUPPRESS,
+                            help="print one JSON document (docs/cli.md), errors included")
+
+
+def build_parser(only: str | None = None, json_mode: bool = False) -> argparse.ArgumentParser:
     """The argument parser; with ``only``, imports just that subcommand's module."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(json_mode=json_mode, command=only or "",
         prog="fusion-compile",
         description="A Triton-backed fusion compiler for XLA HLO.",
+        epilog="Exit status: 0 success, 1 error in the input or its compilation, 2 usage "
+               "error, 3 a --check found a mismatch.  Environment: FUSION_LOG, "
+               "FUSION_KERNEL_CACHE_DIR, FUSION_KERNEL_CACHE_MAX_BYTES, FUSION_TUNING_DB "
+               "(docs/cli.md).",
     )
+    parser.add_argument("--version", action="version", version=f"fusion-compile {__version__}")
+    _common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module_name in _available().items():
         if only is not None and name != only:
-            sub.add_parser(name, help="(see fusion-compile %s --help)" % name)
+            sub.add_parser(name, help="(see fusion-compile %s --help)" % name,
+                           json_mode=json_mode, command=name)
             continue
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP,
+                           json_mode=json_mode, command=name)
         module.add_arguments(p)
+        _common_options(p, top=False)
         p.set_defaults(_run=module.run)
     return parser
 
 
+def _enable_logging(verbose: int) -> None:
+    if verbose >= 2:
+        logs.enable(logging.DEBUG)
+    elif verbose == 1:
+        logs.enable(logging.INFO)
+
+
+def _report(args: argparse.Namespace, err: BaseException, sources: list[SourceFile],
+            status: ExitStatus) -> int:
+    if getattr(args, "json", False):
+        emit(args.command, {}, error=error_record(err, sources))
+    elif isinstance(err, FusionCompilerError):
+        print(format_error(err, sources, args.command), file=sys.stderr)
+    else:
+        print(f"fusion-compile {args.command}: error: {err}", file=sys.stderr)
+    return int(status)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``fusion-compile`` console script."""
+    """Entry point of the ``fusion-compile`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=command if command in SUBCOMMANDS else None)
+    only = command if command in SUBCOMMANDS else None
+    if only is None and "--version" in argv:
+        only = ""  # no subcommand module imported: --version works without numpy or torch
+    parser = build_parser(only=only, json_mode="--json" in argv)
     args = parser.parse_args(argv)
-    try:
-        return int(args._run(args) or 0)
-    except FusionCompilerError as err:
-        print(f"fusion-compile {args.command}: error: {err}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as err:
-        print(f"fusion-compile {args.command}: error: {err}", file=sys.stderr)
-        return 1
+    _enable_logging(args.verbose)
+    _log.info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
+    with recording_sources() as sources:
+        try:
+            return int(args._run(args) or 0)
+        except BadArgumentError as err:
+            return _report(args, err, sources, ExitStatus.USAGE)
+        except FusionCompilerError as err:
+            return _report(args, err, sources, ExitStatus.ERROR)
+        except OSError as err:  # a missing file, a full disk: the message, not a traceback
+            return _report(args, err, sources, ExitStatus.ERROR)
+        except KeyboardInterrupt:
+            print(f"fusion-compile {args.command}: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

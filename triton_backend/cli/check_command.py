@@ -2,48 +2,56 @@
 
 Prints the computations, the fusions grouped by kind and how often each op is used; exits 0
 when the module is valid.  An invalid module is reported with the error's line:column and exit
-status 1 (with ``--json``, as the ``error`` field of the JSON object).  ``--triton`` also lists
+status 1 (with ``--json``, as the ``error`` field of the JSON object).  ``-`` reads standard
+input.  ``read_module``/``read_verified_module`` are how every subcommand reads its module.  ``--triton`` also lists
 the ops of a valid module the Triton path does not cover (``triton_backend.driver.op_coverage``), with
-line:column and reason (JSON: ``triton_uncovered``); they do not change the exit status.
+line:column and reason (JSON: ``triton_uncovered``), and the library calls it runs on the host
+(FFT, linear algebra, top-k; JSON: ``triton_library_calls``); neither changes the exit status.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from fusion.errors import FusionCompilerError, HloParseError
+from fusion.errors import FusionCompilerError
 from fusion.hlo_module import HloModule
+from fusion.logs import get_logger
 from fusion.parser import parse_hlo
 from fusion.verifier import verify_module
-from triton_backend.driver.op_coverage import describe, uncovered_ops
+from triton_backend.cli.diagnostics import error_record, read_source, sources_read
+from triton_backend.cli.json_output import emit
+from triton_backend.driver.op_coverage import describe, library_call_sites, uncovered_ops
+
+_log = get_logger("triton_backend.cli")
 
 HELP = "parse and verify an HLO module; list its computations, fusions and ops"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE.hlo", help="HLO text (as XLA or JAX prints it)")
-    parser.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+    parser.add_argument("file", metavar="FILE.hlo",
+                        help="HLO text (as XLA or JAX prints it); - reads standard input")
     parser.add_argument("--triton", action="store_true",
                         help="also list the ops the Triton path does not cover, and why")
 
 
 def read_text(path: str) -> str:
-    """The text of ``path``; an unreadable file is a located error, not a traceback."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise HloParseError(f"cannot read {path}: {err}", where=path) from None
+    """The text of ``path`` (``-``: standard input); an unreadable file is a located error."""
+    return read_source(path).text
 
 
 def read_module(path: str) -> HloModule:
     """Read and parse ``path``; an unreadable file is a located error, not a traceback."""
     return parse_hlo(read_text(path))
+
+
+def read_verified_module(path: str) -> HloModule:
+    """``read_module`` and the verifier: every subcommand works on a valid module only."""
+    module = read_module(path)
+    verify_module(module)
+    _log.info("%s: module %s parsed and verified (%d computations)", path, module.name,
+              len(module.computations))
+    return module
 
 
 def summarize(module: HloModule) -> dict[str, Any]:
@@ -60,20 +68,16 @@ def summarize(module: HloModule) -> dict[str, Any]:
     }
 
 
-def _error_json(err: FusionCompilerError) -> dict[str, Any]:
-    return {"message": err.message, "line": err.line, "column": err.column, "where": err.where}
-
-
 def run(args: argparse.Namespace) -> int:
     if not args.json:
-        module = read_module(args.file)
-        verify_module(module)
+        module = read_verified_module(args.file)
         _print_text(module)
         if getattr(args, "triton", False):
             _print_uncovered(module)
         return 0
     report: dict[str, Any] = {"module": None, "valid": False, "computations": [],
-                              "fusions": {}, "ops": {}, "error": None}
+                              "fusions": {}, "ops": {}}
+    error = None
     try:
         module = read_module(args.file)
         report.update(summarize(module))
@@ -81,12 +85,10 @@ def run(args: argparse.Namespace) -> int:
         report["valid"] = True
         if getattr(args, "triton", False):
             report["triton_uncovered"] = _uncovered_json(module)
-    except FusionCompilerError as err:
-        report["error"] = _error_json(err)
-    except FileNotFoundError as err:
-        report["error"] = {"message": str(err), "line": None, "column": None, "where": args.file}
-    json.dump(report, sys.stdout, indent=2)
-    print()
+            report["triton_library_calls"] = _library_calls_json(module)
+    except (FusionCompilerError, OSError) as err:
+        error = error_record(err, sources_read())
+    emit("check", report, error=error)
     return 0 if report["valid"] else 1
 
 
@@ -116,7 +118,28 @@ def _uncovered_json(module: HloModule) -> list[dict[str, Any]]:
     return out
 
 
+def _library_calls_json(module: HloModule) -> list[dict[str, Any]]:
+    out = []
+    for site in library_call_sites(module):
+        loc = site.instruction.location
+        out.append({"op": site.instruction.opcode, "instruction": site.instruction.name,
+                    "line": loc.line if loc else None, "column": loc.column if loc else None,
+                    "routine": site.routine, "target": site.target})
+    return out
+
+
+def _print_library_calls(module: HloModule) -> None:
+    sites = library_call_sites(module)
+    if sites:
+        print(f"triton: {len(sites)} library call(s), run by torch on the host between kernels:")
+    for site in sites:
+        loc = site.instruction.location
+        print(f"  {loc if loc is not None else '?'} {site.instruction.opcode} "
+              f"%{site.instruction.name}: {site.routine} ({site.target})")
+
+
 def _print_uncovered(module: HloModule) -> None:
+    _print_library_calls(module)
     uncovered = uncovered_ops(module)
     if not uncovered:
         print("triton: every op is covered")

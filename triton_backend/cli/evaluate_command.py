@@ -1,13 +1,10 @@
-"""``fusion-compile evaluate FILE.hlo [--inputs IN.npz] [--outputs OUT.npz] [--seed N]``.
+"""``fusion-compile evaluate FILE.hlo [--inputs IN.npz] [--outputs OUT.npz] [--save-inputs PATH] [--seed N]``.
 
-Runs the module on the reference evaluator (NumPy; never torch or triton) and writes the
-outputs ``o0..oM`` to an npz archive (``fusion.npz_io`` convention).
-
-Paths: the outputs go to ``--outputs``, by default ``<FILE stem>.outputs.npz`` in the current
-directory.  Without ``--inputs``, deterministic random inputs (``--seed``, default 0) are made
-and saved next to the outputs: ``X.outputs.npz`` -> ``X.inputs.npz``, any other ``X.npz`` ->
-``X.inputs.npz``; so ``fusion-compile evaluate gelu.hlo`` writes ``gelu.inputs.npz`` and
-``gelu.outputs.npz``.  Prints one line per output: shape, dtype, min, max, mean.
+Runs the module on the reference evaluator (NumPy; never torch or triton) and prints one line
+per output: type, shape, min, max, mean.  Without ``--inputs``, deterministic random inputs
+(``--seed``, default 0) are made.  Files are written only when asked: ``--outputs`` (the
+outputs ``o0..oM``, ``fusion.npz_io`` convention) and ``--save-inputs`` (the inputs used), each
+path exactly as given.
 """
 from __future__ import annotations
 
@@ -15,29 +12,41 @@ import argparse
 
 from triton_backend.cli.npz_files import (
     add_npz_arguments,
-    default_paths,
+    inputs_description,
+    output_paths,
+    output_types,
+    outputs_json,
     print_outputs,
     read_inputs,
-    save_outputs,
+    save_requested,
 )
 from fusion.evaluator import evaluate
 from fusion.npz_io import output_arrays
-from fusion.verifier import verify_module
-from triton_backend.cli.check_command import read_module
+from triton_backend.cli.check_command import read_verified_module
+from triton_backend.cli.json_output import emit
 
 HELP = "run an HLO module on the reference evaluator; inputs and outputs as npz"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_npz_arguments(parser)
+    parser.add_argument("--max-iterations", type=int, metavar="N",
+                        help="stop a while loop still running after N iterations (an error)")
 
 
 def run(args: argparse.Namespace) -> int:
-
-    module = read_module(args.file)
-    verify_module(module)
-    out_path, inputs_path = default_paths(args.file, args.outputs)
-    inputs = read_inputs(module, args, inputs_path)
-    outputs = output_arrays(evaluate(module, *inputs))
-    print_outputs(outputs, save_outputs(module, out_path, outputs), out_path)
+    paths = output_paths(args)  # an unusable output path fails before any work
+    module = read_verified_module(args.file)
+    inputs = read_inputs(module, args)
+    outputs = output_arrays(evaluate(module, *inputs,
+                                         max_while_iterations=args.max_iterations))
+    save_requested(module, paths, inputs, outputs)
+    types = output_types(module)
+    if args.json:
+        emit("evaluate", {"module": module.name, "inputs": inputs_description(args),
+                          "outputs": outputs_json(outputs, types),
+                          "outputs_file": None if paths.outputs is None else str(paths.outputs),
+                          "inputs_file": None if paths.inputs is None else str(paths.inputs)})
+        return 0
+    print_outputs(outputs, types, paths)
     return 0

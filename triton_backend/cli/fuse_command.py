@@ -3,26 +3,32 @@
 Reads an unfused module (as ``jax.jit(f).lower(x).as_text(dialect="hlo")`` prints it), runs
 ``tiling.priority_fusion.fuse_module`` and prints the fused module (it verifies and parses
 back).  ``-o`` writes it to a file instead; ``--explain`` prints every fusion decision with
-its reason to stderr (one line each), then a summary line with the kernel count.  Never
-imports torch or triton.
+its reason to stderr (one line each), then a summary line with the kernel count; ``--json``
+prints one document with the fused module (``hlo``, null with ``-o``), the decisions and the
+kernel counts.  Never imports torch or triton.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from fusion.logs import get_logger
 from fusion.printer import print_hlo
 from fusion.verifier import verify_module
 from tiling import priority_fusion
 from tiling.fusion_traffic_model import count_kernels
-from triton_backend.cli.check_command import read_module
+from triton_backend.cli.check_command import read_verified_module
+from triton_backend.cli.json_output import emit
+from triton_backend.cli.output_files import atomic_output, check_output_path
+
+_log = get_logger("triton_backend.cli")
 
 HELP = "fuse an unfused HLO module XLA-style (priority fusion); print the fused module"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE.hlo", help="HLO text (as XLA or JAX prints it)")
+    parser.add_argument("file", metavar="FILE.hlo",
+                        help="HLO text (as XLA or JAX prints it); - reads standard input")
     parser.add_argument("-o", "--output", metavar="OUT.hlo",
                         help="write the fused module here instead of to stdout")
     parser.add_argument("--explain", action="store_true",
@@ -34,20 +40,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    module = read_module(args.file)
-    verify_module(module)
+    output = check_output_path(args.output, "-o") if args.output else None
+    module = read_verified_module(args.file)
     options = priority_fusion.FusionOptions(canonicalize=not args.no_canonicalize,
                                             multi_output=not args.no_multi_output)
     result = priority_fusion.fuse_module(module, options=options)
     verify_module(result.module)
     text = print_hlo(result.module)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
+    before, after = count_kernels(module), count_kernels(result.module)
+    _log.info("fused module %s: %d kernels unfused -> %d fused", module.name, before, after)
+    if output is not None:
+        with atomic_output(output, "w") as handle:
+            handle.write(text)
+    if args.json:
+        emit("fuse", {"module": result.module.name,
+                      "hlo": None if output is not None else text,
+                      "output_file": None if output is None else str(output),
+                      "decisions": [str(d) for d in result.decisions],
+                      "kernels_before": before, "kernels_after": after,
+                      "fusions": len(result.module.fusions())})
+        return 0
+    if output is None:
         sys.stdout.write(text)
     if args.explain:
         for decision in result.decisions:
             print(decision, file=sys.stderr)
-        print(f"kernels: {count_kernels(module)} unfused -> {count_kernels(result.module)} "
-              f"fused ({len(result.module.fusions())} fusions)", file=sys.stderr)
+        print(f"kernels: {before} unfused -> {after} fused ({len(result.module.fusions())} "
+              "fusions)", file=sys.stderr)
     return 0

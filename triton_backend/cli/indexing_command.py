@@ -9,8 +9,6 @@ seed's form, with runtime variables' instructions).  ``--direction input-to-outp
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 
 from fusion.errors import (  # IndexingCommandError: defined there, re-exported here
     FusionCompilerError,
@@ -21,19 +19,21 @@ from fusion.verifier import verify_module
 from fusion.shape import flatten_shape
 from tiling.indexing_analysis import input_to_output_indexing_per_output, output_to_input_indexing
 from triton_backend.cli.check_command import read_text
+from triton_backend.cli.diagnostics import did_you_mean
+from triton_backend.cli.json_output import emit
 
 HELP = "print an instruction's indexing maps (output->input or input->output)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="an HLO text file")
+    parser.add_argument("file", metavar="FILE.hlo",
+                        help="an HLO text file; - reads standard input")
     parser.add_argument("--instruction", help="instruction name (default: the ENTRY root)")
     parser.add_argument("--direction", choices=("output-to-input", "input-to-output"),
                         default="output-to-input")
     parser.add_argument("--output", type=int, default=0, help="output (tuple leaf) index")
     parser.add_argument("--operand", type=int, help="operand index (all by default)")
     parser.add_argument("--multiline", action="store_true", help="the seed's multi-line form")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _find(module, name: str | None):
@@ -44,9 +44,8 @@ def _find(module, name: str | None):
         if computation.has_instruction(name):
             return computation.instruction(name)
     names = [i.name for c in module.computations for i in c.instructions]
-    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise IndexingCommandError(f"no instruction named {name!r} in module {module.name}{hint}",
+    raise IndexingCommandError(f"no instruction named {name!r} in module {module.name}"
+                               f"{did_you_mean(name, names, n=5)}",
                                where=f"--instruction {name}")
 
 
@@ -118,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     result = _describe(text, args.instruction, args.direction, args.output, args.operand,
                        multiline=args.multiline and not args.json)
     if args.json:
-        print(json.dumps(result, indent=2))
+        emit("indexing", result)
         return 0
     print(f"{result['instruction']}: {result['direction']}")
     key = "operand" if "operands" in result else "output"

@@ -8,10 +8,10 @@ and bit it starts at.  Never imports torch or triton.
 from __future__ import annotations
 
 import argparse
-import json
 
 from fusion.parser import parse_shape
 from fusion.shape import ArrayShape
+from triton_backend.cli.json_output import emit
 from tiling.layout import (
     LayoutError,
     TiledLayout,
@@ -26,7 +26,6 @@ HELP = "show a shape's tiled layout: physical shape, size, indexing map, an elem
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("shape", help='an array shape with a layout, e.g. "bf16[37,300]{1,0:T(8,128)(2,1)}"')
     parser.add_argument("--index", help="a logical element index, e.g. 3,5")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def describe(shape_text: str, index_text: str | None = None) -> dict:
@@ -86,7 +85,7 @@ def _parse_index(text: str, shape: ArrayShape) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     result = describe(args.shape, args.index)
     if args.json:
-        print(json.dumps(result))
+        emit("layout", result)
         return 0
     rows = [
         ("shape", result["shape"]),

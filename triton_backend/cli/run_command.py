@@ -1,12 +1,12 @@
-"""``fusion-compile run FILE.hlo [--inputs IN.npz] [--outputs OUT.npz] [--check] [--seed N]``.
+"""``fusion-compile run FILE.hlo [--inputs IN.npz] [--outputs OUT.npz] [--save-inputs PATH] [--check] [--seed N]``.
 
 Compiles the module with ``triton_backend.compile_hlo`` and runs it: fusions as generated
 Triton kernels (on the GPU, or under the Triton interpreter on CPU tensors without one), the
 ops between them on the host.  Inputs and outputs follow ``fusion-compile evaluate``'s npz
-convention and default paths (random inputs, ``--seed``, saved next to the outputs when no
-``--inputs`` is given).  ``--check`` also runs the reference evaluator and prints, per output,
-the maximum absolute and relative error and whether it is within the element type's tolerance
-(``triton_backend.host.output_check``); a failed check exits with status 2.
+convention (random inputs from ``--seed`` without ``--inputs``; files written only when asked,
+``--outputs`` and ``--save-inputs``).  ``--check`` also runs the reference evaluator and prints,
+per output, the maximum absolute and relative error and whether it is within the element
+type's tolerance (``triton_backend.host.output_check``); a failed check exits with status 3.
 
 ``--tile NAME=T0,T1,...`` (repeatable) sets the tile sizes of fusion NAME; ``--no-fuse`` runs an
 unfused module op by op (one-op fusions) instead of fusing it first.
@@ -16,28 +16,38 @@ from __future__ import annotations
 import argparse
 import time
 
-from fusion.errors import FusionCompilerError
+from fusion.errors import BadArgumentError
+from fusion.logs import get_logger
+from triton_backend.cli.diagnostics import ExitStatus
+from triton_backend.cli.json_output import emit
 from triton_backend.cli.npz_files import (
     add_npz_arguments,
-    default_paths,
+    inputs_description,
+    output_paths,
+    output_types,
+    outputs_json,
     print_outputs,
     read_inputs,
-    save_outputs,
+    save_requested,
 )
-from triton_backend.cli.check_command import read_module
+from triton_backend.cli.check_command import read_verified_module
 from fusion.evaluator import evaluate
-from triton_backend.host.output_check import compare_output
+from triton_backend.host.output_check import OutputComparison, compare_output
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
 
 #: Exit status of a run whose --check found an output out of tolerance.
-CHECK_FAILED = 2
+CHECK_FAILED = int(ExitStatus.CHECK_FAILED)
+
+_log = get_logger("triton_backend.cli")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_npz_arguments(parser)
+    parser.add_argument("--max-iterations", type=int, metavar="N",
+                        help="stop a while loop still running after N iterations (an error)")
     parser.add_argument("--check", action="store_true",
-                        help="compare with the reference evaluator (exit 2 when out of tolerance)")
+                        help="compare with the reference evaluator (exit 3 when out of tolerance)")
     add_compile_options(parser)
 
 
@@ -63,7 +73,7 @@ def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             values = ()
         if not sep or not name or not values:
-            raise FusionCompilerError(f"malformed --tile {spec!r}", where="--tile",
+            raise BadArgumentError(f"malformed --tile {spec!r}", where="--tile",
                                       expected="NAME=T0,T1,... with integer tile sizes")
         out[name] = values
     return out
@@ -73,41 +83,65 @@ def run(args: argparse.Namespace) -> int:
     from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
     from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
 
-    module = read_module(args.file)
+    paths = output_paths(args)  # an unusable output path fails before any work
     tiling = parse_tiling(args.tile)
-    out_path, inputs_path = default_paths(args.file, args.outputs)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    module = read_verified_module(args.file)
     start = time.perf_counter()
     compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse)
     compile_s = time.perf_counter() - start
+    _log.info("compiled %d kernel(s) in %.2fs (fusion mode %s)", len(compiled.fusions),
+              compile_s, compiled.fusion_mode)
     params = module.entry.parameters
-    inputs = read_inputs(module, args, inputs_path)
+    inputs = read_inputs(module, args)
     tensors = [tensor_from_numpy(a, p.shape.dtype, compiled.device) for a, p in zip(inputs, params)]
     start = time.perf_counter()
-    results = compiled(*tensors)
+    results = compiled(*tensors, max_while_iterations=args.max_iterations)
     run_s = time.perf_counter() - start
     outputs = [tensor_to_numpy(t) for t in results]
-    out_types = save_outputs(module, out_path, outputs)
+    save_requested(module, paths, inputs, outputs)
+    out_types = output_types(module)
     where = "Triton interpreter (CPU)" if compiled.device.type == "cpu" else str(compiled.device)
-    print(f"compiled {len(compiled.fusions)} kernel(s) in {compile_s:.2f}s; ran on {where} "
-          f"in {run_s:.2f}s")
-    print_outputs(outputs, out_types, out_path)
-    if not args.check:
-        return 0
-    return _check(module, inputs, outputs, out_types)
+    comparisons = _compare(module, inputs, outputs, out_types, args.max_iterations) \
+        if args.check else None
+    failed = [c.key for c in comparisons or () if not c.passed]
+    if args.json:
+        emit("run", {"module": module.name, "inputs": inputs_description(args),
+                     "outputs": outputs_json(outputs, out_types),
+                     "outputs_file": None if paths.outputs is None else str(paths.outputs),
+                     "inputs_file": None if paths.inputs is None else str(paths.inputs),
+                     "kernels": len(compiled.fusions), "device": where,
+                     "compile_s": round(compile_s, 6), "run_s": round(run_s, 6),
+                     "check": None if comparisons is None else _check_json(comparisons)})
+    else:
+        print(f"compiled {len(compiled.fusions)} kernel(s) in {compile_s:.2f}s; ran on {where} "
+              f"in {run_s:.2f}s")
+        print_outputs(outputs, out_types, paths)
+        if comparisons is not None:
+            _print_check(comparisons, failed)
+    return CHECK_FAILED if failed else 0
 
 
-def _check(module, inputs, outputs, out_types) -> int:
+def _compare(module, inputs, outputs, out_types, max_iterations=None) -> list[OutputComparison]:
+    references = evaluate(module, *inputs, max_while_iterations=max_iterations)
+    return [compare_output(f"o{n}", ref, out, dtype)
+            for n, (ref, out, dtype) in enumerate(zip(references, outputs, out_types))]
 
-    references = evaluate(module, *inputs)
-    comparisons = [compare_output(f"o{n}", ref, out, dtype)
-                   for n, (ref, out, dtype) in enumerate(zip(references, outputs, out_types))]
+
+def _check_json(comparisons: list[OutputComparison]) -> dict:
+    return {"passed": all(c.passed for c in comparisons),
+            "outputs": [{"name": c.key, "type": c.dtype, "passed": c.passed,
+                         "max_abs_error": float(c.max_abs_error),
+                         "max_rel_error": float(c.max_rel_error),
+                         "atol": c.tolerance.atol, "rtol": c.tolerance.rtol,
+                         "mismatches": int(c.mismatches), "size": int(c.size)}
+                        for c in comparisons]}
+
+
+def _print_check(comparisons: list[OutputComparison], failed: list[str]) -> None:
     print("check against the reference evaluator:")
     for comparison in comparisons:
         print("  " + comparison.describe())
-    failed = [c.key for c in comparisons if not c.passed]
     if failed:
         print(f"check FAILED for {', '.join(failed)}")
-        return CHECK_FAILED
-    print("check passed")
-    return 0
+    else:
+        print("check passed")

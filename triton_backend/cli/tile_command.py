@@ -6,21 +6,25 @@ the default choice with why, XLA's own ``block_level_fusion_config`` when presen
 unless ``--ours``), and with ``--tile`` the tiled instruction graph.  A module with no fusions
 (as JAX lowers it) is read as one single-op fusion per non-trivial ENTRY instruction.  Never
 imports torch or triton.
+
+The module is verified first.  ``--tile`` is checked by the rule ``run --tile`` and ``compile
+--tile`` use (``tiling.policy.choice.check_requested_tiling``): an illegal tile is an error
+(exit 1) with the same message; tile sizes belong to one fusion, so a module with several
+needs ``--fusion``.
 """
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 
 from fusion.computation_partitioner import partition_computation
 from fusion.emitter_kind import analyze_computation, analyze_fusion
-from fusion.errors import FusionCompilerError
+from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import opcodes_with
-from fusion.parser import parse_hlo
+from fusion.logs import get_logger
 from tiling.policy.candidates import TilingReport
-from tiling.policy.choice import choose_tiling
+from tiling.policy.choice import check_requested_tiling, choose_tiling
 from tiling.symbolic.tiled_fusion import (
     SymbolicTiledFusion,
     TilingError,
@@ -28,6 +32,9 @@ from tiling.symbolic.tiled_fusion import (
     analyze_fusion_tiling,
 )
 from tiling.xla_tiling_config import xla_tiling_of
+from triton_backend.cli.check_command import read_verified_module
+from triton_backend.cli.diagnostics import did_you_mean
+from triton_backend.cli.json_output import emit
 
 HELP = "tile fusions for Triton: legal output tilings, their costs, the default choice"
 
@@ -35,15 +42,17 @@ HELP = "tile fusions for Triton: legal output tilings, their costs, the default 
 _TRIVIAL = opcodes_with("trivial")
 _SHOWN = 10
 
+_log = get_logger("triton_backend.cli")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="an HLO text file")
+    parser.add_argument("file", metavar="FILE.hlo",
+                        help="an HLO text file; - reads standard input")
     parser.add_argument("--fusion", help="only the fusion (or ENTRY instruction) of this name")
     parser.add_argument("--tile", help="output tile sizes, e.g. 1,128: print the tiled graph")
     parser.add_argument("--ours", action="store_true",
                         help="use our default even where XLA's block_level_fusion_config exists")
     parser.add_argument("--all", action="store_true", help="list every legal/rejected tiling")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 @dataclass(frozen=True)
@@ -77,10 +86,11 @@ def fusion_targets(module: HloModule, only: str | None = None) -> list[FusionTar
         targets = [FusionTarget(i.name, single_op_computation(module.entry, i), None, True)
                    for i in module.entry.instructions if i.opcode not in _TRIVIAL]
     if only is not None:
+        names = [t.name for t in targets]
         targets = [t for t in targets if t.name == only]
         if not targets:
-            raise FusionCompilerError(f"no fusion named {only!r} in module {module.name!r}",
-                                      where=module.name)
+            raise BadArgumentError(f"no fusion named {only!r} in module {module.name!r}"
+                                   f"{did_you_mean(only, names)}", where="--fusion")
     return targets
 
 
@@ -88,10 +98,10 @@ def _parse_tile(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise FusionCompilerError("--tile expects comma-separated integers, e.g. 1,128",
-                                  text=text) from None
+        raise BadArgumentError("--tile expects comma-separated integers, e.g. 1,128",
+                               text=text) from None
     if not sizes or any(s < 1 for s in sizes):
-        raise FusionCompilerError("--tile sizes must be positive integers", text=text)
+        raise BadArgumentError("--tile sizes must be positive integers", text=text)
     return sizes
 
 
@@ -112,6 +122,7 @@ def describe_target(module: HloModule, target: FusionTarget, tile: tuple[int, ..
     partition = partition_computation(target.computation)
     graph = None
     if tile is not None:
+        _check_tile(target, tiling, tile)
         graph = _tiled_graph(tiling, tile)
     return {
         "name": target.name,
@@ -135,6 +146,21 @@ def describe_target(module: HloModule, target: FusionTarget, tile: tuple[int, ..
             report.reread_factor(report.default), 3),
         "tiled_graph": graph,
     }
+
+
+def _check_tile(target: FusionTarget, tiling: SymbolicTiledFusion, tile: tuple[int, ...]) -> None:
+    """``run --tile``'s rule (``compiled_fusion.choose_fusion_tiling``): a preference of the
+    ranking is allowed on request, anything else is illegal."""
+    chunk, problem = check_requested_tiling(tiling, tile, None)
+    if problem is not None and not problem.is_preference:
+        instr = target.fusion_instr
+        loc = instr.location if instr is not None else None
+        raise UnsupportedOpError(f"fusion {target.name}: tile sizes {list(tile)}"
+                                 + (f" with reduction chunk {chunk}" if chunk else "")
+                                 + f" are illegal: {problem}", line=loc.line if loc else None,
+                                 column=loc.column if loc else None)
+    _log.info("fusion %s: --tile %s is legal%s", target.name, list(tile),
+              f" (note: {problem})" if problem is not None else "")
 
 
 def _default_json(report: TilingReport):
@@ -215,15 +241,22 @@ _JSON_KEYS = ("name", "kind", "hero", "legal_tilings", "default", "xla_tiling", 
 
 
 def run(args: argparse.Namespace) -> int:
-    with open(args.file, encoding="utf-8") as f:
-        module = parse_hlo(f.read())
+    module = read_verified_module(args.file)
     tile = _parse_tile(args.tile) if args.tile else None
+    targets = fusion_targets(module, args.fusion)
+    if tile is not None and len(targets) > 1:
+        raise BadArgumentError(
+            f"--tile gives the tile sizes of one fusion; module {module.name} has "
+            f"{len(targets)}: name one with --fusion ({', '.join(t.name for t in targets[:8])}"
+            + (", ...)" if len(targets) > 8 else ")"))
     entries = []
-    for target in fusion_targets(module, args.fusion):
+    for target in targets:
         try:
             entries.append(describe_target(module, target, tile, args.ours))
-        except FusionCompilerError as err:  # one fusion we cannot analyse: say so, go on
-            entries.append(_failed_entry(target, str(err)))
+        except FusionCompilerError as err:
+            if tile is not None:
+                raise  # an illegal --tile (as run --tile reports it), or a fusion not tileable
+            entries.append(_failed_entry(target, str(err)))  # cannot analyse one: say so, go on
     if args.json:
         out = []
         for e in entries:
@@ -234,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
                         xla_problem=e["xla_problem"], not_tileable=e["not_tileable"],
                         tiled_graph=e["tiled_graph"])
             out.append(item)
-        print(json.dumps({"fusions": out}, indent=1))
+        emit("tile", {"module": module.name, "fusions": out})
     else:
         if not module.fusions():
             print(f"module {module.name} has no fusions: each non-trivial ENTRY instruction"

@@ -132,6 +132,35 @@ def int_pow(x, e, BITS: tl.constexpr, SIGNED: tl.constexpr):
 
 
 @triton.jit
+def reduce_precision_bits(b, SOURCE_EXPONENT_BITS: tl.constexpr, SOURCE_MANTISSA_BITS: tl.constexpr,
+                          EXPONENT_BITS: tl.constexpr, MANTISSA_BITS: tl.constexpr):
+    """XLA's ``reduce-precision`` on the bit pattern ``b`` (int64) of a float with the given
+    source format: mantissa rounded to nearest even at ``MANTISSA_BITS``, then exponents above
+    the reduced range become infinity and those at or below it (denormals too) signed zero.
+    Integer arithmetic only, so it is bit-exact with ``fusion.evaluator``'s rule.  The caller
+    keeps NaN inputs (the rounding may turn a NaN payload into infinity)."""
+    WIDTH: tl.constexpr = 1 + SOURCE_EXPONENT_BITS + SOURCE_MANTISSA_BITS
+    if MANTISSA_BITS < SOURCE_MANTISSA_BITS:
+        DROPPED: tl.constexpr = SOURCE_MANTISSA_BITS - MANTISSA_BITS
+        HALF_MINUS_ONE: tl.constexpr = (1 << (DROPPED - 1)) - 1
+        LOW_MASK: tl.constexpr = (1 << DROPPED) - 1
+        b = (b + (((b >> DROPPED) & 1) + HALF_MINUS_ONE)) & ~LOW_MASK
+    if WIDTH < 64:
+        b = b & ((1 << WIDTH) - 1)  # a carry out of the top bit is dropped, as in unsigned math
+    if EXPONENT_BITS < SOURCE_EXPONENT_BITS:
+        EXPONENT_MASK: tl.constexpr = ((1 << SOURCE_EXPONENT_BITS) - 1) << SOURCE_MANTISSA_BITS
+        BIAS: tl.constexpr = (1 << (SOURCE_EXPONENT_BITS - 1)) - 1
+        REDUCED_BIAS: tl.constexpr = (1 << (EXPONENT_BITS - 1)) - 1
+        MAX_EXPONENT: tl.constexpr = (BIAS + REDUCED_BIAS) << SOURCE_MANTISSA_BITS
+        MIN_EXPONENT: tl.constexpr = (BIAS - REDUCED_BIAS) << SOURCE_MANTISSA_BITS
+        exponent = b & EXPONENT_MASK
+        sign = b & ~((1 << (WIDTH - 1)) - 1)  # the sign bit (and nothing above it)
+        b = tl.where(exponent > MAX_EXPONENT, sign | EXPONENT_MASK,
+                     tl.where(exponent <= MIN_EXPONENT, sign, b))
+    return b
+
+
+@triton.jit
 def _atan_f64(t):
     # Cephes atan (double): range reduction to |t| <= 0.66, then a rational approximation.
     a = tl.abs(t)
@@ -196,7 +225,7 @@ if INTERPRETED:
         d = x.to(tl.float64)
         u = 1.0 + d
         safe = tl.where((u == 1.0) | (u == float("inf")), 2.0, u)
-        r = tl.log(safe) * d / (safe - 1.0)
+        r = tl.log(safe) * (d / (safe - 1.0))  # the ratio first: log(u) * d overflows near max
         r = tl.where(u == 1.0, d, r)
         r = tl.where(d == float("inf"), d, r)
         r = tl.where(u == 0.0, -float("inf"), r)
@@ -250,6 +279,7 @@ if INTERPRETED:
         r = tl.where(neg & ~e_int & (ad != float("inf")) & (ad != 0.0) & (e == e), _nan_like(d), r)
         r = tl.where(neg & e_odd, -r, r)
         r = tl.where((ad == 1.0) & (tl.abs(e) == float("inf")), 1.0, r)
+        r = tl.where(e == 1.0, d, r)  # exact: exp2(log2(max)) rounds to inf
         r = tl.where((e == 0.0) | (d == 1.0), 1.0, r)
         return r.to(x.dtype)
 

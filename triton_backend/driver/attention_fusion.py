@@ -38,9 +38,10 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from tiling.attention_pattern import AttentionPattern, NotAttention, analyze_attention
 from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.driver.launch_mode import runs_on_interpreter
 from triton_backend.driver.dot_fusion import dot_numerics, target_arch
 from triton_backend.templates.attention_template import DotNumerics, render_attention_kernel
-from triton_backend.templates.attention_tiling import tiling_from
+from triton_backend.templates.attention_tiling import interpreter_tiling, tiling_from
 from triton_backend.tuning.kernel_cache import KernelCache
 
 
@@ -101,11 +102,15 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
     operand_bytes = max(comp.instruction(o).shape.element_type.bits // 8
                         for name in (pattern.dot1, pattern.dot2)
                         for o in comp.instruction(name).operands)
+    if tile_sizes is None and runs_on_interpreter(target):
+        tile_sizes = interpreter_tiling(pattern.queries, pattern.keys, pattern.head_dim,
+                                        pattern.value_dim, operand_bytes)
     tiling = tiling_from(tile_sizes, pattern.queries, pattern.keys, pattern.head_dim,
                          pattern.value_dim, operand_bytes, target_arch(target))
     numerics = (_numerics(module, fusion_instr, pattern.dot1),
                 _numerics(module, fusion_instr, pattern.dot2))
-    source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics)
+    source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics,
+                                           interpreter=runs_on_interpreter(target))
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
     return CompiledFusion(fusion_instr.name, "attention", path, source, grid, tiling.tile_sizes,
                           loaded)

@@ -21,12 +21,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from fusion.complex_expansion import expand_complex_fusion, involves_complex
 from fusion.emitter_kind import analyze_fusion
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from triton_backend.driver.attention_fusion import compile_attention_fusion, is_attention_fusion
+from triton_backend.driver.complex_fusion import ComplexPairFusion
+from triton_backend.driver.conv_fusion import compile_conv_fusion, is_conv_fusion
 from triton_backend.driver.dot_fusion import compile_dot_fusion, is_dot_fusion
+from triton_backend.driver.launch_mode import runs_on_interpreter
 from triton_backend.driver.kernel_loading import (  # re-exported: callers import them from here
     CompiledFusion,
     find_fusion,
@@ -34,13 +39,27 @@ from triton_backend.driver.kernel_loading import (  # re-exported: callers impor
 )
 from triton_backend.driver.sort_fusion import compile_sort_fusion, is_sort_fusion
 from tiling.policy.choice import check_requested_tiling, choose_tiling
-from tiling.policy.limits import MAX_GRID_X, MAX_TILE_NUMEL, TARGET_TILE_ELEMENTS
+from tiling.policy.limits import (
+    DEFAULT_DEVICE,
+    MAX_GRID_X,
+    MAX_TILE_NUMEL,
+    TARGET_TILE_ELEMENTS,
+    grid_limit_problem,
+)
 from tiling.policy.verdict import Illegal, IllegalKind
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from tiling.xla_tiling_config import xla_tiling_of
 from triton_backend.lowering.kernel_file import iteration_space, output_shapes, render_kernel_file
-from triton_backend.lowering.kernel_plan import plan_kernel, program_elements
+from triton_backend.lowering.kernel_plan import (
+    INTERPRETER_TILE_ELEMENTS,
+    plan_kernel,
+    program_elements,
+)
 from triton_backend.templates.scatter_template import compile_scatter_fusion
+from triton_backend.templates.select_and_scatter_template import (
+    compile_select_and_scatter_fusion,
+    is_select_and_scatter_fusion,
+)
 from triton_backend.tuning.kernel_cache import KernelCache
 from fusion.emitter_kind import EmitterKind, analyze_computation
 
@@ -53,7 +72,9 @@ SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices
 #: target, cache) -> CompiledFusion)``.  A new template is one line here.
 SPECIAL_FUSIONS = (
     ("attention", is_attention_fusion, compile_attention_fusion),
+    ("convolution", is_conv_fusion, compile_conv_fusion),
     ("dot", is_dot_fusion, compile_dot_fusion),
+    ("select_and_scatter", is_select_and_scatter_fusion, compile_select_and_scatter_fusion),
     ("sort", is_sort_fusion, compile_sort_fusion),
 )
 
@@ -83,6 +104,13 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     used, else the kernel plan's rule (``kernel_plan.launch_options``).
     """
     instr = find_fusion(module, fusion_instr)
+    if involves_complex(module, instr):
+        # Complex values as pairs of floats: compile the expansion, split/join on the host.
+        expansion = expand_complex_fusion(module, instr)
+        inner = compile_fusion(expansion.module, expansion.fusion, tile_sizes=tile_sizes,
+                               target=target, cache=cache, reduction_chunk=reduction_chunk,
+                               num_warps=num_warps, num_stages=num_stages)
+        return ComplexPairFusion.of(inner, expansion.operands, expansion.outputs)
     for _, predicate, compiler in SPECIAL_FUSIONS:
         if predicate(module, instr):
             return compiler(module, instr, tile_sizes=tile_sizes, target=target, cache=cache)
@@ -97,12 +125,25 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk, target)
     num_warps, num_stages = _launch_options(instr, tiles, num_warps, num_stages)
     rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk,
-                                  num_warps=num_warps, num_stages=num_stages)
+                                  num_warps=num_warps, num_stages=num_stages,
+                                  interpreter=runs_on_interpreter(target))
     plan = rendered.plan
+    _check_grid(instr, plan)
     loaded, path = load_kernel(module, instr, rendered.source,
                                repr((plan.tile_sizes, plan.reduction_chunk)), target, cache)
     return CompiledFusion(instr.name, kind, path, rendered.source, plan.grid, plan.tile_sizes,
                           loaded, reason, plan.reduction_chunk if plan.reduce_axes else None)
+
+
+def _check_grid(instr: HloInstruction, plan) -> None:
+    """Refuse, before any kernel file is written, a grid CUDA cannot launch (the interpreter
+    would loop over it for ages): one program per output tile, all on grid x."""
+    problem = grid_limit_problem(plan.grid)
+    if problem is not None:
+        raise UnsupportedOpError(
+            f"fusion {instr.name}: {problem} (one program per tile of "
+            f"{list(plan.tile_sizes)} over {list(plan.output_dims)}; a program holds at most "
+            f"{MAX_TILE_NUMEL} elements)", where=instr.name)
 
 
 def emitter_analysis(module: HloModule, instr: HloInstruction):
@@ -131,20 +172,18 @@ def _launch_options(instr: HloInstruction, tiles: tuple[int, ...] | None,
     return None, None
 
 
-INTERPRETER_TILE_ELEMENTS = 1 << 16
-"""Block size the default tiling aims for under the Triton interpreter: it pays milliseconds per
-program, so the GPU's 1024-element blocks would make the seed's 12.6M-element GELU take minutes."""
+#: The device the ranking aims at for the interpreter: the H100's numbers but one "SM", since
+#: the interpreter runs programs one after another (the GPU's goal of a block per SM shrank
+#: a 999-row reduction to 250 programs of 4 rows, each paying the interpreter's per-program cost).
+INTERPRETER_DEVICE = replace(DEFAULT_DEVICE, key="interpreter", name="Triton interpreter",
+                             sm_count=1)
 
 
 def target_tile_elements(target: str | None = None) -> int:
-    """The block size the default tiling aims for: a GPU's when a GPU ``target`` is named
-    (``"cuda:90"``: the kernel is meant for it, its PTX and report too) or a GPU runs the
-    kernels; the interpreter's only when the kernel will run under the interpreter."""
-    from triton_backend.driver.launch_mode import interpreting
-
-    if target is None and interpreting():
-        return INTERPRETER_TILE_ELEMENTS
-    return TARGET_TILE_ELEMENTS
+    """The block size the default tiling aims for: a GPU's when a GPU ``target`` is named or a
+    GPU runs the kernels; the interpreter's only when the kernel will run under the
+    interpreter (``runs_on_interpreter``)."""
+    return INTERPRETER_TILE_ELEMENTS if runs_on_interpreter(target) else TARGET_TILE_ELEMENTS
 
 
 def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
@@ -163,8 +202,10 @@ def choose_fusion_tiling(module: HloModule, instr: HloInstruction,
         refusal = err.message
     if tile_sizes is None:
         if analysis is not None:
+            interpreter = runs_on_interpreter(target)
             choice = choose_tiling(analysis, xla=xla_tiling_of(instr),
-                                   target_elements=target_tile_elements(target))
+                                   target_elements=target_tile_elements(target),
+                                   device=INTERPRETER_DEVICE if interpreter else DEFAULT_DEVICE)
             if choice.found:
                 chunk = reduction_chunk if reduction_chunk is not None else choice.reduction_chunk
                 return choice.tile_sizes or None, chunk, f"tile analysis: {choice.reason}"

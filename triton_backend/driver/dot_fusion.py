@@ -47,7 +47,14 @@ from fusion.opcodes import traits
 from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape
 from triton_backend.templates.dot_template import DotSpec, render_dot_kernel
-from triton_backend.templates.dot_tiling import DotProblem, DotTiling, dot_flops, tiling_from
+from triton_backend.driver.launch_mode import runs_on_interpreter
+from triton_backend.templates.dot_tiling import (
+    DotProblem,
+    DotTiling,
+    dot_flops,
+    interpreter_tiling,
+    tiling_from,
+)
 from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
 from triton_backend.tuning.kernel_cache import KernelCache
 
@@ -214,7 +221,10 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     fusion_instr = find_fusion(module, fusion_instr)
     spec = dot_spec(module, fusion_instr)
     arch = target_arch(target)
-    tiling = tiling_from(tile_sizes, dot_problem(module, fusion_instr), arch)
+    problem = dot_problem(module, fusion_instr)
+    if tile_sizes is None and runs_on_interpreter(target):
+        tile_sizes = interpreter_tiling(problem, arch)
+    tiling = tiling_from(tile_sizes, problem, arch)
     source, grid = render_dot_kernel(module, fusion_instr, spec, tiling)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
     return CompiledFusion(fusion_instr.name, "dot", path, source, grid, tiling.tile_sizes, loaded)

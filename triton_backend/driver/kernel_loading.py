@@ -4,6 +4,7 @@ imports, so this lives below all of them).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -14,8 +15,10 @@ from types import ModuleType
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
+from tiling.policy.limits import grid_limit_problem
+from triton_backend.driver.launch_mode import INTERPRETER_LOCK
 from triton_backend.lowering.numerics_policy import pin_triton_environment
-from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.tuning.kernel_cache import KernelCache, import_checked_text, render_entry
 
 
 @dataclass(frozen=True)
@@ -41,13 +44,23 @@ class CompiledFusion:
     tiling_reason: str = ""
     reduction_chunk: int | None = None
 
+    def __post_init__(self) -> None:
+        # Every template builds its record here: none may hand over a grid no device launches.
+        problem = grid_limit_problem(self.grid)
+        if problem is not None:
+            raise UnsupportedOpError(f"fusion {self.fusion_name}: {problem}",
+                                     where=self.fusion_name)
+
     def __call__(self, *tensors, **launch_options):
         """Run on ``tensors``; ``launch_options`` (``num_warps``, ``num_stages``) override the
-        kernel file's for this launch (the autotuner's sweep)."""
+        kernel file's for this launch (the autotuner's sweep).  Safe from several threads:
+        interpreted launches run one at a time (``INTERPRETER_LOCK``)."""
         runner = self.module
         if any(t.device.type == "cpu" for t in tensors) and not _is_interpreted(runner):
-            runner = _interpreted_copy(self.kernel_path)
-        return runner.run(*tensors, **launch_options)
+            runner = _interpreted_copy(self.kernel_path, self.source)
+        guard = INTERPRETER_LOCK if _is_interpreted(runner) else contextlib.nullcontext()
+        with guard:
+            return runner.run(*tensors, **launch_options)
 
 
 def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,
@@ -79,39 +92,44 @@ def _is_interpreted(kernel_module: ModuleType) -> bool:
 _INTERPRETED: dict[Path, ModuleType] = {}
 
 
-def _interpreted_copy(path: Path) -> ModuleType:
-    """The kernel file imported again with ``@triton.jit`` in interpreter mode (CPU tensors).
+def _interpreted_copy(path: Path, source: str) -> ModuleType:
+    """The kernel imported again with ``@triton.jit`` in interpreter mode (CPU tensors), from
+    its checked text (``render_entry(source)``, what the cache verified), never from the file.
 
     The interpreter cannot call JIT-compiled helpers, so the shared math helpers are also
     re-imported under the interpreter and rebound in the copy (pure memoization per path).
+    Under ``INTERPRETER_LOCK``: the switch to interpreter mode is process-wide.
     """
-    cached = _INTERPRETED.get(path)
-    if cached is not None:
-        return cached
-    import triton
+    with INTERPRETER_LOCK:
+        cached = _INTERPRETED.get(path)
+        if cached is not None:
+            return cached
+        import triton
 
-    from triton_backend.device_lib import elementwise_math
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        with triton.knobs.runtime.scope():
-            triton.knobs.runtime.interpret = True
-            math_copy = _import(Path(elementwise_math.__file__), "_interpreted_elementwise_math")
-            kernel = _import(path, f"_interpreted_{path.stem}", {"xla_math": math_copy})
-    finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
-    _INTERPRETED[path] = kernel
-    return kernel
+        from triton_backend.device_lib import elementwise_math
+        previous = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            with triton.knobs.runtime.scope():
+                triton.knobs.runtime.interpret = True
+                math_copy = _import(Path(elementwise_math.__file__),
+                                    "_interpreted_elementwise_math")
+                kernel = import_checked_text(path, render_entry(source),
+                                             f"_interpreted_{path.stem}")
+                kernel.xla_math = math_copy
+        finally:
+            if previous is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = previous
+        _INTERPRETED[path] = kernel
+        return kernel
 
 
-def _import(path: Path, name: str, rebind: dict | None = None) -> ModuleType:
+def _import(path: Path, name: str) -> ModuleType:
+    """Import one of our own package files (not a cache entry) under another module name."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    for key, value in (rebind or {}).items():
-        setattr(module, key, value)
     return module

@@ -48,14 +48,17 @@ or another output (a tuple returning one value twice gives two tensors).
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
 
-from fusion.errors import FusionCompilerError, UnsupportedOpError
+from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
+from fusion.evaluator.control_flow_ops import check_iteration_limit
 from fusion.computation_partitioner import post_order
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
@@ -72,6 +75,9 @@ from fusion.verifier import verify_module
 from fusion.parser import parse_hlo
 from tiling import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.driver import compiled_fusion  # likewise compile_fusion
+from triton_backend.driver import module_cache
+from triton_backend.tuning.kernel_cache import KernelCache
+from fusion.printer import print_hlo
 from triton_backend.tuning import device_specs  # likewise detect_device
 from triton_backend.tuning.tuning_db import TuningDb, tuned_configs
 from triton_backend.lowering.addressing import is_physical_layout
@@ -130,25 +136,33 @@ class CompiledModule:
     physical_outputs: bool = False
     tuning_device: str | None = None
 
-    def __call__(self, *args: torch.Tensor,
-                 physical_outputs: bool | None = None) -> tuple[torch.Tensor, ...]:
-        """Run the ENTRY computation; see the module docstring for tiled layouts."""
+    def __call__(self, *args: torch.Tensor, physical_outputs: bool | None = None,
+                 max_while_iterations: int | None = None) -> tuple[torch.Tensor, ...]:
+        """Run the ENTRY computation; see the module docstring for tiled layouts.
+
+        ``max_while_iterations`` (default None: unbounded, as XLA) stops a while loop still
+        running after that many iterations with an ``EvaluationError`` naming it.
+        """
+        check_iteration_limit(max_while_iterations)
         entry = self.module.entry
         tensors = validate_arguments(entry.parameters, args, self.device,
                                      computation=f"ENTRY {entry.name}")
         # Triton launches on the current CUDA device: make it the one the constants live on.
         with torch.cuda.device(self.device) if self.device.type == "cuda" else nullcontext():
-            result = self.call_computation(entry.name, tensors)
+            result = self.call_computation(entry.name, tensors, max_while_iterations)
         outputs = _flatten(result)
         if not (self.physical_outputs if physical_outputs is None else physical_outputs):
             outputs = [unpack_physical(t, s)
                        for t, s in zip(outputs, flatten_shape(entry.root.shape))]
         return _fresh_outputs(outputs, tensors, self.constant_storages)
 
-    def call_computation(self, name: str, arguments: Sequence[Value]) -> Value:
+    def call_computation(self, name: str, arguments: Sequence[Value],
+                         max_while_iterations: int | None = None) -> Value:
         """Run the host program of computation ``name`` on ``arguments``."""
         program = self.programs[name]
-        ctx = HostContext(tuple(arguments), self.call_computation)
+        ctx = HostContext(tuple(arguments),
+                          partial(self.call_computation, max_while_iterations=max_while_iterations),
+                          max_while_iterations)
         env: dict[str, Value] = {}
         for step in program.steps:
             env[step.name] = step.execute([env[o] for o in step.operands], ctx)
@@ -160,7 +174,7 @@ class CompiledModule:
 def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = None,
                 tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
                 physical_outputs: bool = False, tuning_device: str | None = AUTO,
-                tuning_db: Any = None) -> CompiledModule:
+                tuning_db: Any = None, cache: bool | None = None) -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
@@ -172,9 +186,35 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     user cache) choose the tuned tilings used for fusions ``tiling`` does not name (module
     docstring).  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with its
     location on bad input.
+
+    A module compiled before with the same options (``module_cache``: in this process, or
+    its plan on disk) is loaded without fusion, tiling or code generation; ``cache=False``
+    (or ``FUSION_MODULE_CACHE=0``) compiles it afresh and stores nothing.
     """
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
+    key = _module_key(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
+                      tuning_db, device) if module_cache.enabled(cache) else None
+    if key is not None:
+        compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
+        if compiled is not None:
+            return compiled
+    compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
+                        tuning_db, device)
+    if key is not None:
+        plan = module_cache.ModulePlan.of(compiled.module, compiled.source_module,
+                                          compiled.fusions, compiled.fusion_mode,
+                                          compiled.fusion_fallbacks, compiled.fusion_decisions)
+        if plan is not None:
+            module_cache.ModuleCache().store(key, plan)
+        module_cache.remember(key, compiled)
+    return compiled
+
+
+def _compile(text_or_module: str | HloModule, target: str | int | None,
+             tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
+             tuning_device: str | None, tuning_db: Any, device: torch.device) -> CompiledModule:
+    """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel."""
     source = _parse(text_or_module)
     verify_module(source)
     _check_entry_signature(source)
@@ -204,6 +244,72 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                           physical_outputs=physical_outputs, tuning_device=tuning_device)
 
 
+def _module_key(text_or_module: str | HloModule, target: str | int | None,
+                tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
+                tuning_device: str | None, tuning_db: Any,
+                device: torch.device) -> module_cache.ModuleKey | None:
+    """The module cache's key for a compile: the text and every option that changes its
+    result; None when an input cannot be keyed (the compile then reports what is wrong)."""
+    options = {"target": _cache_target(target) or "", "fuse": repr(bool(fuse)),
+               "physical_outputs": repr(bool(physical_outputs)), "device": str(device),
+               "tuning_device": repr(tuning_device)}
+    try:
+        text = text_or_module if isinstance(text_or_module, str) else print_hlo(text_or_module)
+        options["tiling"] = repr(sorted((str(name), tuple(sizes))
+                                        for name, sizes in dict(tiling or {}).items()))
+    except (FusionCompilerError, TypeError, ValueError, AttributeError):
+        return None
+    if tuning_device is not None:
+        stamp = module_cache.tuning_db_stamp(tuning_db if tuning_db is not None else TuningDb())
+        if stamp is None:
+            return None
+        options["tuning_db"] = stamp
+    return module_cache.ModuleKey.of(text, options)
+
+
+def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device: torch.device,
+            physical_outputs: bool, tuning_device: str | None) -> CompiledModule | None:
+    """The module compiled before under ``key``: kept in memory, or rebuilt from its plan."""
+    compiled = module_cache.remembered(key)
+    if compiled is not None:
+        if isinstance(text_or_module, HloModule) and compiled.source_module is not text_or_module:
+            compiled = replace(compiled, source_module=text_or_module)
+        return compiled
+    plan = module_cache.ModuleCache().load(key)
+    if plan is None:
+        return None
+    try:
+        compiled = _from_plan(plan, _parse(text_or_module), device, physical_outputs,
+                              tuning_device)
+    except Exception as err:  # noqa: BLE001 - a plan is untrusted data: whatever breaks, recompile
+        module_cache.log_unusable_plan(plan, err)
+        return None
+    if compiled is not None:
+        module_cache.remember(key, compiled)
+    return compiled
+
+
+def _from_plan(plan: module_cache.ModulePlan, source: HloModule, device: torch.device,
+               physical_outputs: bool, tuning_device: str | None) -> CompiledModule | None:
+    """The compiled module a plan describes: its module parsed, its kernel files checked and
+    imported, its host programs rebuilt; None when a kernel file is unusable."""
+    module = plan.module(source)
+    launched = [i.name for c in host_computations(module) for i in module.computation(c)
+                if i.opcode == "fusion" and _empty_outputs(i) is None]
+    if launched != [f.name for f in plan.fusions]:
+        raise module_cache.PlanError("its fusions are not the launched fusions of its module")
+    fusions = plan.load_fusions(KernelCache().directory)
+    if fusions is None:
+        return None
+    programs = {name: _program(module, module.computation(name), fusions, device)
+                for name in host_computations(module)}
+    return CompiledModule(module, source, fusions, programs, device,
+                          fusion_mode=plan.fusion_mode, fusion_fallbacks=plan.fusion_fallbacks,
+                          fusion_decisions=plan.decisions,
+                          constant_storages=_constant_storages(programs.values()),
+                          physical_outputs=physical_outputs, tuning_device=tuning_device)
+
+
 def host_computations(module: HloModule) -> tuple[str, ...]:
     """The ENTRY and every computation it reaches through call/while/conditional, callees first.
 
@@ -216,19 +322,24 @@ def host_computations(module: HloModule) -> tuple[str, ...]:
     ('f', 'e')
     """
     order: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = {module.entry_name}
 
-    def visit(name: str) -> None:
-        if name in seen:
-            return
-        seen.add(name)
+    def callees(name: str):
         for instr in module.computation(name).instructions:
             if instr.opcode in CONTROL_FLOW_OPCODES:
-                for callee in instr.called_computations():
-                    visit(callee)
-        order.append(name)
+                yield from instr.called_computations()
 
-    visit(module.entry_name)
+    # Depth-first, callees first, with an explicit stack: calls may nest thousands deep.
+    stack = [(module.entry_name, callees(module.entry_name))]
+    while stack:
+        name, pending = stack[-1]
+        callee = next((c for c in pending if c not in seen), None)
+        if callee is None:
+            stack.pop()
+            order.append(name)
+            continue
+        seen.add(callee)
+        stack.append((callee, callees(callee)))
     return tuple(order)
 
 
@@ -359,9 +470,11 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
     launched = [(c, i) for c, i in fusions if _empty_outputs(i) is None]
     unknown = sorted(set(tiling) - names)
     if unknown:
-        raise FusionCompilerError(
+        close = sorted({c for u in unknown for c in difflib.get_close_matches(u, names, n=3)})
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise BadArgumentError(
             f"names fusion(s) {', '.join(unknown)} not in the compiled module; its fusions are "
-            f"{', '.join(sorted(names)) or 'none'}", where="tiling")
+            f"{', '.join(sorted(names)) or 'none'}{hint}", where="tiling")
     compiled: dict[str, Any] = {}
     for comp, instr in launched:
         sizes = tiling.get(instr.name)
@@ -426,13 +539,13 @@ def _program(module: HloModule, comp: HloComputation, fusions: Mapping[str, Any]
     steps = []
     for k, name in enumerate(order):
         instr = comp.instruction(name)
+        if instr.opcode in CONTROL_FLOW_OPCODES or instr.opcode in _PASS_THROUGH_OPCODES:
+            _check_carried_layouts(module, comp, instr)
         if instr.opcode == "fusion" and name not in fusions:
             execute = _empty_executor(instr, _empty_outputs(instr), device)
         elif instr.opcode == "fusion":
             execute = _fusion_executor(fusions[name], instr)
         else:
-            if instr.opcode in CONTROL_FLOW_OPCODES:
-                _check_carried_layouts(module, comp, instr)
             execute = host_executor(comp, instr, device)
             assert execute is not None, f"{instr.opcode} {name} was neither wrapped nor host-run"
         release = tuple(o for o in dict.fromkeys(instr.operands)
@@ -449,8 +562,8 @@ def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloIn
         return comp.instruction(name).shape
 
     pairs: list[tuple[Shape, Shape, str]] = []
-    if instr.opcode == "call":
-        callee = module.computation(instr.attr("to_apply"))
+    if instr.opcode in ("call", "fusion"):
+        callee = module.computation(instr.attr("to_apply" if instr.opcode == "call" else "calls"))
         pairs += [(shape_of(o), p.shape, f"operand {k} and parameter {k} of {callee.name}")
                   for k, (o, p) in enumerate(zip(instr.operands, callee.parameters))]
         pairs.append((callee.root.shape, instr.shape, f"the result of {callee.name}"))
@@ -465,6 +578,13 @@ def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloIn
             raise _located(UnsupportedOpError, f"the predicate of condition {cond.name} has the "
                            f"tiled layout {cond.root.shape}; a while predicate must be untiled",
                            instr)
+    elif instr.opcode == "tuple":  # the host groups values as they are: no relayout
+        pairs += [(shape_of(o), e, f"operand {k} as tuple element {k}")
+                  for k, (o, e) in enumerate(zip(instr.operands, instr.shape.elements))]
+    elif instr.opcode == "get-tuple-element":
+        index = instr.attr("index")
+        pairs.append((shape_of(instr.operands[0]).elements[index], instr.shape,
+                      f"tuple element {index} as its result"))
     else:
         branches = (tuple(instr.attr("branch_computations"))
                     if instr.has_attr("branch_computations")
@@ -480,6 +600,11 @@ def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloIn
                 raise _located(UnsupportedOpError, f"{instr.opcode} passes {what} in different "
                                f"layouts ({a} vs {b}); a tiled layout is a buffer format, so "
                                "both sides must declare the same one", instr)
+
+
+#: Ops whose operands reach a computation or a result as the host holds them (a fusion's
+#: kernel reads its parameters' buffer format), so their layouts must agree like a call's.
+_PASS_THROUGH_OPCODES = ("fusion", "get-tuple-element", "tuple")
 
 
 def _is_tiled(shape: ArrayShape) -> bool:

@@ -19,9 +19,11 @@ imports torch or triton (``fusion-compile check --triton`` uses it).
 ('sort template', False)
 >>> from fusion.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
+... neg { a = f32[] parameter(0)
+...   ROOT n = f32[] negate(a) }
 ... ENTRY e {
 ...   x = f32[4] parameter(0)
-...   ROOT r = f32[4] reduce-precision(x), exponent_bits=5, mantissa_bits=10
+...   ROOT r = f32[4] map(x), dimensions={0}, to_apply=neg
 ... }''')
 >>> [(u.instruction.name, u.computation.name) for u in uncovered_ops(m)]
 [('r', 'e')]
@@ -29,22 +31,24 @@ imports torch or triton (``fusion-compile check --triton`` uses it).
 ...     check_triton_coverage(m)
 ... except UnsupportedOpError as err:
 ...     print(err.line, err.column, err.message.split(":")[0])
-4 3 op reduce-precision (%r) in computation e is not covered by the Triton path
+6 3 op map (%r) in computation e is not covered by the Triton path
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import NamedTuple
 
 from fusion.canonicalize import canonicalize
+from fusion.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from fusion.element_types import ELEMENT_TYPES
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.library_calls import TARGETS, is_library_call, layout_problem, library_call
 from fusion.opcodes import opcodes_with
-from fusion.shape import ArrayShape, Shape, flatten_shape
+from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from triton_backend.lowering.rules.elementwise_rules import (
     ELEMENTWISE_RULES,
     render_elementwise,
@@ -52,8 +56,13 @@ from triton_backend.lowering.rules.elementwise_rules import (
 )
 from triton_backend.lowering.combine_function import accumulator_type
 from triton_backend.templates.scatter_template import scatter_plan
+from triton_backend.templates.select_and_scatter_template import (
+    is_select_and_scatter_fusion,
+    select_and_scatter_plan,
+)
 from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
 from triton_backend.driver.attention_fusion import attention_pattern, is_attention_fusion
+from triton_backend.driver.conv_fusion import conv_spec, is_conv_fusion
 from triton_backend.driver.dot_fusion import dot_spec, is_dot_fusion
 from triton_backend.driver.sort_fusion import (
     MAX_SORT_LENGTH,
@@ -69,9 +78,13 @@ HOST_OR_KERNEL = "host view or kernel value rule"
 KERNEL = "kernel value rule"
 ELEMENTWISE = "kernel value rule (elementwise lowering)"
 REDUCTION = "kernel reduction (tl.reduce)"
+CONV = "convolution template"
 DOT = "dot template"
 SORT = "sort template"
 SCATTER = "scatter template"
+SELECT_AND_SCATTER = "select-and-scatter template"
+LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
+PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
 NEVER = "not covered"
 
@@ -106,7 +119,8 @@ class Uncovered(NamedTuple):
 #: Element types a host tensor can hold (``input_validation.TORCH_DTYPES``; a test keeps them equal).
 HOST_TENSOR_TYPES = frozenset({
     "bf16", "c128", "c64", "f16", "f32", "f64", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz",
-    "f8e8m0fnu", "pred", "s16", "s32", "s64", "s8", "u16", "u32", "u64", "u8",
+    "f8e8m0fnu", "pred", "s16", "s2", "s32", "s4", "s64", "s8", "u16", "u2", "u32", "u4", "u64",
+    "u8",
 })
 #: Ops a reducer (``to_apply`` of reduce, reduce-window, scatter) may hold (``combine_function``).
 REDUCER_OPCODES = frozenset({"constant", "parameter", "tuple", *ELEMENTWISE_RULES})
@@ -114,7 +128,8 @@ REDUCER_OPCODES = frozenset({"constant", "parameter", "tuple", *ELEMENTWISE_RULE
 _HOST_ONLY = opcodes_with("host_only")
 _CONTROL_FLOW = opcodes_with("control_flow")
 _REDUCER_USERS = opcodes_with("kernel_reducer")
-_TEMPLATES = {"dot": "dot", "sort": "sort", "scatter": "scatter"}
+_TEMPLATES = {"convolution": "convolution", "dot": "dot", "sort": "sort", "scatter": "scatter",
+              "select-and-scatter": "select_and_scatter"}
 
 
 def _kernel_types() -> frozenset[str]:
@@ -194,13 +209,6 @@ def _elementwise_check(module: HloModule, comp: HloComputation, instr: HloInstru
     return None
 
 
-def _gather_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    for key in ("operand_batching_dims", "start_indices_batching_dims"):
-        if instr.attr(key, ()):
-            return f"gather with {key} is not emitted"
-    return None
-
-
 def _reduce_window_check(module: HloModule, comp: HloComputation,
                          instr: HloInstruction) -> str | None:
     window = instr.attr("window", None)
@@ -220,9 +228,15 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
         if is_attention_fusion(module, fusion_instr):
             attention_pattern(module, fusion_instr)
             return "attention", None
+        if is_conv_fusion(module, fusion_instr):
+            conv_spec(module, fusion_instr)
+            return "convolution", None
         if is_dot_fusion(module, fusion_instr):
             dot_spec(module, fusion_instr)
             return "dot", None
+        if is_select_and_scatter_fusion(module, fusion_instr):
+            select_and_scatter_plan(module, fusion_instr)
+            return "select_and_scatter", None
         if is_sort_fusion(module, fusion_instr):
             return "sort", _sort_reason(module, fusion_instr)
         kind = emitter_analysis(module, fusion_instr)
@@ -262,8 +276,61 @@ def _template_check(module: HloModule, comp: HloComputation, instr: HloInstructi
     return None
 
 
+#: Element types ``torch.linalg`` factors (LAPACK's s, d, c, z).
+_LINALG_TYPES = frozenset({"f32", "f64", "c64", "c128"})
+
+
+def _library_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
+    """A library call (``fusion.library_calls``) the host rules run: a known target with valid
+    options, untiled layouts, LAPACK's element types for the linear algebra, and for XLA's
+    ``TopK`` custom-call a comparator ordering the values descending."""
+    if instr.opcode == "custom-call" and instr.attr("custom_call_target", None) not in TARGETS:
+        return (f"custom-call target {instr.attr('custom_call_target', None)} is not a library "
+                "call the Triton path runs (an opaque target has no Triton lowering)")
+    try:
+        call = library_call(instr)
+    except FusionCompilerError as err:
+        return err.message
+    problem = layout_problem(call, instr, tuple(comp.instruction(o).shape for o in instr.operands))
+    if problem is not None:
+        return problem
+    shapes = [*flatten_shape(instr.shape)]
+    for operand in instr.operands:
+        shapes.extend(flatten_shape(comp.instruction(operand).shape))
+    for shape in shapes:
+        if shape.layout is not None and (shape.layout.is_tiled or shape.layout.element_size_in_bits):
+            return f"{instr.opcode} on the tiled or packed layout {shape}: library calls take untiled tensors"
+    if call.routine not in ("fft", "lu_pivots_to_permutation", "topk"):
+        matrix = flatten_shape(comp.instruction(instr.operands[0]).shape)[0]
+        if matrix.dtype not in _LINALG_TYPES:
+            return f"{call.routine} of {matrix.dtype} matrices (torch.linalg takes f32, f64, c64, c128)"
+    if call.routine == "topk" and instr.opcode == "custom-call":
+        return _topk_comparator_reason(module, instr)
+    return None
+
+
+def _topk_comparator_reason(module: HloModule, instr: HloInstruction) -> str | None:
+    """XLA:CPU's ``TopK`` custom-call sorts by its comparator: it must order values descending."""
+    comparators = instr.attr("called_computations", ())
+    comparators = (comparators,) if isinstance(comparators, str) else tuple(comparators)
+    if len(comparators) != 1:
+        return "TopK needs exactly one comparator in called_computations"
+    values = flatten_shape(instr.shape)[0]
+    sort = replace(instr, opcode="sort", shape=TupleShape(tuple(flatten_shape(instr.shape))),
+                   attributes=(("dimensions", (values.rank - 1,)), ("to_apply", comparators[0])))
+    try:
+        order = comparator_order(module, sort)
+    except FusionCompilerError as err:
+        return f"TopK comparator: {err.message}"
+    if not order.descending:
+        return f"TopK comparator {comparators[0]} orders values ascending; top-k takes the largest"
+    return None
+
+
 # ---- the table -------------------------------------------------------------------------------
 
+_PAIRS = ("complex values as pairs of floats: a fusion over c64/c128 compiles from its "
+          "expansion into real parts (fusion.complex_expansion)")
 _REDUCER_LIMIT = ("its reducer may hold only elementwise ops, constants, parameters and tuples")
 
 _EXPLICIT: dict[str, OpCoverage] = {
@@ -271,41 +338,56 @@ _EXPLICIT: dict[str, OpCoverage] = {
                           "row-major; otherwise a kernel; the element width may not change",
                           _bitcast_check),
     "call": OpCoverage(HOST, "the callee's ops are compiled in turn"),
-    "complex": OpCoverage(NEVER, "complex numbers have no Triton representation"),
+    "cholesky": OpCoverage(LIBRARY, "torch.linalg.cholesky_ex; f32, f64, c64, c128",
+                           _library_check),
+    "complex": OpCoverage(PAIRS, _PAIRS),
     "conditional": OpCoverage(HOST, "the branch index is read back; the branches' ops are "
                               "compiled in turn"),
     "constant": OpCoverage(HOST, "materialized once at compile time (a tensor: element types "
                            "with a torch dtype); inside a fusion, a kernel value rule"),
-    "custom-call": OpCoverage(NEVER, "a custom-call runs an opaque target (a library call) that "
-                              "has no Triton lowering"),
+    "convolution": OpCoverage(CONV, "1-D to 3-D, any dim_labels, strides, padding, lhs/rhs "
+                              "dilation, window reversal, feature and batch groups; operand "
+                              "types as a dot's; fused only with elementwise prologues/epilogues",
+                              _template_check),
+    "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
+                              "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
+                              "to permutation) and XLA's TopK, by fusion.library_calls.TARGETS; "
+                              "any other target is opaque and not covered", _library_check),
     "dot": OpCoverage(DOT, "operands f32/bf16/f16 with an f32/bf16/f16 result, or s8 x s8 -> "
                       "s32/s16/s8; algorithm dot_f32_f32_f32, dot_tf32_tf32_f32 or "
                       "dot_tf32_tf32_f32_x3; fused only with elementwise prologues/epilogues",
                       _template_check),
+    "fft": OpCoverage(LIBRARY, "torch.fft (FFT, IFFT, RFFT, IRFFT over 1 to 3 dims)",
+                      _library_check),
     "fusion": OpCoverage(FUSION, "a dot or sort fusion, a scatter fusion, or emitter kind "
                          "concatenate, in_place_dynamic_update_slice, input_slices, loop, "
                          "reduction or transpose (not cudnn/custom/triton)"),
-    "gather": OpCoverage(KERNEL, "no operand/start-indices batching dims", _gather_check),
+    "gather": OpCoverage(KERNEL, "any dimension numbers, operand/start-indices batching dims "
+                         "included"),
     "get-tuple-element": OpCoverage(HOST, "no copy; inside a fusion, a kernel value rule"),
-    "imag": OpCoverage(NEVER, "complex numbers have no Triton representation"),
+    "imag": OpCoverage(PAIRS, _PAIRS),
     "map": OpCoverage(NEVER, "map is not emitted (XLA inlines its to_apply as elementwise ops "
                       "before fusion)"),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
-    "real": OpCoverage(NEVER, "complex numbers have no Triton representation"),
+    "real": OpCoverage(PAIRS, _PAIRS),
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "
                          "the host"),
-    "reduce-precision": OpCoverage(NEVER, "no emitter rule rounds to a custom exponent/mantissa "
-                                   "width"),
     "reduce-window": OpCoverage(REDUCTION, "no window reversal; " + _REDUCER_LIMIT,
                                 _reduce_window_check),
     "reshape": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled "
                           "and row-major; otherwise a kernel"),
-    "scatter": OpCoverage(SCATTER, "one operand (not variadic), a fusion parameter updated in "
-                          "place; " + _REDUCER_LIMIT, _template_check),
-    "select-and-scatter": OpCoverage(NEVER, "no emitter (XLA rewrites it before codegen)"),
+    "scatter": OpCoverage(SCATTER, "one or several (variadic) operands, each a fusion "
+                          "parameter updated in place; " + _REDUCER_LIMIT, _template_check),
+    "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
+                                     "dilation, at most 64 window positions; select and "
+                                     "scatter computations of elementwise ops", _template_check),
     "sort": OpCoverage(SORT, "rows of at most 4096 elements; the comparator a LT/GT comparison "
                        "of the keys (plain, TOTALORDER or JAX's NaN order); operands parameters "
                        "or iotas", _template_check),
+    "topk": OpCoverage(LIBRARY, "a stable torch.sort in XLA's total order (ties: lower index "
+                       "first)", _library_check),
+    "triangular-solve": OpCoverage(LIBRARY, "torch.linalg.solve_triangular; f32, f64, c64, c128",
+                                   _library_check),
     "tuple": OpCoverage(HOST, "no copy; inside a fusion, a kernel value rule"),
     "while": OpCoverage(HOST, "the predicate is read back each iteration; the condition's and "
                         "body's ops are compiled in turn"),
@@ -381,6 +463,11 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
             return None
         if instr.opcode == "reduce" and _zero_elements(comp, instr):
             return None
+        if coverage.handler == LIBRARY:
+            return (_library_check(module, comp, instr)
+                    or _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor"))
+        if _holds_complex(comp, instr):
+            return _lone_complex_reason(module, comp, instr)
     elif instr.opcode in _TEMPLATES:
         if template != _TEMPLATES[instr.opcode]:
             return f"{instr.opcode} is emitted only by its own template, not inside this fusion"
@@ -391,6 +478,34 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if reason is not None:
             return reason
     return _types_reason(comp, instr, KERNEL_ELEMENT_TYPES, "in a Triton kernel")
+
+
+def _holds_complex(comp: HloComputation, instr: HloInstruction) -> bool:
+    return is_complex_shape(instr.shape) or any(
+        comp.has_instruction(o) and is_complex_shape(comp.instruction(o).shape)
+        for o in instr.operands)
+
+
+def _lone_complex_reason(module: HloModule, comp: HloComputation,
+                         instr: HloInstruction) -> str | None:
+    """A lone op on complex values: judged as the one-op fusion ``compile_hlo`` wraps it in."""
+    wrapped = wrap_lone_ops(module, {comp.name: (instr.name,)})
+    for fusion in wrapped.computation(comp.name).instructions:
+        if fusion.opcode == "fusion" and \
+                wrapped.computation(fusion.attr("calls")).root_name == instr.name:
+            return _complex_fusion_reason(wrapped, fusion)
+    return None
+
+
+def _complex_fusion_reason(module: HloModule, fusion: HloInstruction) -> str | None:
+    """Kernels hold complex values as pairs of floats: a fusion over complex values is judged
+    by its expansion (``fusion.complex_expansion``), alone in a module of its own."""
+    try:
+        expansion = expand_complex_fusion(module, fusion)
+    except FusionCompilerError as err:
+        return err.message
+    found = uncovered_ops(expansion.module)
+    return found[0].reason if found else None
 
 
 def _zero_elements(comp: HloComputation, instr: HloInstruction) -> bool:
@@ -415,7 +530,10 @@ def uncovered_ops(module: HloModule) -> list[Uncovered]:
         comp = module.computation(name)
         for instr in comp.instructions:
             reason = _op_reason(module, comp, instr, role, template)
-            if reason is None and role == "host" and instr.opcode == "fusion":
+            if reason is None and role == "host" and instr.opcode == "fusion" \
+                    and involves_complex(module, instr):
+                reason = _complex_fusion_reason(module, instr)
+            elif reason is None and role == "host" and instr.opcode == "fusion":
                 fused_template, reason = fusion_template(module, instr)
                 if reason is None:
                     visit(instr.attr("calls"), "fused", fused_template)
@@ -425,14 +543,56 @@ def uncovered_ops(module: HloModule) -> list[Uncovered]:
                 for callee in instr.called_computations():
                     visit(callee, "host", None)
             elif instr.opcode in _REDUCER_USERS and role != "reducer" \
-                    and not (role == "host" and instr.opcode == "reduce" and _zero_elements(comp, instr)):
+                    and not (role == "host" and instr.opcode == "reduce" and _zero_elements(comp, instr)) \
+                    and not (role == "host" and _holds_complex(comp, instr)):  # judged expanded
                 visit(instr.attr("to_apply"), "reducer", None)
 
     visit(module.entry_name, "host", None)
     return sorted(found, key=_position)
 
 
-def _position(item: Uncovered) -> tuple[int, int]:
+class LibraryCallSite(NamedTuple):
+    """A library call the host runs (``host.library_calls``), where, and what it computes."""
+
+    instruction: HloInstruction
+    computation: HloComputation
+    routine: str
+    target: str
+
+
+def library_call_sites(module: HloModule) -> list[LibraryCallSite]:
+    """Every library call of the computations the host runs (ENTRY and the bodies of its
+    calls, loops and conditionals), in text order: the ops ``compile_hlo`` hands to
+    ``torch.fft``/``torch.linalg``/``torch.sort`` between the kernels.
+
+    >>> from fusion.parser import parse_hlo
+    >>> m = parse_hlo("HloModule m\\nENTRY e {\\n  x = c64[8] parameter(0)\\n"
+    ...               "  ROOT f = c64[8] fft(x), fft_type=FFT, fft_length={8}\\n}")
+    >>> [(s.instruction.name, s.routine, s.target) for s in library_call_sites(m)]
+    [('f', 'fft', 'fft')]
+    """
+    found: list[LibraryCallSite] = []
+    seen: set[str] = set()
+    pending = [module.entry_name]
+    while pending:
+        name = pending.pop()
+        if name in seen or not module.has_computation(name):
+            continue
+        seen.add(name)
+        comp = module.computation(name)
+        for instr in comp.instructions:
+            if instr.opcode in _CONTROL_FLOW:
+                pending.extend(instr.called_computations())
+            elif is_library_call(instr):
+                try:
+                    call = library_call(instr)
+                except FusionCompilerError:
+                    continue  # uncovered_ops reports it
+                found.append(LibraryCallSite(instr, comp, call.routine, call.target))
+    return sorted(found, key=_position)
+
+
+def _position(item) -> tuple[int, int]:
     loc = item.instruction.location
     return (loc.line, loc.column) if loc is not None else (1 << 30, 0)
 
@@ -471,6 +631,7 @@ __all__ = [
     "COVERAGE",
     "HOST_TENSOR_TYPES",
     "KERNEL_ELEMENT_TYPES",
+    "LibraryCallSite",
     "REDUCER_OPCODES",
     "OpCoverage",
     "Uncovered",
@@ -480,5 +641,6 @@ __all__ = [
     "has_kernel_rule",
     "is_host_view",
     "is_view_layout",
+    "library_call_sites",
     "uncovered_ops",
 ]

@@ -14,6 +14,9 @@ zero, exactly as kernels read and write it (``input_validation.physical_buffer``
 * a ``reduce`` of zero-element operands is its init values broadcast (XLA's algebraic
   simplifier does the same), so no kernel ever loops over an empty reduced dim;
 * ``call`` runs the callee's compiled program (XLA inlines calls; so do we, at run time);
+* the library calls (``fft``, ``topk``, ``cholesky``, ``triangular-solve`` and the LAPACK /
+  cuSOLVER custom-calls JAX emits) call ``torch.fft``/``torch.linalg``/``torch.sort`` on the
+  device tensors (``library_calls``);
 * ``while`` and ``conditional`` are host control flow: the predicate or branch index is read
   back (one scalar), the bodies' kernels launch with the loop-carried tuple kept on the device.
 
@@ -41,6 +44,7 @@ import torch
 from fusion.attributes import Literal
 from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.constant_ops import literal_array
+from fusion.evaluator.control_flow_ops import while_limit_message
 from fusion.hlo_module import HloComputation, HloInstruction
 from fusion.opcodes import opcodes_with
 from fusion.shape import ArrayShape, Shape, TupleShape
@@ -48,16 +52,21 @@ from triton_backend.host.input_validation import (
     TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
 )
 from triton_backend.driver.op_coverage import is_view_layout  # torch-free: `check` uses it too
+from triton_backend.host.library_calls import (
+    host_cholesky, host_custom_call, host_fft, host_topk, host_triangular_solve,
+)
 
 Value = Union[torch.Tensor, tuple["Value", ...]]
 
 
 @dataclass(frozen=True)
 class HostContext:
-    """What an executor may use at run time: the computation's arguments, and calling others."""
+    """What an executor may use at run time: the computation's arguments, calling others, and
+    the most iterations a while loop may run (None: until its condition is false, as XLA)."""
 
     arguments: Sequence[Value]
     call: Callable[[str, Sequence[Value]], Value]
+    max_while_iterations: int | None = None
 
 
 Executor = Callable[[Sequence[Value], HostContext], Value]
@@ -202,8 +211,16 @@ def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device
 
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
         state = operands[0]
+        limit, done = ctx.max_while_iterations, 0
         while scalar(ctx.call(condition, [state]), instr):
+            if limit is not None and done >= limit:
+                loc = instr.location
+                raise EvaluationError(while_limit_message(limit),
+                                      line=loc.line if loc else None,
+                                      column=loc.column if loc else None,
+                                      where=f"while %{instr.name}")
             state = ctx.call(body, [state])
+            done += 1
         return state
 
     return run
@@ -212,12 +229,17 @@ def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device
 HOST_RULES: dict[str, Rule] = {
     "bitcast": host_bitcast,
     "call": host_call,
+    "cholesky": host_cholesky,
     "conditional": host_conditional,
     "constant": host_constant,
+    "custom-call": host_custom_call,
+    "fft": host_fft,
     "get-tuple-element": host_get_tuple_element,
     "parameter": host_parameter,
     "reduce": host_reduce,
     "reshape": host_reshape,
+    "topk": host_topk,
+    "triangular-solve": host_triangular_solve,
     "tuple": host_tuple,
     "while": host_while,
 }

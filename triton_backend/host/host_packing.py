@@ -55,6 +55,10 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 }
 """HLO element type -> the torch dtype holding it (types torch lacks are not packable here)."""
 
+#: Sub-byte integers: a logical tensor holds one value per byte (sign- or zero-extended).
+SUB_BYTE_CARRIERS: dict[str, torch.dtype] = {
+    "s2": torch.int8, "s4": torch.int8, "u2": torch.uint8, "u4": torch.uint8,
+}
 _HLO_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
 _CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -74,7 +78,7 @@ def hlo_type_of(dtype: torch.dtype) -> str:
 def torch_dtype_of(dtype: str) -> torch.dtype:
     """The torch dtype of an HLO element type (``LayoutError`` when torch has none)."""
     try:
-        return TORCH_DTYPES[dtype]
+        return TORCH_DTYPES.get(dtype) or SUB_BYTE_CARRIERS[dtype]
     except KeyError:
         raise LayoutError(f"element type {dtype} has no torch dtype") from None
 
@@ -140,7 +144,12 @@ def unpack_tensor(buffer: torch.Tensor, dims: Sequence[int], layout: Layout, dty
         flat = _carrier(buffer)
     else:
         carrier = _CARRIERS[torch.empty((), dtype=torch_dtype).element_size()]
-        flat = _unpack_words(buffer, storage_bits(dtype, layout), per, carrier)[:n]
+        bits = storage_bits(dtype, layout)
+        flat = _unpack_words(buffer, bits, per, carrier)[:n]
+        et = element_type(dtype)
+        if et.is_integer and et.is_signed and et.bits < 8:  # a sub-byte field: sign-extend
+            wide = flat.to(torch.int16) & ((1 << et.bits) - 1)
+            flat = torch.where(wide >= 1 << (et.bits - 1), wide - (1 << et.bits), wide).to(carrier)
     physical = flat.reshape(tiled.physical_shape)
     logical = undo_steps_tensor(physical, tiled.steps(), tiled.dims)
     return logical.contiguous().view(torch_dtype).reshape(tiled.dims)

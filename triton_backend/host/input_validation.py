@@ -1,8 +1,10 @@
 """Torch tensors at the boundary of a compiled module: dtype table, conversions, argument checks.
 
-HLO element types map to the torch dtypes that hold them exactly; the sub-byte types (s4, u4,
-s2, u2, f4e2m1fn) and the f8 variants torch lacks have no entry, so a module using them at its
-boundary is rejected when it is compiled, not when it runs.
+HLO element types map to the torch dtypes that hold them exactly.  The sub-byte integers (s4,
+u4, s2, u2) travel as int8/uint8 tensors holding one value per element (a value outside the
+type's range is an error naming the parameter), or as packed uint32 words when the layout says
+so (``E(4)``: ``physical_buffer``).  f4e2m1fn and the f8 variants torch lacks have no entry, so
+a module using them at its boundary is rejected when it is compiled, not when it runs.
 
 Every wrong argument is a :class:`fusion.errors.EvaluationError` naming the parameter (its
 number and ``%name``), what was given and what the parameter declares.
@@ -23,7 +25,7 @@ from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.hlo_module import HloInstruction
 from fusion.shape import ArrayShape
 from tiling.layout import TiledLayout, elements_per_word
-from triton_backend.host.host_packing import pack_tensor, unpack_tensor
+from triton_backend.host.host_packing import SUB_BYTE_CARRIERS, pack_tensor, unpack_tensor
 
 # HLO spelling -> torch dtype name (alphabetical).  Names are looked up with getattr so that
 # an older torch without some f8 type simply lacks the entry.
@@ -51,9 +53,11 @@ _TORCH_NAMES: dict[str, str] = {
 }
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
-    hlo: getattr(torch, name) for hlo, name in _TORCH_NAMES.items() if hasattr(torch, name)
+    **{hlo: getattr(torch, name) for hlo, name in _TORCH_NAMES.items() if hasattr(torch, name)},
+    **SUB_BYTE_CARRIERS,
 }
-HLO_TYPES: dict[torch.dtype, str] = {dtype: hlo for hlo, dtype in TORCH_DTYPES.items()}
+HLO_TYPES: dict[torch.dtype, str] = {dtype: hlo for hlo, dtype in TORCH_DTYPES.items()
+                                     if hlo not in SUB_BYTE_CARRIERS}
 
 # Types whose NumPy form (ml_dtypes) torch.from_numpy cannot take: moved as raw bits.
 _BITS_DTYPES = {8: torch.uint8, 16: torch.uint16}
@@ -91,6 +95,9 @@ def tensor_from_numpy(array: np.ndarray, hlo_type: str, device: torch.device | s
     (torch.bfloat16, [1.5, -2.0])
     """
     dtype = torch_dtype(hlo_type)
+    if hlo_type in SUB_BYTE_CARRIERS:  # ml_dtypes int4 & co: one value per byte
+        np_carrier = np.dtype(str(dtype).removeprefix("torch."))
+        return torch.from_numpy(np.array(np.asarray(array).astype(np_carrier), order="C")).to(device)
     # np.ascontiguousarray would turn a scalar into shape (1,).
     array = np.array(array, dtype=element_type(hlo_type).numpy_dtype(), order="C", copy=True)
     if array.dtype.kind == "V" or array.dtype.name not in _NUMPY_NATIVE:
@@ -257,7 +264,24 @@ def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.de
         raise EvaluationError(f"has shape {list(arg.shape)}, but the parameter is {shape}",
                               where=label)
     _check_device(arg, device, label)
+    if shape.dtype in SUB_BYTE_CARRIERS:
+        _check_sub_byte_range(arg, shape, label)
     return pack_logical(_normalized(arg), shape)
+
+
+def _check_sub_byte_range(arg: torch.Tensor, shape: ArrayShape, label: str) -> None:
+    """A sub-byte parameter's int8/uint8 tensor holds values of its type only."""
+    t = element_type(shape.dtype)
+    low, high = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.is_signed else (0, (1 << t.bits) - 1)
+    if arg.numel() == 0:
+        return
+    wide = arg.detach().to(torch.int16)
+    bad = (wide < low) | (wide > high)
+    if bool(bad.any()):
+        first = int(wide[bad].reshape(-1)[0])
+        raise EvaluationError(f"holds {first}, outside the range [{low}, {high}] of {shape.dtype} "
+                              f"(one {shape.dtype} value per element of the {arg.dtype} tensor)",
+                              where=label)
 
 
 def _check_device(arg: torch.Tensor, device: torch.device, label: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from fusion.element_types import ELEMENT_TYPES, ElementType
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation
+from fusion.instruction_order import dependency_order
 from fusion.printer import print_computation
 from fusion.shape import ArrayShape
 from triton_backend.lowering.rules.memory_rules import scalar_literal
@@ -52,7 +53,8 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     values: dict[str, str] = {}
     types: dict[str, ElementType] = {}
     body = ["    both = (a_valid & b_valid) != 0"]
-    for instr in computation.instructions:
+    # Text order may put a use before its definition (valid HLO): emit operands first.
+    for instr in map(computation.instruction, dependency_order(computation)):
         if not isinstance(instr.shape, ArrayShape) and instr.opcode != "tuple":
             raise UnsupportedOpError("tuple-shaped value inside a reducer", where=instr.name)
         if instr.opcode == "parameter":

@@ -14,7 +14,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape, TupleShape
-from tiling.affine_expr import AffineExpr, DimExpr, d, substitute
+from tiling.affine_expr import AffineExpr, Constant, d, substitute, used_variables
 from tiling.symbolic.tiled_fusion import reduce_projection
 from triton_backend.lowering.host_template import (
     PRELUDE,
@@ -22,7 +22,9 @@ from triton_backend.lowering.host_template import (
     kernel_specs,
     padded_outputs_line,
 )
+from tiling.policy.limits import TARGET_TILE_ELEMENTS
 from triton_backend.lowering.kernel_plan import (
+    INTERPRETER_TILE_ELEMENTS,
     KernelPlan,
     index_bits_for,
     launch_options,
@@ -62,12 +64,14 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
                        tile_sizes: tuple[int, ...] | None = None, kind: str = "loop", *,
                        reduction_chunk: int | None = None,
                        index_bits: int | None = None, num_warps: int | None = None,
-                       num_stages: int | None = None) -> RenderedKernel:
+                       num_stages: int | None = None, interpreter: bool = False) -> RenderedKernel:
     """Render the kernel file for ``fusion_instr`` (a ``fusion`` op of ``module``).
 
     ``index_bits`` (32 or 64) defaults to 64 exactly when some buffer has more than
     2^31 - 1 elements.  ``num_warps``/``num_stages`` (the file's ``NUM_WARPS``/``NUM_STAGES``,
     which ``run`` launches with) default to ``kernel_plan.launch_options`` for the tile.
+    ``interpreter``: the kernel will run under the Triton interpreter, so reductions are
+    emitted as halving steps (``ValueEmitter.tree_reductions``), not ``tl.reduce``.
     """
     computation = module.computation(fusion_instr.attr("calls"))
     outputs = output_shapes(fusion_instr)
@@ -75,19 +79,20 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
     if index_bits is None:
         shapes = [p.shape for p in computation.parameters if isinstance(p.shape, ArrayShape)]
         index_bits = index_bits_for(math.prod(s.dims) for s in (*shapes, *outputs))
+    target = INTERPRETER_TILE_ELEMENTS if interpreter else TARGET_TILE_ELEMENTS
     plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk,
-                       index_bits=index_bits)
+                       index_bits=index_bits, target_elements=target)
     aligned = word_aligned_tile_sizes(plan.tile_sizes, outputs)
     if aligned != plan.tile_sizes:  # packed outputs: each program must own whole 32-bit words
         plan = plan_kernel(computation, space, aligned, reduction_chunk=reduction_chunk,
-                           index_bits=index_bits)
+                           index_bits=index_bits, target_elements=target)
     warps, stages = _launch_options(computation, plan, outputs)
     warps, stages = num_warps or warps, num_stages or stages
     names = IdentifierAllocator()
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     em = ValueEmitter(module, computation, list(plan.axis_blocks), names, dict(plan.reduce_axes),
                       reduction_chunk=plan.reduction_chunk, index_bits=plan.index_bits,
-                      rule_for=rule_for)
+                      rule_for=rule_for, tree_reductions=interpreter)
     parameters = computation.parameters
     for p in parameters:
         em.pointer_for(p)
@@ -139,6 +144,15 @@ def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,
     reduce output is indexed through the tile analysis' ``reduce_projection`` (the reduce's
     kept dims, ``0`` for unit dims a reshape added) and stored only where the dims it does not
     use are 0 (so each element is written once).
+
+    Any other mix of shapes (XLA's input-slices fusions, an in-place dynamic-update-slice with
+    a side output of the update's shape, a transpose or reshape next to its operand) iterates
+    over a *flat* space, ``[n]`` for the largest output's ``n`` elements: each output is
+    computed at its own row-major coordinates of ``d0`` (its values through the indexing maps,
+    as any output) and stored where ``d0`` is below its own size (``flat_store_limits``).  One
+    kernel serves every output, so shared operands are read by one launch; the outputs are
+    not computed at one common index (a slice's producer is evaluated once per output it
+    feeds), the price of needing no relation between the shapes.
     """
     dims = {o.dims for o in outputs}
     if len(dims) == 1:
@@ -155,12 +169,44 @@ def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,
                                         tuple(shape.dims))
                       if root.opcode == "tuple" else None)
         if projection is None:
-            raise UnsupportedOpError(
-                f"multi-output fusion: output {i} of shape {list(shape.dims)} is neither of the "
-                f"iteration shape {list(space)} nor a reduce of it (outputs of unrelated shapes "
-                "need separate kernels)", where=fusion_instr.name)
+            return _flat_space(outputs)
         projections.append(projection)
     return space, tuple(projections)
+
+
+def _flat_space(outputs: tuple[ArrayShape, ...]
+                ) -> tuple[tuple[int, ...], tuple[tuple[AffineExpr, ...], ...]]:
+    """The flat iteration space of outputs of unrelated shapes and each output's coordinates.
+
+    >>> space, coords = _flat_space((ArrayShape("f32", (2, 3)), ArrayShape("f32", (4,))))
+    >>> space, [[str(e) for e in c] for c in coords]
+    ((6,), [['d0 floordiv 3', 'd0 mod 3'], ['d0']])
+    """
+    size = max(math.prod(o.dims) for o in outputs)
+    projections = []
+    for shape in outputs:
+        coords, stride = [], math.prod(shape.dims)
+        for k, n in enumerate(shape.dims):
+            stride //= n
+            q = d(0) // stride if stride > 1 else d(0)
+            # The slowest coordinate needs no mod: lanes past the output's size are not stored.
+            coords.append(q if k == 0 else (q % n if n > 1 else Constant(0)))
+        projections.append(tuple(coords))
+    return (size,), tuple(projections)
+
+
+def flat_store_limits(space: tuple[int, ...], outputs: tuple[ArrayShape, ...]
+                      ) -> tuple[int | None, ...]:
+    """Per output, the flat index it is stored below (None: every lane of the space).
+
+    Only a flat space (``_flat_space``: rank 1, outputs of other shapes) has limits.
+
+    >>> flat_store_limits((6,), (ArrayShape("f32", (2, 3)), ArrayShape("f32", (4,))))
+    (None, 4)
+    """
+    if len(space) != 1:
+        return tuple(None for _ in outputs)
+    return tuple(None if math.prod(o.dims) >= space[0] else math.prod(o.dims) for o in outputs)
 
 
 def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, computation,
@@ -199,14 +245,17 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
     if len(values) != len(outputs):
         raise UnsupportedOpError(f"root produces {len(values)} values for {len(outputs)} outputs",
                                  where=root.name)
+    limits = flat_store_limits(plan.output_dims, outputs)
     for i, (v, shape, pointer, projection) in enumerate(zip(values, outputs, out_pointers,
                                                             projections)):
         indices = _indices(projection, out_vars) if shape.rank else ()
         store_mask = mask
-        used = {e.index for e in projection if isinstance(e, DimExpr)}
+        if limits[i] is not None:  # a flat space: this output is smaller than the space
+            store_mask = f"{mask} & ({names[0]} < {limits[i]})"
+        used = {k for e in projection for k in used_variables(e)[0]}
         dropped = [names[k] for k in range(len(names)) if k not in used]
         if dropped:
-            store_mask = f"{mask} & " + " & ".join(f"({n} == 0)" for n in dropped)
+            store_mask = f"{store_mask} & " + " & ".join(f"({n} == 0)" for n in dropped)
         store_output(em, v, shape, pointer, indices, store_mask, zero, f"output {i}", tuple(out_vars))
 
 
@@ -215,4 +264,5 @@ def _indices(projection: tuple[AffineExpr, ...], out_vars) -> tuple[AffineExpr, 
     return tuple(substitute(e, out_vars, None) for e in projection)
 
 
-__all__ = ["RenderedKernel", "iteration_space", "output_shapes", "render_kernel_file"]
+__all__ = ["RenderedKernel", "flat_store_limits", "iteration_space", "output_shapes",
+           "render_kernel_file"]

@@ -48,6 +48,11 @@ from tiling.symbolic.tiled_fusion import (
     next_power_of_two,
 )
 
+#: Block size the default tiling aims for under the Triton interpreter: it pays milliseconds per
+#: program and per op (NumPy does the lanes), so the GPU's 1024-element blocks would make the
+#: seed's 12.6M-element GELU take minutes; at 2^16 the f32[4096,8192] cross-entropy's row
+#: reductions still ran 512 programs (about 40 s), at 2^18 128 programs (about 6 s).
+INTERPRETER_TILE_ELEMENTS = 1 << 18
 #: Buffers with more elements than this need 64-bit offsets.
 MAX_INT32_ELEMENTS = 2**31 - 1
 #: Bytes one thread should move per access (``ld.global.v4.b32``) and threads per warp.
@@ -164,11 +169,14 @@ def nested_reductions(analysis: SymbolicTiledFusion | None, reducers: list[str])
 
 def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                 tile_sizes: tuple[int, ...] | None = None, *,
-                reduction_chunk: int | None = None, index_bits: int = 32) -> KernelPlan:
+                reduction_chunk: int | None = None, index_bits: int = 32,
+                target_elements: int = TARGET_TILE_ELEMENTS) -> KernelPlan:
     """The plan for tiles of ``output_dims`` (a rank-0 output is iterated as ``(1,)``).
 
     Without ``reduction_chunk``, reductions whose padded extent exceeds
-    ``MAX_PERSISTENT_REDUCTION`` are looped in chunks of ``DEFAULT_REDUCTION_CHUNK``.
+    ``MAX_PERSISTENT_REDUCTION`` are looped in chunks of ``DEFAULT_REDUCTION_CHUNK``.  Without
+    ``tile_sizes``, a program holds about ``target_elements`` elements (a GPU's block, or
+    ``INTERPRETER_TILE_ELEMENTS`` for the interpreter).
     """
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
@@ -203,7 +211,7 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     reduction = math.prod(reduce_blocks)
     if tile_sizes is None:
         # Elements per program: the output tile times the padded reduced dims of all reduces.
-        budget = max(1, TARGET_TILE_ELEMENTS // reduction)
+        budget = max(1, target_elements // reduction)
         tile_sizes = choose_tiling(None, output_dims=space, budget=budget).tile_sizes
     tile_sizes = tuple(int(t) for t in tile_sizes)
     if len(tile_sizes) != len(space) or any(t < 1 for t in tile_sizes):

@@ -28,9 +28,20 @@ from typing import TYPE_CHECKING
 
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloComputation, HloInstruction
-from tiling.affine_expr import AffineExpr, const, substitute
+from tiling.affine_expr import (
+    AffineExpr,
+    FloorDivExpr,
+    ModExpr,
+    SumExpr,
+    SymbolExpr,
+    const,
+    substitute,
+)
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.indexing_map import IndexingMap
+from tiling.interval import Interval
+from tiling.range_evaluator import RangeEvaluator
+from tiling.simplifier import ExprSimplifier
 
 if TYPE_CHECKING:  # the emitter imports the rules that import this module
     from triton_backend.lowering.value_emitter import ValueEmitter
@@ -137,7 +148,99 @@ def operand_indices(em: ValueEmitter, instr: HloInstruction, k: int, indices: In
         raise UnsupportedOpError(
             f"{instr.opcode} ({instr.name}) reads operand {k} over range variables, which only "
             "a reduction rule can emit", where=instr.name)
-    return substitute_results(m, indices, runtime_symbols(em, m, indices, hint))
+    return compact_indices(em, substitute_results(m, indices, runtime_symbols(em, m, indices,
+                                                                              hint)))
+
+
+#: Index expressions of at most this many nodes are emitted as substituted.  Larger ones are
+#: simplified under the kernel's variable bounds first: a chain of reshapes substitutes each
+#: map's ``x floordiv c``/``x mod c`` into the next, doubling the expression per reshape,
+#: while ``tiling.simplifier`` folds ``(x floordiv c) * c + x mod c`` back to ``x`` (one map
+#: for the whole chain, so the cost stays linear in its length).
+COMPACT_ABOVE = 24
+
+
+def compact_indices(em: ValueEmitter, indices: Indices) -> Indices:
+    """``indices`` simplified under the bounds of the emitter's dim variables when they are
+    larger than ``COMPACT_ABOVE`` nodes; kept as they are when they read symbols, or when
+    some ``floordiv``/``mod`` operand (before or after) may be negative (Triton's ``//`` and
+    ``%`` truncate toward zero, the simplifier's identities are floor identities).
+
+    >>> from tiling.affine_expr import d
+    >>> from triton_backend.lowering.value_emitter import IndexVar, ValueEmitter
+    >>> em = ValueEmitter(None, None, [16, 8], None, {},
+    ...                   dims=[IndexVar("i0", 0, 16, 16, 15), IndexVar("i1", 1, 8, 8, 7)])
+    >>> x = d(0) * 8 + d(1)
+    >>> for _ in range(3):  # f32[16,8] -> [4,32] -> [128] three times, unsimplified
+    ...     x = (x // 32) * 32 + x % 32
+    >>> [str(e) for e in compact_indices(em, (x // 8, x % 8))]
+    ['d0', 'd1']
+    """
+    if _nodes(indices, COMPACT_ABOVE + 1) <= COMPACT_ABOVE:
+        return indices
+    evaluator = RangeEvaluator([Interval(0, v.upper) for v in em.dims], [])
+    if not _floor_safe(indices, evaluator):
+        return indices
+    simplifier = ExprSimplifier(evaluator)
+    simplified = tuple(simplifier.simplify(e) for e in indices)
+    return simplified if _floor_safe(simplified, evaluator) else indices
+
+
+def _nodes(exprs: Sequence[AffineExpr], limit: int) -> int:
+    """How many nodes ``exprs`` have (shared ones counted each time), counting to ``limit``."""
+    count, stack = 0, list(exprs)
+    while stack and count < limit:
+        e = stack.pop()
+        count += 1
+        if isinstance(e, SumExpr):
+            stack.extend(a for a, _ in e.terms)
+        elif isinstance(e, (FloorDivExpr, ModExpr)):
+            stack.append(e.dividend)
+    return count
+
+
+def _floor_safe(exprs: Sequence[AffineExpr], evaluator: RangeEvaluator) -> bool:
+    """No symbol, and every ``floordiv``/``mod`` operand is non-negative over the bounds
+    (where truncation and floor agree); walks each distinct node once, without recursion."""
+    seen: set[int] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, SymbolExpr):
+            return False
+        if isinstance(e, SumExpr):
+            stack.extend(a for a, _ in e.terms)
+        elif isinstance(e, (FloorDivExpr, ModExpr)):
+            stack.append(e.dividend)
+    for e in _bottom_up(exprs):  # fill the evaluator's memo leaves first: no deep recursion
+        if isinstance(e, (FloorDivExpr, ModExpr)) and evaluator.compute(e.dividend).lower < 0:
+            return False
+        evaluator.compute(e)
+    return True
+
+
+def _bottom_up(exprs: Sequence[AffineExpr]) -> list[AffineExpr]:
+    """The distinct nodes of ``exprs``, every node after its operands (iterative DFS)."""
+    order: list[AffineExpr] = []
+    done: set[int] = set()
+    stack: list[tuple[AffineExpr, bool]] = [(e, False) for e in exprs]
+    while stack:
+        e, expanded = stack.pop()
+        if id(e) in done:
+            continue
+        if expanded:
+            done.add(id(e))
+            order.append(e)
+            continue
+        stack.append((e, True))
+        if isinstance(e, SumExpr):
+            stack.extend((a, False) for a, _ in e.terms)
+        elif isinstance(e, (FloorDivExpr, ModExpr)):
+            stack.append((e.dividend, False))
+    return order
 
 
 def exact_operand_indices(em: ValueEmitter, instr: HloInstruction, k: int, indices: Indices,
@@ -187,5 +290,5 @@ def _interval_checks(em: ValueEmitter, e: AffineExpr, lower: int, upper: int) ->
     return checks
 
 
-__all__ = ["analysis_maps", "domain_mask", "exact_operand_indices", "is_full_domain",
+__all__ = ["analysis_maps", "compact_indices", "domain_mask", "exact_operand_indices", "is_full_domain",
            "operand_indices", "operand_map", "runtime_symbols", "substitute_results"]

@@ -181,6 +181,10 @@ def _field_to_storage(field: str, t: ElementType, bits: int) -> str:
     """A ``uint32`` field (the element's bits, low-aligned) as the element's storage dtype."""
     if t.is_pred:
         return f"({field} != 0)"
+    if t.is_integer and t.bits < 8:  # a sub-byte integer (E(4)): one value per byte in registers
+        if t.is_signed:
+            return f"((({field}.to(tl.int32) << {32 - bits}) >> {32 - bits}).to(tl.int8))"
+        return f"{field}.to(tl.uint8)"
     carrier = _field_carrier(t, bits)
     return f"{field}.to({carrier}).to({storage_dtype(t)}, bitcast=True)"
 
@@ -189,6 +193,8 @@ def _storage_to_field(value: str, t: ElementType, bits: int) -> str:
     """A storage-dtype value as a ``uint32`` holding its bits in the low ``bits``."""
     if t.is_pred:
         return f"({value}).to(tl.uint32)"
+    if t.is_integer and t.bits < 8:  # the value's low ``bits`` (its sign extension dropped)
+        return f"(({value}).to(tl.uint8, bitcast=True).to(tl.uint32) & {(1 << bits) - 1})"
     carrier = _field_carrier(t, bits)
     return f"({value}).to({carrier}, bitcast=True).to(tl.uint32)"
 

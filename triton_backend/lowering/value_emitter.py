@@ -99,6 +99,10 @@ class ValueEmitter:
     reduction_chunk: int | None = None
     #: Width of index arithmetic: 64 when some buffer has more than 2^31 - 1 elements.
     index_bits: int = 32
+    #: Reduce tensor axes by halving steps (``reduction_rules.emit_tree_reduce``) instead of
+    #: ``tl.reduce``: for the Triton interpreter, whose ``tl.reduce`` calls the combiner once
+    #: per element in Python (a million-element reduction took minutes).
+    tree_reductions: bool = False
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
     #: Kernel axes of the indices each value identifier was first computed at (a value that
@@ -107,6 +111,9 @@ class ValueEmitter:
     #: The rule lowering each instruction (``lowering.rules.rule_for``); emitters that only
     #: compute indices or bounds need none.
     rule_for: RuleTable = _no_rule_table
+    #: Rules now nested in ``value`` (0: none) and the indentation of the outermost call.
+    _nesting: int = 0
+    _outer_indent: str = ""
 
     @property
     def index_dtype(self) -> str:
@@ -193,15 +200,41 @@ class ValueEmitter:
         return tuple(self.axis_blocks[a] if a in axes else 1 for a in range(self.rank))
 
     def in_bounds(self, indices: tuple[AffineExpr, ...], sizes: tuple[int, ...]) -> str | None:
-        """A mask text true where every index lies in ``[0, size)`` (None: provably always)."""
+        """A mask text true where every index lies in ``[0, size)`` (None: provably always).
+
+        An index spanning no kernel axis is compared as a block (:meth:`comparable_index`).
+        """
         checks = []
         for e, size in zip(indices, sizes):
             low, high = self.bounds(e)
+            if low >= 0 and high < size:
+                continue
+            text = self.comparable_index(e, indices)
             if low < 0:
-                checks.append(f"({self.index_text(e)} >= 0)")
+                checks.append(f"({text} >= 0)")
             if high >= size:
-                checks.append(f"({self.index_text(e)} < {size})")
+                checks.append(f"({text} < {size})")
         return " & ".join(checks) if checks else None
+
+    def comparable_index(self, e: AffineExpr, indices: tuple[AffineExpr, ...]) -> str:
+        """``e``'s text, broadcast to the block of ``indices`` when ``e`` spans no kernel axis
+        but ``indices`` do (bound once per shape), so a mask compared from it is a block.
+
+        The Triton 3.9 interpreter labels a 0-d comparison's result with its operands' dtype,
+        so splatting a scalar comparison to a block gives an int32 mask that
+        ``tl.load``/``tl.store`` reject ("mask has unsupported dtype"); comparing the
+        broadcast index instead gives a bool block.  On a GPU the broadcast is free.
+        """
+        text = self.index_text(e)
+        if isinstance(e, Constant) or self._axes_of((e,)) or not self._axes_of(tuple(indices)):
+            return text
+        shape = self.shape_of(tuple(indices))
+        key = ("block_index", text, shape)
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.bind(f"tl.broadcast_to({text}, {list(shape)})", "block_index")
+            self.memo[key] = cached
+        return cached
 
     def bounds(self, e: AffineExpr) -> tuple[float, float]:
         """Interval of ``e`` over the dim variables' blocks (symbols: unbounded), as the kernel
@@ -241,18 +274,53 @@ class ValueEmitter:
         return self.computation.instruction(name)
 
     def value(self, name: str, indices: tuple[AffineExpr, ...]) -> Value:
-        """The identifier(s) holding instruction ``name`` at ``indices`` (emitted once)."""
+        """The identifier(s) holding instruction ``name`` at ``indices`` (emitted once).
+
+        Rules ask for their operands' values, so emitting a chain of n ops nests n rules.
+        The nesting is bounded: below ``_MAX_NESTING`` rules (outside loop bodies) the
+        request is handed back to the outermost call (``_Deeper``), which emits that operand
+        first and then asks again, now answered from the memo (an explicit stack of pending
+        requests, each retried at most once per ``_MAX_NESTING`` levels below it)."""
         key = (name, tuple(indices))
         cached = self.memo.get(key)
         if cached is not None:
             return cached
+        if self._nesting == 0:
+            return self._value_from_stack(key)
+        if self._nesting >= _MAX_NESTING and self.indent == self._outer_indent:
+            raise _Deeper(key)
+        self._nesting += 1
+        try:
+            return self._compute(key)
+        finally:
+            self._nesting -= 1
+
+    def _value_from_stack(self, key: tuple) -> Value:
+        self._outer_indent = self.indent
+        pending = [key]
+        while pending:
+            if pending[-1] in self.memo:
+                pending.pop()
+                continue
+            self._nesting = 1
+            try:
+                self._compute(pending[-1])
+                pending.pop()
+            except _Deeper as deeper:  # emit the deeper operand first, then retry
+                pending.append(deeper.key)
+            finally:
+                self._nesting = 0
+        return self.memo[key]
+
+    def _compute(self, key: tuple) -> Value:
+        name, indices = key
         instr = self.instruction(name)
         if instr.opcode in ("parameter", "constant"):
             self.reads.add(key)
         rule = self.rule_for(instr)
         try:
             result = rule(self, instr, tuple(indices))
-        except FusionCompilerError:
+        except (FusionCompilerError, _Deeper):
             raise
         except Exception as err:  # noqa: BLE001 - a bug in a rule: say which instruction
             raise _lowering_error(instr, indices, err) from err
@@ -300,6 +368,20 @@ class ValueEmitter:
             existing = ExternalBuffer(self.names.fresh(hint), instr, number)
             self.buffers[instr.name] = existing
         return existing
+
+
+#: Rules nested in ``ValueEmitter.value`` before a request goes back to the outermost call
+#: (a few Python frames each: far below the interpreter's recursion limit).
+_MAX_NESTING = 48
+
+
+class _Deeper(BaseException):
+    """A value request handed back to the outermost ``ValueEmitter.value`` call.  A
+    ``BaseException``, so that no rule's ``except Exception`` takes it for a failure."""
+
+    def __init__(self, key: tuple) -> None:
+        super().__init__(key[0])
+        self.key = key
 
 
 def _truncating_div(value: float, divisor: int) -> float:

@@ -43,6 +43,8 @@ from fusion.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend.driver.dot_fusion import dot_spec
+from triton_backend.driver.op_coverage import library_call_sites
+from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report
 from triton_backend.tuning.device_specs import device_spec
 from fusion.emitter_kind import analyze_fusion
@@ -131,6 +133,20 @@ class FusionReport:
 
 
 @dataclass(frozen=True)
+class LibraryCallReport:
+    """An op run as a library call on the host, between kernels (no kernel of ours)."""
+
+    name: str
+    computation: str
+    opcode: str
+    routine: str
+    target: str
+    torch_call: str
+    input_shapes: tuple[str, ...] = ()
+    output_shapes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ModuleReport:
     """The whole module: its fusions in launch order, and the target if one was compiled for."""
 
@@ -146,6 +162,8 @@ class ModuleReport:
     output_shapes: tuple[str, ...] = ()
     #: The device of the kernels' ``model`` (None: not modeled).
     device: str | None = None
+    #: FFTs, linear algebra and top-k run by torch on the host (``host.library_calls``).
+    library_calls: tuple[LibraryCallReport, ...] = ()
 
     @property
     def compulsory_bytes(self) -> int:
@@ -192,9 +210,11 @@ class ModuleReport:
             "fusion_fallbacks": list(self.fusion_fallbacks), "target": self.target,
             "device": self.device,
             "fusions": [_fusion_json(f) for f in self.fusions],
+            "library_calls": [asdict(c) for c in self.library_calls],
             "total_bytes_moved": self.kernel_bytes,
             "summary": {
                 "kernels": len(self.fusions),
+                "library_calls": len(self.library_calls),
                 "input_shapes": list(self.input_shapes), "output_shapes": list(self.output_shapes),
                 "input_bytes": self.input_bytes, "output_bytes": self.output_bytes,
                 "compulsory_bytes": self.compulsory_bytes,
@@ -223,12 +243,15 @@ def _fusion_json(f: FusionReport) -> dict[str, Any]:
 
 
 def kernel_file_name(fusion_name: str, taken: set[str]) -> str:
-    """A file stem for a fusion's kernel, safe on every file system, unique in ``taken``.
+    """A file stem for a fusion's kernel, unique in ``taken``: ``kernel_`` and the name with
+    every character but ``[A-Za-z0-9_]`` replaced, so a valid module name on every file
+    system that can never shadow a package (XLA names fusions ``fusion``, ``fusion.1``: as
+    ``fusion.py`` that hid this project's own ``fusion`` package from a script next to it).
 
-    >>> kernel_file_name("fused/add.1", set())
-    'fused_add.1'
+    >>> kernel_file_name("fused/add.1", set()), kernel_file_name("fusion", set())
+    ('kernel_fused_add_1', 'kernel_fusion')
     """
-    base = re.sub(r"[^A-Za-z0-9_.-]", "_", fusion_name) or "fusion"
+    base = "kernel_" + re.sub(r"[^A-Za-z0-9_]", "_", fusion_name)
     stem, n = base, 1
     while stem in taken:
         stem, n = f"{base}_{n}", n + 1
@@ -278,6 +301,13 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                 num_warps=num_warps, num_stages=num_stages,
                 model=None if spec is None else kernel_model(module, instr, kernel, spec,
                                                             num_warps or 4, num_stages or 1)))
+    calls = tuple(
+        LibraryCallReport(site.instruction.name, site.computation.name, site.instruction.opcode,
+                          site.routine, site.target, TORCH_ROUTINES[site.routine],
+                          _shape_texts(site.computation.instruction(o).shape
+                                       for o in site.instruction.operands),
+                          _shape_texts(flatten_shape(site.instruction.shape)))
+        for site in library_call_sites(module))
     entry = module.entry
     inputs = [p.shape for p in entry.parameters]
     outputs = flatten_shape(entry.root.shape)
@@ -286,7 +316,7 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                         input_bytes=sum(_array_bytes(s) for s in inputs),
                         output_bytes=sum(_array_bytes(s) for s in outputs),
                         input_shapes=_shape_texts(inputs), output_shapes=_shape_texts(outputs),
-                        device=None if spec is None else spec.key)
+                        device=None if spec is None else spec.key, library_calls=calls)
 
 
 def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -436,6 +466,12 @@ def render_text(report: ModuleReport) -> str:
             lines.append(f"  sm_{t.arch}:    {t.registers} registers, spills {t.spill_store_bytes} B "
                          f"stored / {t.spill_load_bytes} B loaded, {t.shared_bytes} B shared memory")
             lines.append(f"            vector accesses: {vec}; {t.ptx_file}, {t.cubin_file}")
+        lines.append("")
+    for c in report.library_calls:
+        lines.append(f"library call {c.name} (computation {c.computation}): {c.routine} "
+                     f"({c.target}) via {c.torch_call} on the host")
+        lines.append(f"  inputs:   {', '.join(c.input_shapes) or 'none'}")
+        lines.append(f"  outputs:  {', '.join(c.output_shapes)}")
         lines.append("")
     lines.append(f"module inputs:  {', '.join(report.input_shapes) or 'none'} "
                  f"({report.input_bytes} bytes)")

@@ -113,6 +113,8 @@ class _Kernel:
     pattern: AttentionPattern
     tiling: AttentionTiling
     numerics: tuple[DotNumerics, DotNumerics]
+    #: For the Triton interpreter: reductions by halving steps (``ValueEmitter.tree_reductions``).
+    interpreter: bool = False
 
     def __post_init__(self) -> None:
         self.comp = self.module.computation(self.fusion_instr.attr("calls"))
@@ -128,7 +130,7 @@ class _Kernel:
         self.em = _AttentionEmitter(
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
-            index_bits=bits, rule_for=rule_for,
+            index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
             hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
 
     # --- shapes -----------------------------------------------------------------------------
@@ -308,10 +310,11 @@ class _Kernel:
 
 def render_attention_kernel(module: HloModule, fusion_instr: HloInstruction,
                             pattern: AttentionPattern, tiling: AttentionTiling,
-                            numerics: tuple[DotNumerics, DotNumerics]
-                            ) -> tuple[str, tuple[int, ...]]:
-    """The kernel file source of the attention fusion ``fusion_instr``, and its grid."""
-    return _Kernel(module, fusion_instr, pattern, tiling, numerics).render()
+                            numerics: tuple[DotNumerics, DotNumerics],
+                            interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source of the attention fusion ``fusion_instr``, and its grid
+    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps)."""
+    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter).render()
 
 
 __all__ = ["DotNumerics", "render_attention_kernel"]

@@ -70,6 +70,20 @@ def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
     return AttentionTiling(block_m, block_n, block_d, warps, 1 if operand_bytes >= 4 else 2)
 
 
+def interpreter_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
+                       operand_bytes: int) -> AttentionTiling:
+    """The largest blocks (``MAX_BLOCK``) for the Triton interpreter, which pays per program
+    and per key-loop step, not per register: the f32[4,8,512,64] kernel ran 256 programs of
+    16 steps at the GPU's ``64 x 32``, 128 programs of at most 4 steps here.
+
+    >>> interpreter_tiling(512, 512, 64, 64, 4).tile_sizes
+    (128, 128)
+    """
+    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes)
+    return AttentionTiling(_clamp(queries, MAX_BLOCK), _clamp(keys, MAX_BLOCK), base.block_d,
+                           base.num_warps, base.num_stages)
+
+
 def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: int,
                 operand_bytes: int, arch: int = 90) -> AttentionTiling:
     """The default tiling for ``sm_<arch>``, or ``(block_m, block_n)`` from the caller
@@ -96,4 +110,5 @@ def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: i
     return tiling
 
 
-__all__ = ["AttentionTiling", "block_d_for", "default_tiling", "tiling_from"]
+__all__ = ["AttentionTiling", "block_d_for", "default_tiling", "interpreter_tiling",
+           "tiling_from"]

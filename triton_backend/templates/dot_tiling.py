@@ -223,6 +223,25 @@ def grid_size(tiling: DotTiling, problem: DotProblem) -> tuple[int, int]:
     return grid
 
 
+def interpreter_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
+    """The largest legal tiles for the Triton interpreter, which pays per program and per K
+    step, not per register: up to 256x256 and the deepest K tile that fits one stage (the
+    GPT-2 block's 2048x2304x768 dot ran 288 programs of 12 steps at 128x128x64, here 72 of 6).
+
+    >>> interpreter_tiling(DotProblem(1, 2048, 2304, 768, 2)).tile_sizes
+    (256, 256, 128)
+    """
+    block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), MAX_BLOCK_MN)
+    block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), MAX_BLOCK_MN)
+    k = min(max(_pow2_at_least(problem.k), MIN_BLOCK), MAX_BLOCK_K)
+    while k >= MIN_BLOCK:
+        tiling = DotTiling(block_m, block_n, k, 8, _warps_for(block_m, block_n), 1)
+        if not tiling_problems(tiling, problem, arch):  # one stage of shared memory fits
+            return tiling
+        k //= 2
+    return default_tiling(problem, arch)
+
+
 def tiling_from(tile_sizes, problem: DotProblem, arch: int) -> DotTiling:
     """A ``DotTiling`` from a user's ``tile_sizes``: a DotTiling, (BM, BN, BK) or a mapping."""
     if tile_sizes is None:

@@ -13,6 +13,11 @@ Combining, by ``to_apply``:
 
 * a plain ``add`` of a type with hardware atomics: ``tl.atomic_add``, one program per tile
   of rows x window (any order gives the same sums up to float rounding);
+
+A variadic scatter (``N`` operands, indices, ``N`` updates, a tuple result and a combiner over
+``N`` pairs) writes its ``N`` outputs at the same targets: each program loads the ``N`` old
+values, combines them with the ``N`` updates at once and stores each (never atomic: the ``N``
+stores of one element must come from one combine).
 * any combiner with ``unique_indices=true``: parallel load, combine, store (no two rows
   touch one element);
 * otherwise one program applies the rows in order (load, combine, store, barrier), which is
@@ -110,24 +115,23 @@ def scatter_plan(module: HloModule, fusion_instr: HloInstruction,
     if scatter.opcode != "scatter":
         raise UnsupportedOpError(f"scatter fusion {fusion_instr.name}: root is {scatter.opcode}, "
                                  "not a scatter", where=fusion_instr.name)
-    if len(scatter.operands) != 3:
-        raise UnsupportedOpError("variadic scatter (several operands) is not supported",
-                                 where=scatter.name)
-    operand = comp.instruction(scatter.operands[0])
-    if operand.opcode != "parameter":
-        raise UnsupportedOpError(f"scatter {scatter.name}: its operand {operand.name} is computed "
-                                 "inside the fusion; only a fusion parameter (updated in place) "
-                                 "is supported", where=scatter.name)
-    if array_shape(operand).layout != array_shape(scatter).layout and \
-            array_shape(operand).layout is not None and array_shape(scatter).layout is not None:
-        raise UnsupportedOpError(f"scatter {scatter.name}: operand and result layouts differ",
-                                 where=scatter.name)
-    updates = array_shape(comp.instruction(scatter.operands[2]))
+    count = scatter_arity(scatter)
+    for operand_name, result in zip(scatter.operands[:count], scatter_outputs(scatter)):
+        operand = comp.instruction(operand_name)
+        if operand.opcode != "parameter":
+            raise UnsupportedOpError(f"scatter {scatter.name}: its operand {operand.name} is "
+                                     "computed inside the fusion; only a fusion parameter "
+                                     "(updated in place) is supported", where=scatter.name)
+        if array_shape(operand).layout != result.layout and \
+                array_shape(operand).layout is not None and result.layout is not None:
+            raise UnsupportedOpError(f"scatter {scatter.name}: operand and result layouts differ",
+                                     where=scatter.name)
+    updates = array_shape(comp.instruction(scatter.operands[count + 1]))
     window_dims = tuple(scatter.attr("update_window_dims", ()))
     rows = math.prod(n for k, n in enumerate(updates.dims) if k not in window_dims)
     window = math.prod(updates.dims[k] for k in window_dims)
-    dtype = array_shape(scatter).dtype
-    if _combiner_is_add(module, scatter.attr("to_apply")) and dtype in ATOMIC_ADD_TYPES:
+    dtype = scatter_outputs(scatter)[0].dtype
+    if count == 1 and _combiner_is_add(module, scatter.attr("to_apply")) and dtype in ATOMIC_ADD_TYPES:
         mode = "atomic"
     elif scatter.attr("unique_indices", False):
         mode = "parallel"
@@ -149,6 +153,18 @@ def scatter_plan(module: HloModule, fusion_instr: HloInstruction,
     return ScatterPlan(scatter, mode, rows, window, row_block, window_block)
 
 
+def scatter_arity(scatter: HloInstruction) -> int:
+    """How many operands (and updates) a scatter has: ``N`` of its ``2N + 1`` operands."""
+    return (len(scatter.operands) - 1) // 2
+
+
+def scatter_outputs(scatter: HloInstruction) -> tuple[ArrayShape, ...]:
+    """The scatter's result arrays: one, or the elements of a variadic scatter's tuple."""
+    if isinstance(scatter.shape, ArrayShape):
+        return (scatter.shape,)
+    return tuple(scatter.shape.elements)
+
+
 def _coordinates(flat: AffineExpr, sizes: list[int]) -> list[AffineExpr]:
     """Row-major coordinates of a flat index over ``sizes``."""
     coords, stride = [], math.prod(sizes)
@@ -165,7 +181,7 @@ def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
     """The kernel file of a scatter fusion (see the module docstring)."""
     comp = module.computation(fusion_instr.attr("calls"))
     scatter = plan.scatter
-    out = array_shape(scatter)
+    outs = scatter_outputs(scatter)
     names = IdentifierAllocator()
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     counts = [math.prod(p.shape.dims) for p in comp.parameters if isinstance(p.shape, ArrayShape)]
@@ -173,23 +189,24 @@ def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
                       index_bits=index_bits_for(counts), rule_for=rule_for)
     for p in comp.parameters:
         em.pointer_for(p)
-    out_pointer = names.fresh("out0_ptr")
+    out_pointers = [names.fresh(f"out{k}_ptr") for k in range(len(outs))]
     em.emit("pid = tl.program_id(0)")
     if plan.mode == "serial":
         with em.block(f"for row_start in range(0, {plan.rows}):"), \
                 em.block(f"for window_start in range(0, {plan.window}, {plan.window_block}):"):
-            _emit_update(em, comp, plan, out, out_pointer, "row_start", "window_start")
+            _emit_update(em, comp, plan, outs, out_pointers, "row_start", "window_start")
             # Rows apply in order: the next row may read what another lane just stored.
             em.emit("tl.debug_barrier()")
     else:
         window_tiles = -(-plan.window // plan.window_block)
         row_start = em.bind(f"(pid // {window_tiles}) * {plan.row_block}", "row_start")
         window_start = em.bind(f"(pid % {window_tiles}) * {plan.window_block}", "window_start")
-        _emit_update(em, comp, plan, out, out_pointer, row_start, window_start)
+        _emit_update(em, comp, plan, outs, out_pointers, row_start, window_start)
     constants = [b for b in em.buffers.values() if b.parameter_number is None]
     signature = [em.buffers[p.name].pointer for p in comp.parameters] + [b.pointer for b in constants]
-    signature.append(out_pointer)
-    operand_number = comp.instruction(scatter.operands[0]).attr("parameter_number")
+    signature.extend(out_pointers)
+    operand_numbers = [comp.instruction(o).attr("parameter_number")
+                       for o in scatter.operands[:len(outs)]]
     header = comment_block(
         f"Generated by triton_backend.lowering for fusion {fusion_instr.name} (scatter template).\n"
         f"{print_instruction(fusion_instr)}\n\n{print_computation(comp)}\n\n"
@@ -198,17 +215,22 @@ def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
     kernel = f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n" + "\n".join(em.lines) + "\n"
     combiners = "\n\n".join(em.helper_functions.values())
     specs = (kernel_specs(kernel_name, plan.grid, comp.parameters,
-                          [b.instruction for b in constants], [out])
-             + f"OUTPUT_FROM_INPUT = ((0, {operand_number}),)\n")
+                          [b.instruction for b in constants], list(outs))
+             + f"OUTPUT_FROM_INPUT = {tuple(enumerate(operand_numbers))!r}\n")
     return (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (combiners + "\n\n" if combiners else "")
             + kernel + "\n\n" + specs + RUNTIME)
 
 
-def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan, out: ArrayShape,
-                 out_pointer: str, row_start: str, window_start: str) -> None:
+def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan,
+                 outs: tuple[ArrayShape, ...], out_pointers: list[str], row_start: str,
+                 window_start: str) -> None:
     scatter = plan.scatter
-    indices_shape = array_shape(comp.instruction(scatter.operands[1]))
-    updates_shape = array_shape(comp.instruction(scatter.operands[2]))
+    count = len(outs)
+    out = outs[0]
+    indices_name = scatter.operands[count]
+    update_names = scatter.operands[count + 1:]
+    indices_shape = array_shape(comp.instruction(indices_name))
+    updates_shape = array_shape(comp.instruction(update_names[0]))
     window_dims = tuple(scatter.attr("update_window_dims", ()))
     inserted = tuple(scatter.attr("inserted_window_dims", ()))
     operand_batching = tuple(scatter.attr("input_batching_dims", ()))
@@ -227,14 +249,14 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan, out:
         update_indices[k] = c
     for k, c in zip(window_dims, window_coords):
         update_indices[k] = c
-    update = em.value(scatter.operands[2], tuple(update_indices))
+    updates = [em.value(u, tuple(update_indices)) for u in update_names]
     index_dims = [k for k in range(indices_shape.rank) if k != vector_dim]
     starts: dict[int, AffineExpr] = {}
     for c, operand_dim in enumerate(to_operand):
         where = list(row_coords)
         if vector_dim < indices_shape.rank:
             where.insert(vector_dim, const(c))
-        raw = em.value(scatter.operands[1], tuple(where))
+        raw = em.value(indices_name, tuple(where))
         starts[operand_dim] = em.new_symbol(f"({raw}).to({em.index_dtype})", f"start{c}", tuple(where))
     for operand_dim, index_dim in zip(operand_batching, indices_batching):
         starts[operand_dim] = row_coords[index_dims.index(index_dim)]
@@ -246,25 +268,29 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan, out:
         offsets[j] = window_coords[i]
     checks = [f"({em.index_text(row)} < {plan.rows})", f"({em.index_text(win)} < {plan.window})"]
     for j, start in starts.items():
-        text = em.index_text(start)
+        text = em.comparable_index(start, (row, win))  # a block: see comparable_index
         checks.append(f"({text} >= 0) & ({text} <= {out.dims[j] - window_size[j]})")
     mask = em.bind(" & ".join(checks), "in_bounds")
     target = tuple(starts.get(j, const(0)) + offsets[j] for j in range(out.rank))
-    offset = em.index_text(buffer_addressing(out, "output 0").offset(target))
-    # Offsets broadcast over the whole tile, so pointer, value and mask share one shape.
-    pointer = em.bind(f"{out_pointer} + {offset} + {em.index_text(row)} * 0 + {em.index_text(win)} * 0",
-                      "target")
-    t = out.element_type
+    pointers = []
+    for k, (shape, out_pointer) in enumerate(zip(outs, out_pointers)):
+        offset = em.index_text(buffer_addressing(shape, f"output {k}").offset(target))
+        # Offsets broadcast over the whole tile, so pointer, value and mask share one shape.
+        pointers.append(em.bind(f"{out_pointer} + {offset} + {em.index_text(row)} * 0 + "
+                                f"{em.index_text(win)} * 0", "target"))
     if plan.mode == "atomic":
-        em.emit(f"tl.atomic_add({pointer}, tl.broadcast_to({update}, {em.shape_of((row, win))}), "
-                f"mask={mask})")
+        em.emit(f"tl.atomic_add({pointers[0]}, tl.broadcast_to({updates[0]}, "
+                f"{em.shape_of((row, win))}), mask={mask})")
         return
-    old = em.bind(render_load_widen(f"tl.load({pointer}, mask={mask}, other=0)", t), "old")
-    combine = combine_function(em, scatter.attr("to_apply"), 1)
+    olds = [em.bind(render_load_widen(f"tl.load({pointer}, mask={mask}, other=0)",
+                                      shape.element_type), "old")
+            for pointer, shape in zip(pointers, outs)]
+    combine = combine_function(em, scatter.attr("to_apply"), count)
     one = "tl.full([], 1, tl.int8)"
-    new = em.names.fresh("new")
-    em.emit(f"{new}, _ = {combine}({old}, {one}, {update}, {one})")
-    em.emit(f"tl.store({pointer}, {render_store_narrow(new, t)}, mask={mask})")
+    news = [em.names.fresh("new") for _ in outs]
+    em.emit(f"{', '.join(news)}, _ = {combine}({', '.join(olds)}, {one}, {', '.join(updates)}, {one})")
+    for pointer, new, shape in zip(pointers, news, outs):
+        em.emit(f"tl.store({pointer}, {render_store_narrow(new, shape.element_type)}, mask={mask})")
 
 
 def compile_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
@@ -284,4 +310,5 @@ def compile_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
                           (plan.row_block, plan.window_block), loaded, reason)
 
 
-__all__ = ["ScatterPlan", "compile_scatter_fusion", "render_scatter_kernel", "scatter_plan"]
+__all__ = ["ScatterPlan", "compile_scatter_fusion", "render_scatter_kernel", "scatter_arity",
+           "scatter_outputs", "scatter_plan"]

@@ -15,6 +15,12 @@
    known trap is timing reps that see the previous rep's writes.
 4. Without a GPU nothing can be measured: candidates are ranked by the cost model and the
    result says so (``method``).  The winner is stored in the tuning database.
+5. The default configuration (what ``compile_fusion`` picks untuned for a GPU) is timed the
+   same way (``AutotuneResult.default``), so the winner's improvement over it is known.
+
+``executor`` may also be a ``dask.distributed.Client`` (``pip install
+'hlo-triton-fusion[distributed]'``): its workers compile (and on a GPU launch) the candidates,
+the parent stores the winner in its one tuning database.
 
 >>> from fusion.parser import parse_hlo
 >>> from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 import multiprocessing
@@ -57,10 +64,15 @@ from triton_backend.tuning.device_specs import DeviceSpec, device_spec
 from triton_backend.tuning.tuning_db import TuningDb, find_fusion, fusion_key
 from tiling.policy.candidates import tiling_candidates
 from fusion.emitter_kind import analyze_fusion
+from fusion.logs import get_logger
 
 DEFAULT_NUM_WARPS = (1, 2, 4, 8)
 DEFAULT_NUM_STAGES = (1, 2, 3)
 DEFAULT_DEVICE = "h100"
+#: The cache key of the untuned default's kernel: a GPU target, so the GPU default tiling.
+_DEFAULT_TARGET = "cuda"
+
+_log = get_logger("triton_backend.tuning.autotune")
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,16 @@ class AutotuneResult:
     trials: tuple[Trial, ...]
     from_cache: bool = False
     cached: dict | None = None
+    #: The untuned default configuration, timed like the candidates (None when unknown).
+    default: Trial | None = None
+
+    @property
+    def speedup_over_default(self) -> float | None:
+        """Default time over the winner's (1.25: the winner takes 20% less time)."""
+        best = self.best
+        if best is None or self.default is None or self.default.error is not None:
+            return None
+        return self.default.time_s / best.time_s
 
     @property
     def best(self) -> Trial | None:
@@ -290,8 +312,46 @@ def measure(module: HloModule, fusion_instr: HloInstruction, trial: Trial) -> Tr
     return replace(trial, median_s=median, p20_s=p20, p80_s=p80)
 
 
+def default_config(module: HloModule, fusion_instr: HloInstruction) -> Config:
+    """The configuration ``compile_fusion`` uses untuned for a GPU: tiling, chunk, launch
+    options (read from the generated kernel file)."""
+    compiled = compiled_fusion.compile_fusion(module, fusion_instr, target=_DEFAULT_TARGET)
+    return Config(tuple(compiled.tile_sizes), compiled.reduction_chunk,
+                  int(getattr(compiled.module, "NUM_WARPS", 4)),
+                  int(getattr(compiled.module, "NUM_STAGES", 1)))
+
+
+def _default_trial(module: HloModule, instr: HloInstruction, spec: DeviceSpec,
+                   trials: Sequence[Trial], on_gpu: bool) -> Trial | None:
+    """The default configuration's trial: from the sweep when it was a candidate, else
+    estimated (and on a GPU measured) alone; None when it cannot be built."""
+    try:
+        config = default_config(module, instr)
+    except FusionCompilerError as err:
+        _log.info("fusion %s: no default configuration to compare with: %s", instr.name,
+                  err.message)
+        return None
+    for trial in trials:
+        if trial.config == config:
+            return trial
+    found = [t for t in plan_sweep(module, instr, spec, num_warps=(config.num_warps,),
+                                   num_stages=(config.num_stages,))
+             if t.config == config]
+    if not found:
+        _log.info("fusion %s: the default %s is not among the legal candidates", instr.name,
+                  config)
+        return None
+    return measure(module, instr, found[0]) if on_gpu else found[0]
+
+
+def _as_executor(executor: Any) -> Executor:
+    """A ``concurrent.futures.Executor``; a ``dask.distributed.Client`` gives its own."""
+    get_executor = getattr(executor, "get_executor", None)
+    return get_executor() if callable(get_executor) else executor
+
+
 def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | None = None,
-             budget: int | None = None, executor: Executor | None = None, jobs: int | None = None,
+             budget: int | None = None, executor: Any = None, jobs: int | None = None,
              db: TuningDb | None = None, force: bool = False,
              num_warps: Iterable[int] = DEFAULT_NUM_WARPS,
              num_stages: Iterable[int] = DEFAULT_NUM_STAGES,
@@ -301,8 +361,9 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
 
     ``device`` names the spec used by the cost model and the database (default: the visible
     GPU, else ``h100``).  A stored result is returned (``from_cache``) unless ``force``.
-    ``executor`` is used as given and not shut down; without one a spawned process pool of
-    ``jobs`` workers is created for the sweep.  ``progress(n)`` is called as compiles and
+    ``executor`` (a ``concurrent.futures.Executor`` or a ``dask.distributed.Client``) is used
+    as given and not shut down; without one a spawned process pool of ``jobs`` workers is
+    created for the sweep.  ``progress(n)`` is called as compiles and
     measurements finish; ``on_total(n)`` first, with their number.
     """
     import torch  # noqa: PLC0415
@@ -316,6 +377,8 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
     if not force:
         stored = db.get(key)
         if stored is not None:
+            _log.info("fusion %s on %s: stored result in %s (use force to re-tune)", instr.name,
+                      spec.key, db.path)
             return AutotuneResult(instr.name, spec.key, bool(stored.get("measured")),
                                   f"from the tuning database ({db.path}): "
                                   f"{stored.get('method', '')}", (), True, stored)
@@ -326,7 +389,9 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
     if on_total is not None:
         on_total(compiles + (len(trials) if on_gpu else 0))
     own = executor is None
-    pool = default_executor(jobs) if own else executor
+    pool = default_executor(jobs) if own else _as_executor(executor)
+    _log.info("fusion %s on %s: %d candidates, %d compiles on %s", instr.name, spec.key,
+              len(trials), compiles, type(pool).__name__)
     try:
         trials = _compile_all(trials, print_hlo(module), instr.name, on_gpu, pool, progress)
     finally:
@@ -345,7 +410,11 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
         trials = sorted(trials, key=lambda t: t.error is not None)  # stable: keeps cost order
         method = (f"predicted by the cost model for {spec.name} (no GPU here: nothing was "
                   "measured; candidates were code-generated and ranked by predicted time)")
-    result = AutotuneResult(instr.name, spec.key, on_gpu, method, tuple(trials))
+    default = _default_trial(module, instr, spec, trials, on_gpu)
+    result = AutotuneResult(instr.name, spec.key, on_gpu, method, tuple(trials), default=default)
     if result.best is not None:
         db.put(key, result.winner_json())
+        _log.info("fusion %s on %s: winner %s warps %d stages %d stored in %s", instr.name,
+                  spec.key, result.best.config.label(), result.best.config.num_warps,
+                  result.best.config.num_stages, db.path)
     return result

@@ -40,6 +40,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +50,15 @@ from fusion.call_graph import reachable_computations
 from fusion.hlo_module import CALLED_COMPUTATION_KEYS, HloComputation, HloInstruction, HloModule
 from fusion.printer import print_computation, print_shape
 from fusion.shape import ArrayShape, TupleShape
-from triton_backend.tuning.kernel_cache import user_cache_path
-from fusion.errors import HloVerifyError
+from triton_backend.tuning.kernel_cache import make_cache_directory, user_cache_path
+from fusion.errors import BadArgumentError, CacheError
 
 DB_ENV = "FUSION_TUNING_DB"
 _DROPPED_ATTRIBUTES = frozenset({"metadata", "frontend_attributes", "statistics"})
 _PARTS = ("computation", "shapes", "device", "triton")
+#: ``TuningDb.export_json``'s format name and version (``fusion-compile tuning export``).
+EXPORT_FORMAT = "hlo-triton-fusion tuning database"
+EXPORT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,10 @@ def find_fusion(module: HloModule, fusion: HloInstruction | str) -> HloInstructi
         if instr.name == fusion:
             return instr
         names.append(instr.name)
-    raise HloVerifyError(f"module {module.name} has no fusion named {fusion!r}; "
-                         f"fusions: {', '.join(names) or 'none'}", where=str(fusion))
+    close = difflib.get_close_matches(str(fusion), names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise BadArgumentError(f"module {module.name} has no fusion named {fusion!r}{hint}; "
+                           f"fusions: {', '.join(names) or 'none'}", where=str(fusion))
 
 
 def canonical_fusion_text(module: HloModule, fusion_instr: HloInstruction) -> str:
@@ -175,10 +181,29 @@ class TuningDb:
         self.path = Path(path) if path is not None else default_db_path()
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, timeout=30)
-        connection.execute(_SCHEMA)
+        """A connection with the table made; a ``CacheError`` naming the file when it cannot
+        be used (a file where its directory should be, not a database, read-only, full)."""
+        make_cache_directory(self.path.parent, DB_ENV, "tuning database's directory")
+        try:
+            if self.path.exists() and not stat.S_ISREG(self.path.stat().st_mode):
+                # sqlite would open a FIFO and block, or fail obscurely on anything else.
+                raise CacheError(f"the tuning database is not a regular file; remove it or set "
+                                 f"{DB_ENV}", where=str(self.path))
+            connection = sqlite3.connect(self.path, timeout=30)
+        except (OSError, sqlite3.Error) as err:
+            raise self._error("cannot open", err) from None
+        try:
+            with connection:
+                connection.execute(_SCHEMA)
+        except sqlite3.Error as err:
+            connection.close()
+            raise self._error("cannot use", err) from None
         return connection
+
+    def _error(self, what: str, err: Exception) -> CacheError:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        return CacheError(f"{what} the tuning database: {reason}; set {DB_ENV} to a writable "
+                          "file", where=str(self.path))
 
     def get(self, key: FusionKey) -> dict[str, Any] | None:
         """The stored result for ``key``, or None."""
@@ -191,11 +216,19 @@ class TuningDb:
     def put(self, key: FusionKey, result: Mapping[str, Any]) -> None:
         """Store (or replace) the result for ``key``; ``result`` must be JSON-serialisable."""
         payload = json.dumps(dict(result), sort_keys=True)
-        with self._connect() as connection:
-            connection.execute(
-                "INSERT OR REPLACE INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key.fingerprint, key.device, key.triton, key.computation, key.shapes, payload,
-                 time.time()))
+        connection = self._connect()
+        try:
+            # One transaction: committed whole, or rolled back (SQLite's journal keeps the file
+            # consistent through a crash or a full disk).
+            with connection:
+                connection.execute(
+                    "INSERT OR REPLACE INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (key.fingerprint, key.device, key.triton, key.computation, key.shapes,
+                     payload, time.time()))
+        except sqlite3.Error as err:
+            raise self._error("cannot write to", err) from None
+        finally:
+            connection.close()
 
     def entries(self) -> list[tuple[FusionKey, dict[str, Any]]]:
         with self._connect() as connection:
@@ -203,6 +236,79 @@ class TuningDb:
                 "SELECT computation, shapes, device, triton, result FROM tuning "
                 "ORDER BY created DESC").fetchall()
         return [(FusionKey(c, s, d, t), json.loads(r)) for c, s, d, t, r in rows]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every entry as plain data (newest first): the key parts, its fingerprint, the
+        stored result and when it was stored (seconds since the epoch)."""
+        if not self.path.exists():
+            return []
+        with self._connect() as connection:
+            rows = connection.execute(
+                "SELECT computation, shapes, device, triton, result, created FROM tuning "
+                "ORDER BY created DESC").fetchall()
+        return [{"fingerprint": FusionKey(c, s, d, t).fingerprint, "device": d, "triton": t,
+                 "shapes": s, "computation": c, "result": json.loads(r), "created": created}
+                for c, s, d, t, r, created in rows]
+
+    def export_json(self) -> dict[str, Any]:
+        """The whole database as a JSON object that ``import_json`` reads on another machine."""
+        return {"format": EXPORT_FORMAT, "schema_version": EXPORT_VERSION,
+                "entries": [{k: row[k] for k in (*_PARTS, "result", "created")}
+                            for row in self.rows()]}
+
+    def import_json(self, data: Mapping[str, Any], where: str = "import") -> int:
+        """Store the entries of an ``export_json`` object (a newer stored entry of the same
+        key is kept); returns how many were written.  A malformed object is a ``CacheError``."""
+        if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
+            raise CacheError(f"not a tuning-database export (expected \"format\": "
+                             f"\"{EXPORT_FORMAT}\")", where=where)
+        if data.get("schema_version") != EXPORT_VERSION:
+            raise CacheError(f"unsupported export schema_version {data.get('schema_version')!r}"
+                             f" (this version reads {EXPORT_VERSION})", where=where)
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            raise CacheError("an export needs a list of \"entries\"", where=where)
+        rows = []
+        for n, entry in enumerate(entries):
+            if not isinstance(entry, Mapping) or not all(isinstance(entry.get(p), str)
+                                                         for p in _PARTS) \
+                    or not isinstance(entry.get("result"), Mapping):
+                raise CacheError(f"entry {n} needs string {', '.join(_PARTS)} and an object "
+                                 "result", where=where)
+            key = FusionKey(*(entry[p] for p in _PARTS))
+            created = entry.get("created")
+            created = float(created) if isinstance(created, (int, float)) else time.time()
+            rows.append((key.fingerprint, key.device, key.triton, key.computation, key.shapes,
+                         json.dumps(dict(entry["result"]), sort_keys=True), created))
+        connection = self._connect()
+        try:
+            with connection:
+                before = connection.total_changes
+                connection.executemany(
+                    "INSERT INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (fingerprint, device, triton) DO UPDATE SET "
+                    "result=excluded.result, created=excluded.created "
+                    "WHERE excluded.created >= tuning.created", rows)
+                written = connection.total_changes - before
+        except sqlite3.Error as err:
+            raise self._error("cannot write to", err) from None
+        finally:
+            connection.close()
+        return written
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many there were."""
+        if not self.path.exists():
+            return 0
+        connection = self._connect()
+        try:
+            with connection:
+                removed = connection.execute("DELETE FROM tuning").rowcount
+        except sqlite3.Error as err:
+            raise self._error("cannot write to", err) from None
+        finally:
+            connection.close()
+        return removed
 
     def explain_miss(self, key: FusionKey) -> str:
         """Why ``key`` is not in the database: the nearest entry and the parts that differ.

@@ -31,6 +31,8 @@ _TL_STORAGE = {
     "pred": "tl.int1", "s8": "tl.int8", "s16": "tl.int16", "s32": "tl.int32", "s64": "tl.int64",
     "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
     "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
+    # Sub-byte integers: one value per byte, sign- or zero-extended (``wrap_sub_byte``).
+    "s2": "tl.int8", "s4": "tl.int8", "u2": "tl.uint8", "u4": "tl.uint8",
 }
 
 
@@ -107,11 +109,31 @@ def _int_max(t: ElementType) -> int:
 
 
 def _unsigned_of(t: ElementType) -> str:
-    return {8: "tl.uint8", 16: "tl.uint16", 32: "tl.uint32", 64: "tl.uint64"}[t.bits]
+    return {8: "tl.uint8", 16: "tl.uint16", 32: "tl.uint32", 64: "tl.uint64"}[max(t.bits, 8)]
 
 
 def _signed_of(t: ElementType) -> str:
-    return {8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}[t.bits]
+    return {8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}[max(t.bits, 8)]
+
+
+def _bits_u32(x: str, t: ElementType) -> str:
+    """The ``t.bits`` bits of integer ``x`` (up to 32 bits wide) as a ``uint32``."""
+    u = f"{x}.to({_unsigned_of(t)}, bitcast=True).to(tl.uint32)"
+    return f"({u} & {(1 << t.bits) - 1})" if t.bits < 8 else u
+
+
+def wrap_sub_byte(expr: str, t: ElementType) -> str:
+    """``expr`` (a byte-wide integer) reduced to ``t``'s sub-byte range, as two's complement
+    arithmetic in ``t.bits`` wraps: sign-extended from bit ``t.bits - 1`` (signed) or masked.
+
+    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> wrap_sub_byte("x", T["s4"]), wrap_sub_byte("x", T["u2"])
+    ('((((x).to(tl.int32) << 28) >> 28).to(tl.int8))', '(((x).to(tl.int32) & 3).to(tl.uint8))')
+    """
+    if t.is_signed:
+        shift = 32 - t.bits
+        return f"(((({expr}).to(tl.int32) << {shift}) >> {shift}).to(tl.int8))"
+    return f"((({expr}).to(tl.int32) & {(1 << t.bits) - 1}).to(tl.uint8))"
 
 
 def _float_operand(call: ElementwiseCall) -> str:
@@ -232,8 +254,7 @@ def lower_count_leading_zeros(call: ElementwiseCall) -> str:
         hi, lo = f"({u} >> 32).to(tl.uint32)", f"({u} & 0xFFFFFFFF).to(tl.uint32)"
         n = f"tl.where({hi} == 0, 32 + xla_math.clz32({lo}), xla_math.clz32({hi}))"
     else:
-        u = f"{x}.to({_unsigned_of(t)}, bitcast=True).to(tl.uint32)"
-        n = f"(xla_math.clz32({u}) - {32 - t.bits})"
+        n = f"(xla_math.clz32({_bits_u32(x, t)}) - {32 - t.bits})"
     return f"{n}.to({storage_dtype(t)})"
 
 
@@ -292,7 +313,7 @@ def lower_popcnt(call: ElementwiseCall) -> str:
         n = (f"(xla_math.popc32(({u} >> 32).to(tl.uint32)) + "
              f"xla_math.popc32(({u} & 0xFFFFFFFF).to(tl.uint32)))")
     else:
-        n = f"xla_math.popc32({x}.to({_unsigned_of(t)}, bitcast=True).to(tl.uint32))"
+        n = f"xla_math.popc32({_bits_u32(x, t)})"
     return f"{n}.to({storage_dtype(t)})"
 
 
@@ -304,6 +325,41 @@ def lower_power(call: ElementwiseCall) -> str:
     if not t.is_integer:
         raise call.unsupported("power on pred")
     return f"xla_math.int_pow({x}, {y}, {t.bits}, {t.kind == 'signed'})"
+
+
+#: Float type -> (exponent bits, mantissa bits, how its register value gives its bits as an
+#: int64, how an int64 bit pattern ``{}`` becomes its register value again).
+_FLOAT_BITS = {
+    "f64": (11, 52, "{x}.to(tl.int64, bitcast=True)", "{b}.to(tl.float64, bitcast=True)"),
+    "f32": (8, 23, "({x}.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)",
+            "{b}.to(tl.int32).to(tl.float32, bitcast=True)"),
+    # 16-bit floats are held in fp32 (numerics_policy) and rounded in their own format.
+    "f16": (5, 10, "({x}.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int64) & 0xFFFF)",
+            "{b}.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)"),
+    "bf16": (8, 7, "(({x}.to(tl.int32, bitcast=True).to(tl.int64) >> 16) & 0xFFFF)",
+             "({b} << 16).to(tl.int32).to(tl.float32, bitcast=True)"),
+}
+
+
+def lower_reduce_precision(call: ElementwiseCall) -> str:
+    """XLA's ``reduce-precision`` in integer bit arithmetic (``xla_math.reduce_precision_bits``).
+
+    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> call = ElementwiseCall("reduce-precision", ("x",), (T["f32"],), T["f32"],
+    ...                        {"exponent_bits": 5, "mantissa_bits": 10})
+    >>> lower_reduce_precision(call)  # doctest: +ELLIPSIS
+    'tl.where((x) != (x), (x), xla_math.reduce_precision_bits(((x).to(tl.int32, ..., 8, 23, 5, 10)...)'
+    """
+    x, t = _p(call.operands[0]), call.result_type
+    if t.name not in _FLOAT_BITS:
+        raise call.unsupported("expects a floating-point operand (f16, bf16, f32, f64)")
+    exponent_bits, mantissa_bits = call.attributes.get("exponent_bits"), call.attributes.get("mantissa_bits")
+    if not isinstance(exponent_bits, int) or not isinstance(mantissa_bits, int):
+        raise call.unsupported("needs integer exponent_bits and mantissa_bits")
+    source_e, source_m, to_bits, from_bits = _FLOAT_BITS[t.name]
+    rounded = (f"xla_math.reduce_precision_bits({to_bits.format(x=x)}, {source_e}, {source_m}, "
+               f"{exponent_bits}, {mantissa_bits})")
+    return f"tl.where({x} != {x}, {x}, {from_bits.format(b=rounded)})"
 
 
 def lower_remainder(call: ElementwiseCall) -> str:
@@ -341,7 +397,10 @@ def lower_shift(kind: str) -> Rule:
         if kind == "left":
             return f"tl.where({oob}, {x} * 0, {x} << {safe})"
         if kind == "logical":
-            shifted = f"({x}.to({_unsigned_of(t)}, bitcast=True) >> {safe}.to({_unsigned_of(t)}, bitcast=True))"
+            bits = f"{x}.to({_unsigned_of(t)}, bitcast=True)"
+            if t.bits < 8:  # the sub-byte value's own bits, not its sign extension
+                bits = f"({bits} & {(1 << t.bits) - 1})"
+            shifted = f"({bits} >> {safe}.to({_unsigned_of(t)}, bitcast=True))"
             return f"tl.where({oob}, {x} * 0, {shifted}.to({storage_dtype(t)}, bitcast=True))"
         amount = f"tl.where({oob}, {y} * 0 + {t.bits - 1}, {y}).to({_signed_of(t)}, bitcast=True)"
         return f"({x}.to({_signed_of(t)}, bitcast=True) >> {amount}).to({storage_dtype(t)}, bitcast=True)"
@@ -414,6 +473,7 @@ ELEMENTWISE_RULES: dict[str, Rule] = {
     "or": lower_bitwise("|"),
     "popcnt": lower_popcnt,
     "power": lower_power,
+    "reduce-precision": lower_reduce_precision,
     "remainder": lower_remainder,
     "round-nearest-afz": lower_simple_float("xla_math.round_nearest_afz({x})"),
     "round-nearest-even": lower_simple_float("xla_math.round_nearest_even({x})"),
@@ -452,6 +512,8 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
         # rank-0 one broadcast to a block (``and(compare(c, c), p)``) becomes floats and the
         # next ``&`` fails; a select of constants relabels it int1 (free on a GPU).
         expr = f"tl.where({expr}, True, False)"
+    if result_type.is_integer and result_type.bits < 8:
+        expr = wrap_sub_byte(expr, result_type)
     if result_type.name == "bf16":
         expr = f"xla_math.round_to_bf16({expr})"
     elif result_type.name == "f16":

@@ -79,11 +79,48 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> li
     accumulators = [em.bind(f"tl.broadcast_to({v}, {shape})", f"{instr.name}_in") for v in values]
     accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})", f"{instr.name}_valid"))
     for axis in axes:
+        if em.tree_reductions:
+            accumulators = emit_tree_reduce(em, accumulators, axis, shape, combine, instr.name)
+            shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
+            continue
         reduced = [em.names.fresh(f"{instr.name}_acc") for _ in accumulators]
         em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(accumulators)},), {axis}, "
                 f"{combine}, keep_dims=True)")
         accumulators = reduced
     return accumulators
+
+
+def emit_tree_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tuple[int, ...],
+                     combine: str, hint: str) -> list[str]:
+    """Reduce ``tensors`` (one shape, ``axis`` a power of two) over ``axis`` with ``combine``,
+    keeping the axis as size 1, by halving steps: split the axis into (even, odd) element
+    pairs with ``tl.reshape`` + ``tl.split`` and combine the halves, ``log2(n)`` times.
+
+    The result equals ``tl.reduce`` for an associative combiner (a pairwise tree, as a GPU
+    reduces too); under the interpreter each step is one vectorized combine, where
+    ``tl.reduce`` calls the combiner once per element.
+    """
+    rank = len(shape)
+    order = [a for a in range(rank) if a != axis] + [axis]
+    outer = [shape[a] for a in order[:-1]]
+    n = shape[axis]
+    if n == 1:
+        return tensors
+    if axis != rank - 1:
+        tensors = [em.bind(f"tl.permute({t}, {tuple(order)})", f"{hint}_t") for t in tensors]
+    while n > 1:
+        n //= 2
+        evens, odds = [], []
+        for t in tensors:
+            even, odd = em.names.fresh(f"{hint}_even"), em.names.fresh(f"{hint}_odd")
+            em.emit(f"{even}, {odd} = tl.split(tl.reshape({t}, {tuple(outer + [n, 2])}))")
+            evens.append(even)
+            odds.append(odd)
+        tensors = [em.names.fresh(f"{hint}_acc") for _ in tensors]
+        em.emit(f"{', '.join(tensors)} = {combine}({', '.join(evens)}, {', '.join(odds)})")
+    # The reduced axis has size 1, so putting it back in place reorders no data.
+    kept = tuple(1 if a == axis else m for a, m in enumerate(shape))
+    return [em.bind(f"tl.reshape({t}, {kept})", f"{hint}_acc") for t in tensors]
 
 
 def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_types, combine) -> list[str]:
@@ -129,4 +166,4 @@ def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineE
     return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits)
 
 
-__all__ = ["combine_function", "emit_reduction", "lower_reduce"]
+__all__ = ["combine_function", "emit_reduction", "emit_tree_reduce", "lower_reduce"]

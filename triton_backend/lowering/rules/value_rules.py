@@ -78,7 +78,13 @@ def lower_bitcast(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> 
     # The analysis' map ignores packing (E(n)) and refuses tiles; a physical layout has no
     # per-dim strides to reinterpret, so it is rejected here with that reason.
     physical_strides(out), physical_strides(operand)
-    return lower_through_map(em, instr, indices)
+    value = lower_through_map(em, instr, indices)
+    if out.element_type.name == operand.element_type.name:
+        return value
+    # Another element type of the same width: the map moves elements, the bits are then
+    # reinterpreted exactly as bitcast-convert does (not converted by value).
+    expr = render_elementwise("bitcast-convert", (value,), (operand.element_type,), out.element_type)
+    return em.bind(expr, instr.name)
 
 
 def lower_concatenate(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
@@ -113,9 +119,7 @@ def lower_dynamic_update_slice(em: ValueEmitter, instr: HloInstruction, indices:
 
 
 def lower_gather(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:
-    for key in ("operand_batching_dims", "start_indices_batching_dims"):
-        if instr.attr(key, ()):
-            raise UnsupportedOpError(f"gather with {key} is not supported", where=instr.name)
+    # Batching dims are in the operand's map (read at the partner output batch dim).
     return em.value(instr.operands[0],
                     exact_operand_indices(em, instr, 0, indices, hint="gather_start"))
 

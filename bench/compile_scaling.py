@@ -1,0 +1,301 @@
+"""How compile time grows with module size: per phase, on generated chains and a real model.
+
+Generated unfused modules (``chain_module``) of N ops in the ENTRY computation:
+
+* ``elementwise``: ``v[i] = negate(v[i-1])``;
+* ``reshape``: reshapes through ``f32[8,16]``, ``f32[128]``, ``f32[4,32]``, ``f32[16,8]``,
+  a negate after each (canonicalization would fold a reshape of a reshape);
+* ``transpose``: ``f32[8,16] <-> f32[16,8]`` transposes, a negate after each;
+* ``diamond``: ``a = negate(x); x' = add(x, a)`` (every value read twice);
+* ``wide-diamond``: ``x`` read by 8 branches (negate, abs, ...) summed back into one value;
+
+and a real JAX training step (a two-layer transformer's forward, backward and SGD update,
+``bench/programs/training/transformer_train_step.hlo``, written by
+``bench/programs/generate.py --training-step``).
+
+Phases, each timed alone (min of ``--repeat`` runs): ``parse`` (text -> module), ``fuse``
+(``tiling.priority_fusion.fuse_module``), ``indexing`` (the output->input maps of every
+fused computation), ``tiling`` (the tile analysis and the tiling choice of every fusion),
+``codegen`` (every fusion's kernel file text), and ``compile_hlo`` cold (fresh kernel cache,
+the whole chain, kernels loaded for the Triton interpreter: no Triton compile) and warm
+(again in the same process, when ``triton_backend.driver`` has a compiled-module cache;
+else ``n/a``).  Prints a table; ``--csv FILE`` writes the rows, ``--png FILE`` a log-log
+plot of seconds per phase against ops with the fitted slope per phase (matplotlib).
+
+    python bench/compile_scaling.py [--sizes 100 1000 5000 20000] [--kinds ...] [--csv F]
+                                    [--png F] [--no-compile] [--repeat R]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels load for the interpreter: no GPU
+
+from fusion.hlo_module import HloModule  # noqa: E402
+from fusion.parser import parse_hlo  # noqa: E402
+from fusion.printer import print_hlo  # noqa: E402
+from tiling.indexing_analysis.fusion_indexing import (  # noqa: E402
+    output_to_input_indexing_of_computation,
+)
+from tiling.priority_fusion import fuse_module  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TRAINING_STEP = HERE / "programs" / "training" / "transformer_train_step.hlo"
+SIZES = (100, 1000, 5000, 20000)
+PHASES = ("parse", "fuse", "indexing", "tiling", "codegen", "compile_cold", "compile_warm")
+
+_RESHAPE_SHAPES = ("f32[8,16]", "f32[128]", "f32[4,32]", "f32[16,8]")
+_BRANCH_OPS = ("negate", "abs", "floor", "ceil", "sign", "negate", "abs", "floor")
+
+
+def _elementwise(n: int) -> list[str]:
+    return [f"v{i} = f32[8,16] negate(v{i - 1})" for i in range(1, n + 1)]
+
+
+def _reshape(n: int) -> list[str]:
+    # A negate between reshapes: canonicalization folds a reshape of a reshape into one.
+    return [f"v{i} = {_RESHAPE_SHAPES[((i + 1) // 2) % 4]} "
+            + (f"reshape(v{i - 1})" if i % 2 else f"negate(v{i - 1})") for i in range(1, n + 1)]
+
+
+def _transpose(n: int) -> list[str]:
+    # A negate between transposes: canonicalization folds a transpose of a transpose.
+    return [f"v{i} = f32[{'16,8' if ((i + 1) // 2) % 2 else '8,16'}] "
+            + (f"transpose(v{i - 1}), dimensions={{1,0}}" if i % 2 else f"negate(v{i - 1})")
+            for i in range(1, n + 1)]
+
+
+def _diamond(n: int) -> list[str]:
+    lines, v = [], 0
+    while len(lines) + 2 <= n:
+        lines.append(f"a{v} = f32[8,16] negate(v{v})")
+        lines.append(f"v{v + 1} = f32[8,16] add(v{v}, a{v})")
+        v += 1
+    return lines
+
+
+def _wide_diamond(n: int) -> list[str]:
+    width = len(_BRANCH_OPS)
+    lines, v = [], 0
+    while len(lines) + 2 * width <= n:
+        branches = [f"b{v}_{k}" for k in range(width)]
+        lines += [f"{b} = f32[8,16] {op}(v{v})" for b, op in zip(branches, _BRANCH_OPS)]
+        acc = branches[0]
+        for k in range(1, width):
+            out = f"v{v + 1}" if k == width - 1 else f"s{v}_{k}"
+            lines.append(f"{out} = f32[8,16] add({acc}, {branches[k]})")
+            acc = out
+        v += 1
+    return lines
+
+
+GENERATORS = {"elementwise": _elementwise, "reshape": _reshape, "transpose": _transpose,
+              "diamond": _diamond, "wide-diamond": _wide_diamond}
+
+
+def chain_text(kind: str, n: int) -> str:
+    """HLO text of an unfused ENTRY computation: a parameter and about ``n`` ops of ``kind``.
+
+    >>> print(chain_text("elementwise", 2))
+    HloModule elementwise_2
+    ENTRY main {
+      v0 = f32[8,16] parameter(0)
+      v1 = f32[8,16] negate(v0)
+      ROOT v2 = f32[8,16] negate(v1)
+    }
+    """
+    lines = ["v0 = f32[8,16] parameter(0)"] + GENERATORS[kind](n)
+    lines[-1] = "ROOT " + lines[-1]
+    return f"HloModule {kind.replace('-', '_')}_{n}\nENTRY main {{\n  " + "\n  ".join(lines) \
+        + "\n}"
+
+
+def fused_chain_text(kind: str, n: int) -> str:
+    """The same chain as one fused computation that a ``kLoop`` fusion calls: one kernel of
+    ``n`` ops, deeper than the fusion pass would ever make (its member limit)."""
+    lines = ["v0 = f32[8,16] parameter(0)"] + GENERATORS[kind](n)
+    lines[-1] = "ROOT " + lines[-1]
+    shape = lines[-1].split(" = ")[1].split()[0]
+    return (f"HloModule fused_{kind.replace('-', '_')}_{n}\nchain {{\n  " + "\n  ".join(lines)
+            + f"\n}}\nENTRY main {{\n  x = f32[8,16] parameter(0)\n"
+            + f"  ROOT f = {shape} fusion(x), kind=kLoop, calls=chain\n}}")
+
+
+def chain_module(kind: str, n: int) -> HloModule:
+    """``chain_text(kind, n)`` parsed."""
+    return parse_hlo(chain_text(kind, n))
+
+
+def fusions_of(module: HloModule) -> list:
+    """The fusions the index-expression emitter compiles (templates' are left out: their
+    kernels come from ``triton_backend/templates``)."""
+    from triton_backend.driver.compiled_fusion import (
+        SPECIAL_FUSIONS,
+        SUPPORTED_KINDS,
+        emitter_analysis,
+    )
+
+    return [(module, i) for c in module.computations for i in c.instructions
+            if i.opcode == "fusion" and not any(p(module, i) for _, p, _ in SPECIAL_FUSIONS)
+            and emitter_analysis(module, i).kind.value in SUPPORTED_KINDS]
+
+
+def phase_indexing(fusions: list) -> None:
+    for module, instr in fusions:
+        output_to_input_indexing_of_computation(module.computation(instr.attr("calls")), module)
+
+
+def phase_tiling(fusions: list) -> list:
+    from triton_backend.driver.compiled_fusion import choose_fusion_tiling
+
+    return [choose_fusion_tiling(m, i, None, None) for m, i in fusions]
+
+
+def phase_codegen(fusions: list, tilings: list) -> None:
+    from triton_backend.driver.compiled_fusion import emitter_analysis
+    from triton_backend.lowering.kernel_file import render_kernel_file
+
+    for (m, instr), (tiles, chunk, _) in zip(fusions, tilings):
+        kind = emitter_analysis(m, instr).kind.value
+        render_kernel_file(m, instr, tiles, kind, reduction_chunk=chunk)
+
+
+def _timed(fn, repeat: int):
+    best, result = math.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def measure(text: str, *, repeat: int = 1, compile_: bool = True) -> dict[str, float | None]:
+    """Seconds per phase for one module's text (None: not measured or not available)."""
+    from triton_backend.driver import module_runner
+
+    out: dict[str, float | None] = dict.fromkeys(PHASES)
+    out["parse"], module = _timed(lambda: parse_hlo(text), repeat)
+    out["fuse"], fused = _timed(lambda: fuse_module(module).module, repeat)
+    fusions = fusions_of(fused)
+    out["indexing"], _ = _timed(lambda: phase_indexing(fusions), repeat)
+    out["tiling"], tilings = _timed(lambda: phase_tiling(fusions), repeat)
+    out["codegen"], _ = _timed(lambda: phase_codegen(fusions, tilings), repeat)
+    if compile_:
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["FUSION_KERNEL_CACHE"] = cache
+            start = time.perf_counter()
+            module_runner.compile_hlo(text)
+            out["compile_cold"] = time.perf_counter() - start
+            if _has_module_cache(module_runner):
+                out["compile_warm"], _ = _timed(lambda: module_runner.compile_hlo(text), repeat)
+    return out
+
+
+def _has_module_cache(module_runner) -> bool:
+    import triton_backend.driver as driver
+
+    return any("module_cache" in name for name in dir(driver)) or any(
+        "module_cache" in name for name in dir(module_runner))
+
+
+def fitted_slope(sizes: list[int], seconds: list[float]) -> float | None:
+    """Least-squares slope of log(seconds) against log(size): 1 is linear, 2 quadratic.
+
+    >>> round(fitted_slope([10, 100, 1000], [1.0, 10.0, 100.0]), 6)
+    1.0
+    """
+    points = [(math.log(n), math.log(s)) for n, s in zip(sizes, seconds) if s and s > 0]
+    if len(points) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
+
+
+def _cell(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
+    parser.add_argument("--kinds", nargs="*", default=list(GENERATORS) + ["training-step"])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-compile", action="store_true", help="skip compile_hlo")
+    parser.add_argument("--csv", type=Path)
+    parser.add_argument("--png", type=Path)
+    args = parser.parse_args(argv)
+    sys.setrecursionlimit(1000)  # the default: a walk that recursed would fail here
+    rows: list[dict] = []
+    print(f"{'kind':13} {'ops':>6} " + " ".join(f"{p:>12}" for p in PHASES)
+          + f" {'us/op fuse':>10}")
+    for kind in args.kinds:
+        if kind == "training-step":
+            if not TRAINING_STEP.exists():
+                print(f"{kind}: {TRAINING_STEP} missing (generate.py --training-step)")
+                continue
+            texts = [(TRAINING_STEP.read_text(), None)]
+        else:
+            texts = [(chain_text(kind, n), n) for n in args.sizes]
+        for text, n in texts:
+            ops = n if n is not None else text.count(" = ")
+            times = measure(text, repeat=args.repeat, compile_=not args.no_compile)
+            row = {"kind": kind, "ops": ops, **times}
+            rows.append(row)
+            print(f"{kind:13} {ops:>6} " + " ".join(f"{_cell(times[p]):>12}" for p in PHASES)
+                  + f" {1e6 * times['fuse'] / ops:>10.1f}", flush=True)
+    print("\nfitted slope of log(seconds) against log(ops), per kind and phase:")
+    for kind in args.kinds:
+        kind_rows = [r for r in rows if r["kind"] == kind]
+        if len(kind_rows) < 2:
+            continue
+        slopes = {p: fitted_slope([r["ops"] for r in kind_rows], [r[p] for r in kind_rows])
+                  for p in PHASES}
+        print(f"  {kind:13} " + " ".join(f"{p}={'n/a' if s is None else f'{s:.2f}'}"
+                                          for p, s in slopes.items()))
+    if args.csv:
+        with args.csv.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, ["kind", "ops", *PHASES])
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.png:
+        _plot(rows, args.kinds, args.png)
+    return 0
+
+
+def _plot(rows: list[dict], kinds: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chain_kinds = [k for k in kinds if len([r for r in rows if r["kind"] == k]) >= 2]
+    fig, axes = plt.subplots(1, max(1, len(chain_kinds)), figsize=(4 * max(1, len(chain_kinds)),
+                                                                   4), squeeze=False)
+    for ax, kind in zip(axes[0], chain_kinds):
+        kind_rows = [r for r in rows if r["kind"] == kind]
+        for phase in PHASES:
+            pts = [(r["ops"], r[phase]) for r in kind_rows if r[phase]]
+            if len(pts) < 2:
+                continue
+            slope = fitted_slope([p[0] for p in pts], [p[1] for p in pts])
+            ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                      label=f"{phase} (slope {slope:.2f})")
+        ax.set_title(kind)
+        ax.set_xlabel("ops")
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""What a reducer or scatter combiner computes, recognised by behaviour, not by op names.
+
+A ``to_apply`` computation over two scalars is run in the reference evaluator on sample pairs
+and compared with each candidate function; it is that function when every pair agrees.  So a
+reducer written as ``maximum(p0, p1)``, ``maximum(p1, p0)`` or ``select(p0 > p1, p0, p1)`` is
+recognised alike.
+
+>>> from fusion.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... r {
+...   a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   g = pred[] compare(b, a), direction=GT
+...   ROOT s = f32[] select(g, b, a)
+... }
+... ENTRY e {
+...   x = f32[3] parameter(0)
+...   z = f32[] constant(0)
+...   ROOT y = f32[] reduce(x, z), dimensions={0}, to_apply=r
+... }''')
+>>> combiner_kind(m, "r")
+<CombinerKind.MAX: 'maximum'>
+"""
+from __future__ import annotations
+
+import enum
+from typing import Callable
+
+import numpy as np
+
+from fusion.errors import FusionCompilerError
+from fusion.evaluator.interpreter import Evaluator, flatten_value
+from fusion.evaluator.numerics import numpy_dtype
+from fusion.hlo_module import HloModule
+from fusion.shape import ArrayShape, flatten_shape
+
+
+class CombinerKind(enum.Enum):
+    """A binary scalar function; the value is the HLO opcode computing it, if one does."""
+
+    ADD = "add"
+    MUL = "multiply"
+    MAX = "maximum"
+    MIN = "minimum"
+    SET = "set"  # (old, new) -> new: a scatter that overwrites
+
+
+_CANDIDATES: dict[CombinerKind, Callable[[float, float], float]] = {
+    CombinerKind.ADD: lambda a, b: a + b,
+    CombinerKind.MUL: lambda a, b: a * b,
+    CombinerKind.MAX: max,
+    CombinerKind.MIN: min,
+    CombinerKind.SET: lambda a, b: b,
+}
+
+# Exactly representable in every float type (bf16 included), with ties, signs and zeros.
+_SAMPLES = ((1.5, -2.25), (-0.75, 3.0), (2.0, 2.0), (0.0, -4.0), (-1.25, -0.5), (6.0, 0.25))
+
+
+def combiner_kind(module: HloModule, name: str, output: int = 0) -> CombinerKind | None:
+    """The kind of the scalar computation ``name`` as a function of its float parameters
+    ``output`` and ``n + output`` (``n`` the number of results), on its result ``output``;
+    the other parameters (the indices of an argmax) are held at zero.  ``None`` when it is
+    no known function of them."""
+    comp = module.computation(name)
+    params = comp.parameters
+    results = flatten_shape(comp.root.shape)
+    count = len(results)
+    if len(params) != 2 * count or output >= count or not all(
+        isinstance(p.shape, ArrayShape) and p.shape.rank == 0 for p in params):
+        return None
+    lhs, rhs = params[output].shape, params[count + output].shape
+    if not (lhs.element_type.is_float and rhs.element_type.is_float):
+        return None
+    evaluator = Evaluator(module)
+    outputs = []
+    try:
+        for a, b in _SAMPLES:
+            args = [np.zeros((), numpy_dtype(p.shape)) for p in params]
+            args[output] = np.asarray(a, numpy_dtype(lhs))
+            args[count + output] = np.asarray(b, numpy_dtype(rhs))
+            value = flatten_value(evaluator.call(name, args))[output]
+            outputs.append(float(np.asarray(value)))
+    except FusionCompilerError:
+        return None
+    for kind, function in _CANDIDATES.items():
+        if all(out == function(a, b) for out, (a, b) in zip(outputs, _SAMPLES)):
+            return kind
+    return None

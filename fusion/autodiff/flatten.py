@@ -1,0 +1,111 @@
+"""One flat computation to differentiate: calls and fusions inlined, loops unrolled.
+
+The reverse pass walks one computation.  Before it does, every ``call`` and ``fusion`` is
+replaced by the instructions of the computation it runs (their parameters bound to its
+operands), and every ``while`` with a known trip count by that many copies of its body.  A
+``get-tuple-element`` of a ``tuple`` then reads the element directly, so an unrolled loop's
+state tuples vanish.  What stays called: reducers, comparators, scatter combiners and the
+branches of a ``conditional`` (differentiated by their own rule).
+
+>>> from fusion.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... sq {
+...   a = f32[2] parameter(0)
+...   ROOT m = f32[2] multiply(a, a)
+... }
+... ENTRY e {
+...   x = f32[2] parameter(0)
+...   ROOT c = f32[2] call(x), to_apply=sq
+... }''')
+>>> flat = flatten_computation(m, m.entry)
+>>> [(i.name, i.opcode, i.operands) for i in flat.instructions]
+[('x', 'parameter', ()), ('m', 'multiply', ('x', 'x'))]
+"""
+from __future__ import annotations
+
+from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
+from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.instruction_order import operands_first
+
+# Unrolling copies the body this many times at most: beyond, the backward module would be huge.
+MAX_UNROLLED_TRIPS = 1024
+
+
+class _Flattener:
+    def __init__(self, module: HloModule, taken: set[str]) -> None:
+        self.module = module
+        self.out: list[HloInstruction] = []
+        self.by_name: dict[str, HloInstruction] = {}
+        self.taken = taken
+
+    def fresh(self, name: str) -> str:
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        n = 1
+        while f"{name}.{n}" in self.taken:
+            n += 1
+        self.taken.add(f"{name}.{n}")
+        return f"{name}.{n}"
+
+    def emit(self, instr: HloInstruction) -> str:
+        self.out.append(instr)
+        self.by_name[instr.name] = instr
+        return instr.name
+
+    def run(self, comp: HloComputation, args: list[str] | None) -> str:
+        """Emit ``comp``'s instructions; parameters are ``args`` (kept as they are when
+        ``args`` is ``None``, for the outermost computation).  Returns the root's name."""
+        env: dict[str, str] = {}
+        for name in operands_first(comp, [comp.root_name]):
+            instr = comp.instruction(name)
+            operands = [env[o] for o in instr.operands]
+            if instr.opcode == "parameter":
+                if args is None:
+                    env[name] = self.emit(instr.replace(name=self.fresh(name)))
+                else:
+                    env[name] = args[instr.attr("parameter_number")]
+            elif instr.opcode in ("call", "fusion"):
+                callee = instr.attr("to_apply" if instr.opcode == "call" else "calls")
+                env[name] = self.run(self.module.computation(callee), operands)
+            elif instr.opcode == "while":
+                env[name] = self.unroll(instr, operands[0])
+            elif (instr.opcode == "get-tuple-element"
+                  and self.by_name[operands[0]].opcode == "tuple"):
+                env[name] = self.by_name[operands[0]].operands[instr.attr("index")]
+            else:
+                copied = instr.replace(name=self.fresh(name), operands=tuple(operands))
+                env[name] = self.emit(copied)
+        # A computation's outermost parameters stay even when the root does not read them.
+        if args is None:
+            for param in comp.parameters:
+                if param.name not in env:
+                    env[param.name] = self.emit(param.replace(name=self.fresh(param.name)))
+        return env[comp.root_name]
+
+    def unroll(self, instr: HloInstruction, init: str) -> str:
+        """The body inlined once per trip; a loop whose trip count is not known, or too large,
+        stays a ``while`` (its VJP rule says why it cannot be differentiated)."""
+        trips = xla_trip_count(instr)
+        if trips is None:
+            condition = flatten_computation(self.module,
+                                            self.module.computation(instr.attr("condition")))
+            body = flatten_computation(self.module, self.module.computation(instr.attr("body")))
+            trips = known_trip_count(condition, body, self.by_name.get(init), self.by_name.get)
+        if trips is None or trips > MAX_UNROLLED_TRIPS:
+            return self.emit(instr.replace(name=self.fresh(instr.name), operands=(init,)))
+        body = self.module.computation(instr.attr("body"))
+        state = init
+        for _ in range(trips):
+            state = self.run(body, [state])
+        return state
+
+
+def flatten_computation(module: HloModule, comp: HloComputation, taken: set[str] | None = None
+                        ) -> HloComputation:
+    """``comp`` with its calls and fusions inlined and its counted loops unrolled; parameters
+    keep their names and numbers.  ``taken`` holds names the result must not use (it is
+    updated with the names used)."""
+    flattener = _Flattener(module, set() if taken is None else taken)
+    root = flattener.run(comp, None)
+    return HloComputation(comp.name, tuple(flattener.out), root, comp.is_entry, comp.location)

@@ -1,0 +1,41 @@
+"""The VJP rules, one per opcode, alphabetical: ``vjp_<op>(ctx, instr, ct)`` returns one
+cotangent per operand (``None`` for none).  ``call`` and ``fusion`` have no rule: they are
+inlined before the reverse pass (``flatten``), as are loops with a known trip count.
+
+>>> list(VJP_RULES) == sorted(VJP_RULES)
+True
+>>> from fusion.opcodes import is_known
+>>> all(is_known(op) for op in VJP_RULES)
+True
+"""
+from __future__ import annotations
+
+from fusion.autodiff.reverse_pass import Rule
+from fusion.autodiff.rules_control import CONTROL_VJP_RULES
+from fusion.autodiff.rules_convolution import CONVOLUTION_VJP_RULES
+from fusion.autodiff.rules_data import DATA_VJP_RULES
+from fusion.autodiff.rules_dot import DOT_VJP_RULES
+from fusion.autodiff.rules_elementwise import ELEMENTWISE_VJP_RULES
+from fusion.autodiff.rules_indexed import INDEXED_VJP_RULES
+from fusion.autodiff.rules_reduce import REDUCE_VJP_RULES
+
+
+def _merge(*families: dict[str, Rule]) -> dict[str, Rule]:
+    merged: dict[str, Rule] = {}
+    for family in families:
+        for opcode, rule in family.items():
+            if opcode in merged:
+                raise RuntimeError(f"opcode {opcode!r} has two VJP rules")
+            merged[opcode] = rule
+    return dict(sorted(merged.items()))
+
+
+VJP_RULES: dict[str, Rule] = _merge(
+    CONTROL_VJP_RULES,
+    CONVOLUTION_VJP_RULES,
+    DATA_VJP_RULES,
+    DOT_VJP_RULES,
+    ELEMENTWISE_VJP_RULES,
+    INDEXED_VJP_RULES,
+    REDUCE_VJP_RULES,
+)

@@ -1,0 +1,120 @@
+"""The VJP of ``convolution``: JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``.  Each
+gradient is a convolution again, with the roles of the dims swapped: the input's gradient
+convolves the cotangent with the spatially reversed kernel (strides become base dilation),
+the kernel's convolves the input with the cotangent (feature groups become batch groups).
+
+>>> spec = ConvDimensionNumbers(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
+>>> str(_lhs_transposed(spec)), str(_rhs_transposed(spec))
+('b01f_01oi->b01f', 'f01b_i01o->01bf')
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from fusion.attributes import Window, WindowDim
+from fusion.autodiff.cotangents import Cotangent
+from fusion.autodiff.graph_builder import GraphBuilder
+from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.convolution import ConvDimensionNumbers, conv_dims
+from fusion.errors import UnsupportedOpError
+from fusion.hlo_module import HloInstruction
+
+Cts = Sequence[Cotangent]
+
+
+def _lhs_transposed(d: ConvDimensionNumbers) -> ConvDimensionNumbers:
+    """cotangent (as lhs) x reversed kernel (input/output features swapped) -> input."""
+    return ConvDimensionNumbers(d.out_batch, d.out_feature, d.out_spatial,
+                                d.rhs_output, d.rhs_input, d.rhs_spatial,
+                                d.lhs_batch, d.lhs_feature, d.lhs_spatial)
+
+
+def _rhs_transposed(d: ConvDimensionNumbers) -> ConvDimensionNumbers:
+    """input (batch and features swapped) x cotangent (as kernel) -> kernel."""
+    return ConvDimensionNumbers(d.lhs_feature, d.lhs_batch, d.lhs_spatial,
+                                d.out_batch, d.out_feature, d.out_spatial,
+                                d.rhs_input, d.rhs_output, d.rhs_spatial)
+
+
+def _dilated(size: int, dilation: int) -> int:
+    return 0 if size == 0 else (size - 1) * dilation + 1
+
+
+def _convolve(b: GraphBuilder, lhs: str, rhs: str, dims: ConvDimensionNumbers,
+              window: list[WindowDim], out_dtype: str, feature_groups: int = 1,
+              batch_groups: int = 1) -> str:
+    attributes: list = [("window", Window(tuple(window))), ("dim_labels", str(dims))]
+    if feature_groups > 1:
+        attributes.append(("feature_group_count", feature_groups))
+    if batch_groups > 1:
+        attributes.append(("batch_group_count", batch_groups))
+    result = b.emit("convolution", (lhs, rhs), attributes)
+    return b.convert(result, out_dtype)
+
+
+def _groups_into_input_features(b: GraphBuilder, kernel: str, d: ConvDimensionNumbers,
+                                groups: int) -> str:
+    """JAX's ``_reshape_axis_out_of(o, G)`` then ``_reshape_axis_into(o, i)``: the kernel's
+    output features split into ``G`` groups, the group moved (major) into the input features."""
+    dims = list(b.array_shape(kernel).dims)
+    o, i = d.rhs_output, d.rhs_input
+    split = dims[:o] + [groups, dims[o] // groups] + dims[o + 1:]
+    grouped = b.reshape(kernel, tuple(split))
+    # In the split array the group is dim o; the input features are at i (+1 when after o).
+    i_split = i + 1 if i > o else i
+    order = [k for k in range(len(split)) if k != o]
+    order.insert(order.index(i_split), o)
+    moved = b.transpose(grouped, order)
+    merged = [split[k] for k in order]
+    at = order.index(o)
+    merged[at:at + 2] = [merged[at] * merged[at + 1]]
+    return b.reshape(moved, tuple(merged))
+
+
+def vjp_convolution(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    b = ctx.b
+    conv = conv_dims(instr)
+    d, window = conv.dims, conv.window.dims
+    if any(w.window_reversal for w in window):
+        raise UnsupportedOpError(f"no VJP for convolution %{instr.name} with a reversed window",
+                                 **instr._located())
+    lhs, rhs = ctx.operand(instr, 0), ctx.operand(instr, 1)
+    lhs_shape, rhs_shape = ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 1)
+    out_dims = instr.array_shape.dims
+    fgc, bgc = conv.feature_group_count, conv.batch_group_count
+    grad_lhs = grad_rhs = None
+    if ctx.is_active(instr.operands[0]):
+        if bgc > 1:
+            raise UnsupportedOpError(f"no VJP for the input of convolution %{instr.name} with "
+                                     "batch_group_count > 1", **instr._located())
+        kernel = rhs if fgc == 1 else _groups_into_input_features(b, rhs, d, fgc)
+        kernel = b.emit("reverse", (kernel,), (("dimensions", tuple(d.rhs_spatial)),))
+        transposed = []
+        for k, w in enumerate(window):
+            in_size = _dilated(lhs_shape.dims[d.lhs_spatial[k]], w.base_dilation)
+            extent = _dilated(w.size, w.window_dilation)
+            out_size = _dilated(out_dims[d.out_spatial[k]], w.stride)
+            before = extent - w.padding_low - 1
+            after = in_size + extent - 1 - out_size - before
+            transposed.append(WindowDim(w.size, w.base_dilation, before, after,
+                                        w.window_dilation, w.stride))
+        grad_lhs = _convolve(b, b.convert(ct, rhs_shape.dtype), kernel, _lhs_transposed(d),
+                             transposed, lhs_shape.dtype, feature_groups=fgc)
+    if ctx.is_active(instr.operands[1]):
+        transposed = []
+        for k, w in enumerate(window):
+            in_size = _dilated(lhs_shape.dims[d.lhs_spatial[k]], w.base_dilation)
+            extent = _dilated(w.size, w.window_dilation)
+            out_size = _dilated(out_dims[d.out_spatial[k]], w.stride)
+            high = (out_size - in_size) + (extent - w.padding_low - 1)
+            transposed.append(WindowDim(out_dims[d.out_spatial[k]], w.window_dilation,
+                                        w.padding_low, high, w.stride, w.base_dilation))
+        grad_rhs = _convolve(b, lhs, b.convert(ct, lhs_shape.dtype), _rhs_transposed(d),
+                             transposed, rhs_shape.dtype, feature_groups=bgc,
+                             batch_groups=fgc)
+    return (grad_lhs, grad_rhs)
+
+
+CONVOLUTION_VJP_RULES: dict[str, Rule] = {
+    "convolution": vjp_convolution,
+}

@@ -1,0 +1,77 @@
+"""The VJP of ``dot`` with any dimension numbers (batch, contracting and free dims on both
+sides): JAX's ``_dot_general_transpose_lhs``/``_rhs``.  Each gradient is a dot of the
+cotangent with the other operand, transposed back into the operand's dim order.
+
+>>> list(_ranges_like((5, 6), (7,), (8, 9)))
+[(0, 1), (2,), (3, 4)]
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from fusion.autodiff.cotangents import Cotangent
+from fusion.autodiff.graph_builder import GraphBuilder
+from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.hlo_module import HloInstruction
+from fusion.shape import ArrayShape
+
+Cts = Sequence[Cotangent]
+
+
+def _ranges_like(*groups: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    start = 0
+    for group in groups:
+        yield tuple(range(start, start + len(group)))
+        start += len(group)
+
+
+def _remaining(rank: int, *taken: Sequence[int]) -> list[int]:
+    return [d for d in range(rank) if not any(d in t for t in taken)]
+
+
+def _argsort(values: Sequence[int]) -> list[int]:
+    return sorted(range(len(values)), key=lambda i: values[i])
+
+
+def dot_transpose_lhs(b: GraphBuilder, ct: str, x_shape: ArrayShape, y: str,
+                      x_contract: Sequence[int], y_contract: Sequence[int],
+                      x_batch: Sequence[int], y_batch: Sequence[int], swap_ans: bool) -> str:
+    """The gradient of the dot's ``x`` operand (``swap_ans``: ``x`` was the dot's rhs)."""
+    y_shape = b.array_shape(y)
+    x_kept = _remaining(x_shape.rank, x_contract, x_batch)
+    y_kept = _remaining(y_shape.rank, y_contract, y_batch)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(x_batch, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+    attributes = []
+    for key, value in (("lhs_batch_dims", ans_batch), ("lhs_contracting_dims", ans_y),
+                       ("rhs_batch_dims", tuple(y_batch)), ("rhs_contracting_dims", tuple(y_kept))):
+        if value:
+            attributes.append((key, tuple(value)))
+    product = b.emit("dot", (b.convert(ct, y_shape.dtype), y), attributes)
+    x_contract_by_y = [x_contract[i] for i in _argsort(y_contract)]
+    out_axes = _argsort(list(x_batch) + x_kept + x_contract_by_y)
+    return b.convert(b.transpose(product, out_axes), x_shape.dtype)
+
+
+def vjp_dot(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    b = ctx.b
+    x, y = ctx.operand(instr, 0), ctx.operand(instr, 1)
+    x_contract = tuple(instr.attr("lhs_contracting_dims", ()))
+    y_contract = tuple(instr.attr("rhs_contracting_dims", ()))
+    x_batch = tuple(instr.attr("lhs_batch_dims", ()))
+    y_batch = tuple(instr.attr("rhs_batch_dims", ()))
+    grad_x = grad_y = None
+    if ctx.is_active(instr.operands[0]):
+        grad_x = dot_transpose_lhs(b, ct, ctx.operand_shape(instr, 0), y, x_contract,
+                                   y_contract, x_batch, y_batch, swap_ans=False)
+    if ctx.is_active(instr.operands[1]):
+        grad_y = dot_transpose_lhs(b, ct, ctx.operand_shape(instr, 1), x, y_contract,
+                                   x_contract, y_batch, x_batch, swap_ans=True)
+    return (grad_x, grad_y)
+
+
+DOT_VJP_RULES: dict[str, Rule] = {
+    "dot": vjp_dot,
+}

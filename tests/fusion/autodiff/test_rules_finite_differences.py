@@ -1,0 +1,377 @@
+"""Every VJP rule against central finite differences in f64, the reference evaluator on both
+sides, on non-power-of-two shapes (``check_directional_derivatives``)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from fusion.autodiff.registry import VJP_RULES
+from fusion.parser import parse_hlo
+from tests.fusion.autodiff.finite_differences import check_directional_derivatives
+
+RNG = np.random.default_rng(20)
+
+# Scalar computations the cases call.
+REDUCERS = """
+add_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT r = f64[] add(a, b)
+}
+max_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT r = f64[] maximum(a, b)
+}
+min_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT r = f64[] minimum(a, b)
+}
+mul_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT r = f64[] multiply(a, b)
+}
+set_f64 {
+  a = f64[] parameter(0)
+  ROOT b = f64[] parameter(1)
+}
+less_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  c = f64[] parameter(2)
+  d = f64[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+"""
+
+
+def module(body: str, extra: str = ""):
+    return parse_hlo(f"HloModule t\n{REDUCERS}\n{extra}\nENTRY e {{\n{body}\n}}\n")
+
+
+def normal(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape)
+
+
+def positive(*shape: int) -> np.ndarray:
+    return np.abs(RNG.standard_normal(shape)) + 0.5
+
+
+UNARY = {
+    "abs": normal, "cbrt": positive, "ceil": normal, "copy": normal, "cosine": normal,
+    "erf": normal, "exponential": normal, "exponential-minus-one": normal, "floor": normal,
+    "log": positive, "log-plus-one": positive, "logistic": normal, "negate": normal,
+    "round-nearest-even": normal, "rsqrt": positive, "sign": normal, "sine": normal,
+    "sqrt": positive, "tan": lambda *s: normal(*s) * 0.5, "tanh": normal,
+}
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary(op: str) -> None:
+    m = module(f"  x = f64[3,5] parameter(0)\n  ROOT y = f64[3,5] {op}(x)")
+    check_directional_derivatives(m, [UNARY[op](3, 5)])
+
+
+BINARY = {
+    "add": (normal, normal), "atan2": (normal, normal), "divide": (normal, positive),
+    "maximum": (normal, normal), "minimum": (normal, normal), "multiply": (normal, normal),
+    "power": (positive, normal), "remainder": (lambda *s: normal(*s) * 4, positive),
+    "subtract": (normal, normal),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary(op: str) -> None:
+    m = module(f"  x = f64[7] parameter(0)\n  y = f64[7] parameter(1)\n"
+               f"  ROOT z = f64[7] {op}(x, y)")
+    make_x, make_y = BINARY[op]
+    check_directional_derivatives(m, [make_x(7), make_y(7)])
+
+
+# name -> (body, inputs, wrt); the forward functions compose the op with others so that its
+# operand and result are both active.
+CASES = {
+    "bitcast": ("""
+  x = f64[3,5]{1,0} parameter(0)
+  ROOT y = f64[15]{0} bitcast(x)""", [normal(3, 5)]),
+    "broadcast": ("""
+  x = f64[5,3] parameter(0)
+  ROOT y = f64[3,2,5] broadcast(x), dimensions={2,0}""", [normal(5, 3)]),
+    "clamp": ("""
+  lo = f64[3,5] parameter(0)
+  x = f64[3,5] parameter(1)
+  hi = f64[3,5] parameter(2)
+  ROOT y = f64[3,5] clamp(lo, x, hi)""", [normal(3, 5) - 1, normal(3, 5) * 2, normal(3, 5) + 1]),
+    "clamp_scalar_bounds": ("""
+  lo = f64[] parameter(0)
+  x = f64[3,5] parameter(1)
+  hi = f64[] parameter(2)
+  ROOT y = f64[3,5] clamp(lo, x, hi)""", [np.float64(-0.5), normal(3, 5), np.float64(0.7)]),
+    "compare_select": ("""
+  x = f64[3,5] parameter(0)
+  y = f64[3,5] parameter(1)
+  p = pred[3,5] compare(x, y), direction=GT
+  ROOT s = f64[3,5] select(p, x, y)""", [normal(3, 5), normal(3, 5)]),
+    "concatenate": ("""
+  x = f64[3,2] parameter(0)
+  y = f64[3,5] parameter(1)
+  ROOT c = f64[3,9] concatenate(x, y, x), dimensions={1}""", [normal(3, 2), normal(3, 5)]),
+    "convolution": ("""
+  x = f64[2,5,7,3] parameter(0)
+  w = f64[3,2,3,4] parameter(1)
+  ROOT c = f64[2,3,2,4] convolution(x, w), window={size=3x2 stride=2x3 pad=1_1x0_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f""",
+                    [normal(2, 5, 7, 3), normal(3, 2, 3, 4)]),
+    "convolution_feature_groups": ("""
+  x = f64[2,4,5] parameter(0)
+  w = f64[6,2,3] parameter(1)
+  ROOT c = f64[2,6,5] convolution(x, w), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0, feature_group_count=2""",
+                                   [normal(2, 4, 5), normal(6, 2, 3)]),
+    "convert": ("""
+  x = f64[3,5] parameter(0)
+  n = f32[3,5] convert(x)
+  s = f32[3,5] sine(n)
+  ROOT y = f64[3,5] convert(s)""", [normal(3, 5)]),
+    "dot_matmul": ("""
+  a = f64[3,5] parameter(0)
+  b = f64[5,7] parameter(1)
+  ROOT d = f64[3,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
+                   [normal(3, 5), normal(5, 7)]),
+    "dot_batch_middle": ("""
+  a = f64[5,3,2] parameter(0)
+  b = f64[7,3,5] parameter(1)
+  ROOT d = f64[3,2,7] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={0}, rhs_batch_dims={1}, rhs_contracting_dims={2}""",
+                         [normal(5, 3, 2), normal(7, 3, 5)]),
+    "dot_two_contracting": ("""
+  a = f64[3,5,2] parameter(0)
+  b = f64[2,7,5] parameter(1)
+  ROOT d = f64[3,7] dot(a, b), lhs_contracting_dims={2,1}, rhs_contracting_dims={0,2}""",
+                            [normal(3, 5, 2), normal(2, 7, 5)]),
+    "dot_outer": ("""
+  a = f64[3] parameter(0)
+  b = f64[5] parameter(1)
+  ROOT d = f64[3,5] dot(a, b)""", [normal(3), normal(5)]),
+    "dot_vector": ("""
+  a = f64[7] parameter(0)
+  b = f64[7] parameter(1)
+  ROOT d = f64[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}""",
+                   [normal(7), normal(7)]),
+    "dynamic_slice_clamped": ("""
+  x = f64[5,6] parameter(0)
+  i = s32[] parameter(1)
+  j = s32[] constant(1)
+  ROOT d = f64[2,3] dynamic-slice(x, i, j), dynamic_slice_sizes={2,3}""",
+                              [normal(5, 6), np.int32(4)]),
+    "dynamic_update_slice": ("""
+  x = f64[5,3] parameter(0)
+  u = f64[2,3] parameter(1)
+  i = s32[] parameter(2)
+  z = s32[] constant(0)
+  ROOT d = f64[5,3] dynamic-update-slice(x, u, i, z)""", [normal(5, 3), normal(2, 3), np.int32(7)]),
+    "gather_clamped": ("""
+  x = f64[6,3] parameter(0)
+  i = s32[4,1] parameter(1)
+  ROOT g = f64[4,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}""",
+                       [normal(6, 3), np.array([[4], [0], [9], [4]], np.int32)]),
+    "gather_2d_index": ("""
+  x = f64[5,7] parameter(0)
+  i = s32[3,2] parameter(1)
+  ROOT g = f64[3,2,3] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,3}""",
+                        [normal(5, 7), np.array([[0, 1], [3, 4], [2, 6]], np.int32)]),
+    "pad": ("""
+  x = f64[3,4] parameter(0)
+  v = f64[] parameter(1)
+  ROOT p = f64[6,10] pad(x, v), padding=1_2_0x-1_1_2""", [normal(3, 4), np.float64(0.5)]),
+    "reduce_add": ("""
+  x = f64[3,5,2] parameter(0)
+  z = f64[] constant(0)
+  ROOT r = f64[5] reduce(x, z), dimensions={0,2}, to_apply=add_f64""", [normal(3, 5, 2)]),
+    "reduce_max": ("""
+  x = f64[3,5] parameter(0)
+  z = f64[] constant(-inf)
+  ROOT r = f64[3] reduce(x, z), dimensions={1}, to_apply=max_f64""", [normal(3, 5)]),
+    "reduce_min": ("""
+  x = f64[3,5] parameter(0)
+  z = f64[] constant(inf)
+  ROOT r = f64[5] reduce(x, z), dimensions={0}, to_apply=min_f64""", [normal(3, 5)]),
+    "reduce_mul": ("""
+  x = f64[3,5] parameter(0)
+  i = f64[] parameter(1)
+  ROOT r = f64[5] reduce(x, i), dimensions={0}, to_apply=mul_f64""", [normal(3, 5), np.float64(1.5)]),
+    "reduce_window_add": ("""
+  x = f64[3,7] parameter(0)
+  z = f64[] constant(0)
+  ROOT r = f64[3,3] reduce-window(x, z), window={size=1x3 stride=1x2 pad=0_0x2_1 rhs_dilate=1x2}, to_apply=add_f64""",
+                          [normal(3, 7)]),
+    "reduce_window_cumsum": ("""
+  x = f64[3,6] parameter(0)
+  z = f64[] constant(0)
+  ROOT r = f64[3,6] reduce-window(x, z), window={size=1x6 pad=0_0x5_0}, to_apply=add_f64""",
+                             [normal(3, 6)]),
+    "reduce_window_max": ("""
+  x = f64[5,7] parameter(0)
+  z = f64[] constant(-inf)
+  ROOT r = f64[3,4] reduce-window(x, z), window={size=3x2 stride=2x2 pad=1_1x0_1}, to_apply=max_f64""",
+                          [normal(5, 7)]),
+    "reduce_window_min_dilated": ("""
+  x = f64[5,3] parameter(0)
+  z = f64[] constant(inf)
+  ROOT r = f64[4,3] reduce-window(x, z), window={size=2x1 lhs_dilate=1x1 rhs_dilate=3x1 pad=1_1x0_0}, to_apply=min_f64""",
+                                  [normal(5, 3)]),
+    "reshape": ("""
+  x = f64[3,10] parameter(0)
+  ROOT y = f64[5,2,3] reshape(x)""", [normal(3, 10)]),
+    "reverse": ("""
+  x = f64[3,5] parameter(0)
+  ROOT y = f64[3,5] reverse(x), dimensions={0,1}""", [normal(3, 5)]),
+    "scatter_add": ("""
+  x = f64[6,3] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f64[4,3] parameter(2)
+  ROOT s = f64[6,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f64""",
+                    [normal(6, 3), np.array([[1], [1], [7], [5]], np.int32), normal(4, 3)]),
+    "scatter_set": ("""
+  x = f64[6,3] parameter(0)
+  i = s32[3,1] parameter(1)
+  u = f64[3,3] parameter(2)
+  ROOT s = f64[6,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set_f64""",
+                    [normal(6, 3), np.array([[2], [-1], [5]], np.int32), normal(3, 3)]),
+    "slice_strided": ("""
+  x = f64[7,6] parameter(0)
+  ROOT s = f64[3,2] slice(x), slice={[1:7:2], [0:5:3]}""", [normal(7, 6)]),
+    "sort_key_value": ("""
+  k = f64[3,5] parameter(0)
+  v = f64[3,5] parameter(1)
+  s = (f64[3,5], f64[3,5]) sort(k, v), dimensions={1}, to_apply=less_f64
+  a = f64[3,5] get-tuple-element(s), index=0
+  b = f64[3,5] get-tuple-element(s), index=1
+  ROOT m = f64[3,5] multiply(a, b)""", [normal(3, 5), normal(3, 5)]),
+    "transpose": ("""
+  x = f64[2,3,5] parameter(0)
+  ROOT y = f64[5,2,3] transpose(x), dimensions={2,0,1}""", [normal(2, 3, 5)]),
+    "tuple_get_tuple_element": ("""
+  x = f64[3] parameter(0)
+  y = f64[3] parameter(1)
+  i = (f64[3], f64[3]) tuple(y, x)
+  t = (f64[3], (f64[3], f64[3])) tuple(x, i)
+  u = (f64[3], f64[3]) get-tuple-element(t), index=1
+  a = f64[3] get-tuple-element(u), index=0
+  b = f64[3] get-tuple-element(t), index=0
+  n = s32[3] iota(), iota_dimension=0
+  c = f64[3] convert(n)
+  d = f64[3] multiply(a, c)
+  ROOT m = f64[3] multiply(d, b)""", [normal(3), normal(3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule(name: str) -> None:
+    body, inputs = CASES[name]
+    eps, rtol = (1e-3, 1e-3) if name == "convert" else (1e-6, 1e-6)
+    check_directional_derivatives(module(body), inputs, eps=eps, rtol=rtol)
+
+
+CONTROL = {
+    "call": ("""
+  x = f64[5] parameter(0)
+  ROOT c = f64[5] call(x), to_apply=square""", """
+square {
+  a = f64[5] parameter(0)
+  ROOT m = f64[5] multiply(a, a)
+}"""),
+    "fusion": ("""
+  x = f64[5] parameter(0)
+  y = f64[5] parameter(1)
+  ROOT f = f64[5] fusion(x, y), kind=kLoop, calls=fused""", """
+fused {
+  a = f64[5] parameter(0)
+  b = f64[5] parameter(1)
+  s = f64[5] sine(a)
+  ROOT m = f64[5] multiply(s, b)
+}"""),
+    "conditional_index": ("""
+  i = s32[] parameter(0)
+  x = f64[5] parameter(1)
+  y = f64[3] parameter(2)
+  ROOT c = f64[5] conditional(i, x, y), branch_computations={b0, b1}""", """
+b0 {
+  a = f64[5] parameter(0)
+  ROOT s = f64[5] sine(a)
+}
+b1 {
+  a = f64[3] parameter(0)
+  r = f64[] reduce(a, z), dimensions={0}, to_apply=add_f64
+  z = f64[] constant(0)
+  ROOT s = f64[5] broadcast(r), dimensions={}
+}"""),
+    "conditional_pred": ("""
+  p = pred[] parameter(0)
+  x = f64[5] parameter(1)
+  t = (f64[5], f64[5]) tuple(x, x)
+  ROOT c = f64[5] conditional(p, t, x), true_computation=on_true, false_computation=on_false""", """
+on_true {
+  a = (f64[5], f64[5]) parameter(0)
+  u = f64[5] get-tuple-element(a), index=0
+  v = f64[5] get-tuple-element(a), index=1
+  ROOT m = f64[5] multiply(u, v)
+}
+on_false {
+  a = f64[5] parameter(0)
+  ROOT s = f64[5] exponential(a)
+}"""),
+    "while_counted": ("""
+  x = f64[5] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f64[5]) tuple(z, x)
+  w = (s32[], f64[5]) while(t), condition=cond, body=body
+  ROOT r = f64[5] get-tuple-element(w), index=1""", """
+body {
+  s = (s32[], f64[5]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f64[5] get-tuple-element(s), index=1
+  c = f64[5] sine(v)
+  m = f64[5] multiply(v, c)
+  ROOT u = (s32[], f64[5]) tuple(j, m)
+}
+cond {
+  s = (s32[], f64[5]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(n, i), direction=GT
+}"""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL))
+@pytest.mark.parametrize("selector", [0, 1])
+def test_control_flow(name: str, selector: int) -> None:
+    body, extra = CONTROL[name]
+    m = module(body, extra)
+    params = m.entry.parameters
+    inputs = []
+    for p in params:
+        if p.shape.dtype == "s32":
+            inputs.append(np.int32(selector))
+        elif p.shape.dtype == "pred":
+            inputs.append(np.bool_(selector))
+        else:
+            inputs.append(normal(*p.shape.dims))
+    check_directional_derivatives(m, inputs)
+
+
+def test_every_rule_is_exercised() -> None:
+    """Each opcode with a VJP rule appears in some case of this file (or is structural)."""
+    seen = set(UNARY) | set(BINARY) | {"parameter"}
+    texts = [body for body, _ in CASES.values()] + [b + e for b, e in CONTROL.values()]
+    for text in texts:
+        seen.update(re.findall(r"^\s*(?:ROOT )?\S+ = (?:\(.*\)|\S+) ([\w-]+)\(", text, re.M))
+    # ``while`` is unrolled before the reverse pass; its rule only reports the uncounted ones,
+    # and the piecewise-constant ops without a case share ``_no_gradient`` with those tested.
+    untested = set(VJP_RULES) - seen - {"while", "bitcast-convert", "is-finite",
+                                         "round-nearest-afz", "reduce-precision"}
+    assert not untested, sorted(untested)

@@ -1,0 +1,329 @@
+"""The compiled-module cache (``triton_backend.driver.module_cache``) behind ``compile_hlo``.
+
+A warm compile (in this process, or from the plan on disk, also in a fresh process) must not
+run the fusion pass, tiling or code generation, and must give the same module, kernels and
+bit-identical results as the cold one; the results are also checked against the reference
+evaluator.  Every key component separates entries; a corrupted or edited plan is ignored and
+the module compiled again; an edited kernel file is never executed.  conftest gives each test
+an empty cache.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tiling.priority_fusion
+import triton_backend.driver.compiled_fusion
+from fusion.element_types import element_type_of_numpy
+from fusion.evaluator import evaluate
+from fusion.npz_io import random_inputs
+from fusion.parser import parse_hlo
+from triton_backend.driver import module_cache
+from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+from triton_backend.host.output_check import compare_output
+from triton_backend.tuning import kernel_cache
+from triton_backend.tuning.kernel_cache import KernelCache, content_hash, render_entry
+
+HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
+ROOT = pathlib.Path(__file__).parents[2]
+LOGGER = "hlo_triton_fusion.triton_backend.module_cache"
+#: Unfused (the fusion pass runs), a while loop (host programs), XLA-fused (runs as given).
+PROGRAMS = ["softmax.before", "fori_loop.before", "cond.after"]
+SOFTMAX = (HLO / "softmax.before.hlo").read_text()
+
+
+def _inputs(text: str) -> tuple[list[np.ndarray], list[torch.Tensor]]:
+    module = parse_hlo(text)
+    arrays = random_inputs(module, seed=5)
+    return arrays, [tensor_from_numpy(a, p.shape.dtype)
+                    for a, p in zip(arrays, module.entry.parameters)]
+
+
+def _run(compiled, text: str) -> list[np.ndarray]:
+    return [tensor_to_numpy(t) for t in compiled(*_inputs(text)[1])]
+
+
+def _check_against_reference(text: str, outputs: list[np.ndarray]) -> None:
+    references = evaluate(parse_hlo(text), *_inputs(text)[0])
+    assert len(outputs) == len(references)
+    for n, (ref, out) in enumerate(zip(references, outputs)):
+        comparison = compare_output(f"o{n}", ref, out, element_type_of_numpy(ref.dtype).name)
+        assert comparison.passed, comparison.describe()
+
+
+def _forbid_compiling(monkeypatch) -> None:
+    """Fail on any fusion pass, tiling, code generation or kernel (re)write."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a warm compile fused, tiled or generated code")
+
+    cf = triton_backend.driver.compiled_fusion
+    monkeypatch.setattr(tiling.priority_fusion, "fuse_module", forbidden)
+    monkeypatch.setattr(cf, "compile_fusion", forbidden)
+    monkeypatch.setattr(cf, "choose_fusion_tiling", forbidden)
+    monkeypatch.setattr(cf, "render_kernel_file", forbidden)
+    monkeypatch.setattr(KernelCache, "load", forbidden)
+
+
+def _count_compiles(monkeypatch) -> list[str]:
+    """The names of the fusions compiled from now on (a warm compile compiles none)."""
+    calls: list[str] = []
+    real = triton_backend.driver.compiled_fusion.compile_fusion
+
+    def counting(module, instr, **kwargs):
+        calls.append(getattr(instr, "name", instr))
+        return real(module, instr, **kwargs)
+
+    monkeypatch.setattr(triton_backend.driver.compiled_fusion, "compile_fusion", counting)
+    return calls
+
+
+def _locations(module) -> list:
+    return [(c.name, c.location, [(i.name, i.location) for i in c.instructions])
+            for c in module.computations]
+
+
+def _assert_same_compile(warm, cold) -> None:
+    assert warm.module == cold.module and _locations(warm.module) == _locations(cold.module)
+    assert list(warm.fusions) == list(cold.fusions)
+    for name, fusion in cold.fusions.items():
+        assert warm.fusions[name] == fusion  # kernel path, source, grid, tiles, reason, chunk
+    assert (warm.fusion_mode, warm.fusion_fallbacks, warm.fusion_decisions) == \
+        (cold.fusion_mode, cold.fusion_fallbacks, cold.fusion_decisions)
+    assert list(warm.programs) == list(cold.programs)
+
+
+def _plan_paths() -> list[pathlib.Path]:
+    return sorted(module_cache.default_cache_dir().glob("*/*.json"))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_warm_compile_in_this_process_skips_fusion_tiling_and_codegen(program, monkeypatch):
+    text = (HLO / f"{program}.hlo").read_text()
+    cold = compile_hlo(text)
+    expected = _run(cold, text)
+    _check_against_reference(text, expected)
+    _forbid_compiling(monkeypatch)
+    assert compile_hlo(text) is cold  # kept in memory
+    module_cache.forget_remembered()
+    warm = compile_hlo(text)  # from the plan on disk
+    assert warm is not cold
+    _assert_same_compile(warm, cold)
+    for got, want in zip(_run(warm, text), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_hlo_module_given_twice_is_a_hit_that_keeps_the_given_module(monkeypatch):
+    first, second = parse_hlo(SOFTMAX), parse_hlo(SOFTMAX)
+    cold = compile_hlo(first)
+    _forbid_compiling(monkeypatch)
+    warm = compile_hlo(second)
+    assert warm.source_module is second and warm.module is cold.module
+
+
+_CHILD = """
+import json, sys
+import numpy as np
+import tiling.priority_fusion
+import triton_backend.driver.compiled_fusion as cf
+from fusion.npz_io import random_inputs
+from fusion.parser import parse_hlo
+from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+from triton_backend.tuning.kernel_cache import KernelCache
+
+def forbidden(*args, **kwargs):
+    raise AssertionError("a warm compile fused, tiled or generated code")
+
+tiling.priority_fusion.fuse_module = cf.compile_fusion = forbidden
+cf.choose_fusion_tiling = cf.render_kernel_file = KernelCache.load = forbidden
+text = open(sys.argv[1]).read()
+module = parse_hlo(text)
+arrays = random_inputs(module, seed=5)
+compiled = compile_hlo(text)
+outputs = compiled(*[tensor_from_numpy(a, p.shape.dtype)
+                     for a, p in zip(arrays, module.entry.parameters)])
+print(json.dumps({"outputs": [tensor_to_numpy(t).tolist() for t in outputs],
+                  "kernels": {n: str(f.kernel_path) for n, f in compiled.fusions.items()},
+                  "mode": compiled.fusion_mode}))
+"""
+
+
+def test_warm_compile_in_a_fresh_process_skips_codegen_and_gives_the_same_results():
+    path = HLO / "softmax.before.hlo"
+    module_cache.source_hash.cache_clear()  # the sources as they are now, as the child sees them
+    cold = compile_hlo(path.read_text())
+    expected = _run(cold, path.read_text())
+    env = {**os.environ, "FUSION_LOG": "info", "PYTHONPATH": str(ROOT)}
+    child = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert "module cache: hit, plan" in child.stderr
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["mode"] == cold.fusion_mode
+    assert result["kernels"] == {n: str(f.kernel_path) for n, f in cold.fusions.items()}
+    for got, want in zip(result["outputs"], expected):
+        np.testing.assert_array_equal(np.asarray(got, dtype=want.dtype), want)
+
+
+def _first_fusion(compiled) -> tuple[str, tuple[int, ...]]:
+    name, fusion = next(iter(compiled.fusions.items()))
+    return name, fusion.tile_sizes
+
+
+@pytest.mark.parametrize("component", ["text", "target", "tiling", "fuse", "physical_outputs",
+                                       "source"])
+def test_each_key_component_separates_entries(component, monkeypatch, caplog):
+    cold = compile_hlo(SOFTMAX)
+    module_cache.forget_remembered()
+    options: dict = {}
+    text = SOFTMAX
+    if component == "text":
+        text = SOFTMAX.replace("ENTRY", "\nENTRY", 1)  # the same module, other text
+    elif component == "tiling":
+        name, sizes = _first_fusion(cold)
+        options["tiling"] = {name: sizes}  # the sizes it had: still another key
+    elif component == "target":
+        options["target"] = "sm_90"
+    elif component == "fuse":
+        options["fuse"] = False
+    elif component == "physical_outputs":
+        options["physical_outputs"] = True
+    else:
+        monkeypatch.setattr(module_cache, "source_hash", lambda: "0" * 64)  # a compiler edit
+    calls = _count_compiles(monkeypatch)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    compile_hlo(text, **options)
+    assert calls, "a changed key must compile again"
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    if component == "text":
+        assert any("miss, no plan of this module text" in m for m in messages), messages
+    else:
+        assert any(m.endswith(f"differs in {component}") for m in messages), messages
+        assert any(f"key component '{component}' was" in m for m in messages), messages
+    calls.clear()
+    module_cache.forget_remembered()
+    compile_hlo(text, **options)  # now stored under its own key
+    assert calls == []
+
+
+def test_a_changed_tuning_database_misses(tmp_path, monkeypatch):
+    from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+
+    db = TuningDb(tmp_path / "tuning.sqlite")
+    cold = compile_hlo(SOFTMAX, tuning_device="h100", tuning_db=db)
+    name, sizes = _first_fusion(cold)
+    db.put(fusion_key(cold.module, name, "h100"), {"tile_sizes": list(sizes), "num_warps": 2})
+    calls = _count_compiles(monkeypatch)
+    module_cache.forget_remembered()
+    tuned = compile_hlo(SOFTMAX, tuning_device="h100", tuning_db=db)
+    assert calls and "tuning database" in tuned.fusions[name].tiling_reason
+
+
+def _corrupt(path: pathlib.Path, how: str) -> None:
+    text = path.read_text()
+    header, _, body = text.partition("\n")
+    data = json.loads(body)
+    if how == "truncated":
+        path.write_text(text[: len(text) // 2])
+    elif how == "garbage":
+        path.write_bytes(b"\xff\xfe not a plan \x00")
+    elif how == "edited":  # the hash header no longer matches
+        path.write_text(text.replace('"fusion_mode":"', '"fusion_mode":"x', 1))
+    else:  # well-formed and correctly hashed, but wrong: it must not rebuild or escape
+        if how == "fusion-dropped":
+            data["plan"]["fusions"] = data["plan"]["fusions"][1:]
+        elif how == "kernel-outside":
+            data["plan"]["fusions"][0]["kernel_file"] = "../../kernel_x.py"
+        elif how == "wrong-types":
+            data["plan"]["fusions"][0]["grid"] = "1, 2"
+        elif how == "other-key":
+            data["key"]["target"] = "cuda:80"
+        path.write_text(render_entry(json.dumps(data)))
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "edited", "fusion-dropped",
+                                 "kernel-outside", "wrong-types", "other-key"])
+def test_a_corrupted_or_edited_plan_is_ignored_and_rewritten(how, monkeypatch):
+    cold = compile_hlo(SOFTMAX)
+    expected = _run(cold, SOFTMAX)
+    [plan_path] = _plan_paths()
+    _corrupt(plan_path, how)
+    module_cache.forget_remembered()
+    calls = _count_compiles(monkeypatch)
+    again = compile_hlo(SOFTMAX)
+    assert calls, "an unusable plan must compile again"
+    _assert_same_compile(again, cold)
+    for got, want in zip(_run(again, SOFTMAX), expected):
+        np.testing.assert_array_equal(got, want)
+    calls.clear()
+    module_cache.forget_remembered()
+    compile_hlo(SOFTMAX)  # the compile rewrote a good plan
+    assert calls == []
+
+
+@pytest.mark.parametrize("header", ["stale", "recomputed"])
+def test_an_edited_kernel_file_is_never_run(header, tmp_path, monkeypatch):
+    cold = compile_hlo(SOFTMAX)
+    expected = _run(cold, SOFTMAX)
+    fusion = next(iter(cold.fusions.values()))
+    original = fusion.kernel_path.read_text()
+    marker = tmp_path / "executed"
+    evil = f"open({str(marker)!r}, 'w').close()\n" + original.partition("\n")[2]
+    planted = render_entry(evil) if header == "recomputed" \
+        else original.partition("\n")[0] + "\n" + evil
+    fusion.kernel_path.write_text(planted)
+    module_cache.forget_remembered()
+    calls = _count_compiles(monkeypatch)
+    again = compile_hlo(SOFTMAX)
+    assert calls, "a plan whose kernel file changed must compile again"
+    for got, want in zip(_run(again, SOFTMAX), expected):
+        np.testing.assert_array_equal(got, want)
+    assert not marker.exists()
+    assert fusion.kernel_path.read_text() == original  # regenerated
+
+
+def test_a_kernel_file_edited_after_the_warm_compile_checked_it_is_not_what_runs(tmp_path):
+    cold = compile_hlo(SOFTMAX)
+    expected = _run(cold, SOFTMAX)
+    module_cache.forget_remembered()
+    warm = compile_hlo(SOFTMAX)  # checks every kernel file now, imports it at its first launch
+    marker = tmp_path / "executed"
+    for fusion in warm.fusions.values():
+        body = f"open({str(marker)!r}, 'w').close()\n" + fusion.source
+        fusion.kernel_path.write_text(render_entry(body))
+    for got, want in zip(_run(warm, SOFTMAX), expected):
+        np.testing.assert_array_equal(got, want)
+    assert not marker.exists()
+
+
+def test_a_plan_records_each_kernel_file_by_its_body_hash():
+    cold = compile_hlo(SOFTMAX)
+    [plan_path] = _plan_paths()
+    plan = json.loads(plan_path.read_text().partition("\n")[2])["plan"]
+    recorded = {f["name"]: (f["kernel_file"], f["kernel_sha256"]) for f in plan["fusions"]}
+    assert recorded == {n: (f.kernel_path.name,
+                            content_hash(kernel_cache.canonical_source(f.source)))
+                        for n, f in cold.fusions.items()}
+    assert plan_path.read_text().startswith("# content-sha256: ")
+
+
+@pytest.mark.parametrize("switch", ["argument", "environment"])
+def test_the_cache_can_be_switched_off(switch, monkeypatch):
+    options = {"cache": False} if switch == "argument" else {}
+    if switch == "environment":
+        monkeypatch.setenv(module_cache.CACHE_ENV, "0")
+    calls = _count_compiles(monkeypatch)
+    first = compile_hlo(SOFTMAX, **options)
+    count = len(calls)
+    second = compile_hlo(SOFTMAX, **options)
+    assert count and len(calls) == 2 * count and second is not first
+    assert _plan_paths() == []

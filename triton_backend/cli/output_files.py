@@ -1,0 +1,79 @@
+"""Files the command line writes: checked before any work, written atomically.
+
+An output path is used exactly as given (``np.savez`` would append ``.npz`` to a name without
+it, so archives are written through a file object).  The bytes go to a temporary file in the
+same directory, which replaces the target only once complete: a failure or Ctrl-C leaves the
+old file (or none), never half of a new one.
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
+>>> with atomic_output(path) as handle:
+...     _ = handle.write(b"ok")
+>>> open(path, "rb").read(), sorted(os.listdir(os.path.dirname(path)))
+(b'ok', ['out.bin'])
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from fusion.errors import OutputPathError
+from fusion.logs import get_logger
+
+_log = get_logger("triton_backend.cli")
+
+
+def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
+    """``path`` as a Path, its parent directory created; a clear error when it is unusable.
+
+    >>> check_output_path("/", "--outputs")
+    Traceback (most recent call last):
+    ...
+    fusion.errors.OutputPathError: --outputs: / is a directory, not a file
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise OutputPathError(f"{target} is a directory, not a file", where=option)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputPathError(f"cannot create {target}: a parent is not a directory",
+                              where=option) from None
+    except OSError as err:
+        raise OutputPathError(f"cannot create the directory of {target}: {err.strerror}",
+                              where=option) from None
+    if not os.access(target.parent, os.W_OK):
+        raise OutputPathError(f"cannot write {target}: its directory is not writable",
+                              where=option)
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]:
+    """A file object whose content replaces ``path`` when the block ends without error."""
+    target = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                    dir=target.parent if str(target.parent) else ".")
+    try:
+        # mkstemp makes the file private (0600); an output gets the usual umask permissions.
+        os.chmod(tmp_name, 0o666 & ~_umask())
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+        _log.debug("wrote %s", target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
