@@ -27,15 +27,16 @@ from fusion.convolution import Convolution
 from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
-from tiling.affine_expr import AffineExpr, DimExpr
+from tiling.affine_expr import AffineExpr
 from triton_backend.lowering.addressing import buffer_addressing
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.kernel_file import output_shapes
 from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.rules.value_rules import rule_for
-from triton_backend.lowering.value_emitter import Value, ValueEmitter
-from triton_backend.templates.dot_template import DOT_BF16_PRELUDE
+from triton_backend.lowering.value_emitter import ValueEmitter
+from triton_backend.templates.dot_template import (DOT_BF16_PRELUDE, AccumulatorEpilogue,
+                                                    decompose)
 from triton_backend.templates.dot_tiling import DotProblem, DotTiling, batch_on_grid_x, grid_size
 
 
@@ -89,34 +90,6 @@ class ConvSpec:
         """The GEMM it is: groups x (M x K) @ (K x N)."""
         return DotProblem(self.groups, math.prod(self.m_sizes), self.group_out,
                           math.prod(self.k_sizes), operand_bytes, expensive_prologue)
-
-
-@dataclass
-class _EpilogueEmitter(ValueEmitter):
-    """The epilogue's emitter: the convolution itself is the accumulator, read at the tile."""
-
-    conv_name: str = ""
-    conv_indices: tuple = ()
-    conv_value: str = ""
-
-    def value(self, name: str, indices: tuple[AffineExpr, ...]) -> Value:
-        if name == self.conv_name:
-            if tuple(indices) != tuple(self.conv_indices):
-                raise UnsupportedOpError(
-                    f"the epilogue reads convolution {name} through a data-movement op; only "
-                    "elementwise epilogues (at its own output index) are fused with it", where=name)
-            return self.conv_value
-        return super().value(name, indices)
-
-
-def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
-    """Row-major components of a flattened index (the slowest one without a mod)."""
-    parts = []
-    for i, size in enumerate(sizes):
-        stride = math.prod(sizes[i + 1:])
-        q = flat // stride if stride != 1 else flat
-        parts.append(q if i == 0 else q % size)
-    return parts
 
 
 def _masked_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], dtype: str) -> str:
@@ -210,8 +183,8 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     g = group_index(lhs)
     lm = lhs.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     lk = lhs.new_dim("k", lead + 1, k, k0, k_upper)
-    b_out, *out_sp = _decompose(lm, spec.m_sizes)
-    *taps, channel = _decompose(lk, spec.k_sizes)
+    b_out, *out_sp = decompose(lm, spec.m_sizes)
+    *taps, channel = decompose(lk, spec.k_sizes)
     spatial, valid = _lhs_position_checks(lhs, spec, out_sp, taps)
     lhs_idx: list = [0] * rank
     lhs_idx[dn.lhs_batch] = b_out + g * spec.out_batch if attrs.batch_group_count > 1 else b_out
@@ -229,7 +202,7 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     g = group_index(rhs)
     rk = rhs.new_dim("k", lead, k, k0, k_upper)
     rn = rhs.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    *taps, channel = _decompose(rk, spec.k_sizes)
+    *taps, channel = decompose(rk, spec.k_sizes)
     rhs_idx: list = [0] * rank
     for i, (t, w) in enumerate(zip(taps, attrs.window.dims)):
         rhs_idx[dn.rhs_spatial[i]] = (w.size - 1) - t if w.window_reversal else t
@@ -242,21 +215,21 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     loop = [f"for {k0} in range(0, {k}, {bk}):", *lhs.lines, *rhs.lines,
             f"        {acc} = tl.dot({a}, {b}, {acc}{precision}, out_dtype={spec.acc_dtype})"]
 
-    epi = emitter(_EpilogueEmitter, [1] * lead + [bm, bn], "    ")
+    epi = emitter(AccumulatorEpilogue, [1] * lead + [bm, bn], "    ")
     g = group_index(epi)
     em_ = epi.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     en_ = epi.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    b_out, *out_sp = _decompose(em_, spec.m_sizes)
+    b_out, *out_sp = decompose(em_, spec.m_sizes)
     out_idx: list = [0] * rank
     out_idx[dn.out_batch] = b_out
     out_idx[dn.out_feature] = g * spec.group_out + en_ if groups > 1 else en_
     for i, e in enumerate(out_sp):
         out_idx[dn.out_spatial[i]] = e
     out_indices = tuple(out_idx)
-    epi.conv_name = spec.conv.name
-    epi.conv_indices = out_indices
+    epi.hero_name, epi.hero_kind = spec.conv.name, "convolution"
+    epi.hero_indices = out_indices
     acc_view = f"tl.reshape({acc}, (1, {bm}, {bn}))" if lead else acc
-    epi.conv_value = epi.bind(spec.result_rounding.format(acc=acc_view), spec.conv.name)
+    epi.hero_value = epi.bind(spec.result_rounding.format(acc=acc_view), spec.conv.name)
     root_value = epi.value(computation.root_name, out_indices)
     values = root_value if isinstance(root_value, tuple) else (root_value,)
     if len(values) != len(outputs):

@@ -65,24 +65,27 @@ class DotSpec:
 
 
 @dataclass
-class _EpilogueEmitter(ValueEmitter):
-    """The emitter of the epilogue: the dot itself is the accumulator, read at the tile."""
+class AccumulatorEpilogue(ValueEmitter):
+    """The emitter of a GEMM template's epilogue: the hero (a dot or a convolution) is the
+    accumulator, read at the output tile; anything else is emitted as usual."""
 
-    dot_name: str = ""
-    dot_indices: tuple = ()
-    dot_value: str = ""
+    hero_name: str = ""
+    hero_kind: str = "dot"
+    hero_indices: tuple = ()
+    hero_value: str = ""
 
     def value(self, name: str, indices: tuple[AffineExpr, ...]) -> Value:
-        if name == self.dot_name:
-            if tuple(indices) != tuple(self.dot_indices):
+        if name == self.hero_name:
+            if tuple(indices) != tuple(self.hero_indices):
                 raise UnsupportedOpError(
-                    f"the epilogue reads dot {name} through a data-movement op; only elementwise "
-                    "epilogues (at the dot's own output index) are fused with a dot", where=name)
-            return self.dot_value
+                    f"the epilogue reads {self.hero_kind} {name} through a data-movement op; only "
+                    f"elementwise epilogues (at the {self.hero_kind}'s own output index) are fused "
+                    f"with a {self.hero_kind}", where=name)
+            return self.hero_value
         return super().value(name, indices)
 
 
-def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
+def decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
     """Row-major components of a flattened index (the slowest one without a mod)."""
     parts = []
     for i, size in enumerate(sizes):
@@ -161,7 +164,7 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
         if not lead:
             return []
         flat = em.new_dim("batch", 0, batch_extent, pid_b, batch_extent - 1)
-        return _decompose(flat, spec.batch_sizes)
+        return decompose(flat, spec.batch_sizes)
 
     acc = names.fresh("acc")
     k0 = names.fresh("k0")
@@ -174,8 +177,8 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     lm = lhs.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     lk = lhs.new_dim("k", lead + 1, k, k0, k_upper)
     lk_name = lhs.dims[lk.index].name
-    lhs_indices = _operand_indices(spec.lhs_dims, lhs_b, _decompose(lm, spec.m_sizes),
-                                   _decompose(lk, spec.k_sizes))
+    lhs_indices = _operand_indices(spec.lhs_dims, lhs_b, decompose(lm, spec.m_sizes),
+                                   decompose(lk, spec.k_sizes))
     a = _tile_value(lhs, spec.dot.operands[0], lhs_indices, (bm, bk),
                     f"{lk_name} < {k}" if k_valid_needed else None, spec.operand_dtype)
 
@@ -184,23 +187,23 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     rk = rhs.new_dim("k", lead, k, k0, k_upper)
     rn = rhs.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
     rk_name = rhs.dims[rk.index].name
-    rhs_indices = _operand_indices(spec.rhs_dims, rhs_b, _decompose(rn, spec.n_sizes),
-                                   _decompose(rk, spec.k_sizes))
+    rhs_indices = _operand_indices(spec.rhs_dims, rhs_b, decompose(rn, spec.n_sizes),
+                                   decompose(rk, spec.k_sizes))
     b = _tile_value(rhs, spec.dot.operands[1], rhs_indices, (bk, bn),
                     f"{rk_name} < {k}" if k_valid_needed else None, spec.operand_dtype)
     precision = f", input_precision={spec.input_precision!r}" if spec.input_precision else ""
     loop = [f"for {k0} in range(0, {k}, {bk}):", *lhs.lines, *rhs.lines,
             f"        {acc} = tl.dot({a}, {b}, {acc}{precision}, out_dtype={spec.acc_dtype})"]
 
-    epi = emitter(_EpilogueEmitter, [1] * lead + [bm, bn], "    ")
+    epi = emitter(AccumulatorEpilogue, [1] * lead + [bm, bn], "    ")
     epi_b = batch_indices(epi)
     em_ = epi.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     en_ = epi.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    out_indices = tuple(epi_b) + tuple(_decompose(em_, spec.m_sizes)) + tuple(_decompose(en_, spec.n_sizes))
-    epi.dot_name = spec.dot.name
-    epi.dot_indices = out_indices
+    out_indices = tuple(epi_b) + tuple(decompose(em_, spec.m_sizes)) + tuple(decompose(en_, spec.n_sizes))
+    epi.hero_name = spec.dot.name
+    epi.hero_indices = out_indices
     acc_view = f"tl.reshape({acc}, (1, {bm}, {bn}))" if lead else acc
-    epi.dot_value = epi.bind(spec.result_rounding.format(acc=acc_view), spec.dot.name)
+    epi.hero_value = epi.bind(spec.result_rounding.format(acc=acc_view), spec.dot.name)
     root_value = epi.value(computation.root_name, out_indices)
     values = root_value if isinstance(root_value, tuple) else (root_value,)
     if len(values) != len(outputs):
