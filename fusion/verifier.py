@@ -123,6 +123,43 @@ def _check_call_graph(module: HloModule) -> None:
     if cycle:
         raise _comp_error(module.computation(cycle[0]),
                           "computations call each other recursively: " + " -> ".join(cycle))
+    chain = _deepest_call_chain(calls)
+    if len(chain) - 1 > MAX_CALL_DEPTH:
+        raise _comp_error(module.computation(chain[MAX_CALL_DEPTH + 1]),
+                          f"computations nest {len(chain) - 1} calls deep ({chain[0]} -> "
+                          f"{chain[1]} -> ... -> {chain[-1]}); at most {MAX_CALL_DEPTH} are "
+                          "supported")
+
+
+#: Deepest chain of nested calls (call, fusion, while, conditional, to_apply ...) accepted.
+#: JAX and XLA modules nest a few levels; the evaluator and host programs recurse once per
+#: level, so the cap turns what would be Python's RecursionError into a located error.
+MAX_CALL_DEPTH = 64
+
+
+def _deepest_call_chain(calls: dict[str, list[str]]) -> list[str]:
+    """The longest path of computation names in the acyclic call graph ``calls``.
+
+    >>> _deepest_call_chain({"e": ["a", "b"], "a": ["b"], "b": []})
+    ['e', 'a', 'b']
+    """
+    # Iterative post-order: longest[name] is the deepest chain starting at name.
+    longest: dict[str, list[str]] = {}
+    for start in calls:
+        stack = [start]
+        while stack:
+            name = stack[-1]
+            if name in longest:
+                stack.pop()
+                continue
+            pending = [c for c in calls.get(name, ()) if c not in longest]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            best = max((longest[c] for c in calls.get(name, ())), key=len, default=[])
+            longest[name] = [name, *best]
+    return max(longest.values(), key=len, default=[])
 
 
 def _check_acyclic(comp: HloComputation) -> None:

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusion.errors import HloVerifyError
+from fusion.evaluator import evaluate
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.parser import parse_hlo
 from fusion.shape import ArrayShape, TupleShape
-from fusion.verifier import verify_module
+from fusion.verifier import MAX_CALL_DEPTH, verify_module
 
 CORPUS = sorted((pathlib.Path(__file__).parents[1] / "data" / "hlo").glob("*.hlo"))
 ROOT_DIR = pathlib.Path(__file__).parents[2]
@@ -176,3 +178,27 @@ def test_any_wrong_declared_dims_are_rejected(data):
     comps[ci] = HloComputation(comp.name, changed, comp.root_name, comp.is_entry, comp.location)
     with pytest.raises(HloVerifyError):
         verify_module(HloModule(module.name, tuple(comps), module.entry_name, module.attributes))
+
+
+def _nested_calls(depth: int) -> str:
+    lines = ["HloModule nested", "c0 {\n  p = f32[3] parameter(0)\n  ROOT r = f32[3] negate(p)\n}"]
+    for i in range(1, depth):
+        lines.append(f"c{i} {{\n  p = f32[3] parameter(0)\n"
+                     f"  ROOT r = f32[3] call(p), to_apply=c{i - 1}\n}}")
+    lines.append(f"ENTRY e {{\n  p = f32[3] parameter(0)\n"
+                 f"  ROOT r = f32[3] call(p), to_apply=c{depth - 1}\n}}")
+    return "\n".join(lines)
+
+
+def test_calls_nested_deeper_than_the_limit_are_a_located_error():
+    x = np.array([1.0, -2.0, 3.5], np.float32)
+    # At the limit every stage still works: one negate, wherever it is nested.
+    ok = parse_hlo(_nested_calls(MAX_CALL_DEPTH))
+    verify_module(ok)
+    (result,) = evaluate(ok, x)
+    np.testing.assert_array_equal(result, -x)
+    # One deeper: a located error instead of Python's RecursionError later on.
+    deep = parse_hlo(_nested_calls(MAX_CALL_DEPTH + 1))
+    with pytest.raises(HloVerifyError, match=f"nest {MAX_CALL_DEPTH + 1} calls deep") as info:
+        verify_module(deep)
+    assert info.value.line is not None
