@@ -33,7 +33,8 @@ from fusion.hlo_module import HloInstruction, HloModule
 from fusion.opcodes import opcodes_with, traits
 from fusion.shape import ArrayShape
 from triton_backend.driver.dot_fusion import dot_numerics, target_arch
-from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.driver.kernel_loading import (CompiledFusion, find_fusion, fused_ops,
+                                                   hero_count, load_kernel)
 from triton_backend.templates.conv_template import ConvSpec, render_conv_kernel
 from triton_backend.templates.dot_tiling import DotProblem, tiling_from
 from triton_backend.tuning.kernel_cache import KernelCache
@@ -42,27 +43,16 @@ from triton_backend.tuning.kernel_cache import KernelCache
 _NOT_FUSIBLE = opcodes_with("own_loop")
 
 
-def _convolutions(module: HloModule, fusion_instr: HloInstruction) -> list[HloInstruction]:
-    called = fusion_instr.attr("calls", None)
-    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
-            or not module.has_computation(called):
-        return []
-    return [i for i in module.computation(called) if i.opcode == "convolution"]
-
-
 def is_conv_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one convolution."""
-    try:
-        return len(_convolutions(module, find_fusion(module, fusion_instr))) == 1
-    except UnsupportedOpError:
-        return False
+    return hero_count(module, fusion_instr, "convolution") == 1
 
 
 def conv_spec(module: HloModule, fusion_instr: HloInstruction | str) -> ConvSpec:
     """The convolution's attributes, shapes and numerics; ``UnsupportedOpError`` (or the
     verifier's error for malformed attributes) when the template cannot emit the fusion."""
     fusion_instr = find_fusion(module, fusion_instr)
-    convs = _convolutions(module, fusion_instr)
+    convs = fused_ops(module, fusion_instr, "convolution")
     if len(convs) != 1:
         raise UnsupportedOpError(f"fusion {fusion_instr.name} holds {len(convs)} convolutions; "
                                  "a convolution fusion holds exactly one", where=fusion_instr.name)

@@ -55,7 +55,8 @@ from triton_backend.templates.dot_tiling import (
     interpreter_tiling,
     tiling_from,
 )
-from triton_backend.driver.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.driver.kernel_loading import (CompiledFusion, find_fusion, fused_ops,
+                                                   hero_count, load_kernel)
 from triton_backend.tuning.kernel_cache import KernelCache
 
 _ALGORITHM_PRECISION = {
@@ -70,24 +71,13 @@ _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16",
 _NOT_FUSIBLE = opcodes_with("own_loop")
 
 
-def _dots(module: HloModule, fusion_instr: HloInstruction) -> list[HloInstruction]:
-    called = fusion_instr.attr("calls", None)
-    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
-            or not module.has_computation(called):
-        return []
-    return [i for i in module.computation(called) if i.opcode == "dot"]
-
-
 def is_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one dot."""
-    try:
-        return len(_dots(module, find_fusion(module, fusion_instr))) == 1
-    except UnsupportedOpError:
-        return False
+    return hero_count(module, fusion_instr, "dot") == 1
 
 
 def _the_dot(module: HloModule, fusion_instr: HloInstruction) -> HloInstruction:
-    dots = _dots(module, fusion_instr)
+    dots = fused_ops(module, fusion_instr, "dot")
     if len(dots) != 1:
         raise UnsupportedOpError(f"fusion {fusion_instr.name} holds {len(dots)} dots; a dot "
                                  "fusion holds exactly one", where=fusion_instr.name)

@@ -85,6 +85,25 @@ def find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloIns
                              where=str(fusion_instr))
 
 
+def fused_ops(module: HloModule, fusion_instr: HloInstruction, opcode: str) -> list[HloInstruction]:
+    """The instructions of ``opcode`` in the computation ``fusion_instr`` fuses ([] when it is not
+    a fusion of this module): how a template recognises its hero (one dot, one convolution)."""
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        return []
+    return [i for i in module.computation(called) if i.opcode == opcode]
+
+
+def hero_count(module: HloModule, fusion_instr: HloInstruction | str, opcode: str) -> int:
+    """How many ``opcode`` instructions the fusion named ``fusion_instr`` holds (0 when the module
+    has no such fusion)."""
+    try:
+        return len(fused_ops(module, find_fusion(module, fusion_instr), opcode))
+    except UnsupportedOpError:
+        return 0
+
+
 def _is_interpreted(kernel_module: ModuleType) -> bool:
     return type(kernel_module.KERNEL).__name__ == "InterpretedFunction"
 
