@@ -18,19 +18,11 @@ from fusion.autodiff.rules_dot import DOT_VJP_RULES
 from fusion.autodiff.rules_elementwise import ELEMENTWISE_VJP_RULES
 from fusion.autodiff.rules_indexed import INDEXED_VJP_RULES
 from fusion.autodiff.rules_reduce import REDUCE_VJP_RULES
+from fusion.rule_tables import merge_rule_families
 
 
-def _merge(*families: dict[str, Rule]) -> dict[str, Rule]:
-    merged: dict[str, Rule] = {}
-    for family in families:
-        for opcode, rule in family.items():
-            if opcode in merged:
-                raise RuntimeError(f"opcode {opcode!r} has two VJP rules")
-            merged[opcode] = rule
-    return dict(sorted(merged.items()))
-
-
-VJP_RULES: dict[str, Rule] = _merge(
+VJP_RULES: dict[str, Rule] = merge_rule_families(
+    "VJP",
     CONTROL_VJP_RULES,
     CONVOLUTION_VJP_RULES,
     DATA_VJP_RULES,

@@ -25,21 +25,13 @@ from fusion.evaluator.gather_scatter_ops import GATHER_SCATTER_RULES
 from fusion.evaluator.library_ops import LIBRARY_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
+from fusion.rule_tables import merge_rule_families
 
 Rule = Callable[[Any, Any, list], Any]
 
 
-def _merge(*families: dict[str, Rule]) -> dict[str, Rule]:
-    merged: dict[str, Rule] = {}
-    for family in families:
-        for opcode, rule in family.items():
-            if opcode in merged:
-                raise RuntimeError(f"opcode {opcode!r} has two evaluation rules")
-            merged[opcode] = rule
-    return dict(sorted(merged.items()))
-
-
-OP_RULES: dict[str, Rule] = _merge(
+OP_RULES: dict[str, Rule] = merge_rule_families(
+    "evaluation",
     CONSTANT_RULES,
     CONTROL_FLOW_RULES,
     CONVERSION_RULES,

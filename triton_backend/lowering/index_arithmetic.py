@@ -13,6 +13,7 @@ other lanes are masked, and ``ValueEmitter.bounds`` follows truncation so the ma
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tiling.affine_expr import (
@@ -63,3 +64,19 @@ def _atom(expr: AffineExpr, dim_names: Sequence[str], symbol_names: Sequence[str
     if isinstance(expr, SumExpr) or (isinstance(expr, Constant) and expr.value < 0):
         return f"({text})"
     return text
+
+
+def row_major_coordinates(flat: AffineExpr, sizes: Sequence[int]) -> list[AffineExpr]:
+    """Row-major coordinates of a flat index over ``sizes``.  The slowest one has no mod: lanes
+    past the end are masked by the kernel, not wrapped.
+
+    >>> from tiling.affine_expr import d
+    >>> [str(c) for c in row_major_coordinates(d(0), (2, 3, 4))]
+    ['d0 floordiv 12', '(d0 floordiv 4) mod 3', 'd0 mod 4']
+    """
+    coords: list[AffineExpr] = []
+    for i, size in enumerate(sizes):
+        stride = math.prod(sizes[i + 1:])
+        q = flat // stride if stride != 1 else flat
+        coords.append(q % size if i else q)
+    return coords

@@ -31,12 +31,12 @@ from tiling.affine_expr import AffineExpr
 from triton_backend.lowering.addressing import buffer_addressing
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.index_arithmetic import row_major_coordinates
 from triton_backend.lowering.kernel_file import output_shapes
 from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.value_emitter import ValueEmitter
-from triton_backend.templates.dot_template import (DOT_BF16_PRELUDE, AccumulatorEpilogue,
-                                                    decompose)
+from triton_backend.templates.dot_template import DOT_BF16_PRELUDE, AccumulatorEpilogue
 from triton_backend.templates.dot_tiling import DotProblem, DotTiling, batch_on_grid_x, grid_size
 
 
@@ -183,8 +183,8 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     g = group_index(lhs)
     lm = lhs.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     lk = lhs.new_dim("k", lead + 1, k, k0, k_upper)
-    b_out, *out_sp = decompose(lm, spec.m_sizes)
-    *taps, channel = decompose(lk, spec.k_sizes)
+    b_out, *out_sp = row_major_coordinates(lm, spec.m_sizes)
+    *taps, channel = row_major_coordinates(lk, spec.k_sizes)
     spatial, valid = _lhs_position_checks(lhs, spec, out_sp, taps)
     lhs_idx: list = [0] * rank
     lhs_idx[dn.lhs_batch] = b_out + g * spec.out_batch if attrs.batch_group_count > 1 else b_out
@@ -202,7 +202,7 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     g = group_index(rhs)
     rk = rhs.new_dim("k", lead, k, k0, k_upper)
     rn = rhs.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    *taps, channel = decompose(rk, spec.k_sizes)
+    *taps, channel = row_major_coordinates(rk, spec.k_sizes)
     rhs_idx: list = [0] * rank
     for i, (t, w) in enumerate(zip(taps, attrs.window.dims)):
         rhs_idx[dn.rhs_spatial[i]] = (w.size - 1) - t if w.window_reversal else t
@@ -219,7 +219,7 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     g = group_index(epi)
     em_ = epi.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     en_ = epi.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    b_out, *out_sp = decompose(em_, spec.m_sizes)
+    b_out, *out_sp = row_major_coordinates(em_, spec.m_sizes)
     out_idx: list = [0] * rank
     out_idx[dn.out_batch] = b_out
     out_idx[dn.out_feature] = g * spec.group_out + en_ if groups > 1 else en_

@@ -25,8 +25,9 @@ from fusion.errors import UnsupportedOpError
 from fusion.hlo_module import HloInstruction, HloModule
 from fusion.printer import print_computation, print_instruction
 from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr, DimExpr
+from tiling.affine_expr import AffineExpr
 from triton_backend.lowering.addressing import buffer_addressing
+from triton_backend.lowering.index_arithmetic import row_major_coordinates
 from triton_backend.templates.dot_tiling import DotTiling, batch_on_grid_x, grid_size
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.rules.value_rules import rule_for
@@ -83,16 +84,6 @@ class AccumulatorEpilogue(ValueEmitter):
                     f"with a {self.hero_kind}", where=name)
             return self.hero_value
         return super().value(name, indices)
-
-
-def decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
-    """Row-major components of a flattened index (the slowest one without a mod)."""
-    parts = []
-    for i, size in enumerate(sizes):
-        stride = math.prod(sizes[i + 1:])
-        q = flat // stride if stride != 1 else flat
-        parts.append(q if i == 0 else q % size)
-    return parts
 
 
 def _operand_indices(roles, batch, m_or_n, k) -> tuple[AffineExpr, ...]:
@@ -164,7 +155,7 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
         if not lead:
             return []
         flat = em.new_dim("batch", 0, batch_extent, pid_b, batch_extent - 1)
-        return decompose(flat, spec.batch_sizes)
+        return row_major_coordinates(flat, spec.batch_sizes)
 
     acc = names.fresh("acc")
     k0 = names.fresh("k0")
@@ -177,8 +168,8 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     lm = lhs.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     lk = lhs.new_dim("k", lead + 1, k, k0, k_upper)
     lk_name = lhs.dims[lk.index].name
-    lhs_indices = _operand_indices(spec.lhs_dims, lhs_b, decompose(lm, spec.m_sizes),
-                                   decompose(lk, spec.k_sizes))
+    lhs_indices = _operand_indices(spec.lhs_dims, lhs_b, row_major_coordinates(lm, spec.m_sizes),
+                                   row_major_coordinates(lk, spec.k_sizes))
     a = _tile_value(lhs, spec.dot.operands[0], lhs_indices, (bm, bk),
                     f"{lk_name} < {k}" if k_valid_needed else None, spec.operand_dtype)
 
@@ -187,8 +178,8 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     rk = rhs.new_dim("k", lead, k, k0, k_upper)
     rn = rhs.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
     rk_name = rhs.dims[rk.index].name
-    rhs_indices = _operand_indices(spec.rhs_dims, rhs_b, decompose(rn, spec.n_sizes),
-                                   decompose(rk, spec.k_sizes))
+    rhs_indices = _operand_indices(spec.rhs_dims, rhs_b, row_major_coordinates(rn, spec.n_sizes),
+                                   row_major_coordinates(rk, spec.k_sizes))
     b = _tile_value(rhs, spec.dot.operands[1], rhs_indices, (bk, bn),
                     f"{rk_name} < {k}" if k_valid_needed else None, spec.operand_dtype)
     precision = f", input_precision={spec.input_precision!r}" if spec.input_precision else ""
@@ -199,7 +190,7 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
     epi_b = batch_indices(epi)
     em_ = epi.new_dim("m", lead, m, f"{pid_m} * {bm}", tiles_m * bm - 1)
     en_ = epi.new_dim("n", lead + 1, n, f"{pid_n} * {bn}", tiles_n * bn - 1)
-    out_indices = tuple(epi_b) + tuple(decompose(em_, spec.m_sizes)) + tuple(decompose(en_, spec.n_sizes))
+    out_indices = tuple(epi_b) + tuple(row_major_coordinates(em_, spec.m_sizes)) + tuple(row_major_coordinates(en_, spec.n_sizes))
     epi.hero_name = spec.dot.name
     epi.hero_indices = out_indices
     acc_view = f"tl.reshape({acc}, (1, {bm}, {bn}))" if lead else acc

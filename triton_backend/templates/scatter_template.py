@@ -65,6 +65,7 @@ from triton_backend.lowering.host_template import (
     RUNTIME,
     kernel_specs,
 )
+from triton_backend.lowering.index_arithmetic import row_major_coordinates
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.rules.reduction_rules import combine_function
@@ -165,17 +166,6 @@ def scatter_outputs(scatter: HloInstruction) -> tuple[ArrayShape, ...]:
     return tuple(scatter.shape.elements)
 
 
-def _coordinates(flat: AffineExpr, sizes: list[int]) -> list[AffineExpr]:
-    """Row-major coordinates of a flat index over ``sizes``."""
-    coords, stride = [], math.prod(sizes)
-    for i, n in enumerate(sizes):
-        stride //= n
-        q = flat // stride if stride > 1 else flat
-        # The slowest coordinate needs no mod: lanes past the end are masked.
-        coords.append(q % n if i else q)
-    return coords
-
-
 def render_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
                           plan: ScatterPlan) -> str:
     """The kernel file of a scatter fusion (see the module docstring)."""
@@ -242,8 +232,8 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan,
     win = em.new_dim("win", 1, plan.window, window_start,
                      -(-plan.window // plan.window_block) * plan.window_block - 1)
     scatter_dims = [k for k in range(updates_shape.rank) if k not in window_dims]
-    row_coords = _coordinates(row, [updates_shape.dims[k] for k in scatter_dims])
-    window_coords = _coordinates(win, [updates_shape.dims[k] for k in window_dims])
+    row_coords = row_major_coordinates(row, [updates_shape.dims[k] for k in scatter_dims])
+    window_coords = row_major_coordinates(win, [updates_shape.dims[k] for k in window_dims])
     update_indices = [const(0)] * updates_shape.rank
     for k, c in zip(scatter_dims, row_coords):
         update_indices[k] = c

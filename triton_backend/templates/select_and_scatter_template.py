@@ -63,6 +63,7 @@ from triton_backend.driver.launch_mode import runs_on_interpreter
 from triton_backend.lowering.addressing import buffer_addressing
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.index_arithmetic import row_major_coordinates
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.rules.reduction_rules import combine_function
@@ -126,16 +127,6 @@ def select_and_scatter_plan(module: HloModule, fusion_instr: HloInstruction,
     return SelectAndScatterPlan(op, elements, block, positions)
 
 
-def _coordinates(flat: AffineExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
-    """Row-major coordinates of a flat index over ``sizes`` (lanes past the end are masked)."""
-    coords, stride = [], math.prod(sizes)
-    for i, n in enumerate(sizes):
-        stride //= n
-        q = flat // stride if stride > 1 else flat
-        coords.append(q % n if i else q)
-    return coords
-
-
 def render_select_and_scatter_kernel(module: HloModule, fusion_instr: HloInstruction,
                                      plan: SelectAndScatterPlan) -> str:
     """The kernel file of a select-and-scatter fusion (see the module docstring)."""
@@ -155,7 +146,7 @@ def render_select_and_scatter_kernel(module: HloModule, fusion_instr: HloInstruc
     em.emit("pid = tl.program_id(0)")
     flat = em.new_dim("i", 0, plan.elements, em.bind(f"pid * {plan.block}", "start"),
                       plan.grid[0] * plan.block - 1)
-    p = _coordinates(flat, out.dims)
+    p = row_major_coordinates(flat, out.dims)
     window = op.attr("window", None)
     dims = window.dims if window is not None else ()
     sizes = [d.size for d in dims]
