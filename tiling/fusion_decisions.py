@@ -118,11 +118,15 @@ def external_inputs(comp: HloComputation, members: tuple[str, ...]) -> tuple[str
     return tuple(seen)
 
 
-def node_traffic(comp: HloComputation, node: Node) -> int:
-    """Bytes the node's kernel reads plus writes; 0 for what is no kernel."""
+def node_traffic(comp: HloComputation, node: Node,
+                 inputs: tuple[str, ...] | None = None) -> int:
+    """Bytes the node's kernel reads plus writes; 0 for what is no kernel.  ``inputs``:
+    the node's ``external_inputs`` when the caller has them."""
     if not is_kernel(comp, node):
         return 0
-    reads = sum(value_bytes(comp.instruction(v).shape) for v in external_inputs(comp, node.members))
+    if inputs is None:
+        inputs = external_inputs(comp, node.members)
+    reads = sum(value_bytes(comp.instruction(v).shape) for v in inputs)
     return reads + sum(value_bytes(comp.instruction(v).shape) for v in node.outputs)
 
 

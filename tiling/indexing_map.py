@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tiling.affine_expr import (
     AffineExpr,
+    Constant,
     DimExpr,
     SymbolExpr,
     as_expr,
@@ -137,7 +138,7 @@ class IndexingMap:
     @staticmethod
     def identity(sizes: Sequence[int]) -> "IndexingMap":
         """``(d0, .., dn) -> (d0, .., dn)`` over a tensor of shape ``sizes``."""
-        return IndexingMap.from_sizes(tuple(d(i) for i in range(len(sizes))), sizes)
+        return _identity(tuple(sizes))
 
     @staticmethod
     def undefined() -> "IndexingMap":
@@ -329,6 +330,13 @@ def compose(outer: IndexingMap, inner: IndexingMap, simplify: bool = True) -> In
             f"cannot compose: inner map has {inner.num_results} results, outer map has"
             f" {outer.num_dims} dims"
         )
+    if simplify:
+        # Most compositions in a fusion pass through an elementwise op's identity: answer
+        # them without substituting and simplifying again (the only thing composing adds is
+        # a bound the simplifier drops, since it already holds).
+        same = _identity_composition(outer, inner)
+        if same is not None:
+            return same.simplify()
     outer_syms, inner_syms = _renumber_symbols(outer, inner)
     inner_memo: dict = {}
     inner_results = tuple(substitute(r, None, inner_syms, inner_memo) for r in inner.results)
@@ -363,6 +371,55 @@ def compose(outer: IndexingMap, inner: IndexingMap, simplify: bool = True) -> In
     if composed.is_known_empty:
         return composed.as_known_empty()
     return composed.simplify() if simplify else composed
+
+
+@lru_cache(maxsize=1024)
+def _identity(sizes: tuple[int, ...]) -> IndexingMap:
+    # Every elementwise op of every fusion asks for one: a map is immutable (its ``_cache``
+    # only memoizes), so one instance per shape serves them all.
+    return IndexingMap.from_sizes(tuple(d(i) for i in range(len(sizes))), sizes)
+
+
+def _is_identity(m: IndexingMap) -> bool:
+    """``(d0, .., dn) -> (d0, .., dn)`` with a box domain and no symbols."""
+    hit = m._cache.get("is_identity")
+    if hit is None:
+        hit = m._cache["is_identity"] = (
+            not m.is_known_empty and not m.constraints and m.affine_map.num_symbols == 0
+            and m.num_results == m.num_dims
+            and all(type(e) is DimExpr and e.index == i for i, e in enumerate(m.results)))
+    return hit
+
+
+def _within(e: AffineExpr, m: IndexingMap, bound: Interval) -> bool:
+    """Whether ``e``, a result of ``m``, surely lies in ``bound``: a dim whose bound is
+    inside it, or a constant in it (what an identity step ever needs to see)."""
+    if type(e) is DimExpr:
+        iv = m.dim_bounds[e.index]
+    elif type(e) is Constant:
+        iv = Interval(e.value, e.value)
+    else:
+        return False
+    return bound.lower <= iv.lower and iv.upper <= bound.upper
+
+
+def _identity_composition(outer: IndexingMap, inner: IndexingMap) -> IndexingMap | None:
+    """The map ``compose(outer, inner)`` simplifies to when one side is an identity whose
+    bounds the other already respects (None: compose in full).
+
+    ``identity ∘ inner`` adds only ``inner.results[i] in outer.dim_bounds[i]``, and
+    ``outer ∘ identity`` only ``d_i in inner.dim_bounds[i]`` = outer's own bounds: bounds
+    that already hold, which the simplifier drops.  Maps with runtime variables are
+    composed in full (their maps are rebuilt on composition)."""
+    if outer.rt_vars or inner.rt_vars or inner.is_known_empty or outer.is_known_empty:
+        return None
+    if _is_identity(outer):
+        if all(_within(e, inner, b) for e, b in zip(inner.results, outer.dim_bounds)):
+            return inner
+        return None
+    if _is_identity(inner) and inner.dim_bounds == outer.dim_bounds:
+        return outer
+    return None
 
 
 def compose_indexing_maps(first: IndexingMap, second: IndexingMap) -> IndexingMap:

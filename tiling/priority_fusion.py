@@ -119,6 +119,12 @@ class FusionGraph:
     nodes: dict[int, Node] = field(default_factory=dict)
     _next: int = 0
     _cache: dict = field(default_factory=dict)
+    # Facts of a node that are linear in its size, kept per node: a producer is judged
+    # again after every merge next to it, and its node (the larger the further a chain has
+    # grown) is the same each time.
+    _inputs: dict = field(default_factory=dict)
+    _traffic: dict = field(default_factory=dict)
+    _members_facts: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = {i.name: n for n, i in enumerate(self.comp.instructions)}
@@ -155,8 +161,28 @@ class FusionGraph:
                 succ[owner[v]].add(nid)
         return succ
 
+    def inputs_of(self, node: Node) -> tuple[str, ...]:
+        """``external_inputs`` of the node's members (remembered per node)."""
+        hit = self._inputs.get(node)
+        if hit is None:
+            hit = self._inputs[node] = external_inputs(self.comp, node.members)
+        return hit
+
     def traffic(self, node: Node) -> int:
-        return node_traffic(self.comp, node)
+        """``node_traffic`` (remembered per node)."""
+        hit = self._traffic.get(node)
+        if hit is None:
+            hit = self._traffic[node] = node_traffic(self.comp, node, self.inputs_of(node))
+        return hit
+
+    def member_facts(self, node: Node) -> tuple[tuple[str, ...], str | None]:
+        """``(reduce_members, has_expensive)`` of the node's members (remembered)."""
+        hit = self._members_facts.get(node.members)
+        if hit is None:
+            hit = (reduce_members(self.comp, node.members),
+                   has_expensive(self.comp, node.members))
+            self._members_facts[node.members] = hit
+        return hit
 
     def candidate(self, node: Node) -> HloComputation:
         """The fused computation ``node`` would become, for the injected checks."""
@@ -167,7 +193,7 @@ class FusionGraph:
         if len(node.members) > self.options.max_members:
             return f"the fusion would have {len(node.members)} instructions (limit " \
                    f"{self.options.max_members})"
-        inputs = len(external_inputs(self.comp, node.members))
+        inputs = len(self.inputs_of(node))
         if inputs > self.options.max_parameters:
             return f"the fusion would have {inputs} parameters (limit " \
                    f"{self.options.max_parameters})"
@@ -183,7 +209,8 @@ class FusionGraph:
         return problem
 
     def tile_problem(self, node: Node, parts: tuple[Node, ...]) -> str | None:
-        """Why ``node``, made of ``parts``, must not be fused (None: it may)."""
+        """Why ``node``, made of ``parts`` (producer, consumer), must not be fused (None: it
+        may)."""
         if self.options.tile_check is not None:
             return self.options.tile_check(self.candidate(node), self.module)
         return self.tiling.merge_problem(node, parts)
@@ -254,14 +281,13 @@ def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
         if not node.fusible:
             return reject(f"consumer {node.root} ({comp.instruction(node.root).opcode}) "
                           "cannot take a fused producer")
-    reduces = reduce_members(comp, producer.members)
+    reduces, expensive = graph.member_facts(producer)
     if reduces and len(consumers) > 1:
         return reject(f"reduction {reduces[0]} would be computed {len(consumers)} times")
     if reduces:
         problem = epilogue_problem(comp, producer, graph.nodes[consumers[0]])
         if problem:
             return reject(f"no reduction epilogue: {problem}")
-    expensive = has_expensive(comp, producer.members)
     if expensive and len(consumers) > 1:
         return reject(f"expensive {comp.instruction(expensive).opcode} {expensive} would be "
                       f"computed in {len(consumers)} consumers")

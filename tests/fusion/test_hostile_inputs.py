@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import threading
 import _thread
 import zipfile
@@ -190,6 +191,9 @@ def test_max_while_iterations_keeps_loops_that_end():
 
 def test_ctrl_c_propagates_out_of_an_endless_evaluation():
     module = parse_hlo(ENDLESS)
+    # interrupt_main does nothing while SIGINT is ignored (as it is for a test run started
+    # in the background by a non-interactive shell): the evaluation would never end.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     try:
@@ -197,3 +201,4 @@ def test_ctrl_c_propagates_out_of_an_endless_evaluation():
             evaluate(module, np.int32(0))
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)

@@ -18,6 +18,7 @@ from fusion.verifier import verify_module
 from tiling.fusion_builder import NameAllocator, fused_computation
 from tiling.fusion_decisions import Node
 from tiling.fusion_tile_check import (
+    candidate_structure,
     TilingVerdicts,
     analysis_problem,
     elementwise_dims,
@@ -249,6 +250,58 @@ def test_elementwise_shortcut_matches_the_full_analysis(name):
             shortcut_used += elementwise_dims(comp, node) is not None
             assert (fast.verdict(node) is None) == (full.verdict(node) is None), node
     assert shortcut_used > 0
+
+
+def _candidate_nodes(comp):
+    """Per instruction: itself alone, and itself with every producer it reaches."""
+    ancestors: dict[str, tuple[str, ...]] = {}
+    for instr in comp.instructions:
+        if instr.opcode in ("parameter", "tuple", "get-tuple-element"):
+            continue
+        members = {instr.name}
+        for op in instr.operands:
+            members |= set(ancestors.get(op, ()))
+        ordered = tuple(i.name for i in comp.instructions if i.name in members)
+        ancestors[instr.name] = ordered
+        yield Node(ordered, (instr.name,), True)
+        yield Node((instr.name,), (instr.name,), True)
+        # A window of the last few instructions: the chains the pass grows.
+        window = tuple(n for n in ordered[-4:])
+        yield Node(window, (instr.name,), True)
+
+
+_TRANSPOSE_CHAIN = "HloModule chain\nENTRY e {\n  v0 = f32[8,16] parameter(0)\n" + "".join(
+    f"  {'ROOT ' if i == 24 else ''}v{i} = f32[{'16,8' if ((i + 1) // 2) % 2 else '8,16'}] "
+    + (f"transpose(v{i - 1}), dimensions={{1,0}}\n" if i % 2 else f"negate(v{i - 1})\n")
+    for i in range(1, 25)) + "}"
+
+
+@pytest.mark.parametrize("text", [_TRANSPOSE_CHAIN] + [
+    (HLO / f"{n}.before.hlo").read_text() for n in ("layernorm", "bf16_softmax", "transpose",
+                                                      "reductions", "slices", "pad")],
+    ids=["transpose_chain", "layernorm", "bf16_softmax", "transpose", "reductions", "slices",
+         "pad"])
+def test_isomorphic_candidates_get_the_full_analysis_verdict(text):
+    # The verdict memo shares "tileable" between candidates of equal structure: every
+    # candidate it answers must get the verdict the full analysis gives it.
+    module = canonicalize(parse_hlo(text))
+    comp = module.entry
+    taken = {i.name for c in module.computations for i in c.instructions}
+
+    def build(node):
+        return fused_computation(comp, node, "candidate", NameAllocator(set(taken)))
+
+    fast = TilingVerdicts(comp, module, build)
+    structures: dict[tuple, list[Node]] = {}
+    for node in _candidate_nodes(comp):
+        full = analysis_problem(build(node))
+        assert (fast.verdict(node) is None) == (full is None), node
+        structure = candidate_structure(comp, node)
+        if structure is not None:
+            structures.setdefault(structure, []).append(node)
+    if text is _TRANSPOSE_CHAIN:  # the chain repeats itself: the memo must be hit
+        assert any(len(nodes) > 1 for nodes in structures.values())
+        assert fast._tileable_structures
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name.split(".")[0])

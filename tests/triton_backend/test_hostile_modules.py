@@ -7,6 +7,7 @@ Results are compared with the reference evaluator.
 """
 from __future__ import annotations
 
+import signal
 import threading
 import _thread
 
@@ -80,6 +81,8 @@ def test_max_while_iterations_stops_an_endless_compiled_loop():
 
 def test_ctrl_c_propagates_out_of_an_endless_compiled_loop():
     compiled = compile_hlo(ENDLESS)
+    # interrupt_main does nothing while SIGINT is ignored (a background test run).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     timer.start()
     try:
@@ -87,6 +90,7 @@ def test_ctrl_c_propagates_out_of_an_endless_compiled_loop():
             compiled(torch.tensor(0, dtype=torch.int32))
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "run"])

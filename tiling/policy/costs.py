@@ -139,10 +139,16 @@ def block_costs_by_parameter(analysis: SymbolicTiledFusion, tile_sizes: Sequence
     per_param: dict[str, list[list[range]]] = {}
     read = written = flops = 0
     counts: dict[int, int] = {}
+    # A block's box depends on the tile and the instruction's dims only: nodes sharing both
+    # (the elementwise body of a fusion) share one evaluation.
+    boxes: dict[tuple[int, tuple[int, ...]], list[range]] = {}
     for node in analysis.nodes:
         instr = node.instruction
         dims = leaf_dims(instr) or ()
-        axes = _block0_axes(node.tile, tile_sizes, dims)
+        key = (id(node.tile), dims)
+        axes = boxes.get(key)
+        if axes is None:
+            axes = boxes[key] = _block0_axes(node.tile, tile_sizes, dims)
         counts[node.index] = _count(axes)
         if instr.opcode == "parameter":
             per_param.setdefault(instr.name, []).append(axes)
@@ -265,7 +271,7 @@ def block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
                    reduction_chunk: int | None = None) -> int:
     """Elements of the block's largest tile, padded to powers of two."""
     largest = 1
-    for node in analysis.nodes:
+    for node in analysis.distinct_tiles:
         if isinstance(node.tile, SymbolicTile):
             padded = 1
             for size in node_sizes(node.tile, tile_sizes, reduction_chunk):

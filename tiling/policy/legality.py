@@ -69,7 +69,7 @@ def node_sizes(tile: SymbolicTile, tile_sizes: Sequence[int],
 def reduced_extent(analysis: SymbolicTiledFusion) -> int:
     """The largest padded extent of the reduced dims any tile covers whole (0: none)."""
     out = 0
-    for n in analysis.nodes:
+    for n in analysis.distinct_tiles:
         if isinstance(n.tile, SymbolicTile) and n.tile.num_range_vars:
             out = max(out, prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
     return out
@@ -80,7 +80,7 @@ def _persistent_block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequen
     """Elements of the largest tile of a persistent reduction's block (0: not one)."""
     if reduction_chunk is not None or not reduced_extent(analysis):
         return 0
-    return max(prod(node_sizes(n.tile, tile_sizes)) for n in analysis.nodes
+    return max(prod(node_sizes(n.tile, tile_sizes)) for n in analysis.distinct_tiles
                if isinstance(n.tile, SymbolicTile))
 
 
@@ -96,9 +96,9 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
         if not 1 <= t <= max(n, 1):
             return Illegal(IllegalKind.OUT_OF_RANGE,
                            f"tile size {t} of dim {i} is outside [1, {n}]")
-    problems = analysis.problems(tile_sizes, reduction_chunk)
-    if problems:
-        return Illegal(IllegalKind.INEXACT, "inexact tile: " + problems[0])
+    problem = analysis.first_problem(tile_sizes, reduction_chunk)
+    if problem is not None:
+        return Illegal(IllegalKind.INEXACT, "inexact tile: " + problem)
     for node in analysis.nodes:
         instr = node.instruction
         if instr.opcode != "concatenate":
@@ -123,7 +123,7 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
         if reduction_chunk != next_power_of_two(reduction_chunk):
             return Illegal(IllegalKind.CHUNK_NOT_POWER_OF_TWO,
                            f"reduction chunk {reduction_chunk} is not a power of two")
-    for node in analysis.nodes:
+    for node in analysis.distinct_tiles:
         sizes = node_sizes(node.tile, tile_sizes, reduction_chunk)
         padded = prod(next_power_of_two(s) for s in sizes)
         if padded > MAX_TILE_NUMEL:

@@ -27,6 +27,7 @@ e = exponential(p0) tile_sizes=(1, 128) tile_strides=(1, 1) tile_offsets_indexin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 from typing import Sequence
 
@@ -152,17 +153,44 @@ class SymbolicTiledFusion:
     def not_tileable(self) -> list[tuple[SymbolicNode, NotTileable]]:
         return [(n, n.tile) for n in self.nodes if isinstance(n.tile, NotTileable)]
 
+    @cached_property
+    def distinct_tiles(self) -> tuple[SymbolicNode, ...]:
+        """The first node of each distinct tile object, in node order.
+
+        Whether a tiling is exact, and every size at given tile sizes, is a function of the
+        tile alone, and equal maps share one tile object (``_tile``'s memo): the legality
+        and cost checks of a fusion whose hundreds of elementwise nodes share the output's
+        tile look at it once instead of once per node.  Checking in node order keeps the
+        first offending node (and so every message) as a walk over all nodes gives it."""
+        seen: dict[int, SymbolicNode] = {}
+        for n in self.nodes:
+            seen.setdefault(id(n.tile), n)
+        return tuple(seen.values())
+
     def problems(self, tile_sizes: Sequence[int], reduction_chunk: int | None = None) -> list[str]:
         """Why these sizes do not give exact tiles (empty when they do)."""
         out = [f"{n.name}: {t}" for n, t in self.not_tileable()]
         if out:
             return out
+        failing = {id(n.tile) for n in self.distinct_tiles
+                   if not n.tile.is_satisfied(tile_sizes, _chunks(n.tile, reduction_chunk))}
         for n in self.nodes:
-            chunks = _chunks(n.tile, reduction_chunk)
-            if not n.tile.is_satisfied(tile_sizes, chunks):
+            if id(n.tile) in failing:
                 out.append(f"{n.name}: tile sizes {tuple(tile_sizes)} violate "
                            f"{n.tile.constraints.to_str(len(tile_sizes))}")
         return out
+
+    def first_problem(self, tile_sizes: Sequence[int],
+                      reduction_chunk: int | None = None) -> str | None:
+        """``problems(...)[0]``, or None when there is none, without listing the rest."""
+        for n in self.nodes:
+            if isinstance(n.tile, NotTileable):
+                return f"{n.name}: {n.tile}"
+        for n in self.distinct_tiles:
+            if not n.tile.is_satisfied(tile_sizes, _chunks(n.tile, reduction_chunk)):
+                return (f"{n.name}: tile sizes {tuple(tile_sizes)} violate "
+                        f"{n.tile.constraints.to_str(len(tile_sizes))}")
+        return None
 
     def instantiate(self, tile_sizes: Sequence[int],
                     reduction_chunk: int | None = None) -> TiledFusion:
