@@ -17,7 +17,7 @@ minus the traffic of the kernels it creates; it is taken only when positive.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from fusion.emitter_kind import analyze_computation
@@ -118,11 +118,12 @@ def external_inputs(comp: HloComputation, members: tuple[str, ...]) -> tuple[str
     return tuple(seen)
 
 
-def node_traffic(comp: HloComputation, node: Node,
-                 inputs: tuple[str, ...] | None = None) -> int:
-    """Bytes the node's kernel reads plus writes; 0 for what is no kernel.  ``inputs``:
-    the node's ``external_inputs`` when the caller has them."""
-    if not is_kernel(comp, node):
+def node_traffic(comp: HloComputation, node: Node, inputs: Iterable[str] | None = None,
+                 kernel: bool | None = None) -> int:
+    """Bytes the node's kernel reads plus writes; 0 for what is no kernel.  ``inputs``
+    (the node's ``external_inputs``, in any order) and ``kernel`` (``is_kernel``): when the
+    caller knows them."""
+    if not (is_kernel(comp, node) if kernel is None else kernel):
         return 0
     if inputs is None:
         inputs = external_inputs(comp, node.members)

@@ -217,10 +217,12 @@ class TilingVerdicts:
         return self._by_node[node]
 
     def _split(self, merged: Node, parts: Sequence[Node]) -> tuple[Node, Node] | None:
-        """``(producer, consumer)`` when ``parts`` are exactly that split of ``merged``
-        (the consumer keeps its outputs), else None."""
-        if len(parts) != 2 or parts[1].outputs != merged.outputs \
-                or len(merged.members) != len(parts[0].members) + len(parts[1].members):
+        """``(producer, consumer)`` when ``parts`` are the producer and consumer ``merged``
+        unites (the consumer keeps its outputs; the two may share duplicated members), else
+        None."""
+        if len(parts) != 2 or parts[1].outputs != merged.outputs or not (
+                max(len(p.members) for p in parts) <= len(merged.members)
+                <= len(parts[0].members) + len(parts[1].members)):
             return None
         return parts[0], parts[1]
 

@@ -124,7 +124,9 @@ class FusionGraph:
     # grown) is the same each time.
     _inputs: dict = field(default_factory=dict)
     _traffic: dict = field(default_factory=dict)
+    _kernel: dict = field(default_factory=dict)
     _members_facts: dict = field(default_factory=dict)
+    _member_sets: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = {i.name: n for n, i in enumerate(self.comp.instructions)}
@@ -161,18 +163,32 @@ class FusionGraph:
                 succ[owner[v]].add(nid)
         return succ
 
-    def inputs_of(self, node: Node) -> tuple[str, ...]:
-        """``external_inputs`` of the node's members (remembered per node)."""
+    def input_set(self, node: Node) -> frozenset[str]:
+        """The values the node reads from outside it (``external_inputs`` as a set),
+        remembered per node."""
         hit = self._inputs.get(node)
         if hit is None:
-            hit = self._inputs[node] = external_inputs(self.comp, node.members)
+            hit = self._inputs[node] = frozenset(external_inputs(self.comp, node.members))
+        return hit
+
+    def member_set(self, node: Node) -> frozenset[str]:
+        hit = self._member_sets.get(node.members)
+        if hit is None:
+            hit = self._member_sets[node.members] = frozenset(node.members)
+        return hit
+
+    def is_kernel(self, node: Node) -> bool:
+        hit = self._kernel.get(node)
+        if hit is None:
+            hit = self._kernel[node] = is_kernel(self.comp, node)
         return hit
 
     def traffic(self, node: Node) -> int:
         """``node_traffic`` (remembered per node)."""
         hit = self._traffic.get(node)
         if hit is None:
-            hit = self._traffic[node] = node_traffic(self.comp, node, self.inputs_of(node))
+            hit = self._traffic[node] = node_traffic(self.comp, node, self.input_set(node),
+                                                     self.is_kernel(node))
         return hit
 
     def member_facts(self, node: Node) -> tuple[tuple[str, ...], str | None]:
@@ -184,6 +200,27 @@ class FusionGraph:
             self._members_facts[node.members] = hit
         return hit
 
+    def derive(self, merged: Node, producer: Node, consumer: Node) -> None:
+        """Remember the facts of ``merged`` (``producer`` fused into ``consumer``) from
+        theirs, without walking its members: a chain's merges would otherwise cost its
+        length each.  A value is read from outside the merge when a member of one part reads
+        it and the other part does not hold it (the parts may share duplicated members)."""
+        if merged not in self._inputs:
+            held_p, held_c = self.member_set(producer), self.member_set(consumer)
+            self._inputs[merged] = frozenset(
+                [v for v in self.input_set(consumer) if v not in held_p]
+                + [v for v in self.input_set(producer) if v not in held_c])
+        if merged not in self._kernel:
+            self._kernel[merged] = self.is_kernel(consumer) or self.is_kernel(producer)
+        if merged.members not in self._members_facts:
+            (reduces_c, first_c), (reduces_p, first_p) = (self.member_facts(consumer),
+                                                          self.member_facts(producer))
+            at = self.index.__getitem__
+            firsts = [e for e in (first_c, first_p) if e is not None]
+            self._members_facts[merged.members] = (
+                tuple(sorted(set(reduces_c) | set(reduces_p), key=at)),
+                min(firsts, key=at) if firsts else None)
+
     def candidate(self, node: Node) -> HloComputation:
         """The fused computation ``node`` would become, for the injected checks."""
         names = NameAllocator(reserved=self.index.keys())
@@ -193,7 +230,7 @@ class FusionGraph:
         if len(node.members) > self.options.max_members:
             return f"the fusion would have {len(node.members)} instructions (limit " \
                    f"{self.options.max_members})"
-        inputs = len(self.inputs_of(node))
+        inputs = len(self.input_set(node))
         if inputs > self.options.max_parameters:
             return f"the fusion would have {inputs} parameters (limit " \
                    f"{self.options.max_parameters})"
@@ -295,6 +332,7 @@ def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
     for c in consumers:
         consumer = graph.nodes[c]
         node = Node(graph.ordered(consumer.members + producer.members), consumer.outputs, True)
+        graph.derive(node, producer, consumer)
         problem = graph.check_limits(node)
         if problem:
             return reject(problem)
@@ -335,7 +373,7 @@ def producer_consumer_fusion(graph: FusionGraph) -> list[FusionDecision]:
     comp = graph.comp
     readers = {v: set(r) for v, r in graph.readers().items()}
     owner = graph.owner()
-    inputs = {nid: external_inputs(comp, node.members) for nid, node in graph.nodes.items()}
+    inputs = {nid: graph.input_set(node) for nid, node in graph.nodes.items()}
     heap: list[tuple[int, int, int, int]] = []
     live: dict[int, tuple[int, tuple]] = {}  # pid -> (version, judgement) of its heap entry
     version = 0
@@ -372,7 +410,7 @@ def producer_consumer_fusion(graph: FusionGraph) -> list[FusionDecision]:
         for node in merged:
             nid = graph.add(node)
             added.append(nid)
-            inputs[nid] = external_inputs(comp, node.members)
+            inputs[nid] = graph.input_set(node)
             for v in inputs[nid]:
                 readers.setdefault(v, set()).add(nid)
                 touched.add(v)

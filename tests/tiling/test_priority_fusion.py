@@ -245,3 +245,48 @@ def test_structural_maps_check_matches_indexing_analysis_on_corpus_fusions():
         for i in body.instructions:
             if indexing_reads_differently(body, module, i.name):
                 assert structural_reads_differently(body, module, i.name), i.name
+
+
+_DIAMONDS = "HloModule diamonds\nENTRY e {\n  v0 = f32[8,16] parameter(0)\n" + "".join(
+    f"  b{i}_{k} = f32[8,16] {op}(v{i})\n" for i in range(6)
+    for k, op in enumerate(("negate", "abs", "exponential"))) + "".join(
+    f"  s{i} = f32[8,16] add(b{i}_0, b{i}_1)\n  {'ROOT ' if i == 5 else ''}v{i + 1} = f32[8,16] "
+    f"add(s{i}, b{i}_2)\n" for i in range(6)) + "}"
+
+
+@pytest.mark.parametrize("text", [_DIAMONDS] + [
+    (HLO / f"{n}.before.hlo").read_text() for n in ("layernorm", "bf16_softmax", "reductions",
+                                                      "cnn_block_grad", "gelu", "slices")],
+    ids=["diamonds", "layernorm", "bf16_softmax", "reductions", "cnn_block_grad", "gelu",
+         "slices"])
+def test_facts_derived_from_producer_and_consumer_match_the_members(text, monkeypatch):
+    # The pass derives a merge's inputs, kernel-ness, reductions, first expensive op,
+    # elementwise dims and reductions from its two parts instead of walking its members:
+    # every derivation must equal the walk (duplicated producers make parts overlap).
+    from tiling import fusion_tile_check, priority_fusion
+    from tiling.fusion_decisions import (
+        external_inputs, has_expensive, is_kernel, reduce_members,
+    )
+
+    derive, dims = priority_fusion.FusionGraph.derive, fusion_tile_check.TilingVerdicts._elementwise_dims
+    checked = {"derive": 0, "dims": 0}
+
+    def checked_derive(graph, merged, producer, consumer):
+        derive(graph, merged, producer, consumer)
+        comp, members = graph.comp, merged.members
+        assert graph.input_set(merged) == frozenset(external_inputs(comp, members))
+        assert graph.is_kernel(merged) == is_kernel(comp, merged)
+        assert graph.member_facts(merged) == (reduce_members(comp, members),
+                                              has_expensive(comp, members))
+        checked["derive"] += 1
+
+    def checked_dims(verdicts, node, parts=()):
+        got = dims(verdicts, node, parts)
+        assert got == fusion_tile_check.elementwise_dims(verdicts.comp, node)
+        checked["dims"] += 1
+        return got
+
+    monkeypatch.setattr(priority_fusion.FusionGraph, "derive", checked_derive)
+    monkeypatch.setattr(fusion_tile_check.TilingVerdicts, "_elementwise_dims", checked_dims)
+    fuse_module(parse_hlo(text))
+    assert checked["derive"] and checked["dims"]

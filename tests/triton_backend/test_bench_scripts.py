@@ -104,3 +104,22 @@ def test_codegen_quality_compiles_for_sm90(capsys):
     fields = line.split()
     assert fields[4] == "1.00"  # an elementwise fusion moves each byte once
     assert int(fields[5]) > 0 and fields[6] == "0"  # registers, no spills
+
+
+def test_compile_scaling_splits_the_cold_compile(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FUSION_KERNEL_CACHE_DIR", str(tmp_path / "kernels"))
+    compile_scaling = _load("compile_scaling")
+    path = tmp_path / "rows.csv"
+    assert compile_scaling.main(["--sizes", "20", "60", "--kinds", "elementwise", "diamond",
+                                 "--csv", str(path)]) == 0
+    import csv
+
+    rows = list(csv.DictReader(path.open()))
+    assert [(r["kind"], r["ops"]) for r in rows] == [
+        ("elementwise", "20"), ("elementwise", "60"), ("diamond", "20"), ("diamond", "60")]
+    for r in rows:
+        cold, imports, ours = (float(r[k]) for k in ("compile_cold", "kernel_import", "ours"))
+        assert 0 < imports < cold and abs(cold - imports - ours) < 1e-9
+    # The cold compiles ran on their own kernel caches; the environment is as it was.
+    assert compile_scaling.os.environ["FUSION_KERNEL_CACHE_DIR"] == str(tmp_path / "kernels")
+    assert "fitted slope" in capsys.readouterr().out
