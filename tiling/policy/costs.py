@@ -29,6 +29,7 @@ reduction's output, a broadcast scale).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from math import gcd
 from typing import Sequence
 
@@ -133,36 +134,84 @@ def _intersect(a: range, b: range) -> range:
     return range(0)
 
 
-def block_costs_by_parameter(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]):
-    """``(bytes read, {parameter: bytes read with reuse}, bytes written, flops)`` of the
-    first block."""
-    per_param: dict[str, list[list[range]]] = {}
-    read = written = flops = 0
-    counts: dict[int, int] = {}
-    # A block's box depends on the tile and the instruction's dims only: nodes sharing both
-    # (the elementwise body of a fusion) share one evaluation.
-    boxes: dict[tuple[int, tuple[int, ...]], list[range]] = {}
+@dataclass(frozen=True)
+class _BlockPlan:
+    """What the costs of any tiling of one analysis need, worked out once: the nodes grouped
+    by (tile, dims) -- a block's box depends on nothing else, so an elementwise body of
+    hundreds of nodes is one group -- and the nodes that read, write or compute."""
+
+    groups: tuple[tuple[SymbolicNode, tuple[int, ...]], ...]
+    group_of: tuple[int, ...]  # per node index
+    sizes: tuple[int, ...]  # bytes per element, per node index
+    parameters: tuple[tuple[int, str], ...]  # (node index, parameter name)
+    flops: tuple[tuple[str, int, int], ...]  # (kind, node index, operand node index)
+
+
+def _plan(analysis: SymbolicTiledFusion) -> _BlockPlan:
+    hit = analysis.memo.get("costs.plan")
+    if hit is not None:
+        return hit
+    groups: dict[tuple[int, tuple[int, ...]], int] = {}
+    reps: list[tuple[SymbolicNode, tuple[int, ...]]] = []
+    group_of, sizes, parameters, flops = [], [], [], []
     for node in analysis.nodes:
         instr = node.instruction
         dims = leaf_dims(instr) or ()
         key = (id(node.tile), dims)
-        axes = boxes.get(key)
-        if axes is None:
-            axes = boxes[key] = _block0_axes(node.tile, tile_sizes, dims)
-        counts[node.index] = _count(axes)
+        if key not in groups:
+            groups[key] = len(reps)
+            reps.append((node, dims))
+        group_of.append(groups[key])
+        sizes.append(element_bytes(instr))
         if instr.opcode == "parameter":
-            per_param.setdefault(instr.name, []).append(axes)
-            read += counts[node.index] * element_bytes(instr)
+            parameters.append((node.index, instr.name))
         elif instr.opcode in ELEMENTWISE_OPCODES and instr.opcode not in _NO_FLOP_OPCODES:
-            flops += counts[node.index]
+            flops.append(("elementwise", node.index, node.index))
         elif instr.opcode in ("reduce", "reduce-window") and node.operands:
-            flops += counts[node.operands[0]]
+            flops.append(("reduce", node.index, node.operands[0]))
         elif instr.opcode == "dot" and node.operands:
-            flops += 2 * counts[node.operands[0]] * _free_of_rhs(analysis, node, counts)
-    reuse = {name: _union_count(boxes) * element_bytes(analysis.computation.instruction(name))
-             for name, boxes in per_param.items()}
+            flops.append(("dot", node.index, node.operands[0]))
+    plan = _BlockPlan(tuple(reps), tuple(group_of), tuple(sizes), tuple(parameters),
+                      tuple(flops))
+    analysis.memo["costs.plan"] = plan
+    return plan
+
+
+def _group_axes(analysis: SymbolicTiledFusion, tile_sizes: tuple[int, ...]) -> list[list[range]]:
+    """Per group of ``_plan``, the first block's box at ``tile_sizes`` (shared by the costs
+    and the coalescing check of one tiling)."""
+    key = ("costs.axes", tile_sizes)
+    hit = analysis.memo.get(key)
+    if hit is None:
+        hit = analysis.memo[key] = [_block0_axes(node.tile, tile_sizes, dims)
+                                    for node, dims in _plan(analysis).groups]
+    return hit
+
+
+def block_costs_by_parameter(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int]):
+    """``(bytes read, {parameter: bytes read with reuse}, bytes written, flops)`` of the
+    first block."""
+    plan = _plan(analysis)
+    axes = _group_axes(analysis, tuple(tile_sizes))
+    group_counts = [_count(a) for a in axes]
+    counts = [group_counts[g] for g in plan.group_of]
+    per_param: dict[str, list[list[range]]] = {}
+    param_bytes: dict[str, int] = {}
+    read = written = flops = 0
+    for index, name in plan.parameters:
+        per_param.setdefault(name, []).append(axes[plan.group_of[index]])
+        param_bytes[name] = plan.sizes[index]
+        read += counts[index] * plan.sizes[index]
+    for kind, index, operand in plan.flops:
+        if kind == "elementwise":
+            flops += counts[index]
+        elif kind == "reduce":
+            flops += counts[operand]
+        else:
+            flops += 2 * counts[operand] * _free_of_rhs(analysis, analysis.nodes[index], counts)
+    reuse = {name: _union_count(boxes) * param_bytes[name] for name, boxes in per_param.items()}
     for r in analysis.roots:
-        written += counts[r] * element_bytes(analysis.nodes[r].instruction)
+        written += counts[r] * plan.sizes[r]
     return read, reuse, written, flops
 
 
@@ -240,15 +289,17 @@ def uncoalesced_fraction(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int
     cover their whole buffer)."""
     bad = total = 0
     roots = set(analysis.roots)
+    plan = _plan(analysis)
+    group_axes = _group_axes(analysis, tuple(tile_sizes))
     for node in analysis.nodes:
         instr = node.instruction
         if instr.opcode != "parameter" and node.index not in roots:
             continue
-        dims = leaf_dims(instr) or ()
         if not isinstance(node.tile, SymbolicTile):
             continue
-        axes = _block0_axes(node.tile, tile_sizes, dims)
-        size = element_bytes(instr)
+        dims = plan.groups[plan.group_of[node.index]][1]
+        size = plan.sizes[node.index]
+        axes = group_axes[plan.group_of[node.index]]
         moved = _count(axes) * size
         numel = 1
         for n in dims:

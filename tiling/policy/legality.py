@@ -68,11 +68,7 @@ def node_sizes(tile: SymbolicTile, tile_sizes: Sequence[int],
 
 def reduced_extent(analysis: SymbolicTiledFusion) -> int:
     """The largest padded extent of the reduced dims any tile covers whole (0: none)."""
-    out = 0
-    for n in analysis.distinct_tiles:
-        if isinstance(n.tile, SymbolicTile) and n.tile.num_range_vars:
-            out = max(out, prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
-    return out
+    return analysis.padded_reduced_extent
 
 
 def _persistent_block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
@@ -87,8 +83,16 @@ def _persistent_block_elements(analysis: SymbolicTiledFusion, tile_sizes: Sequen
 def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
                  reduction_chunk: int | None = None) -> Illegal | None:
     """``None`` if the tiling is legal, else why not (the rule broken and one sentence)."""
+    # Remembered: ranking asks once for the chunk and once more to cost the tiling.
+    key = ("legality.check_tiling", tuple(tile_sizes), reduction_chunk)
+    if key not in analysis.memo:
+        analysis.memo[key] = _check_tiling(analysis, tuple(tile_sizes), reduction_chunk)
+    return analysis.memo[key]
+
+
+def _check_tiling(analysis: SymbolicTiledFusion, tile_sizes: tuple[int, ...],
+                  reduction_chunk: int | None) -> Illegal | None:
     dims = analysis.output_dims
-    tile_sizes = tuple(tile_sizes)
     if len(tile_sizes) != len(dims):
         return Illegal(IllegalKind.RANK,
                        f"{len(tile_sizes)} tile sizes for an output of rank {len(dims)}")
@@ -99,10 +103,8 @@ def check_tiling(analysis: SymbolicTiledFusion, tile_sizes: Sequence[int],
     problem = analysis.first_problem(tile_sizes, reduction_chunk)
     if problem is not None:
         return Illegal(IllegalKind.INEXACT, "inexact tile: " + problem)
-    for node in analysis.nodes:
+    for node in analysis.concatenates:
         instr = node.instruction
-        if instr.opcode != "concatenate":
-            continue
         axis = instr.attr("dimensions")[0]
         size = node_sizes(node.tile, tile_sizes, reduction_chunk)[axis]
         comp = analysis.computation

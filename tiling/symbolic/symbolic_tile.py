@@ -34,6 +34,7 @@ not tileable: `d0 * 8 + d1 mod 8` mixes a mod with other dims
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 from tiling.affine_expr import (
@@ -117,6 +118,11 @@ class SymbolicTile:
         return self.source.num_range_vars
 
     def full_range_sizes(self) -> tuple[int, ...]:
+        return self._range_sizes
+
+    @cached_property
+    def _range_sizes(self) -> tuple[int, ...]:
+        # Asked for by every legality and cost check of every candidate tiling.
         return tuple(b.size for b in self.source.range_bounds)
 
     def params(self, tile_sizes: Sequence[int], range_chunks: Sequence[int] | None = None):

@@ -167,6 +167,27 @@ class SymbolicTiledFusion:
             seen.setdefault(id(n.tile), n)
         return tuple(seen.values())
 
+    @cached_property
+    def memo(self) -> dict:
+        """Values other layers derive from this analysis alone (the costs of each candidate
+        tiling ask for the same tile boxes), under keys those layers name.  Pure memoization:
+        the analysis itself never changes."""
+        return {}
+
+    @cached_property
+    def padded_reduced_extent(self) -> int:
+        """The largest padded extent of the reduced dims any tile covers whole (0: none)."""
+        out = 0
+        for n in self.distinct_tiles:
+            if isinstance(n.tile, SymbolicTile) and n.tile.num_range_vars:
+                out = max(out, prod(next_power_of_two(s) for s in n.tile.full_range_sizes()))
+        return out
+
+    @cached_property
+    def concatenates(self) -> tuple[SymbolicNode, ...]:
+        """The concatenate nodes (each candidate tiling checks their tiles)."""
+        return tuple(n for n in self.nodes if n.instruction.opcode == "concatenate")
+
     def problems(self, tile_sizes: Sequence[int], reduction_chunk: int | None = None) -> list[str]:
         """Why these sizes do not give exact tiles (empty when they do)."""
         out = [f"{n.name}: {t}" for n, t in self.not_tileable()]
