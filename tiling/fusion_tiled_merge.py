@@ -38,6 +38,7 @@ multi-output fusion).  The best saving is taken first, until no merge saves.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -203,17 +204,27 @@ def _candidates(graph: FusionGraph):
     owner = graph.owner()
     succ = graph.successors()
     for cid, consumer in graph.nodes.items():
-        if not mergeable(graph.comp, consumer):
-            continue
-        producers = sorted({owner[v] for v in external_inputs(graph.comp, consumer.members)})
-        for pid in producers:
-            producer = graph.nodes[pid]
-            if pid == cid or not mergeable(graph.comp, producer):
-                continue
-            if not (_holds_hero(graph.comp, producer) or _holds_hero(graph.comp, consumer)):
-                continue  # two loop fusions: producer-consumer fusion has judged them
+        for pid in _producers_of(graph, cid, owner):
             yield pid, cid, _merged(graph, pid, cid, readers), reaches_through_another(
                 succ, pid, cid)
+
+
+def _pair_allowed(graph: FusionGraph, pid: int, cid: int) -> bool:
+    """Whether producer ``pid`` and consumer ``cid`` form a candidate at all."""
+    comp = graph.comp
+    producer, consumer = graph.nodes[pid], graph.nodes[cid]
+    if pid == cid or not mergeable(comp, producer) or not mergeable(comp, consumer):
+        return False
+    # Two loop fusions: producer-consumer fusion has judged them.
+    return _holds_hero(comp, producer) or _holds_hero(comp, consumer)
+
+
+def _producers_of(graph: FusionGraph, cid: int, owner: dict[str, int]) -> list[int]:
+    """The producers ``cid`` forms candidates with, in increasing id."""
+    if not mergeable(graph.comp, graph.nodes[cid]):
+        return []
+    producers = sorted({owner[v] for v in external_inputs(graph.comp, graph.nodes[cid].members)})
+    return [pid for pid in producers if _pair_allowed(graph, pid, cid)]
 
 
 def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: Node,
@@ -248,21 +259,73 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
 
 def tiled_merge_fusion(graph: FusionGraph) -> list[FusionDecision]:
     """Apply the tiled merge that saves the most modeled memory cost until none saves; returns
-    the decisions taken and, for the final state, those refused."""
+    the decisions taken and, for the final state, those refused.
+
+    The best is the largest saving, the smallest consumer id then producer id on a tie (the
+    order the candidates are listed in).  A candidate's verdict depends only on its two nodes,
+    except that a path between them through a third node (a cycle if merged) may appear when
+    nodes elsewhere merge, never disappear: so candidates are judged once, when their nodes
+    appear, wait in a heap, and the one popped is checked for such a path again.  A module
+    of n nodes costs O(n log n) judgements instead of one per candidate per merge."""
     costs = KernelCosts(graph)
     log: list[FusionDecision] = []
-    while True:
-        options = [(_judge(graph, costs, pid, cid, merged, cyclic), pid, cid, merged)
-                   for pid, cid, merged, cyclic in _candidates(graph)]
-        accepted = [o for o in options if o[0].fused]
-        if not accepted:
-            log.extend(o[0] for o in options)
-            return log
-        decision, pid, cid, merged = max(accepted, key=lambda o: o[0].bytes_saved)
-        del graph.nodes[pid]
-        del graph.nodes[cid]
-        graph.add(merged)
+    readers = {v: set(r) for v, r in graph.readers().items()}
+    owner = graph.owner()
+    heap: list[tuple[int, int, int, FusionDecision, Node]] = []
+
+    def succ_of(nid: int) -> set[int]:
+        return {r for o in graph.nodes[nid].outputs for r in readers.get(o, ())}
+
+    def consider(pid: int, cid: int) -> None:
+        merged = _merged(graph, pid, cid, readers)
+        decision = _judge(graph, costs, pid, cid, merged, _through_another(succ_of, pid, cid))
+        if decision.fused:
+            heapq.heappush(heap, (-decision.bytes_saved, cid, pid, decision, merged))
+
+    for cid in list(graph.nodes):
+        for pid in _producers_of(graph, cid, owner):
+            consider(pid, cid)
+    while heap:
+        _, cid, pid, decision, merged = heapq.heappop(heap)
+        if pid not in graph.nodes or cid not in graph.nodes:
+            continue  # one of its nodes was merged since
+        if _through_another(succ_of, pid, cid):
+            continue  # a merge elsewhere made a path between them: refused now
+        for gone in (pid, cid):
+            for v in graph.input_set(graph.nodes[gone]):
+                readers[v].discard(gone)
+            for o in graph.nodes[gone].outputs:
+                owner.pop(o, None)
+            del graph.nodes[gone]
+        new = graph.add(merged)
+        for v in graph.input_set(merged):
+            readers.setdefault(v, set()).add(new)
+        for o in merged.outputs:
+            owner[o] = new
         log.append(decision)
+        for producer in _producers_of(graph, new, owner):
+            consider(producer, new)
+        for consumer in sorted(succ_of(new) - {new}):
+            if _pair_allowed(graph, new, consumer):
+                consider(new, consumer)
+    options = [_judge(graph, costs, pid, cid, merged, cyclic)
+               for pid, cid, merged, cyclic in _candidates(graph)]
+    log.extend(options)
+    return log
+
+
+def _through_another(succ_of, start: int, goal: int) -> bool:
+    """``reaches_through_another`` with successors computed on demand."""
+    seen: set[int] = set()
+    stack = [t for t in succ_of(start) if t != goal]
+    while stack:
+        n = stack.pop()
+        if n == goal:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(succ_of(n))
+    return False
 
 
 __all__ = ["KernelCosts", "ModeledCost", "tiled_merge_fusion"]
