@@ -58,7 +58,6 @@ from tiling.fusion_decisions import (
     Node,
     external_inputs,
     node_traffic,
-    reachable,
 )
 from tiling.fusion_tiled_merge import dot_member, mergeable
 
@@ -72,20 +71,62 @@ def _pairs(graph: FusionGraph):
     comp = graph.comp
     succ = graph.successors()
     dots = [n for n, node in graph.nodes.items() if dot_member(comp, node) is not None]
-    preds: dict[int, set[int]] = {n: set() for n in graph.nodes}
-    for n, targets in succ.items():
-        for t in targets:
-            preds[t].add(n)
+    if len(dots) < 2:
+        return
+    after, before, ids = _reach_sets(succ)
+    bit = {n: 1 << i for i, n in enumerate(ids)}
+    dot_mask = sum(bit[n] for n in dots)
     for a in dots:
-        after = reachable(succ, a)
         for b in dots:
-            if b == a or b not in after:
+            if b == a or not after[a] & bit[b]:
                 continue
-            before = reachable(preds, b)
-            between = after & before
-            if any(n in dots for n in between):
+            between = after[a] & before[b]
+            if between & dot_mask:
                 continue  # a dot chain: the adjacent pairs are judged instead
-            yield a, b, (a, *sorted(between), b)
+            yield a, b, (a, *_members_of(between, ids), b)
+
+
+def _reach_sets(succ: dict[int, set[int]]) -> tuple[dict[int, int], dict[int, int], list[int]]:
+    """Per node, the nodes it reaches and the nodes reaching it, as bit sets over ``ids``
+    (the nodes in increasing id): one pass each way in topological order, instead of a walk
+    of the graph per pair of dots (cubic in a model's layers)."""
+    ids = sorted(succ)
+    preds: dict[int, list[int]] = {n: [] for n in ids}
+    indegree = dict.fromkeys(ids, 0)
+    for n in ids:
+        for t in succ[n]:
+            preds[t].append(n)
+            indegree[t] += 1
+    order = [n for n in ids if indegree[n] == 0]
+    for n in order:  # grows while it is walked: Kahn's algorithm
+        for t in succ[n]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                order.append(t)
+    bit = {n: 1 << i for i, n in enumerate(ids)}
+    after: dict[int, int] = {}
+    for n in reversed(order):
+        reach = 0
+        for t in succ[n]:
+            reach |= bit[t] | after[t]
+        after[n] = reach
+    before: dict[int, int] = {}
+    for n in order:
+        reach = 0
+        for p in preds[n]:
+            reach |= bit[p] | before[p]
+        before[n] = reach
+    return after, before, ids
+
+
+def _members_of(bits: int, ids: list[int]) -> list[int]:
+    """The ids whose bits are set, in increasing id."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(ids[low.bit_length() - 1])
+        bits ^= low
+    return out
 
 
 def _merged(graph: FusionGraph, region: tuple[int, ...]) -> tuple[Node, list[str]]:

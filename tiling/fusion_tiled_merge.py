@@ -56,6 +56,7 @@ from tiling.fusion_decisions import (
     reaches_through_another,
     structural_tile_check,
 )
+from tiling.fusion_tile_check import candidate_structure
 from tiling.policy.candidates import report_for
 from tiling.policy.limits import NUM_SMS
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
@@ -123,10 +124,19 @@ class KernelCosts:
 
     graph: FusionGraph
     _by_node: dict[Node, ModeledCost] = field(default_factory=dict)
+    _by_structure: dict[tuple, ModeledCost] = field(default_factory=dict)
 
     def of(self, node: Node) -> ModeledCost:
         if node not in self._by_node:
-            self._by_node[node] = self._model(node)
+            # A model's layers offer the same candidates under other names: cost each
+            # structure once.  Only costs are shared; a refusal's reason names instructions.
+            structure = candidate_structure(self.graph.comp, node)
+            cost = self._by_structure.get(structure) if structure is not None else None
+            if cost is None:
+                cost = self._model(node)
+                if structure is not None and cost.problem is None:
+                    self._by_structure[structure] = cost
+            self._by_node[node] = cost
         return self._by_node[node]
 
     def _template_bytes(self, node: Node, fused: HloComputation) -> int:
