@@ -324,18 +324,19 @@ def tiled_merge_fusion(graph: FusionGraph) -> list[FusionDecision]:
     return log
 
 
+class _Successors:
+    """The successor map ``reaches_through_another`` indexes, computed when asked (the graph
+    changes after every merge)."""
+
+    def __init__(self, succ_of) -> None:
+        self._succ_of = succ_of
+
+    def __getitem__(self, nid: int) -> set[int]:
+        return self._succ_of(nid)
+
+
 def _through_another(succ_of, start: int, goal: int) -> bool:
-    """``reaches_through_another`` with successors computed on demand."""
-    seen: set[int] = set()
-    stack = [t for t in succ_of(start) if t != goal]
-    while stack:
-        n = stack.pop()
-        if n == goal:
-            return True
-        if n not in seen:
-            seen.add(n)
-            stack.extend(succ_of(n))
-    return False
+    return reaches_through_another(_Successors(succ_of), start, goal)
 
 
 __all__ = ["KernelCosts", "ModeledCost", "tiled_merge_fusion"]

@@ -224,6 +224,23 @@ def test_legality_cases_cover_both_verdicts():
     assert "not tileable" in verdicts["split_transpose"]
 
 
+def _candidate_nodes(comp):
+    """Per instruction: itself alone, itself with every producer it reaches, and the last
+    few of those (the chains the pass grows).""""
+    ancestors: dict[str, tuple[str, ...]] = {}
+    for instr in comp.instructions:
+        if instr.opcode in ("parameter", "tuple", "get-tuple-element"):
+            continue
+        members = {instr.name}
+        for op in instr.operands:
+            members |= set(ancestors.get(op, ()))
+        ordered = tuple(i.name for i in comp.instructions if i.name in members)
+        ancestors[instr.name] = ordered
+        yield Node(ordered, (instr.name,), True)
+        yield Node((instr.name,), (instr.name,), True)
+        yield Node(ordered[-4:], (instr.name,), True)
+
+
 @pytest.mark.parametrize("name", ["gelu", "integer_ops", "compare_select", "bf16_softmax",
                                   "layernorm"])
 def test_elementwise_shortcut_matches_the_full_analysis(name):
@@ -236,38 +253,11 @@ def test_elementwise_shortcut_matches_the_full_analysis(name):
 
     fast = TilingVerdicts(comp, module, build)
     full = TilingVerdicts(comp, module, build, shortcut=False)
-    ancestors: dict[str, tuple[str, ...]] = {}
     shortcut_used = 0
-    for instr in comp.instructions:
-        if instr.opcode in ("parameter", "tuple", "get-tuple-element"):
-            continue
-        members = {instr.name}
-        for op in instr.operands:
-            members |= set(ancestors.get(op, ()))
-        ordered = tuple(i.name for i in comp.instructions if i.name in members)
-        ancestors[instr.name] = ordered
-        for node in (Node(ordered, (instr.name,), True), Node((instr.name,), (instr.name,), True)):
-            shortcut_used += elementwise_dims(comp, node) is not None
-            assert (fast.verdict(node) is None) == (full.verdict(node) is None), node
+    for node in _candidate_nodes(comp):
+        shortcut_used += elementwise_dims(comp, node) is not None
+        assert (fast.verdict(node) is None) == (full.verdict(node) is None), node
     assert shortcut_used > 0
-
-
-def _candidate_nodes(comp):
-    """Per instruction: itself alone, and itself with every producer it reaches."""
-    ancestors: dict[str, tuple[str, ...]] = {}
-    for instr in comp.instructions:
-        if instr.opcode in ("parameter", "tuple", "get-tuple-element"):
-            continue
-        members = {instr.name}
-        for op in instr.operands:
-            members |= set(ancestors.get(op, ()))
-        ordered = tuple(i.name for i in comp.instructions if i.name in members)
-        ancestors[instr.name] = ordered
-        yield Node(ordered, (instr.name,), True)
-        yield Node((instr.name,), (instr.name,), True)
-        # A window of the last few instructions: the chains the pass grows.
-        window = tuple(n for n in ordered[-4:])
-        yield Node(window, (instr.name,), True)
 
 
 _TRANSPOSE_CHAIN = "HloModule chain\nENTRY e {\n  v0 = f32[8,16] parameter(0)\n" + "".join(
