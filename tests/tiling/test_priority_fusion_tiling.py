@@ -226,7 +226,7 @@ def test_legality_cases_cover_both_verdicts():
 
 def _candidate_nodes(comp):
     """Per instruction: itself alone, itself with every producer it reaches, and the last
-    few of those (the chains the pass grows).""""
+    few of those (the chains the pass grows)."""
     ancestors: dict[str, tuple[str, ...]] = {}
     for instr in comp.instructions:
         if instr.opcode in ("parameter", "tuple", "get-tuple-element"):
