@@ -52,7 +52,7 @@ def _child(mode: str, path: Path) -> dict:
 
     if mode == "cold":
         # Outside the clock, so the ratio is not flattered: hashing the compiler's sources
-        # (stored for the fresh child, which pays only the stat walk that checks it).
+        # (stored for the fresh child, which pays only the stats that check its stamp).
         module_cache.source_hash()
     text = path.read_text()
     row: dict = {}

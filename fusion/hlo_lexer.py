@@ -17,32 +17,37 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from fusion.errors import HloParseError
 from fusion.hlo_module import SourceLocation
 
 # Whitespace and comments; an unterminated /* is caught separately to give a good message.
 _SKIP = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
-_TOKEN = re.compile(
-    r"""
-    (?P<STRING>"(?:[^"\\\n]|\\.)*")
+_TOKENS = r"""
+    (?P<STRING>"[^"\\\n]*(?:\\.[^"\\\n]*)*")
   | (?P<ARROW>->)
   | (?P<LE><=)
   | (?P<ELLIPSIS>\.\.\.)
   | (?P<NUM>[-+]?(?:[0-9][0-9A-Za-z_.]*(?:(?<=[eEx_])[-+][0-9A-Za-z_.]+)*|inf\b|nan\b))
-  | (?P<NAME>%?[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*)
+  | (?P<NAME>%?[A-Za-z_][A-Za-z0-9_.]*(?:-(?!>)[A-Za-z0-9_.]*)*)
   | (?P<PUNCT>[=,(){}\[\]:*])
-    """,
-    re.VERBOSE,
-)
+"""
+_TOKEN = re.compile(_TOKENS, re.VERBOSE)
+# Blanks then a token in one match, the common case (parsing is lexing-bound); anything else
+# (a comment, the end, an error) takes the general path.  No token starts with a blank, so
+# backtracking into the blanks cannot make a token of them.
+_BLANKS_TOKEN = re.compile(r"[ \t\r\n]*(?:" + _TOKENS + ")", re.VERBOSE)
+_KINDS = {"ARROW": "->", "LE": "<=", "ELLIPSIS": "..."}
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One token: ``kind`` is ``NAME``, ``NUM``, ``STRING``, ``->``, ``<=``, ``...``, ``EOF``
-    or the punctuation character itself; ``pos`` is its offset in the text."""
+    or the punctuation character itself; ``pos`` is its offset in the text.
+
+    (A named tuple: a module of a few thousand lines is tens of thousands of tokens, and a
+    frozen dataclass costs twice as much to build.)
+    """
 
     kind: str
     text: str
@@ -64,7 +69,7 @@ class Lexer:
     def location(self, pos: int) -> SourceLocation:
         """1-based line and column of offset ``pos``."""
         if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+            self._line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.text)]
         line = bisect.bisect_right(self._line_starts, pos)
         return SourceLocation(line, pos - self._line_starts[line - 1] + 1)
 
@@ -82,6 +87,16 @@ class Lexer:
 
     def _lex_one(self, pos: int) -> Token:
         text = self.text
+        m = _BLANKS_TOKEN.match(text, pos)
+        if m is not None:
+            kind = m.lastgroup
+            end = m.end()
+            tok_text = m.group(kind)
+            if kind == "PUNCT":
+                kind = tok_text
+            elif kind in _KINDS:
+                kind = _KINDS[kind]
+            return Token(kind, tok_text, end - len(tok_text), end)
         pos = _SKIP.match(text, pos).end()
         if pos < len(text) and text[pos] == "/" and text.startswith("/*", pos):
             raise self.error("unterminated /* comment", pos, expected="'*/' closing the comment")
@@ -107,14 +122,14 @@ class Lexer:
 
     def peek(self, k: int = 0) -> Token:
         """The ``k``-th token ahead without consuming it."""
-        while len(self._buffer) <= k:
-            start = self._buffer[-1].end if self._buffer else self._pos
-            self._buffer.append(self._lex_one(start))
-        return self._buffer[k]
+        buffer = self._buffer
+        while len(buffer) <= k:
+            buffer.append(self._lex_one(buffer[-1].end if buffer else self._pos))
+        return buffer[k]
 
     def next(self) -> Token:
-        tok = self.peek()
-        self._buffer.pop(0)
+        buffer = self._buffer
+        tok = buffer.pop(0) if buffer else self._lex_one(self._pos)
         self._pos = tok.end
         return tok
 
@@ -213,3 +228,4 @@ class Lexer:
 
 
 _STRING_BODY = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NEWLINE = re.compile("\n")

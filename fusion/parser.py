@@ -20,6 +20,7 @@ column, the offending text and what was expected.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fusion.attribute_parsing import (
@@ -28,15 +29,31 @@ from fusion.attribute_parsing import (
     read_computation_list,
     rule_for_attribute,
 )
+from fusion.element_types import ELEMENT_TYPES
 from fusion.hlo_lexer import Lexer, Token
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.layout import Layout
 from fusion.literal_parsing import read_literal
-from fusion.shape import Shape
+from fusion.shape import ArrayShape, Shape
 from fusion.shape_parsing import is_shape_start, read_layout_at, read_shape
 
 STACK_FRAME_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _COMPUTATION_RULES = (read_computation, read_computation_list)
+
+# A NAME token as the lexer reads it: ``inf`` and ``nan`` on their own are numbers.
+_NAME = r"(?:%|(?!(?:inf|nan)\b))[A-Za-z_][A-Za-z0-9_.]*(?:-(?!>)[A-Za-z0-9_.]*)*"
+_BLANKS = r"[ \t\r\n]*"
+# The common instruction head in one match (parsing is lexing-bound, about ten tokens an
+# instruction): ``[ROOT] name = f32[2,3]{1,0} opcode(a, b)`` or ``... parameter(0)``, blanks
+# only between the tokens, an array shape whose dims and layout the shape reader's own fast
+# path would take.  Anything else (comments, tuple shapes, tiled layouts, constants, errors)
+# goes token by token; ``_Parser.instruction`` checks what the pattern cannot.
+_SIMPLE_HEAD = re.compile(
+    rf"(?:(?P<root>ROOT)[ \t\r\n]+(?={_NAME}))?(?P<name>{_NAME}){_BLANKS}={_BLANKS}"
+    rf"(?P<dtype>[A-Za-z_][A-Za-z0-9_]*)\[(?P<dims>[0-9]+(?:,[0-9]+)*)?\]"
+    rf"(?P<braces>\{{(?P<layout>[0-9]+(?:,[0-9]+)*)?\}})?{_BLANKS}"
+    rf"(?P<opcode>{_NAME}){_BLANKS}\({_BLANKS}"
+    rf"(?:(?P<number>[0-9]+)|(?P<operands>{_NAME}(?:{_BLANKS},{_BLANKS}{_NAME})*))?{_BLANKS}\)")
 
 
 def parse_hlo(text: str) -> HloModule:
@@ -269,6 +286,55 @@ class _Parser:
     def instruction(self) -> tuple[HloInstruction, bool]:
         lx = self.lexer
         first = lx.peek()
+        head = self.simple_head(first.pos)
+        if head is not None:
+            is_root, name, shape, opcode, operands, attributes = head
+        else:
+            is_root, name, shape, opcode, operands, attributes = self.head(first)
+        while lx.peek().kind == ",":
+            lx.next()
+            key = self.name("an attribute name after ','")
+            self.lexer.expect("=", f"'=' after attribute {key.text}")
+            if rule_for_attribute(key.text) in _COMPUTATION_RULES and self.inline_follows():
+                attributes.append((key.text, self.inline_computation()))
+                continue
+            attributes.append((key.text, read_attribute_value(lx, key.text)))
+        instr = HloInstruction(name.lstrip("%"), opcode, shape, operands, tuple(attributes),
+                               lx.location(first.pos))
+        return instr, is_root
+
+    def simple_head(self, pos: int) -> tuple[bool, str, Shape, str, tuple[str, ...],
+                                             list[tuple[str, Any]]] | None:
+        """``head`` for the common form ``_SIMPLE_HEAD`` matches at ``pos``, in one step;
+        None (nothing consumed) for any other, ``head`` then reads it token by token."""
+        lx = self.lexer
+        m = _SIMPLE_HEAD.match(lx.text, pos)
+        if m is None:
+            return None
+        dtype, opcode, number, operands = m.group("dtype", "opcode", "number", "operands")
+        if dtype not in ELEMENT_TYPES or opcode == "constant" \
+                or (opcode == "parameter") != (number is not None):
+            return None
+        layout = None
+        if m.start("braces") >= 0:
+            text = m.group("layout")
+            layout = Layout(tuple(int(d) for d in text.split(",")) if text else ())
+        dims = m.group("dims")
+        shape = ArrayShape(dtype, tuple(int(d) for d in dims.split(",")) if dims else (),
+                           layout)
+        lx.seek(m.end())
+        if number is not None:
+            return (m.start("root") >= 0, m.group("name"), shape, opcode, (),
+                    [("parameter_number", int(number))])
+        names = tuple(o.strip().lstrip("%") for o in operands.split(",")) if operands else ()
+        return m.start("root") >= 0, m.group("name"), shape, opcode, names, []
+
+    def head(self, first: Token) -> tuple[bool, str, Shape, str, tuple[str, ...],
+                                          list[tuple[str, Any]]]:
+        """``[ROOT] name = shape opcode(operands)``, token by token: whether it is the ROOT,
+        the name as written, shape, opcode, operand names and the attributes written in
+        operand position (a constant's literal, a parameter's number)."""
+        lx = self.lexer
         is_root = first.kind == "NAME" and first.text == "ROOT" and lx.peek(1).kind == "NAME"
         if is_root:
             lx.next()
@@ -294,17 +360,7 @@ class _Parser:
                     self.lexer.expect(",", f"',' or ')' in the operands of {name_tok.text}")
                 operands.append(self.operand())
         self.lexer.expect(")", f"')' closing the operands of {name_tok.text}")
-        while lx.peek().kind == ",":
-            lx.next()
-            key = self.name("an attribute name after ','")
-            self.lexer.expect("=", f"'=' after attribute {key.text}")
-            if rule_for_attribute(key.text) in _COMPUTATION_RULES and self.inline_follows():
-                attributes.append((key.text, self.inline_computation()))
-                continue
-            attributes.append((key.text, read_attribute_value(lx, key.text)))
-        instr = HloInstruction(name_tok.text.lstrip("%"), opcode, shape, tuple(operands),
-                               tuple(attributes), lx.location(first.pos))
-        return instr, is_root
+        return is_root, name_tok.text, shape, opcode, tuple(operands), attributes
 
     def operand(self) -> str:
         lx = self.lexer

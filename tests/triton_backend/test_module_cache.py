@@ -327,3 +327,150 @@ def test_the_cache_can_be_switched_off(switch, monkeypatch):
     second = compile_hlo(SOFTMAX, **options)
     assert count and len(calls) == 2 * count and second is not first
     assert _plan_paths() == []
+
+
+# -- the compiler-source stamp (``source_hash``) ----------------------------------------------
+
+_PAST_NS = 1_600_000_000 * 10**9  # long before the stamp: no racy-stamp guard applies
+
+
+def _tree(root: pathlib.Path) -> pathlib.Path:
+    """A project tree like ours (every package, a subpackage), every time long past."""
+    files = {"fusion/parser.py": "A = 1\n", "tiling/__init__.py": "",
+             "triton_backend/driver/runner.py": "B = 2\n"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    _age(root)
+    return root
+
+
+def _age(root: pathlib.Path, ns: int = _PAST_NS) -> None:
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, ns=(ns, ns))
+
+
+def _full_hash(root: pathlib.Path) -> str:
+    return module_cache._hash_files(str(root), module_cache._walk_sources(str(root))[1])
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return _tree(tmp_path / "project"), tmp_path / "cache"
+
+
+def test_the_source_stamp_is_checked_by_stat_alone_when_nothing_changed(tree, monkeypatch):
+    root, cache = tree
+    first = module_cache._source_hash(str(root), cache)
+    assert first == _full_hash(root)
+
+    def forbidden(*args):
+        raise AssertionError("an unchanged tree was walked or hashed")
+
+    monkeypatch.setattr(module_cache, "_walk_sources", forbidden)
+    monkeypatch.setattr(module_cache, "_hash_files", forbidden)
+    assert module_cache._source_hash(str(root), cache) == first
+
+
+@pytest.mark.parametrize("change", ["edited in place", "edited, same size", "added",
+                                    "added in a new folder", "removed", "renamed"])
+def test_an_edited_added_or_removed_source_changes_the_hash(change, tree, caplog):
+    root, cache = tree
+    before = module_cache._source_hash(str(root), cache)
+    parser = root / "fusion" / "parser.py"
+    if change == "edited in place":
+        with open(parser, "a") as handle:  # the folder's time does not change
+            handle.write("C = 3\n")
+    elif change == "edited, same size":
+        parser.write_text("A = 9\n")
+        os.utime(parser, ns=(_PAST_NS + 1, _PAST_NS + 1))  # only its time tells
+    elif change == "added":
+        (root / "tiling" / "new.py").write_text("")
+    elif change == "added in a new folder":
+        (root / "tiling" / "sub").mkdir()
+        (root / "tiling" / "sub" / "new.py").write_text("")
+    elif change == "removed":
+        (root / "triton_backend" / "driver" / "runner.py").unlink()
+    else:
+        parser.rename(root / "fusion" / "renamed.py")
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    after = module_cache._source_hash(str(root), cache)
+    assert after != before and after == _full_hash(root)
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert any("compiler sources changed since they were stamped" in m for m in messages)
+    _age(root, _PAST_NS + 2)
+    assert module_cache._source_hash(str(root), cache) == after  # stamped again
+
+
+def test_a_changed_folder_without_changed_sources_keeps_the_hash(tree, monkeypatch):
+    root, cache = tree
+    before = module_cache._source_hash(str(root), cache)
+    (root / "fusion" / ".parser.py.swp").write_text("an editor's swap file")
+    monkeypatch.setattr(module_cache, "_hash_files", lambda *a: pytest.fail("hashed again"))
+    assert module_cache._source_hash(str(root), cache) == before
+
+
+def test_a_source_modified_just_now_is_hashed_but_not_stamped(tree, monkeypatch):
+    root, cache = tree
+    (root / "fusion" / "parser.py").write_text("A = 2\n")  # now: within the racy window
+    value = module_cache._source_hash(str(root), cache)
+    assert value == _full_hash(root)
+    assert not (cache / "sources").exists() or not any((cache / "sources").iterdir())
+    calls = []
+    real = module_cache._hash_files
+    monkeypatch.setattr(module_cache, "_hash_files", lambda *a: calls.append(1) or real(*a))
+    assert module_cache._source_hash(str(root), cache) == value and calls == [1]
+
+
+@pytest.mark.parametrize("how", ["edited", "garbage", "other-root"])
+def test_a_damaged_or_foreign_stamp_is_ignored(how, tree):
+    root, cache = tree
+    before = module_cache._source_hash(str(root), cache)
+    [stamp] = (cache / "sources").glob("*")
+    body = json.loads(stamp.read_text().partition("\n")[2])
+    if how == "edited":  # the header no longer matches
+        stamp.write_text(stamp.read_text().replace(before, "0" * 64))
+    elif how == "garbage":
+        stamp.write_text(render_entry('{"format": 1, "files": 3}'))
+    else:
+        body["root"], body["hash"] = "/elsewhere", "0" * 64
+        stamp.write_text(render_entry(json.dumps(body)))
+    assert module_cache._source_hash(str(root), cache) == before == _full_hash(root)
+
+
+def test_the_source_hash_covers_this_projects_sources():
+    root = module_cache._project_root()
+    assert pathlib.Path(root) == ROOT
+    module_cache.source_hash.cache_clear()
+    try:
+        before = _full_hash(ROOT)
+        value = module_cache.source_hash()
+        assert value in (before, _full_hash(ROOT))  # either side of an edit made meanwhile
+    finally:
+        module_cache.source_hash.cache_clear()
+
+
+# -- the given module of a warm compile -------------------------------------------------------
+
+def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
+    from triton_backend.driver import module_runner
+
+    cold = compile_hlo(SOFTMAX)
+    module_cache.forget_remembered()
+    parses = []
+    real = module_runner.parse_hlo
+    monkeypatch.setattr(module_runner, "parse_hlo", lambda t: parses.append(t) or real(t))
+    warm = compile_hlo(SOFTMAX)
+    assert warm is not cold and parses == []
+    source = warm.source_module
+    assert parses == [SOFTMAX] and warm.source_module is source  # parsed once
+    assert source == parse_hlo(SOFTMAX) == cold.source_module
+    assert _locations(source) == _locations(parse_hlo(SOFTMAX))
+
+
+def test_a_module_run_as_given_is_parsed_by_the_warm_compile():
+    text = (HLO / "cond.after.hlo").read_text()  # XLA-fused: no fused text in its plan
+    compile_hlo(text)
+    module_cache.forget_remembered()
+    warm = compile_hlo(text)
+    assert warm.module is warm.source_module and warm.module == parse_hlo(text)

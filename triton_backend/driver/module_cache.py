@@ -41,6 +41,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -112,50 +113,149 @@ def source_hash() -> str:
 
     Hashing every file costs milliseconds, a warm compile's budget: the hash is computed
     once per process (the code that runs is what was imported), and remembered across
-    processes in the cache directory (``sources/``) under the files' paths, sizes and
-    modification times, which is what Python's own bytecode cache trusts.
+    processes in the cache directory (``sources/``) with every file's size and modification
+    time (what Python's own bytecode cache trusts) and every folder's modification time (a
+    file added, removed or renamed changes its folder's).  Checking that stamp is a stat of
+    each path it names, not a walk of the tree; when any differs, the tree is walked and the
+    files hashed again (``FUSION_LOG=debug`` names what changed).
 
     >>> len(source_hash())
     64
     """
-    return _source_hash(_source_files(), default_cache_dir())
+    return _source_hash(_project_root(), default_cache_dir())
 
 
-def _source_files() -> tuple[tuple[str, int, int], ...]:
-    """``(path relative to the project, size, mtime_ns)`` of every source file, sorted."""
-    root = str(Path(__file__).resolve().parents[2])
-    out: list[tuple[str, int, int]] = []
-    pending = list(_PACKAGES)  # relative paths: plain strings, no pathlib (a warm budget)
+#: A stamp is not stored while a source was modified this recently (nanoseconds): a file
+#: edited again within its file system's timestamp granularity would keep its stamped
+#: size and time.  Git guards its index against the same race.
+_RACY_NS = 2_000_000_000
+#: Bump when the stamp's data or its meaning changes.
+_STAMP_FORMAT = 1
+#: ``(path relative to the project, size, mtime_ns)`` of each source file, sorted by path.
+_Files = list[tuple[str, int, int]]
+
+
+def _project_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _source_hash(root: str, directory: Path) -> str:
+    # One stamp per checkout: a cache directory may be shared by several.
+    stamp = directory / "sources" / f"{content_hash(root)[:40]}.txt"
+    recorded = _read_stamp(stamp, root)
+    if recorded is not None and _stamp_holds(root, recorded):
+        return recorded["hash"]
+    started = time.time_ns()
+    folders, files = _walk_sources(root)
+    stamped = _stamped_files(recorded)
+    if stamped == files:
+        value = recorded["hash"]  # a folder changed (an editor's swap file), no source did
+    else:
+        if stamped is not None:
+            _log.debug("module cache: compiler sources changed since they were stamped: %s",
+                       _source_changes(stamped, files))
+        value = _hash_files(root, files)
+    newest = max([m for _, m in folders] + [m for _, _, m in files])
+    if newest > started - _RACY_NS:
+        _log.debug("module cache: a compiler source was modified within %d s; its hash is "
+                   "not stamped", _RACY_NS // 10**9)
+        return value
+    body = json.dumps({"format": _STAMP_FORMAT, "root": root, "hash": value,
+                       "folders": folders, "files": files}, separators=(",", ":"))
+    try:
+        kernel_cache.write_entry(stamp, body)
+    except (CacheError, OSError) as err:
+        _log.debug("module cache: cannot store the source hash in %s: %s", stamp, err)
+    return value
+
+
+def _read_stamp(stamp: Path, root: str) -> dict[str, Any] | None:
+    """The stamp's data when it is intact and well-formed for ``root``, else None."""
+    text = kernel_cache.read_entry(stamp)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text.partition("\n")[2])
+        # Entries are checked as they are used (``_stamp_holds``): a malformed one is stale.
+        ok = (isinstance(data, dict) and data.get("format") == _STAMP_FORMAT
+              and data.get("root") == root and isinstance(data.get("hash"), str)
+              and _SHA256.fullmatch(data["hash"]) is not None
+              and isinstance(data.get("folders"), list) and isinstance(data.get("files"), list)
+              # Every package folder is stamped: its time covers the files and folders in it.
+              and {f[0] for f in data["folders"] if "/" not in f[0]} == set(_PACKAGES))
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+        ok = False
+    return data if ok else None
+
+
+def _stamped_files(recorded: Mapping[str, Any] | None) -> _Files | None:
+    """The stamp's ``(path, size, mtime_ns)`` list; None without a stamp or when malformed."""
+    if recorded is None:
+        return None
+    files = [tuple(f) for f in recorded["files"] if isinstance(f, list)]
+    if len(files) != len(recorded["files"]) or not all(
+            len(f) == 3 and type(f[0]) is str and type(f[1]) is int and type(f[2]) is int
+            for f in files):
+        return None
+    return files
+
+
+def _stamp_holds(root: str, recorded: Mapping[str, Any]) -> bool:
+    """Whether every stamped folder and file still has its stamped time (and size)."""
+    stat = os.stat
+    try:
+        for name, mtime in recorded["folders"]:
+            if stat(f"{root}/{name}").st_mtime_ns != mtime:
+                return False
+        for name, size, mtime in recorded["files"]:
+            info = stat(f"{root}/{name}")
+            if info.st_mtime_ns != mtime or info.st_size != size:
+                return False
+    except (OSError, TypeError, ValueError):  # removed; or a malformed entry
+        return False
+    return True
+
+
+def _walk_sources(root: str) -> tuple[list[tuple[str, int]], _Files]:
+    """``(folder, mtime_ns)`` of every package folder and ``(path, size, mtime_ns)`` of every
+    ``.py`` file in them, paths relative to ``root``, sorted."""
+    folders: list[tuple[str, int]] = []
+    files: _Files = []
+    pending = list(_PACKAGES)
     while pending:
         relative = pending.pop()
-        with os.scandir(os.path.join(root, relative)) as entries:
+        path = f"{root}/{relative}"
+        # The folder's time before its listing: an entry added meanwhile changes it after.
+        folders.append((relative, os.stat(path).st_mtime_ns))
+        with os.scandir(path) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name != "__pycache__":
                         pending.append(f"{relative}/{entry.name}")
                 elif entry.name.endswith(".py"):
                     info = entry.stat()
-                    out.append((f"{relative}/{entry.name}", info.st_size, info.st_mtime_ns))
-    return tuple(sorted(out))
+                    files.append((f"{relative}/{entry.name}", info.st_size, info.st_mtime_ns))
+    return sorted(folders), sorted(files)
 
 
-def _source_hash(files: tuple[tuple[str, int, int], ...], directory: Path) -> str:
-    stamp = directory / "sources" / f"{content_hash(json.dumps(files))[:40]}.txt"
-    text = kernel_cache.read_entry(stamp)
-    known = text.partition("\n")[2].strip() if text is not None else ""
-    if _SHA256.fullmatch(known):
-        return known
-    root = Path(__file__).resolve().parents[2]
+def _hash_files(root: str, files: _Files) -> str:
     digest = hashlib.sha256()
     for name, _, _ in files:
         digest.update(name.encode("utf-8") + b"\0")
-        digest.update((root / name).read_bytes() + b"\0")
-    value = digest.hexdigest()
-    try:
-        kernel_cache.write_entry(stamp, value)
-    except (CacheError, OSError) as err:
-        _log.debug("module cache: cannot store the source hash in %s: %s", stamp, err)
-    return value
+        with open(f"{root}/{name}", "rb") as handle:
+            digest.update(handle.read() + b"\0")
+    return digest.hexdigest()
+
+
+def _source_changes(before: _Files, after: _Files, limit: int = 8) -> str:
+    """What differs between two stamped file lists, e.g. ``edited tiling/x.py, added y.py``."""
+    old = {name: rest for name, *rest in before}
+    new = {name: rest for name, *rest in after}
+    changes = [f"edited {n}" for n in sorted(old.keys() & new.keys()) if old[n] != new[n]]
+    changes += [f"added {n}" for n in sorted(new.keys() - old.keys())]
+    changes += [f"removed {n}" for n in sorted(old.keys() - new.keys())]
+    more = f" and {len(changes) - limit} more" if len(changes) > limit else ""
+    return ", ".join(changes[:limit]) + more
 
 
 @functools.cache

@@ -49,6 +49,7 @@ or another output (a tuple returning one value twice gives two tensors).
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -59,6 +60,7 @@ import torch
 
 from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.control_flow_ops import check_iteration_limit
+from fusion.gc_pause import paused_gc
 from fusion.computation_partitioner import post_order
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
@@ -109,10 +111,52 @@ class Program:
 
 
 @dataclass(frozen=True)
+class _Unparsed:
+    """HLO text whose module nothing has needed yet."""
+
+    text: str
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+class _ParsedWhenRead:
+    """A dataclass field holding an ``HloModule``, or ``_Unparsed`` text parsed on the first
+    read: a warm compile whose plan holds the fused module needs the given one only if
+    someone asks for it (parsing it would cost a small module's warm compile twice over).
+
+    >>> @dataclass(frozen=True)
+    ... class Holder:
+    ...     module: HloModule = _ParsedWhenRead()
+    >>> held = Holder(_Unparsed("HloModule m\\nENTRY e { ROOT c = s32[] constant(7) }"))
+    >>> held.module.name, held.module is held.module
+    ('m', True)
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_held"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            raise AttributeError(self._slot)  # tells dataclasses: a field without a default
+        value = instance.__dict__[self._slot]
+        if type(value) is _Unparsed:
+            with _PARSE_LOCK:  # one parse, so every reader gets the same module
+                value = instance.__dict__[self._slot]
+                if type(value) is _Unparsed:
+                    value = instance.__dict__[self._slot] = parse_hlo(value.text)
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self._slot] = value  # only __init__ gets here: the class is frozen
+
+
+@dataclass(frozen=True)
 class CompiledModule:
     """A module ready to run: call it with one torch tensor per ENTRY parameter.
 
-    ``module`` is what runs (fused, lone ops wrapped); ``source_module`` what was given;
+    ``module`` is what runs (fused, lone ops wrapped); ``source_module`` what was given (a
+    warm compile of text parses it when it is first read);
     ``fusions`` maps each launched fusion's name to its ``CompiledFusion`` (``kernel_path``,
     ``source``, ``grid``, ``tile_sizes``, ``kind``); a fusion whose outputs all have zero
     elements launches nothing and is not there.  ``fusion_mode`` says how the module was
@@ -125,7 +169,7 @@ class CompiledModule:
     """
 
     module: HloModule
-    source_module: HloModule
+    source_module: HloModule = _ParsedWhenRead()
     fusions: Mapping[str, Any]
     programs: Mapping[str, Program] = field(repr=False)
     device: torch.device
@@ -199,8 +243,11 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
         compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
         if compiled is not None:
             return compiled
-    compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
-                        tuning_db, device)
+    # The compile builds O(n) objects that outlive it (IR, analyses, kernel modules): with
+    # the collector on, its full collections walk them again and again (fusion.gc_pause).
+    with paused_gc():
+        compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
+                            tuning_device, tuning_db, device)
     if key is not None:
         plan = module_cache.ModulePlan.of(compiled.module, compiled.source_module,
                                           compiled.fusions, compiled.fusion_mode,
@@ -279,8 +326,7 @@ def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device
     if plan is None:
         return None
     try:
-        compiled = _from_plan(plan, _parse(text_or_module), device, physical_outputs,
-                              tuning_device)
+        compiled = _from_plan(plan, text_or_module, device, physical_outputs, tuning_device)
     except Exception as err:  # noqa: BLE001 - a plan is untrusted data: whatever breaks, recompile
         module_cache.log_unusable_plan(plan, err)
         return None
@@ -289,10 +335,16 @@ def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device
     return compiled
 
 
-def _from_plan(plan: module_cache.ModulePlan, source: HloModule, device: torch.device,
-               physical_outputs: bool, tuning_device: str | None) -> CompiledModule | None:
-    """The compiled module a plan describes: its module parsed, its kernel files checked and
-    imported, its host programs rebuilt; None when a kernel file is unusable."""
+def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
+               device: torch.device, physical_outputs: bool,
+               tuning_device: str | None) -> CompiledModule | None:
+    """The compiled module a plan describes: its module parsed, its kernel files checked
+    (imported at their first launch), its host programs rebuilt; None when a kernel file is
+    unusable."""
+    if isinstance(text_or_module, str) and plan.module_text is not None:
+        source: Any = _Unparsed(text_or_module)
+    else:
+        source = _parse(text_or_module)  # the module given is the module that runs
     module = plan.module(source)
     launched = [i.name for c in host_computations(module) for i in module.computation(c)
                 if i.opcode == "fusion" and _empty_outputs(i) is None]
