@@ -36,8 +36,9 @@ from triton_backend.tuning.kernel_cache import KernelCache, content_hash, render
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 ROOT = pathlib.Path(__file__).parents[2]
 LOGGER = "hlo_triton_fusion.triton_backend.module_cache"
-#: Unfused (the fusion pass runs), a while loop (host programs), XLA-fused (runs as given).
-PROGRAMS = ["softmax.before", "fori_loop.before", "cond.after"]
+#: Unfused (the fusion pass runs), a while loop (host programs), XLA-fused (runs as given),
+#: complex numbers (a fusion run as pairs of floats).
+PROGRAMS = ["softmax.before", "fori_loop.before", "cond.after", "fft_filter.after"]
 SOFTMAX = (HLO / "softmax.before.hlo").read_text()
 
 
@@ -474,3 +475,16 @@ def test_a_module_run_as_given_is_parsed_by_the_warm_compile():
     module_cache.forget_remembered()
     warm = compile_hlo(text)
     assert warm.module is warm.source_module and warm.module == parse_hlo(text)
+
+
+@pytest.mark.parametrize("parts", [[[True]], "yes", [[1], [True]], [[True], [None]]])
+def test_a_plan_with_malformed_complex_parts_is_refused(parts):
+    data = {"name": "f", "kind": "loop", "kernel_file": "kernel_" + "0" * 40 + ".py",
+            "kernel_sha256": "0" * 64, "grid": [1], "tile_sizes": [1], "tiling_reason": "",
+            "reduction_chunk": None}
+    assert module_cache.FusionPlan.from_data(data).complex_parts is None
+    with pytest.raises(module_cache.PlanError):
+        module_cache.FusionPlan.from_data({**data, "complex_parts": parts})
+    good = module_cache.FusionPlan.from_data({**data, "complex_parts": [[True, False], [True]]})
+    assert good.complex_parts == ((True, False), (True,))
+    assert module_cache.FusionPlan.from_data(good.to_data()) == good

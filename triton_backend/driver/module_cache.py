@@ -56,6 +56,7 @@ from fusion.parser import parse_hlo
 from fusion.printer import print_hlo
 import triton_backend
 from tiling.fusion_decisions import FusionDecision
+from triton_backend.driver.complex_fusion import ComplexPairFusion
 from triton_backend.driver.kernel_loading import CompiledFusion
 from triton_backend.tuning import kernel_cache
 from triton_backend.tuning.kernel_cache import content_hash
@@ -65,7 +66,7 @@ CACHE_ENV = "FUSION_MODULE_CACHE"
 #: Moves the plans (default: ``modules`` in the kernel cache directory).
 CACHE_DIR_ENV = "FUSION_MODULE_CACHE_DIR"
 #: Bump when the plan's data or its meaning changes.
-PLAN_FORMAT = "1"
+PLAN_FORMAT = "2"
 #: Compiled modules kept in memory per process.
 MEMORY_ENTRIES = 64
 
@@ -329,17 +330,28 @@ class FusionPlan:
     tile_sizes: tuple[int, ...]
     tiling_reason: str
     reduction_chunk: int | None
+    #: A complex fusion run as pairs of floats (``ComplexPairFusion``): per operand and per
+    #: output, whether it is complex; None for a plain fusion.
+    complex_parts: tuple[tuple[bool, ...], tuple[bool, ...]] | None = None
 
     @classmethod
     def of(cls, compiled: Any) -> FusionPlan | None:
-        """The plan of ``compiled``; None when it is not a ``CompiledFusion`` this plan
-        format can hold (a new field would be lost)."""
-        if type(compiled) is not CompiledFusion or _fusion_fields() != _PLANNED_FIELDS:
+        """The plan of ``compiled``; None when it is not a ``CompiledFusion`` (or a
+        ``ComplexPairFusion``) this plan format can hold (a new field would be lost)."""
+        if _fusion_fields() != _PLANNED_FIELDS:
+            return None
+        if type(compiled) is ComplexPairFusion:
+            if _complex_fields() != _PLANNED_COMPLEX_FIELDS:
+                return None
+            parts = (tuple(compiled.operand_parts), tuple(compiled.output_parts))
+        elif type(compiled) is CompiledFusion:
+            parts = None
+        else:
             return None
         return cls(compiled.fusion_name, compiled.kind, compiled.kernel_path.name,
                    content_hash(kernel_cache.canonical_source(compiled.source)),
                    tuple(compiled.grid), tuple(compiled.tile_sizes), compiled.tiling_reason,
-                   compiled.reduction_chunk)
+                   compiled.reduction_chunk, parts)
 
     def load(self, kernel_dir: Path) -> CompiledFusion | None:
         """The compiled fusion, its kernel file checked against the plan now and imported,
@@ -351,15 +363,21 @@ class FusionPlan:
             _log.info("module cache: kernel file %s of fusion %s is missing or does not match "
                       "the plan; compiling again", path, self.name)
             return None
-        return CompiledFusion(self.name, self.kind, path, text.partition("\n")[2], self.grid,
-                              self.tile_sizes, CheckedKernel(path, text), self.tiling_reason,
-                              self.reduction_chunk)
+        compiled = CompiledFusion(self.name, self.kind, path, text.partition("\n")[2],
+                                  self.grid, self.tile_sizes, CheckedKernel(path, text),
+                                  self.tiling_reason, self.reduction_chunk)
+        if self.complex_parts is None:
+            return compiled
+        return ComplexPairFusion.of(compiled, *self.complex_parts)
 
     def to_data(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "kernel_file": self.kernel_file,
+        data = {"name": self.name, "kind": self.kind, "kernel_file": self.kernel_file,
                 "kernel_sha256": self.kernel_sha256, "grid": list(self.grid),
                 "tile_sizes": list(self.tile_sizes), "tiling_reason": self.tiling_reason,
                 "reduction_chunk": self.reduction_chunk}
+        if self.complex_parts is not None:
+            data["complex_parts"] = [list(p) for p in self.complex_parts]
+        return data
 
     @classmethod
     def from_data(cls, data: Any) -> FusionPlan:
@@ -370,11 +388,17 @@ class FusionPlan:
         if not _KERNEL_FILE.fullmatch(kernel_file) or not _SHA256.fullmatch(digest):
             raise PlanError(f"kernel file {kernel_file!r} or hash {digest!r} is malformed")
         chunk = data.get("reduction_chunk")
+        parts = data.get("complex_parts")
+        if parts is not None:
+            parts = _list(parts, "complex_parts")
+            if len(parts) != 2:
+                raise PlanError("complex_parts is not [operand parts, output parts]")
+            parts = tuple(_bools(p, "complex_parts") for p in parts)
         return cls(_text(data.get("name"), "name"), _text(data.get("kind"), "kind"), kernel_file,
                    digest, _ints(data.get("grid"), "grid"),
                    _ints(data.get("tile_sizes"), "tile_sizes"),
                    _text(data.get("tiling_reason"), "tiling_reason"),
-                   None if chunk is None else _int(chunk, "reduction_chunk"))
+                   None if chunk is None else _int(chunk, "reduction_chunk"), parts)
 
 
 class CheckedKernel(ModuleType):
@@ -417,8 +441,15 @@ _PLANNED_FIELDS = ("fusion_name", "kind", "kernel_path", "source", "grid", "tile
                    "module", "tiling_reason", "reduction_chunk")
 
 
+_PLANNED_COMPLEX_FIELDS = _PLANNED_FIELDS + ("operand_parts", "output_parts")
+
+
 def _fusion_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(CompiledFusion))
+
+
+def _complex_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(ComplexPairFusion))
 
 
 @dataclass(frozen=True)
@@ -678,6 +709,13 @@ def _int(value: Any, what: str) -> int:
 
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     return tuple(_int(v, what) for v in _list(value, what))
+
+
+def _bools(value: Any, what: str) -> tuple[bool, ...]:
+    items = _list(value, what)
+    if not all(isinstance(v, bool) for v in items):
+        raise PlanError(f"{what} is not a list of booleans")
+    return tuple(items)
 
 
 def _location(value: Any) -> tuple[str, str | None, int, int]:
