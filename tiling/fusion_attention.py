@@ -73,8 +73,7 @@ def _pairs(graph: FusionGraph):
     dots = [n for n, node in graph.nodes.items() if dot_member(comp, node) is not None]
     if len(dots) < 2:
         return
-    after, before, ids = _reach_sets(succ)
-    bit = {n: 1 << i for i, n in enumerate(ids)}
+    after, before, ids, bit = _reach_sets(succ)
     dot_mask = sum(bit[n] for n in dots)
     for a in dots:
         for b in dots:
@@ -86,10 +85,12 @@ def _pairs(graph: FusionGraph):
             yield a, b, (a, *_members_of(between, ids), b)
 
 
-def _reach_sets(succ: dict[int, set[int]]) -> tuple[dict[int, int], dict[int, int], list[int]]:
+def _reach_sets(succ: dict[int, set[int]]
+                ) -> tuple[dict[int, int], dict[int, int], list[int], dict[int, int]]:
     """Per node, the nodes it reaches and the nodes reaching it, as bit sets over ``ids``
-    (the nodes in increasing id): one pass each way in topological order, instead of a walk
-    of the graph per pair of dots (cubic in a model's layers)."""
+    (the nodes in increasing id; ``bit``: each node's own bit): one pass each way in
+    topological order, instead of a walk of the graph per pair of dots (cubic in a model's
+    layers)."""
     ids = sorted(succ)
     preds: dict[int, list[int]] = {n: [] for n in ids}
     indegree = dict.fromkeys(ids, 0)
@@ -116,7 +117,7 @@ def _reach_sets(succ: dict[int, set[int]]) -> tuple[dict[int, int], dict[int, in
         for p in preds[n]:
             reach |= bit[p] | before[p]
         before[n] = reach
-    return after, before, ids
+    return after, before, ids, bit
 
 
 def _members_of(bits: int, ids: list[int]) -> list[int]:

@@ -26,7 +26,7 @@ from fusion.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
 from fusion.npz_io import random_inputs
 from fusion.parser import parse_hlo
-from triton_backend.driver import module_cache
+from triton_backend.driver import module_cache, source_stamp
 from triton_backend.driver.module_runner import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_output
@@ -352,7 +352,7 @@ def _age(root: pathlib.Path, ns: int = _PAST_NS) -> None:
 
 
 def _full_hash(root: pathlib.Path) -> str:
-    return module_cache._hash_files(str(root), module_cache._walk_sources(str(root))[1])
+    return source_stamp._hash_files(str(root), source_stamp._walk_sources(str(root))[1])
 
 
 @pytest.fixture
@@ -362,22 +362,22 @@ def tree(tmp_path):
 
 def test_the_source_stamp_is_checked_by_stat_alone_when_nothing_changed(tree, monkeypatch):
     root, cache = tree
-    first = module_cache._source_hash(str(root), cache)
+    first = source_stamp.source_hash(str(root), cache)
     assert first == _full_hash(root)
 
     def forbidden(*args):
         raise AssertionError("an unchanged tree was walked or hashed")
 
-    monkeypatch.setattr(module_cache, "_walk_sources", forbidden)
-    monkeypatch.setattr(module_cache, "_hash_files", forbidden)
-    assert module_cache._source_hash(str(root), cache) == first
+    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
+    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+    assert source_stamp.source_hash(str(root), cache) == first
 
 
 @pytest.mark.parametrize("change", ["edited in place", "edited, same size", "added",
                                     "added in a new folder", "removed", "renamed"])
 def test_an_edited_added_or_removed_source_changes_the_hash(change, tree, caplog):
     root, cache = tree
-    before = module_cache._source_hash(str(root), cache)
+    before = source_stamp.source_hash(str(root), cache)
     parser = root / "fusion" / "parser.py"
     if change == "edited in place":
         with open(parser, "a") as handle:  # the folder's time does not change
@@ -395,38 +395,38 @@ def test_an_edited_added_or_removed_source_changes_the_hash(change, tree, caplog
     else:
         parser.rename(root / "fusion" / "renamed.py")
     caplog.set_level(logging.DEBUG, logger=LOGGER)
-    after = module_cache._source_hash(str(root), cache)
+    after = source_stamp.source_hash(str(root), cache)
     assert after != before and after == _full_hash(root)
     messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert any("compiler sources changed since they were stamped" in m for m in messages)
     _age(root, _PAST_NS + 2)
-    assert module_cache._source_hash(str(root), cache) == after  # stamped again
+    assert source_stamp.source_hash(str(root), cache) == after  # stamped again
 
 
 def test_a_changed_folder_without_changed_sources_keeps_the_hash(tree, monkeypatch):
     root, cache = tree
-    before = module_cache._source_hash(str(root), cache)
+    before = source_stamp.source_hash(str(root), cache)
     (root / "fusion" / ".parser.py.swp").write_text("an editor's swap file")
-    monkeypatch.setattr(module_cache, "_hash_files", lambda *a: pytest.fail("hashed again"))
-    assert module_cache._source_hash(str(root), cache) == before
+    monkeypatch.setattr(source_stamp, "_hash_files", lambda *a: pytest.fail("hashed again"))
+    assert source_stamp.source_hash(str(root), cache) == before
 
 
 def test_a_source_modified_just_now_is_hashed_but_not_stamped(tree, monkeypatch):
     root, cache = tree
     (root / "fusion" / "parser.py").write_text("A = 2\n")  # now: within the racy window
-    value = module_cache._source_hash(str(root), cache)
+    value = source_stamp.source_hash(str(root), cache)
     assert value == _full_hash(root)
     assert not (cache / "sources").exists() or not any((cache / "sources").iterdir())
     calls = []
-    real = module_cache._hash_files
-    monkeypatch.setattr(module_cache, "_hash_files", lambda *a: calls.append(1) or real(*a))
-    assert module_cache._source_hash(str(root), cache) == value and calls == [1]
+    real = source_stamp._hash_files
+    monkeypatch.setattr(source_stamp, "_hash_files", lambda *a: calls.append(1) or real(*a))
+    assert source_stamp.source_hash(str(root), cache) == value and calls == [1]
 
 
 @pytest.mark.parametrize("how", ["edited", "garbage", "other-root"])
 def test_a_damaged_or_foreign_stamp_is_ignored(how, tree):
     root, cache = tree
-    before = module_cache._source_hash(str(root), cache)
+    before = source_stamp.source_hash(str(root), cache)
     [stamp] = (cache / "sources").glob("*")
     body = json.loads(stamp.read_text().partition("\n")[2])
     if how == "edited":  # the header no longer matches
@@ -436,11 +436,11 @@ def test_a_damaged_or_foreign_stamp_is_ignored(how, tree):
     else:
         body["root"], body["hash"] = "/elsewhere", "0" * 64
         stamp.write_text(render_entry(json.dumps(body)))
-    assert module_cache._source_hash(str(root), cache) == before == _full_hash(root)
+    assert source_stamp.source_hash(str(root), cache) == before == _full_hash(root)
 
 
 def test_the_source_hash_covers_this_projects_sources():
-    root = module_cache._project_root()
+    root = source_stamp.project_root()
     assert pathlib.Path(root) == ROOT
     module_cache.source_hash.cache_clear()
     try:
@@ -454,13 +454,14 @@ def test_the_source_hash_covers_this_projects_sources():
 # -- the given module of a warm compile -------------------------------------------------------
 
 def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
-    from triton_backend.driver import module_runner
+    from triton_backend.driver import lazy_module, module_runner
 
     cold = compile_hlo(SOFTMAX)
     module_cache.forget_remembered()
     parses = []
     real = module_runner.parse_hlo
-    monkeypatch.setattr(module_runner, "parse_hlo", lambda t: parses.append(t) or real(t))
+    for where in (module_runner, lazy_module):  # the compile's parse and the lazy read's
+        monkeypatch.setattr(where, "parse_hlo", lambda t: parses.append(t) or real(t))
     warm = compile_hlo(SOFTMAX)
     assert warm is not cold and parses == []
     source = warm.source_module

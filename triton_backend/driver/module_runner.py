@@ -49,7 +49,6 @@ or another output (a tuple returning one value twice gives two tensors).
 from __future__ import annotations
 
 import difflib
-import threading
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -70,6 +69,7 @@ from triton_backend.host.host_ops import (
 from triton_backend.host.input_validation import (
     parameter_label, torch_dtype, unpack_physical, validate_arguments,
 )
+from triton_backend.driver.lazy_module import ParsedWhenRead, Unparsed
 from triton_backend.driver.launch_mode import configure_launch_mode
 from triton_backend.driver.op_coverage import check_triton_coverage
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
@@ -111,47 +111,6 @@ class Program:
 
 
 @dataclass(frozen=True)
-class _Unparsed:
-    """HLO text whose module nothing has needed yet."""
-
-    text: str
-
-
-_PARSE_LOCK = threading.Lock()
-
-
-class _ParsedWhenRead:
-    """A dataclass field holding an ``HloModule``, or ``_Unparsed`` text parsed on the first
-    read: a warm compile whose plan holds the fused module needs the given one only if
-    someone asks for it (parsing it would cost a small module's warm compile twice over).
-
-    >>> @dataclass(frozen=True)
-    ... class Holder:
-    ...     module: HloModule = _ParsedWhenRead()
-    >>> held = Holder(_Unparsed("HloModule m\\nENTRY e { ROOT c = s32[] constant(7) }"))
-    >>> held.module.name, held.module is held.module
-    ('m', True)
-    """
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._slot = f"_{name}_held"
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            raise AttributeError(self._slot)  # tells dataclasses: a field without a default
-        value = instance.__dict__[self._slot]
-        if type(value) is _Unparsed:
-            with _PARSE_LOCK:  # one parse, so every reader gets the same module
-                value = instance.__dict__[self._slot]
-                if type(value) is _Unparsed:
-                    value = instance.__dict__[self._slot] = parse_hlo(value.text)
-        return value
-
-    def __set__(self, instance: Any, value: Any) -> None:
-        instance.__dict__[self._slot] = value  # only __init__ gets here: the class is frozen
-
-
-@dataclass(frozen=True)
 class CompiledModule:
     """A module ready to run: call it with one torch tensor per ENTRY parameter.
 
@@ -169,7 +128,7 @@ class CompiledModule:
     """
 
     module: HloModule
-    source_module: HloModule = _ParsedWhenRead()
+    source_module: HloModule = ParsedWhenRead()
     fusions: Mapping[str, Any]
     programs: Mapping[str, Program] = field(repr=False)
     device: torch.device
@@ -342,7 +301,7 @@ def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
     (imported at their first launch), its host programs rebuilt; None when a kernel file is
     unusable."""
     if isinstance(text_or_module, str) and plan.module_text is not None:
-        source: Any = _Unparsed(text_or_module)
+        source: Any = Unparsed(text_or_module)
     else:
         source = _parse(text_or_module)  # the module given is the module that runs
     module = plan.module(source)
