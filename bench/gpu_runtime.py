@@ -9,7 +9,9 @@ PyTorch (:data:`TORCH_PROGRAMS`: ``torch.softmax``, ``F.layer_norm``,
 Per program: the median time (``triton.testing.do_bench``, L2 flushed; p20/p80 in the CSV),
 GB/s over the module's compulsory bytes (its own inputs and outputs, each once) and the
 fraction of the device's peak bandwidth (``triton_backend.tuning.device_specs``), plus our
-kernel count and the largest difference of our output from eager PyTorch's.
+kernel count and the largest difference of our output from eager PyTorch's.  The ``gpu us``
+columns are the GPU's own busy time per call (kernels, copies and fills, from
+``torch.profiler``) for ours and eager: a whole call's time minus them is host work.
 
 **Corpus fusions** (``--corpus``, or FILES): each fusion of the corpus that both we and
 ``bench/hlo_torch_reference.py`` can express, compiled alone, against its eager and compiled
@@ -51,6 +53,24 @@ def _bench(fn) -> tuple[float, float, float]:
 
     median, p20, p80 = do_bench(fn, quantiles=[0.5, 0.2, 0.8])
     return median * 1e-3, p20 * 1e-3, p80 * 1e-3
+
+
+def _device_seconds(fn, calls: int = 20) -> float:
+    """GPU busy time per call (kernels, copies, fills), from the profiler: the median of
+    do_bench is a whole call, host glue included; this is what the GPU itself spends."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    busy_us = sum(e.self_device_time_total for e in prof.key_averages()
+                  if e.device_type == DeviceType.CUDA)
+    return busy_us * 1e-6 / calls
 
 
 def _bytes(shapes) -> int:
@@ -253,6 +273,13 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
             row[f"{label}_gbps"] = compulsory / median / 1e9
             if peak_bw:
                 row[f"{label}_peak_fraction"] = compulsory / median / peak_bw
+        for label, fn in fns:
+            if label in ("ours", "eager"):
+                stage = f"profiling {label}"
+                row[f"{label}_device_s"] = _device_seconds(fn)
+                if peak_bw:
+                    row[f"{label}_device_peak_fraction"] = \
+                        compulsory / row[f"{label}_device_s"] / peak_bw
     except Exception as err:  # noqa: BLE001 - one program's failure is a row, not a crash
         row["skipped" if "ours_s" not in row else "error"] = \
             f"{stage}: {type(err).__name__}: {str(err)[:100]}"
@@ -264,23 +291,41 @@ def program_files(only: list[str] | None = None) -> list[Path]:
     return [f for f in files if not only or f.stem in only]
 
 
-def print_program_table(rows: list[dict]) -> None:
-    def cell(r, key, scale=1.0, spec=".1f"):
+PROGRAM_HEADER = (f"{'program':<40}{'kern':>5}{'ours us':>10}{'eager us':>10}{'compile us':>11}"
+                  f"{'hand us':>9}{'ours GB/s':>10}{'%peak':>7}{'eager %':>8}{'compile %':>10}"
+                  f"{'max diff':>10}{'ours gpu us':>12}{'eager gpu us':>13}{'gpu %peak':>10}")
+
+
+def program_line(r: dict) -> str:
+    """One program's row of the table."""
+    def cell(key, scale=1.0, spec=".1f"):
         return format(r[key] * scale, spec) if key in r else "-"
 
-    print(f"{'program':<40}{'kern':>5}{'ours us':>10}{'eager us':>10}{'compile us':>11}"
-          f"{'hand us':>9}{'ours GB/s':>10}{'%peak':>7}{'eager %':>8}{'compile %':>10}{'max diff':>10}")
+    if "skipped" in r:
+        return f"{r['module'][:39]:<40}skipped: {r['skipped'][:90]}"
+    return (f"{r['module'][:39]:<40}{r['kernels']:>5}{cell('ours_s', 1e6):>10}"
+            f"{cell('eager_s', 1e6):>10}{cell('torch_compile_s', 1e6):>11}"
+            f"{cell('handwritten_s', 1e6):>9}{cell('ours_gbps'):>10}"
+            f"{cell('ours_peak_fraction', 100):>7}{cell('eager_peak_fraction', 100):>8}"
+            f"{cell('torch_compile_peak_fraction', 100):>10}"
+            f"{cell('max_abs_diff_vs_eager', 1.0, '.2g'):>10}"
+            f"{cell('ours_device_s', 1e6):>12}{cell('eager_device_s', 1e6):>13}"
+            f"{cell('ours_device_peak_fraction', 100):>10}"
+            + (f"  ({r['error'][:80]})" if "error" in r else ""))
+
+
+def print_program_table(rows: list[dict]) -> None:
+    print(PROGRAM_HEADER)
     for r in rows:
-        if "skipped" in r:
-            print(f"{r['module'][:39]:<40}skipped: {r['skipped'][:90]}")
-            continue
-        print(f"{r['module'][:39]:<40}{r['kernels']:>5}{cell(r, 'ours_s', 1e6):>10}"
-              f"{cell(r, 'eager_s', 1e6):>10}{cell(r, 'torch_compile_s', 1e6):>11}"
-              f"{cell(r, 'handwritten_s', 1e6):>9}{cell(r, 'ours_gbps'):>10}"
-              f"{cell(r, 'ours_peak_fraction', 100):>7}{cell(r, 'eager_peak_fraction', 100):>8}"
-              f"{cell(r, 'torch_compile_peak_fraction', 100):>10}"
-              f"{cell(r, 'max_abs_diff_vs_eager', 1.0, '.2g'):>10}"
-              + (f"  ({r['error'][:80]})" if "error" in r else ""))
+        print(program_line(r))
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("module", "fusion"), k))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def print_fusion_table(rows: list[dict]) -> None:
@@ -355,15 +400,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_runtime: no bench program matches {args.only}", file=sys.stderr)
             return 1
         rows = []
+        # Each row is printed and the CSV rewritten as it comes: a run cut short keeps them.
+        print(PROGRAM_HEADER, flush=True)
         for path in files:
             rows.append(measure_program(path, peak))
+            print(program_line(rows[-1]), flush=True)
+            write_csv(rows, args.csv)
             torch.cuda.empty_cache()
-    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("module", "fusion"), k))
-    with args.csv.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    (print_fusion_table if corpus else print_program_table)(rows)
+    write_csv(rows, args.csv)
+    if corpus:
+        print_fusion_table(rows)
     print(f"CSV written to {args.csv}")
     print(write_plot(rows, args.png))
     return 0

@@ -103,14 +103,18 @@ def single_fusion_module(params: list[str], body: str, root_shape: str, extra: s
 
 
 def run_and_compare(text: str, *, exact: bool, seed: int = 0, tile_sizes=None,
-                    reduction_length: int = 1, arrays=None, reduction_chunk=None):
-    """Compile the module's fusion named ``fusion``, run it and the evaluator; compare."""
+                    reduction_length: int = 1, arrays=None, reduction_chunk=None, target=None):
+    """Compile the module's fusion named ``fusion``, run it and the evaluator; compare.
+
+    ``target`` (``"cuda:90"``) renders the kernel as for that GPU (``tl.reduce``, GPU launch
+    options) while it still runs here, under the interpreter.
+    """
     from fusion.parser import parse_hlo
     from fusion.shape import TupleShape
     from triton_backend.driver.compiled_fusion import compile_fusion
 
     module = parse_hlo(text)
-    compiled = compile_fusion(module, "fusion", tile_sizes=tile_sizes,
+    compiled = compile_fusion(module, "fusion", tile_sizes=tile_sizes, target=target,
                               **({} if reduction_chunk is None else {"reduction_chunk": reduction_chunk}))
     fusion = next(i for _, i in module.fusions() if i.name == "fusion")
     params = module.computation(fusion.attr("calls")).parameters

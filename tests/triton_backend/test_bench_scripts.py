@@ -1,6 +1,7 @@
 """The benchmark scripts on CPU: skips that exit 0, and the pieces that run without a GPU."""
 from __future__ import annotations
 
+import csv
 import importlib.util
 import sys
 from pathlib import Path
@@ -33,6 +34,33 @@ def test_gpu_runtime_skips_cleanly_without_a_gpu(capsys, tmp_path):
     assert gpu_runtime.main(["--csv", str(tmp_path / "x.csv")]) == 0
     assert "gpu_runtime: skipped:" in capsys.readouterr().out
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_gpu_corpus_check_skips_without_a_gpu_and_checks_under_the_interpreter(capsys, tmp_path):
+    check = _load("gpu_corpus_check")
+    assert check.main(["--csv", str(tmp_path / "x.csv")]) == 0
+    assert "gpu_corpus_check: skipped:" in capsys.readouterr().out
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  ROOT r = f32[2] add(p, q)\n}\n")
+    csv_path = tmp_path / "rows.csv"
+    assert check.main(["--interpreter", "--jobs", "2", "--csv", str(csv_path),
+                       str(ROOT / "examples" / "gelu_small.hlo"), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "summary: 1 error, 1 pass" in out
+    rows = {r["file"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["gelu_small.hlo"]["status"] == "pass" and rows["gelu_small.hlo"]["kernels"] == "1"
+    assert rows["bad.hlo"]["status"] == "error" and "does not exist" in rows["bad.hlo"]["detail"]
+
+
+def test_gpu_runtime_rows_print_as_they_come():
+    gpu_runtime = _load("gpu_runtime")
+    line = gpu_runtime.program_line({"module": "softmax", "kernels": 1, "ours_s": 2e-5,
+                                     "ours_device_s": 1e-5, "ours_device_peak_fraction": 0.8})
+    assert line.split() == ["softmax", "1", "20.0", "-", "-", "-", "-", "-", "-", "-", "-",
+                            "10.0", "-", "80.0"]
+    assert len(line) == len(gpu_runtime.PROGRAM_HEADER)  # columns line up with the header
+    skipped = gpu_runtime.program_line({"module": "x", "skipped": "compile_hlo: boom"})
+    assert skipped.split()[1:] == ["skipped:", "compile_hlo:", "boom"]
 
 
 def test_plot_is_optional(tmp_path):

@@ -3,6 +3,7 @@ interpreter against the reference evaluator, on small non-power-of-two shapes (c
 forced small so loops run many iterations); plus where the tiling comes from."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fusion.parser import parse_hlo
@@ -206,3 +207,68 @@ def test_tiling_comes_from_the_tile_analysis_or_falls_back_with_the_reason():
     compiled = compile_fusion(windowed, "fusion")
     assert compiled.tiling_reason.startswith("tile analysis") or \
         compiled.tiling_reason.startswith("default tile sizes (the tile analysis refused: ")
+
+
+# --- GPU kernels' tl.reduce, run here under the interpreter ---------------------------------
+# Kernels rendered for a GPU reduce with tl.reduce (the interpreter's own kernels reduce by
+# halving steps); a row reduction reduces along the tile's axis it is broadcast over.
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("tiles,chunk", [(None, None), ((2, 100), None), ((2, 32), 16)])
+def test_gpu_softmax_reduces_along_the_row_tile_axis(dtype, tiles, chunk):
+    text = fm([f"{dtype}[3,100]"], SOFTMAX.format(t=dtype), f"{dtype}[3,100]", reducers(dtype))
+    compiled = run_and_compare(text, exact=False, reduction_length=100, tile_sizes=tiles,
+                               reduction_chunk=chunk, target="cuda:90")
+    # [rows, 1, R] permuted to [rows, R, 1] and reduced along axis 1, the row tile's axis.
+    assert "tl.permute(m_in, (0, 2, 1))" in compiled.source
+    assert ", 1, combine_v_max, keep_dims=True)" in compiled.source
+
+
+@pytest.mark.parametrize("dims", ["{0}", "{1}", "{0,2}", "{2}"])
+def test_gpu_reduce_of_any_dims(dims):
+    kept = [k for k in range(3) if str(k) not in dims]
+    out = f"f32[{','.join(str([5, 19, 21][k]) for k in kept)}]"
+    body = f"  c = f32[] constant(3)\n  ROOT r = {out} reduce(p0, c), dimensions={dims}, to_apply=add"
+    text = fm(["f32[5,19,21]"], body, out, reducers("f32"))
+    length = 5 * 21 if dims == "{0,2}" else 21
+    compiled = run_and_compare(text, exact=False, reduction_length=length, target="cuda:90")
+    # A reduce-only kernel's operand spans every kept axis: no broadcast axis to reduce along.
+    assert "tl.permute" not in compiled.source
+
+
+def test_gpu_layernorm_and_argmax():
+    body = """  z = f32[] constant(0)
+  n = f32[] constant(0.01)
+  s = f32[5] reduce(p0, z), dimensions={1}, to_apply=add
+  nb = f32[5] broadcast(n), dimensions={}
+  mean = f32[5] multiply(s, nb)
+  mb = f32[5,100] broadcast(mean), dimensions={0}
+  c = f32[5,100] subtract(p0, mb)
+  sq = f32[5,100] multiply(c, c)
+  v = f32[5] reduce(sq, z), dimensions={1}, to_apply=add
+  var = f32[5] multiply(v, nb)
+  eps = f32[5] broadcast(n), dimensions={}
+  ve = f32[5] add(var, eps)
+  r = f32[5] rsqrt(ve)
+  rb = f32[5,100] broadcast(r), dimensions={0}
+  ROOT o = f32[5,100] multiply(c, rb)"""
+    text = fm(["f32[5,100]"], body, "f32[5,100]", reducers("f32"))
+    run_and_compare(text, exact=False, reduction_length=100, tile_sizes=(2, 100), target="cuda:90")
+    argmax = ("  io = s32[4,37] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
+              "  z = s32[] constant(0)\n"
+              "  ROOT am = (f32[4], s32[4]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax")
+    compiled = run_and_compare(fm(["f32[4,37]"], argmax, "(f32[4], s32[4])", ARGMAX),
+                               exact=True, target="cuda:90")
+    # Not commutative (NaNs, ties): halving steps, which combine (lower, higher) in order.
+    assert "tl.reduce" not in compiled.source and "tl.split(tl.reshape(" in compiled.source
+
+
+def test_gpu_argmax_of_two_nans_is_the_first():
+    body = ("  io = s32[2,16] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
+            "  z = s32[] constant(0)\n"
+            "  ROOT am = (f32[2], s32[2]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax")
+    x = np.zeros((2, 16), np.float32)
+    x[0, [5, 6]] = [np.nan, -np.nan]
+    x[1, [3, 9, 12]] = [7, np.nan, np.nan]
+    run_and_compare(fm(["f32[2,16]"], body, "(f32[2], s32[2])", ARGMAX), exact=True,
+                    arrays=[x], target="cuda:90")

@@ -8,7 +8,9 @@ by the generated masked combiner (``combine_function``), so any ``to_apply`` wor
 or not; the accumulator starts invalid (its value is never read).  Axes are reduced one at a
 time with ``keep_dims=True`` so results still broadcast against the rank-K kernel space; then
 the init value is combined in once, and 16-bit results are rounded to their declared type
-(16-bit inputs accumulate in fp32).  :func:`emit_reduction` is shared with reduce-window.
+(16-bit inputs accumulate in fp32).  Variadic reduces (argmax), and every reduce of a kernel
+for the interpreter, reduce by halving steps instead, which keep the operands' order.
+:func:`emit_reduction` is shared with reduce-window.
 """
 from __future__ import annotations
 
@@ -78,16 +80,46 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> li
     valid = " & ".join(f"({v})" for v in (valid, extra) if v) or "tl.full([], 1, tl.int1)"
     accumulators = [em.bind(f"tl.broadcast_to({v}, {shape})", f"{instr.name}_in") for v in values]
     accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})", f"{instr.name}_valid"))
+    # A variadic reducer (argmax's value and index) need not be commutative: JAX's picks the
+    # first of two NaNs.  tl.reduce combines lanes in no fixed order (a GPU argmax over [.., nan,
+    # -nan, ..] gave the second NaN's index), halving steps always combine (lower, higher).
+    in_order = em.tree_reductions or len(values) > 1
     for axis in axes:
-        if em.tree_reductions:
+        if in_order:
             accumulators = emit_tree_reduce(em, accumulators, axis, shape, combine, instr.name)
             shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
             continue
+        partner = _partner_axis(em, axis, shape)
+        if partner is not None:
+            order = list(range(len(shape)))
+            order[axis], order[partner] = partner, axis
+            accumulators = [em.bind(f"tl.permute({a}, {tuple(order)})", f"{instr.name}_t")
+                            for a in accumulators]
         reduced = [em.names.fresh(f"{instr.name}_acc") for _ in accumulators]
-        em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(accumulators)},), {axis}, "
-                f"{combine}, keep_dims=True)")
+        em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(accumulators)},), "
+                f"{axis if partner is None else partner}, {combine}, keep_dims=True)")
         accumulators = reduced
+        shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
     return accumulators
+
+
+def _partner_axis(em: ValueEmitter, axis: int, shape: tuple[int, ...]) -> int | None:
+    """The output axis to reduce along instead of ``axis``: the last one the operand is
+    broadcast over (size 1 in ``shape``) while the kernel's tile spans it; None when none.
+
+    A row reduction's operand is ``[rows, 1, R]`` and its result broadcasts back over the
+    ``[rows, C, 1]`` tile.  Reduced along axis 2, the result's layout is a slice of the
+    reduction's (threads along axis 2), and Triton before 3.9 then moved the whole tile into
+    that layout, every thread holding all C elements (a 1024x8192 layernorm compiled for 7
+    minutes to 3 MB of PTX).  Swapping the reduced axis onto the tile's axis first (one
+    permute of the operand, whose result is the same since both axes end with size 1) keeps
+    the result in the tile's layout family.
+    """
+    reduce_axes = {a for axes in em.reduce_axes.values() for a in axes}
+    for k in reversed(range(len(shape))):
+        if k != axis and k not in reduce_axes and shape[k] == 1 and em.axis_blocks[k] > 1:
+            return k
+    return None
 
 
 def emit_tree_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tuple[int, ...],

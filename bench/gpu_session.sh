@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU checks of one session, in one command, for a machine lent for minutes: what the
+# machine is, the README's job (examples/gelu.hlo --check) launched on the GPU, the runtime
+# table (bench/gpu_runtime.py: ours vs eager vs torch.compile) and every corpus program run on
+# the GPU against the reference evaluator (bench/gpu_corpus_check.py).  Each step has its own
+# time limit and writes its log and CSV under $OUT (default gpu_out/) as it goes, so a step cut
+# short still leaves what it measured.  Runs from the checkout (PYTHONPATH), nothing installed:
+# the machine's own torch, triton and numpy are used.
+#
+#   RUNTIME_S=330 CORPUS_S=150 bash bench/gpu_session.sh
+set -u
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export FUSION_KERNEL_CACHE_DIR=${FUSION_KERNEL_CACHE_DIR:-/tmp/fusion-kernel-cache}
+export FUSION_MODULE_CACHE_DIR=${FUSION_MODULE_CACHE_DIR:-/tmp/fusion-module-cache}
+unset TRITON_INTERPRET
+PY=${PYTHON:-python3}
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+  "$PY" -c "import sys, torch, triton, numpy; print(sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
+  nproc
+} 2>&1 | tee "$OUT/env.txt"
+
+echo "== README job on the GPU"
+timeout "${README_S:-120}" "$PY" -m triton_backend run examples/gelu.hlo --check 2>&1 \
+  | tee "$OUT/readme_job.txt"
+
+echo "== runtime"
+timeout "${RUNTIME_S:-330}" "$PY" bench/gpu_runtime.py --csv "$OUT/gpu_runtime.csv" \
+  --png "$OUT/gpu_runtime.png" 2>&1 | tee "$OUT/gpu_runtime.txt"
+
+echo "== corpus on the GPU"
+timeout "${CORPUS_S:-150}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
+  --timeout 120 --csv "$OUT/gpu_corpus_check.csv" 2>&1 | tee "$OUT/gpu_corpus_check.txt"
+echo "== done"
