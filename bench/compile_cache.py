@@ -18,7 +18,10 @@ the cold child hashes the compiler's sources before its clock starts (so the rat
 flattered), while the fresh child pays the check of that hash.  Times are the minimum over
 ``--repeat`` runs, in milliseconds.
 
-    python bench/compile_cache.py [--repeat N] [--limit N] [--csv PATH] [FILES...]
+``--site DIR`` measures an installed wheel instead of the checkout (``pip install --no-deps
+--target DIR dist/*.whl``): its compiler-source check reads the wheel's ``RECORD``.
+
+    python bench/compile_cache.py [--repeat N] [--limit N] [--csv PATH] [--site DIR] [FILES...]
 """
 from __future__ import annotations
 
@@ -121,14 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per program (minimum kept)")
     parser.add_argument("--limit", type=int, help="only the first N programs")
     parser.add_argument("--csv", type=Path, help="also write the table here")
+    parser.add_argument("--site", type=Path,
+                        help="import the compiler from this folder (a wheel installed with "
+                             "pip install --target) instead of the checkout")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_child(args.child[0], Path(args.child[1]))))
         return 0
     files = (args.files or default_files())[: args.limit]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FUSION_MODULE_CACHE": "1"}
+    site = args.site.resolve() if args.site else ROOT
+    env = {**os.environ, "PYTHONPATH": str(site), "FUSION_MODULE_CACHE": "1"}
     env.pop("FUSION_LOG", None)
+    print(f"compiler imported from {site}" + (" (the checkout)" if site == ROOT else ""))
     print(f"{'program':<48}{'fus':>4}" + "".join(f"{c + ' ms':>11}" for c in COLUMNS)
           + f"{'fresh/cold':>11}{'+import':>9}{'memory/cold':>12}", flush=True)
     rows = []

@@ -9,6 +9,7 @@ an empty cache.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -437,6 +438,45 @@ def test_a_damaged_or_foreign_stamp_is_ignored(how, tree):
         body["root"], body["hash"] = "/elsewhere", "0" * 64
         stamp.write_text(render_entry(json.dumps(body)))
     assert source_stamp.source_hash(str(root), cache) == before == _full_hash(root)
+
+
+def _record(root: pathlib.Path, version: str, lines: list[str]) -> pathlib.Path:
+    info = root / f"hlo_triton_fusion-{version}.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("".join(f"{line}\n" for line in lines))
+    return info / "RECORD"
+
+
+WHEEL_RECORD = ["fusion/__init__.py,sha256=AAA,10", "tiling/__init__.py,sha256=BBB,0",
+                "triton_backend/__init__.py,sha256=CCC,7",
+                "hlo_triton_fusion-1.2.dist-info/RECORD,,"]
+
+
+def test_an_installed_wheel_is_hashed_by_its_record_alone(tree, monkeypatch):
+    root, cache = tree
+    record = _record(root, "1.2", WHEEL_RECORD)
+
+    def forbidden(*args):
+        raise AssertionError("an installed wheel's sources were stat'ed, walked or hashed")
+
+    for name in ("_stamp_holds", "_walk_sources", "_hash_files"):
+        monkeypatch.setattr(source_stamp, name, forbidden)
+    first = source_stamp.source_hash(str(root), cache, "1.2")
+    assert first == hashlib.sha256(b"RECORD\0" + record.read_bytes()).hexdigest()
+    record.write_text(record.read_text().replace("AAA", "DDD"))  # a reinstall of other code
+    assert source_stamp.source_hash(str(root), cache, "1.2") not in (first, None)
+    assert not (cache / "sources").exists()  # nothing stamped: the RECORD is the stamp
+
+
+@pytest.mark.parametrize("case", ["other version", "editable record", "no version"])
+def test_a_record_that_does_not_list_the_sources_falls_back_to_the_stamp(case, tree):
+    root, cache = tree
+    if case == "editable record":  # pip's editable install: a path hook, no sources listed
+        _record(root, "1.2", ["__editable__.hlo_triton_fusion-1.2.pth,sha256=EEE,90"])
+    else:
+        _record(root, "1.1", WHEEL_RECORD)
+    version = None if case == "no version" else "1.2"
+    assert source_stamp.source_hash(str(root), cache, version) == _full_hash(root)
 
 
 def test_the_source_hash_covers_this_projects_sources():

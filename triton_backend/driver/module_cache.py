@@ -117,12 +117,14 @@ def source_hash() -> str:
     time (what Python's own bytecode cache trusts) and every folder's modification time (a
     file added, removed or renamed changes its folder's).  Checking that stamp is a stat of
     each path it names, not a walk of the tree; when any differs, the tree is walked and the
-    files hashed again (``FUSION_LOG=debug`` names what changed).
+    files hashed again (``FUSION_LOG=debug`` names what changed).  An installed wheel is
+    hashed by its ``RECORD`` instead (the SHA-256 of every installed file, one read).
 
     >>> len(source_hash())
     64
     """
-    return source_stamp.source_hash(source_stamp.project_root(), default_cache_dir())
+    return source_stamp.source_hash(source_stamp.project_root(), default_cache_dir(),
+                                    triton_backend.__version__)
 
 
 @functools.cache

@@ -1,6 +1,7 @@
 """The stamp that says whether this project's sources changed since they were hashed.
 
-``module_cache.source_hash`` keys every plan by a SHA-256 over the compiler's ``.py`` files.
+``module_cache.source_hash`` keys every plan by a SHA-256 over the compiler's ``.py`` files
+(for an installed wheel, over its ``RECORD``, which lists each file's SHA-256).
 Hashing them costs milliseconds, a warm compile's budget, so the hash is remembered in the
 cache directory (``sources/``) with every file's size and modification time (what Python's
 own bytecode cache trusts) and every folder's modification time (a file added, removed or
@@ -26,6 +27,8 @@ from triton_backend.tuning.kernel_cache import content_hash
 
 #: The packages whose sources the hash covers.
 PACKAGES = ("fusion", "tiling", "triton_backend")
+#: The distribution's name as its ``.dist-info`` folder spells it (PEP 427: ``-`` as ``_``).
+DIST_INFO_NAME = "hlo_triton_fusion"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # The module cache's logger: a stale stamp explains a plan's miss.
 _log = get_logger("triton_backend.module_cache")
@@ -44,7 +47,16 @@ def project_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def source_hash(root: str, directory: Path) -> str:
+def source_hash(root: str, directory: Path, version: str | None = None) -> str:
+    """The hash of the compiler's sources under ``root``, remembered in ``directory``.
+
+    An installed (not editable) distribution is hashed by its ``RECORD`` (``version`` names
+    its ``.dist-info``): pip writes there the SHA-256 of every file it installed and rewrites
+    it on every install, so one small read replaces a stat of each source file.
+    """
+    record = _installed_record(root, version)
+    if record is not None:
+        return hashlib.sha256(b"RECORD\0" + record).hexdigest()
     # One stamp per checkout: a cache directory may be shared by several.
     stamp = directory / "sources" / f"{content_hash(root)[:40]}.txt"
     recorded = _read_stamp(stamp, root)
@@ -72,6 +84,22 @@ def source_hash(root: str, directory: Path) -> str:
     except (CacheError, OSError) as err:
         _log.debug("module cache: cannot store the source hash in %s: %s", stamp, err)
     return value
+
+
+def _installed_record(root: str, version: str | None) -> bytes | None:
+    """The ``RECORD`` of this project's installed distribution at ``root`` (a site-packages
+    folder), when there is one that lists the compiler's packages; None for a checkout."""
+    if not version:
+        return None
+    path = f"{root}/{DIST_INFO_NAME}-{version}.dist-info/RECORD"
+    try:
+        with open(path, "rb") as handle:
+            record = handle.read()
+    except OSError:  # a checkout, editable or not installed
+        return None
+    # An editable install's RECORD lists a path hook, not the sources: it says nothing.
+    listed = all(f"\n{package}/__init__.py,".encode() in b"\n" + record for package in PACKAGES)
+    return record if listed else None
 
 
 def _read_stamp(stamp: Path, root: str) -> dict[str, Any] | None:
