@@ -24,20 +24,24 @@ from fusion.hlo_module import SourceLocation
 
 # Whitespace and comments; an unterminated /* is caught separately to give a good message.
 _SKIP = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
+#: A name after its optional ``%``: dashes inside, but not before ``>`` (``->`` is a token).
+NAME_BODY = r"[A-Za-z_][A-Za-z0-9_.]*(?:-(?!>)[A-Za-z0-9_.]*)*"
+#: The blanks between tokens (comments aside).
+BLANKS = r"[ \t\r\n]*"
 _TOKENS = r"""
     (?P<STRING>"[^"\\\n]*(?:\\.[^"\\\n]*)*")
   | (?P<ARROW>->)
   | (?P<LE><=)
   | (?P<ELLIPSIS>\.\.\.)
   | (?P<NUM>[-+]?(?:[0-9][0-9A-Za-z_.]*(?:(?<=[eEx_])[-+][0-9A-Za-z_.]+)*|inf\b|nan\b))
-  | (?P<NAME>%?[A-Za-z_][A-Za-z0-9_.]*(?:-(?!>)[A-Za-z0-9_.]*)*)
+  | (?P<NAME>%?""" + NAME_BODY + r""")
   | (?P<PUNCT>[=,(){}\[\]:*])
 """
 _TOKEN = re.compile(_TOKENS, re.VERBOSE)
 # Blanks then a token in one match, the common case (parsing is lexing-bound); anything else
 # (a comment, the end, an error) takes the general path.  No token starts with a blank, so
 # backtracking into the blanks cannot make a token of them.
-_BLANKS_TOKEN = re.compile(r"[ \t\r\n]*(?:" + _TOKENS + ")", re.VERBOSE)
+_BLANKS_TOKEN = re.compile(BLANKS + "(?:" + _TOKENS + ")", re.VERBOSE)
 _KINDS = {"ARROW": "->", "LE": "<=", "ELLIPSIS": "..."}
 
 

@@ -30,7 +30,7 @@ from fusion.attribute_parsing import (
     rule_for_attribute,
 )
 from fusion.element_types import ELEMENT_TYPES
-from fusion.hlo_lexer import Lexer, Token
+from fusion.hlo_lexer import BLANKS, NAME_BODY, Lexer, Token
 from fusion.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.layout import Layout
 from fusion.literal_parsing import read_literal
@@ -41,19 +41,18 @@ STACK_FRAME_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrame
 _COMPUTATION_RULES = (read_computation, read_computation_list)
 
 # A NAME token as the lexer reads it: ``inf`` and ``nan`` on their own are numbers.
-_NAME = r"(?:%|(?!(?:inf|nan)\b))[A-Za-z_][A-Za-z0-9_.]*(?:-(?!>)[A-Za-z0-9_.]*)*"
-_BLANKS = r"[ \t\r\n]*"
+_NAME = r"(?:%|(?!(?:inf|nan)\b))" + NAME_BODY
 # The common instruction head in one match (parsing is lexing-bound, about ten tokens an
 # instruction): ``[ROOT] name = f32[2,3]{1,0} opcode(a, b)`` or ``... parameter(0)``, blanks
 # only between the tokens, an array shape whose dims and layout the shape reader's own fast
 # path would take.  Anything else (comments, tuple shapes, tiled layouts, constants, errors)
 # goes token by token; ``_Parser.instruction`` checks what the pattern cannot.
 _SIMPLE_HEAD = re.compile(
-    rf"(?:(?P<root>ROOT)[ \t\r\n]+(?={_NAME}))?(?P<name>{_NAME}){_BLANKS}={_BLANKS}"
+    rf"(?:(?P<root>ROOT)[ \t\r\n]+(?={_NAME}))?(?P<name>{_NAME}){BLANKS}={BLANKS}"
     rf"(?P<dtype>[A-Za-z_][A-Za-z0-9_]*)\[(?P<dims>[0-9]+(?:,[0-9]+)*)?\]"
-    rf"(?P<braces>\{{(?P<layout>[0-9]+(?:,[0-9]+)*)?\}})?{_BLANKS}"
-    rf"(?P<opcode>{_NAME}){_BLANKS}\({_BLANKS}"
-    rf"(?:(?P<number>[0-9]+)|(?P<operands>{_NAME}(?:{_BLANKS},{_BLANKS}{_NAME})*))?{_BLANKS}\)")
+    rf"(?P<braces>\{{(?P<layout>[0-9]+(?:,[0-9]+)*)?\}})?{BLANKS}"
+    rf"(?P<opcode>{_NAME}){BLANKS}\({BLANKS}"
+    rf"(?:(?P<number>[0-9]+)|(?P<operands>{_NAME}(?:{BLANKS},{BLANKS}{_NAME})*))?{BLANKS}\)")
 
 
 def parse_hlo(text: str) -> HloModule:

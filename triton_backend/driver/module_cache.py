@@ -59,7 +59,7 @@ from triton_backend.driver.complex_fusion import ComplexPairFusion
 from triton_backend.driver import source_stamp
 from triton_backend.driver.kernel_loading import CompiledFusion
 from triton_backend.tuning import kernel_cache
-from triton_backend.tuning.kernel_cache import content_hash
+from triton_backend.tuning.kernel_cache import SHA256_HEX, content_hash
 
 #: ``FUSION_MODULE_CACHE=0`` (or off/false/no) turns the cache off.
 CACHE_ENV = "FUSION_MODULE_CACHE"
@@ -71,7 +71,6 @@ PLAN_FORMAT = "2"
 MEMORY_ENTRIES = 64
 
 _KERNEL_FILE = re.compile(r"kernel_[0-9a-f]{40}\.py")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 _OFF = ("0", "off", "false", "no")
 
 _log = get_logger("triton_backend.module_cache")
@@ -253,7 +252,7 @@ class FusionPlan:
         kernel_file = _text(data.get("kernel_file"), "kernel_file")
         digest = _text(data.get("kernel_sha256"), "kernel_sha256")
         # Only a file name of the kernel cache's own form: never a path out of its directory.
-        if not _KERNEL_FILE.fullmatch(kernel_file) or not _SHA256.fullmatch(digest):
+        if not _KERNEL_FILE.fullmatch(kernel_file) or not SHA256_HEX.fullmatch(digest):
             raise PlanError(f"kernel file {kernel_file!r} or hash {digest!r} is malformed")
         chunk = data.get("reduction_chunk")
         parts = data.get("complex_parts")

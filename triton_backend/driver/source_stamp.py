@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,13 +22,12 @@ from typing import Any
 from fusion.errors import CacheError
 from fusion.logs import get_logger
 from triton_backend.tuning import kernel_cache
-from triton_backend.tuning.kernel_cache import content_hash
+from triton_backend.tuning.kernel_cache import SHA256_HEX, content_hash
 
 #: The packages whose sources the hash covers.
 PACKAGES = ("fusion", "tiling", "triton_backend")
 #: The distribution's name as its ``.dist-info`` folder spells it (PEP 427: ``-`` as ``_``).
 DIST_INFO_NAME = "hlo_triton_fusion"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 # The module cache's logger: a stale stamp explains a plan's miss.
 _log = get_logger("triton_backend.module_cache")
 
@@ -112,7 +110,7 @@ def _read_stamp(stamp: Path, root: str) -> dict[str, Any] | None:
         # Entries are checked as they are used (``_stamp_holds``): a malformed one is stale.
         ok = (isinstance(data, dict) and data.get("format") == _STAMP_FORMAT
               and data.get("root") == root and isinstance(data.get("hash"), str)
-              and _SHA256.fullmatch(data["hash"]) is not None
+              and SHA256_HEX.fullmatch(data["hash"]) is not None
               and isinstance(data.get("folders"), list) and isinstance(data.get("files"), list)
               # Every package folder is stamped: its time covers the files and folders in it.
               and {f[0] for f in data["folders"] if "/" not in f[0]} == set(PACKAGES))

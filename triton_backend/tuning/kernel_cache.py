@@ -117,6 +117,10 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+#: What :func:`content_hash` returns (and any SHA-256 hex digest): for checking stored ones.
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def content_hash(text: str) -> str:
     """SHA-256 of ``text`` in UTF-8, hex.
 

@@ -87,20 +87,25 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> li
     for axis in axes:
         if in_order:
             accumulators = emit_tree_reduce(em, accumulators, axis, shape, combine, instr.name)
-            shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
-            continue
-        partner = _partner_axis(em, axis, shape)
-        if partner is not None:
-            order = list(range(len(shape)))
-            order[axis], order[partner] = partner, axis
-            accumulators = [em.bind(f"tl.permute({a}, {tuple(order)})", f"{instr.name}_t")
-                            for a in accumulators]
-        reduced = [em.names.fresh(f"{instr.name}_acc") for _ in accumulators]
-        em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(accumulators)},), "
-                f"{axis if partner is None else partner}, {combine}, keep_dims=True)")
-        accumulators = reduced
+        else:
+            accumulators = _emit_tl_reduce(em, accumulators, axis, shape, combine, instr.name)
         shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
     return accumulators
+
+
+def _emit_tl_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tuple[int, ...],
+                    combine: str, hint: str) -> list[str]:
+    """``tl.reduce`` of ``tensors`` over ``axis`` keeping it as size 1, along the partner
+    axis (``_partner_axis``) when there is one."""
+    partner = _partner_axis(em, axis, shape)
+    if partner is not None:
+        order = list(range(len(shape)))
+        order[axis], order[partner] = partner, axis
+        tensors = [em.bind(f"tl.permute({t}, {tuple(order)})", f"{hint}_t") for t in tensors]
+    reduced = [em.names.fresh(f"{hint}_acc") for _ in tensors]
+    em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(tensors)},), "
+            f"{axis if partner is None else partner}, {combine}, keep_dims=True)")
+    return reduced
 
 
 def _partner_axis(em: ValueEmitter, axis: int, shape: tuple[int, ...]) -> int | None:
