@@ -6,7 +6,7 @@ A refactoring that must not change behaviour must not change a generated kernel 
     python bench/kernel_snapshot.py write /tmp/kernels.after       # on the new tree
     python bench/kernel_snapshot.py compare /tmp/kernels.before /tmp/kernels.after
 
-Each program of ``tests/data/hlo`` (and ``examples/``) is compiled with ``compile_hlo`` and its
+Each program of ``tests/data/hlo``, ``examples/`` and ``bench/programs/`` is compiled with ``compile_hlo`` and its
 kernel files written to ``DIR/<program>/``.  ``compare`` ignores the content hash on the first
 line (it covers the text, so it changes with any byte) and the module paths a kernel names
 (``--rename OLD=NEW``, e.g. ``triton_backend.codegen=triton_backend.lowering``), and prints
@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo")) + sorted(
-    (ROOT / "examples").glob("*.hlo"))
+PROGRAMS = (sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
+            + sorted((ROOT / "examples").glob("*.hlo"))
+            + sorted((ROOT / "bench" / "programs").glob("*.hlo")))
 
 
 def write(out_dir: Path) -> int:
@@ -32,7 +33,7 @@ def write(out_dir: Path) -> int:
     for path in PROGRAMS:
         compiled = compile_hlo(path.read_text())
         report = build_report(compiled)
-        target = out_dir / path.stem
+        target = out_dir / path.parent.name / path.stem
         write_kernels(compiled, report, target)
         count += len(report.fusions)
     print(f"{count} kernel files of {len(PROGRAMS)} programs written to {out_dir}")
