@@ -28,7 +28,7 @@ _MODULE_CACHES = tempfile.mkdtemp(prefix="fusion-module-cache-tests-")
 def _fresh_module_cache(monkeypatch):
     """An empty compiled-module cache per test: a new plan directory, nothing in memory."""
     monkeypatch.setenv("FUSION_MODULE_CACHE_DIR", tempfile.mkdtemp(dir=_MODULE_CACHES))
-    cache = sys.modules.get("triton_backend.driver.module_cache")
+    cache = sys.modules.get("triton_backend.runtime.module_cache")
     if cache is not None:  # not imported yet: nothing remembered
         cache.forget_remembered()
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compile_latency import default_files  # noqa: E402
 from fusion.errors import FusionCompilerError  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
 
 
 def kernel_rows(path: Path) -> list[dict]:

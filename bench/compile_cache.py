@@ -1,7 +1,7 @@
 """Cold vs warm ``compile_hlo`` per corpus program: what the compiled-module cache buys.
 
 For every program (``tests/data/hlo/*.hlo`` and ``bench/programs/*.hlo``) two child processes
-run on a fresh kernel cache and module cache (``triton_backend.driver.module_cache``):
+run on a fresh kernel cache and module cache (``triton_backend.runtime.module_cache``):
 
 * **cold**: ``compile_hlo`` once with empty caches (``cold``); again in the same process
   (``memory``: the in-process hit); and once more after forgetting that entry (``plan``: the
@@ -51,7 +51,8 @@ def _child(mode: str, path: Path) -> dict:
 
     import triton_backend.device_lib.elementwise_math  # noqa: F401
     from fusion.errors import FusionCompilerError
-    from triton_backend.driver import module_cache, module_runner
+    from triton_backend.driver import module_runner
+    from triton_backend.runtime import module_cache
 
     if mode == "cold":
         # Outside the clock, so the ratio is not flattered: hashing the compiler's sources

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fusion.errors import FusionCompilerError  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
-from tiling.fusion_indexing import output_to_input_indexing_of_computation  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation  # noqa: E402
 from tiling.policy.candidates import tiling_candidates  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def default_files() -> list[Path]:
 def measure(path: Path) -> dict:
     """Seconds per phase for one module, and the kernel files it produced."""
     from triton_backend.driver.compiled_fusion import compile_fusion
-    from triton_backend.tuning.kernel_cache import KernelCache
+    from triton_backend.runtime.kernel_cache import KernelCache
 
     text = path.read_text()
     row = {"module": path.name, "fusions": 0, "kernels": [], "errors": []}

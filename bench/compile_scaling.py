@@ -14,7 +14,7 @@ and a real JAX training step (a two-layer transformer's forward, backward and SG
 ``bench/programs/generate.py --training-step``).
 
 Phases, each timed alone (min of ``--repeat`` runs): ``parse`` (text -> module), ``fuse``
-(``tiling.priority_fusion.fuse_module``), ``indexing`` (the output->input maps of every
+(``tiling.fusion_pass.priority_fusion.fuse_module``), ``indexing`` (the output->input maps of every
 fused computation), ``tiling`` (the tile analysis and the tiling choice of every fusion),
 ``codegen`` (every fusion's kernel file text), and ``compile_hlo`` cold (fresh kernel cache,
 the whole chain, kernels loaded for the Triton interpreter: no Triton compile) and warm
@@ -43,13 +43,13 @@ from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels load for the interpreter: no GPU
 
-from fusion.hlo_module import HloModule  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
-from fusion.printer import print_hlo  # noqa: E402
+from fusion.ir.hlo_module import HloModule  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
+from fusion.text.printer import print_hlo  # noqa: E402
 from tiling.indexing_analysis.fusion_indexing import (  # noqa: E402
     output_to_input_indexing_of_computation,
 )
-from tiling.priority_fusion import fuse_module  # noqa: E402
+from tiling.fusion_pass.priority_fusion import fuse_module  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TRAINING_STEP = HERE / "programs" / "training" / "transformer_train_step.hlo"
@@ -216,7 +216,7 @@ def measure(text: str, *, repeat: int = 1, compile_: bool = True) -> dict[str, f
 def _timing_kernel_imports():
     """Seconds spent in ``kernel_cache.import_checked_text`` while the block runs (a list
     of one float, filled in as imports happen)."""
-    from triton_backend.tuning import kernel_cache
+    from triton_backend.runtime import kernel_cache
 
     spent = [0.0]
     original = kernel_cache.import_checked_text

@@ -136,7 +136,7 @@ def program_row(name: str, report, seconds: float, xla: int | None) -> dict:
 def handwritten_rows(device: str) -> list[dict]:
     from handwritten_kernels import compile_in_child, cases
     from triton_backend.tuning.cost_model import Workload, estimate
-    from triton_backend.tuning.device_specs import device_spec
+    from triton_backend.runtime.device_specs import device_spec
 
     spec = device_spec(device)
     by_name = {c.name: c for c in cases()}

@@ -1,7 +1,7 @@
 """Modeled memory traffic of every corpus program, unfused against fused.
 
 For each ``tests/data/hlo/NAME.before.hlo``: kernels and bytes read+written by kernels
-(``tiling.fusion_traffic_model``) of the module as JAX lowers it, of our fused module, and
+(``tiling.fusion_pass.traffic_model``) of the module as JAX lowers it, of our fused module, and
 the fusion count of XLA CPU's optimized module (``NAME.after.hlo``) as a reference point.
 
     python bench/fusion_traffic.py [DIR]
@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from fusion.parser import parse_hlo
-from tiling.fusion_traffic_model import count_kernels, module_traffic
-from tiling.priority_fusion import fuse_module
+from fusion.text.parser import parse_hlo
+from tiling.fusion_pass.traffic_model import count_kernels, module_traffic
+from tiling.fusion_pass.priority_fusion import fuse_module
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "hlo"
 

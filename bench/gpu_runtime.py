@@ -8,7 +8,7 @@ PyTorch (:data:`TORCH_PROGRAMS`: ``torch.softmax``, ``F.layer_norm``,
 ``bench/handwritten_kernels.py`` has one for the same program, the hand-written Triton kernel.
 Per program: the median time (``triton.testing.do_bench``, L2 flushed; p20/p80 in the CSV),
 GB/s over the module's compulsory bytes (its own inputs and outputs, each once) and the
-fraction of the device's peak bandwidth (``triton_backend.tuning.device_specs``), plus our
+fraction of the device's peak bandwidth (``triton_backend.runtime.device_specs``), plus our
 kernel count and the largest difference of our output from eager PyTorch's.  The ``gpu us``
 columns are the GPU's own busy time per call (kernels, copies and fills, from
 ``torch.profiler``) for ours and eager: a whole call's time minus them is host work.
@@ -74,8 +74,8 @@ def _device_seconds(fn, calls: int = 20) -> float:
 
 
 def _bytes(shapes) -> int:
-    from fusion.element_types import ELEMENT_TYPES
-    from fusion.shape import ArrayShape
+    from fusion.ir.element_types import ELEMENT_TYPES
+    from fusion.ir.shape import ArrayShape
 
     return sum(math.prod(s.dims) * ELEMENT_TYPES[s.dtype].byte_size for s in shapes
                if isinstance(s, ArrayShape))
@@ -85,8 +85,8 @@ def measure_file(path: Path, peak_bw: float | None) -> list[dict]:
     import torch
 
     from fusion.errors import FusionCompilerError
-    from fusion.parser import parse_hlo
-    from fusion.shape import flatten_shape
+    from fusion.text.parser import parse_hlo
+    from fusion.ir.shape import flatten_shape
     from hlo_torch_reference import torch_function
     from triton_backend.driver.compiled_fusion import compile_fusion
 
@@ -190,7 +190,7 @@ def program_inputs(module, device: str = "cuda"):
     would sum many of them), integers in [0, 16) (valid labels and indices)."""
     import torch
 
-    from fusion.shape import ArrayShape
+    from fusion.ir.shape import ArrayShape
 
     gen = torch.Generator(device=device).manual_seed(0)
     out = []
@@ -232,8 +232,8 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
     import torch
 
     import triton_backend
-    from fusion.parser import parse_hlo
-    from fusion.shape import flatten_shape
+    from fusion.text.parser import parse_hlo
+    from fusion.ir.shape import flatten_shape
 
     name = path.stem
     module = parse_hlo(path.read_text())
@@ -383,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from compile_latency import default_files
-    from triton_backend.tuning.device_specs import detect_device
-    from triton_backend.driver.launch_mode import configure_launch_mode
+    from triton_backend.runtime.device_specs import detect_device
+    from triton_backend.runtime.launch_mode import configure_launch_mode
 
     configure_launch_mode()
     spec = detect_device(torch)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fusion.hlo_module import HloComputation, HloModule
-from fusion.shape import ArrayShape
+from fusion.ir.hlo_module import HloComputation, HloModule
+from fusion.ir.shape import ArrayShape
 from triton_backend.host.input_validation import torch_dtype
 
 _UNARY = {

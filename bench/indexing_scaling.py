@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from fusion.parser import parse_hlo
-from tiling.fusion_indexing import output_to_input_indexing_of_computation
+from fusion.text.parser import parse_hlo
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 
 
 def _elementwise(n: int) -> list[str]:

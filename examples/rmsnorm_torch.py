@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from triton_backend.driver.torch_op import torch_op
+from triton_backend.integrations.torch_op import torch_op
 
 ROWS, FEATURES = 16, 64
 

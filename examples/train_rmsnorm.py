@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from triton_backend.driver.torch_op import torch_op
+from triton_backend.integrations.torch_op import torch_op
 
 ROWS, FEATURES, HIDDEN = 8, 16, 32
 

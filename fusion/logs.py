@@ -3,8 +3,8 @@
 Every package logs under one root so a user switches all of it on at once:
 ``hlo_triton_fusion.fusion``, ``hlo_triton_fusion.tiling``, ``hlo_triton_fusion.triton_backend.*``.
 
-    >>> get_logger("tiling.priority_fusion").name
-    'hlo_triton_fusion.tiling.priority_fusion'
+    >>> get_logger("tiling.fusion_pass.priority_fusion").name
+    'hlo_triton_fusion.tiling.fusion_pass.priority_fusion'
     >>> level_from_text("debug") == logging.DEBUG
     True
 """

@@ -1,13 +1,17 @@
 """The import graph of our three packages, read from the source with ``ast`` (nothing imported).
 
-* no cycle between our modules (module-level imports; ``TYPE_CHECKING`` blocks aside);
+* no cycle between our modules (module-level imports, ``TYPE_CHECKING`` blocks included);
 * no function-local import of our own modules, except the commented allow-list below of the
   places that keep torch/triton/jax out of the analysis-only subcommands;
-* the packages import one way: ``fusion`` <- ``tiling`` <- ``triton_backend``.
+* the packages import one way: ``fusion`` <- ``tiling`` <- ``triton_backend``;
+* inside each package, the folders import one way too, in the order of :data:`LAYERS` (every
+  import counts here, ``TYPE_CHECKING`` and function-local ones included), which is the order
+  in which each package's docstring lists them.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +21,24 @@ MAY_IMPORT = {
     "fusion": {"fusion"},
     "tiling": {"fusion", "tiling"},
     "triton_backend": {"fusion", "tiling", "triton_backend"},
+}
+
+#: Each package's folders, lowest first: a module may import its own folder and the folders
+#: before it, never one after.  A package's own modules form the folder named by the package.
+LAYERS = {
+    "fusion": ("fusion", "fusion.ir", "fusion.text", "fusion.analysis", "fusion.shapes",
+               "fusion.evaluator", "fusion.transforms", "fusion.autodiff"),
+    "tiling": ("tiling", "tiling.maps", "tiling.layouts", "tiling.indexing_analysis",
+               "tiling.symbolic", "tiling.policy", "tiling.fusion_pass"),
+    "triton_backend": (
+        "triton_backend.device_lib", "triton_backend.host", "triton_backend.lowering.emitter",
+        "triton_backend.lowering.rules", "triton_backend.lowering", "triton_backend.runtime",
+        "triton_backend.templates", "triton_backend.templates.dot",
+        "triton_backend.templates.attention", "triton_backend.templates.conv",
+        "triton_backend.templates.scatter", "triton_backend.templates.select_and_scatter",
+        "triton_backend.templates.sort", "triton_backend.driver", "triton_backend.tuning",
+        "triton_backend.integrations", "triton_backend.reports", "triton_backend.cli",
+        "triton_backend"),
 }
 
 #: ``(importing module, function, imported module)``: function-local imports of our modules
@@ -30,9 +52,9 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_runner"),
     ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_runner"),
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
-    ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.driver.launch_mode"),
+    ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.runtime.launch_mode"),
     # triton: the @triton.jit math helpers, re-imported under the interpreter.
-    ("triton_backend.driver.kernel_loading", "_interpreted_copy",
+    ("triton_backend.runtime.kernel_loading", "_interpreted_copy",
      "triton_backend.device_lib.elementwise_math"),
     # torch: the report compiles and runs the module.
     ("triton_backend.reports.compile_report", "build_report", "triton_backend.driver.module_runner"),
@@ -77,11 +99,12 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.Module):
-    """``(statement, enclosing function or None)`` for every import outside TYPE_CHECKING."""
+def _imports(tree: ast.Module, type_checking: bool = False):
+    """``(statement, enclosing function or None)`` for every import outside TYPE_CHECKING (and
+    inside, with ``type_checking``)."""
     def walk(node, function):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
                 for sub in child.orelse:
                     yield from walk(sub, function)
                 continue
@@ -94,14 +117,14 @@ def _imports(tree: ast.Module):
     yield from walk(tree, None)
 
 
-def _graph():
+def _graph(type_checking: bool = False):
     modules = _modules()
     known = set(modules)
     edges: dict[str, set[str]] = {m: set() for m in modules}
     local: set[tuple[str, str, str]] = set()
     for name, (path, tree) in modules.items():
         is_package = path.name == "__init__.py"
-        for node, function in _imports(tree):
+        for node, function in _imports(tree, type_checking):
             for target in _targets(node, name, is_package, known):
                 if function is None:
                     edges[name].add(target)
@@ -122,7 +145,7 @@ def _entered_packages(importer: str, target: str, known: set[str]) -> set[str]:
 
 
 def test_no_import_cycle_between_our_modules():
-    _, edges, _ = _graph()
+    _, edges, _ = _graph(type_checking=True)
     state: dict[str, int] = {}
     cycles = []
 
@@ -160,3 +183,46 @@ def test_packages_import_one_way():
     wrong = sorted((m, t) for m, t in pairs
                    if t.split(".")[0] not in MAY_IMPORT[m.split(".")[0]])
     assert not wrong, f"imports against fusion <- tiling <- triton_backend: {wrong}"
+
+
+def _folder(module: str, modules) -> str:
+    """The folder a module lives in: its package (a package's ``__init__`` is its own folder)."""
+    path, _ = modules[module]
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def test_every_folder_has_a_layer():
+    modules = _modules()
+    folders = {_folder(m, modules) for m in modules}
+    placed = {f for layers in LAYERS.values() for f in layers}
+    assert folders == placed, (f"folders without a layer: {sorted(folders - placed)}; "
+                               f"layers without a folder: {sorted(placed - folders)}")
+
+
+def test_folders_import_one_way():
+    modules, edges, local = _graph(type_checking=True)
+    pairs = {(m, t) for m, ts in edges.items() for t in ts} | {(m, t) for m, _, t in local}
+    rank = {f: i for layers in LAYERS.values() for i, f in enumerate(layers)}
+    wrong = []
+    for m, t in sorted(pairs):
+        if t not in modules or m.split(".")[0] != t.split(".")[0]:
+            continue
+        a, b = _folder(m, modules), _folder(t, modules)
+        if rank[b] > rank[a]:
+            wrong.append(f"{m} ({a}) imports {t} ({b})")
+    assert not wrong, "imports against the folder order of LAYERS:\n" + "\n".join(wrong)
+
+
+def test_package_docstrings_list_the_folders_in_layer_order():
+    """Every folder right below a package is listed in its docstring (``* ``name/``: ...``),
+    nested ones may be; the list follows :data:`LAYERS`."""
+    for package, layers in LAYERS.items():
+        doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text())) or ""
+        listed = [f"{package}.{name.replace('/', '.')}"
+                  for name in re.findall(r"^\* ``([\w/]+)/``", doc, flags=re.M)]
+        assert all(f in layers for f in listed), f"{package}: not folders: {listed}"
+        assert listed == sorted(listed, key=layers.index), (
+            f"{package}/__init__.py lists {listed} out of the order of LAYERS")
+        top = [f for f in layers if f.count(".") == 1]
+        missing = [f for f in top if f not in listed]
+        assert not missing, f"{package}/__init__.py does not list {missing}"

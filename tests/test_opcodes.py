@@ -8,7 +8,7 @@ import pytest
 
 from fusion.evaluator.registry import OP_RULES
 from fusion.opcodes import ELEMENTWISE_OPCODES, OPCODES, OpTraits, opcodes_with
-from fusion.shape_inference import SHAPE_RULES
+from fusion.shapes.inference import SHAPE_RULES
 from tiling.indexing_analysis.registry import INPUT_TO_OUTPUT, OUTPUT_TO_INPUT
 from triton_backend.driver.op_coverage import COVERAGE
 from triton_backend.host.host_ops import HOST_RULES

@@ -1,9 +1,15 @@
-"""Affine expressions, indexing maps, indexing analysis, layouts and tile propagation.
+"""Indexing maps, layouts, tile propagation, the tiling choice, and the fusion pass.
 
-The tiling choice is split in two: ``tiling.symbolic`` (the mechanism, XLA's symbolic tile
-analysis) and ``tiling.policy`` (the limits, legality, costs and ``choose_tiling``).
+Depends on ``fusion`` only; never imports torch or triton.  Folders, in import order (each
+imports only the folders listed before it; ``tests/test_import_graph.py`` checks it):
 
-Depends on ``fusion`` only; never imports torch or triton.
+* ``maps/``: the indexing-map algebra (affine expressions, ``IndexingMap``, simplifiers, text);
+* ``layouts/``: XLA's tiled layouts as index maps, host-side packing;
+* ``indexing_analysis/``: the indexing maps of every op, composed through fusions;
+* ``symbolic/``: the mechanism of tiling, XLA's symbolic tile analysis;
+* ``policy/``: the choice of tiling (limits, legality, costs, ``choose_tiling``);
+* ``fusion_pass/``: the fusion pass for unfused modules (``fuse_module``), as a GPU compiler
+  fuses: a normalization with its reductions, a matmul with its epilogue, attention.
 """
 
 _LAZY = {

@@ -7,7 +7,7 @@ backward module is plain HLO: it verifies, evaluates, prints and compiles like a
 
 >>> import numpy as np
 >>> from fusion.evaluator import evaluate
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... ENTRY e {
 ...   x = f32[2] parameter(0)

@@ -5,7 +5,7 @@ and compared with each candidate function; it is that function when every pair a
 reducer written as ``maximum(p0, p1)``, ``maximum(p1, p0)`` or ``select(p0 > p1, p0, p1)`` is
 recognised alike.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... r {
 ...   a = f32[] parameter(0)
@@ -31,8 +31,8 @@ import numpy as np
 from fusion.errors import FusionCompilerError
 from fusion.evaluator.interpreter import Evaluator, flatten_value
 from fusion.evaluator.numerics import numpy_dtype
-from fusion.hlo_module import HloModule
-from fusion.shape import ArrayShape, flatten_shape
+from fusion.ir.hlo_module import HloModule
+from fusion.ir.shape import ArrayShape, flatten_shape
 
 
 class CombinerKind(enum.Enum):

@@ -3,7 +3,7 @@
 VJP rules write each constant, broadcast and comparison they need where they need it; equal
 instructions (same opcode, shape, operands and attributes) are merged here into the first.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... ENTRY e {
 ...   x = f32[2] parameter(0)
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fusion.hlo_module import HloComputation
+from fusion.ir.hlo_module import HloComputation
 from fusion.opcodes import traits
 
 # Never merged: each parameter is its own input, and random or effectful ops differ per call.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Union
 
 from fusion.autodiff.graph_builder import GraphBuilder
-from fusion.shape import ArrayShape, Shape, TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
 
 Cotangent = Union[str, None, tuple]
 

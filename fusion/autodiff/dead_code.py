@@ -3,7 +3,7 @@
 The backward computation starts as a copy of the whole forward one; only the primal values
 some gradient reads survive.  Parameters always stay (their numbers must stay dense).
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... ENTRY e {
 ...   x = f32[2] parameter(0)
@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Callable
 
 from fusion.autodiff.common_subexpressions import merge_common_subexpressions
-from fusion.hlo_module import HloComputation
-from fusion.instruction_order import operands_first
+from fusion.ir.hlo_module import HloComputation
+from fusion.ir.instruction_order import operands_first
 
 
 def eliminate_dead_code(comp: HloComputation) -> HloComputation:

@@ -7,7 +7,7 @@ operands), and every ``while`` with a known trip count by that many copies of it
 state tuples vanish.  What stays called: reducers, comparators, scatter combiners and the
 branches of a ``conditional`` (differentiated by their own rule).
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... sq {
 ...   a = f32[2] parameter(0)
@@ -24,8 +24,8 @@ branches of a ``conditional`` (differentiated by their own rule).
 from __future__ import annotations
 
 from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.instruction_order import operands_first
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.instruction_order import operands_first
 
 # Unrolling copies the body this many times at most: beyond, the backward module would be huge.
 MAX_UNROLLED_TRIPS = 1024

@@ -1,7 +1,7 @@
 """Appending instructions to a computation under construction, shapes inferred.
 
 The VJP rules write the backward graph through a ``GraphBuilder``: each helper emits one HLO
-instruction with a fresh name and the shape ``fusion.shape_inference`` gives it (so every
+instruction with a fresh name and the shape ``fusion.shapes.inference`` gives it (so every
 instruction the rules write has a shape the verifier agrees with), and returns its name.
 
 >>> b = GraphBuilder(ComputationTable({}))
@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from fusion.attributes import Literal, PaddingConfig, PaddingDim, SliceDim
-from fusion.element_types import element_type
-from fusion.hlo_module import HloComputation, HloInstruction
-from fusion.shape import ArrayShape, Shape, TupleShape
-from fusion.shape_inference import infer_shape
+from fusion.ir.attributes import Literal, PaddingConfig, PaddingDim, SliceDim
+from fusion.ir.element_types import element_type
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
+from fusion.shapes.inference import infer_shape
 
 _SUFFIX = re.compile(r"\.\d+$")
 

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 from fusion.autodiff.cotangents import Cotangent, accumulate, is_differentiable, is_zero, prune
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import ArrayShape, Shape
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, Shape
 
 Rule = Callable[["VjpContext", HloInstruction, Cotangent], Sequence[Cotangent]]
 

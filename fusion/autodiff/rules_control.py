@@ -18,8 +18,8 @@ from fusion.autodiff.flatten import flatten_computation
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction
-from fusion.shape import TupleShape
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.shape import TupleShape
 
 Cts = Sequence[Cotangent]
 

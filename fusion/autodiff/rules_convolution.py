@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.attributes import Window, WindowDim
+from fusion.ir.attributes import Window, WindowDim
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.reverse_pass import Rule, VjpContext
-from fusion.convolution import ConvDimensionNumbers, conv_dims
+from fusion.ir.convolution import ConvDimensionNumbers, conv_dims
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
+from fusion.ir.hlo_module import HloInstruction
 
 Cts = Sequence[Cotangent]
 

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.reverse_pass import Rule, VjpContext
-from fusion.hlo_module import HloInstruction
+from fusion.ir.hlo_module import HloInstruction
 
 Cts = Sequence[Cotangent]
 

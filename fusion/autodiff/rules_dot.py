@@ -12,8 +12,8 @@ from typing import Iterator, Sequence
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.reverse_pass import Rule, VjpContext
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
 
 Cts = Sequence[Cotangent]
 

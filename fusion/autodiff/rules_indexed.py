@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.attributes import Literal
+from fusion.ir.attributes import Literal
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction
-from fusion.shape import ArrayShape, TupleShape
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.shape import ArrayShape, TupleShape
 
 Cts = Sequence[Cotangent]
 

@@ -18,14 +18,14 @@ import math
 from itertools import product
 from typing import Sequence
 
-from fusion.attributes import Window, WindowDim
+from fusion.ir.attributes import Window, WindowDim
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from fusion.reduction_kind import kept_and_reduced
+from fusion.ir.hlo_module import HloInstruction
+from fusion.analysis.reduction_kind import kept_and_reduced
 
 Cts = Sequence[Cotangent]
 

@@ -4,7 +4,7 @@ The pattern is what ``lax.fori_loop`` and XLA's own loops write: element ``k`` o
 starts as a constant, the body adds a constant to it, and the condition compares it with a
 constant.  The count is found by running that recurrence on Python integers.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... body {
 ...   s = (s32[], f32[2]) parameter(0)
@@ -37,7 +37,7 @@ import operator
 import re
 from typing import Callable
 
-from fusion.hlo_module import HloComputation, HloInstruction
+from fusion.ir.hlo_module import HloComputation, HloInstruction
 
 # Simulating a loop stops here: a count this large is not unrolled anyway.
 _MAX_SIMULATED_TRIPS = 1 << 20

@@ -17,9 +17,9 @@ from fusion.autodiff.graph_builder import ComputationTable, GraphBuilder
 from fusion.autodiff.registry import VJP_RULES
 from fusion.autodiff.reverse_pass import differentiate
 from fusion.errors import BadArgumentError
-from fusion.hlo_module import HloComputation, HloModule
-from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
-from fusion.verifier import verify_module
+from fusion.ir.hlo_module import HloComputation, HloModule
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from fusion.shapes.verifier import verify_module
 
 
 def _differentiable_parameter(shape: Shape) -> bool:
@@ -63,8 +63,8 @@ def _cotangent_of(names: list[str], shape: Shape) -> Cotangent:
 def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
     """The backward module of ``module``: ``(params..., cotangents...) -> (gradients...)``.
 
-    >>> from fusion.parser import parse_hlo
-    >>> from fusion.printer import print_hlo
+    >>> from fusion.text.parser import parse_hlo
+    >>> from fusion.text.printer import print_hlo
     >>> m = parse_hlo('''HloModule m
     ... ENTRY e {
     ...   x = f32[3] parameter(0)

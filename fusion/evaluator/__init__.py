@@ -3,8 +3,8 @@
 ``evaluate(module, *arrays)`` returns the ENTRY result as a tuple of arrays (a tuple result is
 flattened depth first).
 
->>> from fusion.hlo_module import HloComputation, HloInstruction, HloModule
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+>>> from fusion.ir.shape import ArrayShape
 >>> s = ArrayShape("s32", (3,))
 >>> entry = HloComputation("main", (
 ...     HloInstruction("p", "parameter", s, (), (("parameter_number", 0),)),

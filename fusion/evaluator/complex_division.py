@@ -4,7 +4,7 @@ NumPy divides complex numbers its own way (it ignores the sign of a zero divisor
 XLA uses Smith's algorithm and then, where that gives NaN in both parts, C99's results for a
 zero divisor, an infinite dividend or an infinite divisor
 (``ElementalIrEmitter::EmitComplexDivide``).  The kernels compute the same formula on real
-and imaginary parts (``fusion.complex_expansion``).
+and imaginary parts (``fusion.transforms.complex_expansion``).
 
 >>> divide(np.array([1 + 0j], np.complex64), np.array([complex(-0.0, 0)], np.complex64)).tolist()
 [(-inf+nanj)]

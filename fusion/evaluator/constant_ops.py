@@ -1,6 +1,6 @@
 """Rules for ops that make values from attributes alone: ``constant`` and ``iota``.
 
->>> from fusion.attributes import Literal
+>>> from fusion.ir.attributes import Literal
 >>> literal_array(Literal((2, 2), (1.5, 2.0, -0.0, float("inf"))), np.dtype(np.float32)).tolist()
 [[1.5, 2.0], [-0.0, inf]]
 """
@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusion.attributes import Literal
+from fusion.ir.attributes import Literal
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.numerics import is_float_dtype, numpy_dtype
-from fusion.shape import ArrayShape, Shape, TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
 
 
 def literal_array(literal: Literal, dtype: np.dtype) -> np.ndarray:

@@ -10,8 +10,8 @@ groups, output feature ``o`` reading group ``o // (output features / batch_group
 
 >>> x = np.arange(5, dtype=np.float32).reshape(1, 5, 1)       # b0f
 >>> w = np.array([1, 10], dtype=np.float32).reshape(2, 1, 1)  # 0io
->>> from fusion.convolution import parse_dim_labels
->>> from fusion.attributes import Window, WindowDim
+>>> from fusion.ir.convolution import parse_dim_labels
+>>> from fusion.ir.attributes import Window, WindowDim
 >>> convolve(x, w, parse_dim_labels("b0f_0io->b0f"), Window((WindowDim(2),)), 1, 1,
 ...          np.dtype(np.float32))[0, :, 0].tolist()
 [10.0, 21.0, 32.0, 43.0]
@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusion.attributes import Window
-from fusion.convolution import ConvDimensionNumbers, conv_dims, window_output_size
+from fusion.ir.attributes import Window
+from fusion.ir.convolution import ConvDimensionNumbers, conv_dims, window_output_size
 from fusion.errors import FusionCompilerError
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.numerics import is_float_dtype, numpy_dtype

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusion.evaluator.failures import op_error
-from fusion.shape import ArrayShape
+from fusion.ir.shape import ArrayShape
 
 
 def eval_broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:

@@ -10,7 +10,7 @@ from fusion.evaluator.input_binding import bind_value
 from fusion.evaluator.control_flow_ops import check_iteration_limit
 from fusion.evaluator.interpreter import Evaluator, flatten_value
 from fusion.evaluator.size_limit import check_module_size
-from fusion.hlo_module import HloModule
+from fusion.ir.hlo_module import HloModule
 
 
 def evaluate(module: HloModule, *arrays: Any,

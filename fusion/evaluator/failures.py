@@ -1,7 +1,7 @@
 """How the evaluator reports a problem: an ``EvaluationError`` naming the op and its location.
 
->>> from fusion.hlo_module import HloInstruction, SourceLocation
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloInstruction, SourceLocation
+>>> from fusion.ir.shape import ArrayShape
 >>> i = HloInstruction("r", "rng", ArrayShape("f32", ()), location=SourceLocation(4, 3))
 >>> str(op_error(i, "unsupported opcode 'rng'"))
 "4:3: unsupported opcode 'rng' (in rng %r)"
@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from fusion.errors import EvaluationError
-from fusion.hlo_module import HloInstruction
+from fusion.ir.hlo_module import HloInstruction
 
 
 def describe(instr: HloInstruction) -> str:

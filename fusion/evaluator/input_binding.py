@@ -15,7 +15,7 @@ import numpy as np
 
 from fusion.errors import EvaluationError
 from fusion.evaluator.numerics import numpy_dtype
-from fusion.shape import ArrayShape, Shape, TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
 
 
 def bind_array(value: Any, shape: ArrayShape, what: str) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from fusion.errors import EvaluationError
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import ArrayShape, TupleShape, flatten_shape
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from fusion.evaluator.failures import describe, op_error
 from fusion.evaluator.numerics import numpy_dtype
 from fusion.evaluator.registry import BATCHABLE_OPCODES, OP_RULES

@@ -1,5 +1,5 @@
 """Reference rules of the library calls: ``cholesky``, ``custom-call`` (the targets of
-:data:`fusion.library_calls.TARGETS`), ``fft``, ``topk`` and ``triangular-solve``.
+:data:`fusion.analysis.library_calls.TARGETS`), ``fft``, ``topk`` and ``triangular-solve``.
 
 FFTs use ``numpy.fft`` in the operand's precision (NumPy 2 transforms ``complex64`` in single
 precision); the linear algebra uses ``linalg_reference`` (LAPACK's conventions); ``topk`` is a
@@ -7,8 +7,8 @@ stable sort in XLA's total order (``-NaN < -inf < -0 < +0 < inf < NaN``; ties: t
 first), and the ``TopK`` custom-call sorts by its own comparator.  A custom-call to any other
 target is an error naming it.
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape, TupleShape
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape, TupleShape
 >>> i = HloInstruction("t", "topk", TupleShape((ArrayShape("f32", (2,)), ArrayShape("s32", (2,)))),
 ...                    ("x",), (("k", 2), ("largest", True)))
 >>> values, indices = eval_topk(None, i, [np.array([1.0, 3.0, 3.0, -0.0], np.float32)])
@@ -27,11 +27,11 @@ from fusion.evaluator import linalg_reference as lapack
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.numerics import total_order_key
 from fusion.evaluator.sort_ops import eval_sort
-from fusion.hlo_module import HloInstruction
-from fusion.library_calls import (
+from fusion.ir.hlo_module import HloInstruction
+from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
-from fusion.shape import ArrayShape, TupleShape
+from fusion.ir.shape import ArrayShape, TupleShape
 
 Rule = Callable[[Any, HloInstruction, list], Any]
 

@@ -15,8 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from fusion.element_types import ELEMENT_TYPES, ElementType, element_type_of_numpy
-from fusion.shape import ArrayShape
+from fusion.ir.element_types import ELEMENT_TYPES, ElementType, element_type_of_numpy
+from fusion.ir.shape import ArrayShape
 
 
 @lru_cache(maxsize=None)

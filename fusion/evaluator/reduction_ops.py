@@ -22,7 +22,7 @@ import numpy as np
 from fusion.evaluator.data_movement_ops import pad_array
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.ordered_updates import apply_in_order
-from fusion.reduction_kind import kept_and_reduced
+from fusion.analysis.reduction_kind import kept_and_reduced
 
 Combine = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 

@@ -7,8 +7,8 @@ the total number of elements of all instruction results in the module (every com
 every tuple leaf): ``DEFAULT_MAX_ELEMENTS`` (2**31) unless the environment variable
 ``FUSION_EVAL_MAX_ELEMENTS`` sets another (a non-negative integer).
 
->>> from fusion.hlo_module import HloComputation, HloInstruction, HloModule
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+>>> from fusion.ir.shape import ArrayShape
 >>> p = HloInstruction("p", "parameter", ArrayShape("f32", (2**40,)), (), (("parameter_number", 0),))
 >>> m = HloModule("m", (HloComputation("e", (p,), "p", is_entry=True),), "e")
 >>> check_module_size(m)
@@ -24,8 +24,8 @@ import os
 
 from fusion.errors import EvaluationError
 from fusion.evaluator.failures import op_error
-from fusion.hlo_module import HloModule
-from fusion.shape import ArrayShape, flatten_shape
+from fusion.ir.hlo_module import HloModule
+from fusion.ir.shape import ArrayShape, flatten_shape
 
 DEFAULT_MAX_ELEMENTS = 2**31
 ENV_VAR = "FUSION_EVAL_MAX_ELEMENTS"

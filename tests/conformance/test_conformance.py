@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import output_arrays, random_inputs
-from fusion.parser import parse_hlo
-from fusion.shape import flatten_shape
+from fusion.evaluator.npz_io import output_arrays, random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import flatten_shape
 from tests.conformance.programs import VARIANTS, all_programs, program_text
 from tests.conformance.xla_oracle import run_xla
 

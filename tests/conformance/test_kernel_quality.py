@@ -160,7 +160,7 @@ def _vector_problems(entries, kinds: tuple[str, ...], wanted: tuple[str, ...]) -
             r = per_arch[str(arch)]
             missing = [w for w in wanted if not (r.get("vector") or {}).get(w)]
             if r["error"] or missing:
-                problems.append(f"{fusion.name} ({fusion.emitter_kind}, tile {list(fusion.tile_sizes)}, "
+                problems.append(f"{fusion.name} ({fusion.analysis.emitter_kind}, tile {list(fusion.tile_sizes)}, "
                                 f"grid {list(fusion.grid)}) sm_{arch}: no {', '.join(missing) or 'result'}; "
                                 f"vector accesses {r.get('vector')} {r['error'] or ''}")
     return problems
@@ -176,7 +176,7 @@ def test_kernels_compile_without_spills(kernels, name: str, variant: str) -> Non
             if r["error"]:
                 problems.append(f"{fusion.name} sm_{arch}: {r['error']}")
             elif r["spill_store_bytes"] or r["spill_load_bytes"]:
-                problems.append(f"{fusion.name} ({fusion.emitter_kind}, tile {list(fusion.tile_sizes)}) "
+                problems.append(f"{fusion.name} ({fusion.analysis.emitter_kind}, tile {list(fusion.tile_sizes)}) "
                                 f"sm_{arch}: {r['registers']} registers, spills "
                                 f"{r['spill_store_bytes']} B stored / {r['spill_load_bytes']} B loaded")
     assert not problems, "\n".join(problems)

@@ -11,7 +11,7 @@ No jax tracing is involved; the path through jaxlib 0.10.2 is::
     outs   = exe.execute([jax.device_put(a, device) for a in arrays])   # under jax.enable_x64
 
 ``execute`` returns the ENTRY result flattened depth first (one ``jax.Array`` per leaf), the
-same convention as ``compile_hlo`` and ``fusion.npz_io``.  bf16 and the f8 types travel as
+same convention as ``compile_hlo`` and ``fusion.evaluator.npz_io``.  bf16 and the f8 types travel as
 ``ml_dtypes`` arrays.  The 64-bit types need ``jax.enable_x64`` around ``device_put`` (otherwise
 jax silently narrows s64/f64 to 32 bits); it is a context manager, so no global state changes.
 

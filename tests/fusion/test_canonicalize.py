@@ -6,12 +6,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from fusion.canonicalize import REWRITE_RULES, canonicalize
+from fusion.transforms.canonicalize import REWRITE_RULES, canonicalize
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 CORPUS = sorted(HLO.glob("*.before.hlo"))

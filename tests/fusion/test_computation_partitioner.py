@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from fusion.computation_partitioner import partition_computation, post_order
-from fusion.hero_analysis import ELEMENTWISE_OPCODES
-from fusion.hlo_module import HloComputation, HloInstruction
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape
+from fusion.analysis.computation_partitioner import partition_computation, post_order
+from fusion.analysis.hero import ELEMENTWISE_OPCODES
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape
 
 
 def fused(body: str, name: str = "fused_computation") -> HloComputation:

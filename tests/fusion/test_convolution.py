@@ -9,12 +9,12 @@ import itertools
 import numpy as np
 import pytest
 
-from fusion.convolution import parse_dim_labels
+from fusion.ir.convolution import parse_dim_labels
 from fusion.errors import HloVerifyError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
 
 jax = pytest.importorskip("jax")
 lax = jax.lax

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fusion.emitter_kind import EmitterKind, analyze_computation, analyze_fusion
+from fusion.analysis.emitter_kind import EmitterKind, analyze_computation, analyze_fusion
 from fusion.errors import HloVerifyError, UnsupportedOpError
-from fusion.layout import Layout
-from fusion.parser import parse_hlo
-from fusion.reduction_kind import dimensions_are_consecutive, reduction_dimensions
-from fusion.shape import ArrayShape
+from fusion.ir.layout import Layout
+from fusion.text.parser import parse_hlo
+from fusion.analysis.reduction_kind import dimensions_are_consecutive, reduction_dimensions
+from fusion.ir.shape import ArrayShape
 
 ROOT_DIR = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT_DIR / "tests" / "data" / "hlo"

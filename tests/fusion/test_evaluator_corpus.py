@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "hlo"

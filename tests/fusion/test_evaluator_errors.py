@@ -6,7 +6,7 @@ import pytest
 
 from fusion.errors import EvaluationError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 
 def module(body: str, extra: str = ""):

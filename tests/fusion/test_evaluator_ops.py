@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fusion.evaluator import evaluate
 from fusion.evaluator import sort_ops
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 BF16 = ml_dtypes.bfloat16
 

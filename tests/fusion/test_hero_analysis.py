@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fusion.errors import UnsupportedOpError
-from fusion.hero_analysis import (
+from fusion.analysis.hero import (
     find_hero,
     find_non_trivial_hero,
     fusion_roots,
@@ -20,9 +20,9 @@ from fusion.hero_analysis import (
     reshape_is_bitcast,
     transpose_description,
 )
-from fusion.layout import Layout
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape
+from fusion.ir.layout import Layout
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape
 
 
 def physical_offsets(shape: ArrayShape) -> np.ndarray:
@@ -222,8 +222,8 @@ def test_physical_offsets_helper_is_row_major_for_default_layout():
 def test_walk_stops_at_an_op_whose_operands_are_all_constant():
     # Found by fuzzing: bitcast-convert(broadcast(constant)) under xor made the unary walk
     # index an empty operand list.
-    from fusion.emitter_kind import analyze_fusion
-    from fusion.parser import parse_hlo
+    from fusion.analysis.emitter_kind import analyze_fusion
+    from fusion.text.parser import parse_hlo
 
     module = parse_hlo("""HloModule m
 fused {

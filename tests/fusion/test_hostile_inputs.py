@@ -21,9 +21,9 @@ import pytest
 
 from fusion.errors import EvaluationError, HloVerifyError
 from fusion.evaluator import evaluate
-from fusion.npz_io import load_arrays
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.evaluator.npz_io import load_arrays
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 
 
 def _negate(layout: str, dims: str = "16,16") -> str:

@@ -11,9 +11,9 @@ import pytest
 from fusion.errors import EvaluationError, HloVerifyError
 from fusion.evaluator import evaluate
 from fusion.evaluator import linalg_reference as lapack
-from fusion.library_calls import TARGETS, library_call
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.analysis.library_calls import TARGETS, library_call
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 
 pytest.importorskip("jax")
 from tests.conformance.xla_oracle import run_xla  # noqa: E402

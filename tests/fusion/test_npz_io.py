@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.element_types import ELEMENT_TYPES
+from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import EvaluationError
-from fusion.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
+from fusion.text.parser import parse_hlo
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 VALUE_TYPES = sorted(n for n, t in ELEMENT_TYPES.items() if t.has_values)

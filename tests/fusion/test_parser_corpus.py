@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from fusion.parser import parse_hlo, parse_shape
-from fusion.printer import print_hlo
-from fusion.shape import TupleShape
+from fusion.text.parser import parse_hlo, parse_shape
+from fusion.text.printer import print_hlo
+from fusion.ir.shape import TupleShape
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))

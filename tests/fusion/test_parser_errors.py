@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fusion.errors import HloParseError
-from fusion.parser import parse_hlo, parse_layout, parse_shape
+from fusion.text.parser import parse_hlo, parse_layout, parse_shape
 
 
 def body(*lines: str) -> str:

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-import fusion.parser
+import fusion.text.parser
 from fusion.errors import HloParseError
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 ROOT = pathlib.Path(__file__).parents[2]
 CORPUS = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo")) + sorted(
@@ -80,7 +80,7 @@ def _outcome(text: str):
 def _both_ways(text: str, monkeypatch) -> tuple:
     fast = _outcome(text)
     with monkeypatch.context() as patch:
-        patch.setattr(fusion.parser, "_SIMPLE_HEAD", re.compile(r"(?!)"))  # never matches
+        patch.setattr(fusion.text.parser, "_SIMPLE_HEAD", re.compile(r"(?!)"))  # never matches
         slow = _outcome(text)
     return fast, slow
 
@@ -102,4 +102,4 @@ def test_the_pattern_takes_the_common_heads():
     """What the fast path is for: the heads XLA prints most (else it would buy nothing)."""
     for head in ("x.1 = f32[3,4]{1,0} parameter(0)", "ROOT add.2 = f32[] add(a.1, b.2)",
                  "%fusion = bf16[8,128]{1,0} fusion(%p0, %p1), kind=kLoop, calls=%f"):
-        assert fusion.parser._SIMPLE_HEAD.match(head), head
+        assert fusion.text.parser._SIMPLE_HEAD.match(head), head

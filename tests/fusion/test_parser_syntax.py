@@ -5,12 +5,12 @@ import math
 
 import pytest
 
-from fusion.attributes import Literal, PaddingConfig, PaddingDim, RawText, SliceDim, WindowDim
-from fusion.element_types import ELEMENT_TYPES
-from fusion.hlo_module import SourceLocation
-from fusion.layout import COMBINED, Layout, Tile
-from fusion.parser import parse_hlo, parse_layout, parse_shape
-from fusion.shape import ArrayShape, TupleShape
+from fusion.ir.attributes import Literal, PaddingConfig, PaddingDim, RawText, SliceDim, WindowDim
+from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.ir.hlo_module import SourceLocation
+from fusion.ir.layout import COMBINED, Layout, Tile
+from fusion.text.parser import parse_hlo, parse_layout, parse_shape
+from fusion.ir.shape import ArrayShape, TupleShape
 
 
 def entry_root(body: str, header: str = "HloModule m"):

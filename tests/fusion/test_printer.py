@@ -7,15 +7,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.attributes import (Literal, PaddingConfig, PaddingDim, RawText, SliceDim, Window,
+from fusion.ir.attributes import (Literal, PaddingConfig, PaddingDim, RawText, SliceDim, Window,
                                WindowDim)
-from fusion.element_types import ELEMENT_TYPES
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.layout import COMBINED, Layout, Tile
-from fusion.literal_parsing import NAN, NEG_NAN
-from fusion.parser import parse_hlo, parse_shape
-from fusion.printer import print_hlo, print_instruction, print_literal, print_shape
-from fusion.shape import ArrayShape, TupleShape
+from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.layout import COMBINED, Layout, Tile
+from fusion.text.literal_parsing import NAN, NEG_NAN
+from fusion.text.parser import parse_hlo, parse_shape
+from fusion.text.printer import print_hlo, print_instruction, print_literal, print_shape
+from fusion.ir.shape import ArrayShape, TupleShape
 
 
 def test_module_style():

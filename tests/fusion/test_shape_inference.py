@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.attributes import PaddingConfig, PaddingDim, SliceDim, Window, WindowDim
+from fusion.ir.attributes import PaddingConfig, PaddingDim, SliceDim, Window, WindowDim
 from fusion.errors import HloVerifyError
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
-from fusion.shape_inference import SHAPE_RULES, infer_shape
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+from fusion.shapes.inference import SHAPE_RULES, infer_shape
 
 dims_st = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
 nonempty_dims_st = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)
@@ -71,8 +71,8 @@ def test_concatenate_matches_numpy(dims, data):
 
 @given(dims=dims_st, data=st.data())
 def test_reduce_removes_the_reduced_dims_like_numpy(dims, data):
-    from fusion.parser import parse_hlo
-    from fusion.verifier import verify_module
+    from fusion.text.parser import parse_hlo
+    from fusion.shapes.verifier import verify_module
 
     axes = tuple(sorted(data.draw(st.sets(st.integers(0, max(len(dims) - 1, 0)), max_size=len(dims)))))
     want = np.sum(np.empty(dims), axis=axes).shape
@@ -157,7 +157,7 @@ def _windows_brute_force(size: int, w: WindowDim) -> int:
 @given(size=st.integers(0, 7), wsize=st.integers(1, 3), stride=st.integers(1, 3),
        lo=st.integers(0, 2), hi=st.integers(0, 2), bd=st.integers(1, 2), wd=st.integers(1, 2))
 def test_reduce_window_dims_match_brute_force(size, wsize, stride, lo, hi, bd, wd):
-    from fusion.shape_rules_reduce import windowed_dims
+    from fusion.shapes.rules_reduce import windowed_dims
 
     w = WindowDim(wsize, stride, lo, hi, wd, bd)
     instr = HloInstruction("r", "reduce-window", f32(), ("x", "z"), (("window", Window((w,))),))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from fusion.errors import HloVerifyError
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 
 ADD = "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
 LT = "lt { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = pred[] compare(a, b), direction=LT }\n"
@@ -125,9 +125,9 @@ def test_invalid_is_reported_at_the_instruction(case):
 
 def test_constant_literal_must_fill_the_shape():
     # The parser rejects such text; a built module can still carry a wrong literal.
-    from fusion.attributes import Literal
-    from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-    from fusion.shape import ArrayShape
+    from fusion.ir.attributes import Literal
+    from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+    from fusion.ir.shape import ArrayShape
 
     c = HloInstruction("c", "constant", ArrayShape("f32", (5,)), (),
                        (("literal", Literal((2,), (1.0, 2.0))),))

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from fusion.errors import HloVerifyError
 from fusion.evaluator import evaluate
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape, TupleShape
-from fusion.verifier import MAX_CALL_DEPTH, verify_module
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape, TupleShape
+from fusion.shapes.verifier import MAX_CALL_DEPTH, verify_module
 
 CORPUS = sorted((pathlib.Path(__file__).parents[1] / "data" / "hlo").glob("*.hlo"))
 ROOT_DIR = pathlib.Path(__file__).parents[2]

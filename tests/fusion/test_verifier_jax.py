@@ -8,8 +8,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from fusion.parser import parse_hlo  # noqa: E402
-from fusion.verifier import verify_module  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
+from fusion.shapes.verifier import verify_module  # noqa: E402
 
 X = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
 I32 = X.astype(np.int32)

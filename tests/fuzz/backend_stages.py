@@ -29,9 +29,9 @@ import math
 from collections.abc import Callable, Sequence
 
 from fusion.evaluator import evaluate
-from fusion.hlo_module import HloModule
-from fusion.npz_io import random_inputs
-from fusion.shape import flatten_shape
+from fusion.ir.hlo_module import HloModule
+from fusion.evaluator.npz_io import random_inputs
+from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import tiling_candidates
 from triton_backend import compile_hlo
 from triton_backend.driver.op_coverage import library_call_sites

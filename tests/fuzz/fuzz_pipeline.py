@@ -33,11 +33,11 @@ from pathlib import Path
 
 from fusion.errors import FusionCompilerError
 from fusion.evaluator import evaluate, size_limit
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.shape import ArrayShape, flatten_shape
-from fusion.verifier import verify_module
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.ir.shape import ArrayShape, flatten_shape
+from fusion.shapes.verifier import verify_module
 
 FAILURES = ("CRASH", "ROUNDTRIP", "TIMEOUT", "WRONG")
 MAX_WHILE_ITERATIONS = 1000
@@ -74,7 +74,7 @@ def _round_trip(module) -> str | None:
 
 
 def _layouts(module) -> None:
-    from tiling.layout import TiledLayout, layout_indexing_map  # noqa: PLC0415
+    from tiling.layouts.tiled_layout import TiledLayout, layout_indexing_map  # noqa: PLC0415
 
     seen = set()
     for comp in module.computations:

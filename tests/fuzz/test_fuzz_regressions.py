@@ -21,11 +21,11 @@ from fusion.errors import (
 )
 from fusion.evaluator import evaluate
 from fusion.evaluator.size_limit import DEFAULT_MAX_ELEMENTS, ENV_VAR, check_module_size
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.shape_parsing import MAX_NESTING
-from fusion.verifier import verify_module
-from tiling.layout import layout_indexing_map, parse_tiles, row_major_coords
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.shape_parsing import MAX_NESTING
+from fusion.shapes.verifier import verify_module
+from tiling.layouts.tiled_layout import layout_indexing_map, parse_tiles, row_major_coords
 from triton_backend.cli import main
 
 CORPUS = pathlib.Path(__file__).parents[1] / "data" / "hlo"

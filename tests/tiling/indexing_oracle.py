@@ -8,8 +8,8 @@ from collections import defaultdict
 import numpy as np
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from tiling.indexing_map import IndexingMap, enumerate_points
+from fusion.text.parser import parse_hlo
+from tiling.maps.indexing_map import IndexingMap, enumerate_points
 
 PAD_VALUE = -1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 
 def module_of(body: str, extra: str = ""):

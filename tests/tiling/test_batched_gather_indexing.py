@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.tiling.indexing_oracle import check_copy, iota_input
 from tiling import output_to_input_indexing
-from tiling.affine_expr import d
+from tiling.maps.affine_expr import d
 
 
 def _module(operand, indices, root):

@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from fusion.convolution import conv_dims
+from fusion.ir.convolution import conv_dims
 from fusion.evaluator import evaluate
 from tests.tiling.indexing_seed_helpers import module_of, normalize, texts
 from tiling import input_to_output_indexing, output_to_input_indexing
-from tiling.indexing_map import IndexingMap, enumerate_points
+from tiling.maps.indexing_map import IndexingMap, enumerate_points
 
 P = "p0 = f32[1,12,10,4] parameter(0)\np1 = f32[4,3,5,8] parameter(1)\n"
 RHS = "(d0, d1, d2, d3)[s0, s1, s2] -> (s2, s0, s1, d3)\ndomain:\n{dims}\ns0 in [0, 2]\ns1 in [0, 4]\ns2 in [0, 3]"

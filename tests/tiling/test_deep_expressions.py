@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from tiling.affine_expr import d, substitute
-from tiling.interval import Interval
-from tiling.range_evaluator import RangeEvaluator
-from tiling.simplifier import ExprSimplifier
+from tiling.maps.affine_expr import d, substitute
+from tiling.maps.interval import Interval
+from tiling.maps.range_evaluator import RangeEvaluator
+from tiling.maps.expr_simplifier import ExprSimplifier
 
 DEPTH = 1500
 DOMAIN = [(i, j) for i in range(4) for j in range(3)]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
-from tiling.fusion_traffic_model import count_kernels
-from tiling.priority_fusion import fuse_module
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass.traffic_model import count_kernels
+from tiling.fusion_pass.priority_fusion import fuse_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PLACES = (ROOT / "tests" / "data" / "hlo", ROOT / "bench" / "programs",

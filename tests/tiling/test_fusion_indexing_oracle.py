@@ -7,14 +7,14 @@ import math
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.tiling.indexing_oracle import check_copy, iota_input, read_sets
 from tiling import input_to_output_indexing, output_to_input_indexing
-from tiling.fusion_indexing import output_to_input_indexing_of_computation
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 from tiling.indexing_analysis import input_to_output_indexing_per_output
 from tiling.indexing_analysis.op_indexing import op_output_to_input
 from tiling.indexing_analysis.operands import Operand
-from tiling.indexing_map import IndexingMap, compose, enumerate_points
+from tiling.maps.indexing_map import IndexingMap, compose, enumerate_points
 
 
 def st_text(dims):

@@ -21,7 +21,7 @@ def test_chains_give_one_map(kind):
 
 
 def test_reshape_chain_cancels_to_identity():
-    from tiling.fusion_indexing import output_to_input_indexing_of_computation
+    from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 
     module = bench.build("reshape", 20)
     (m,) = output_to_input_indexing_of_computation(module.computation("f"), module)["v0"]

@@ -2,10 +2,10 @@
 simplification, softmax, and chained reshapes that cancel."""
 from __future__ import annotations
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.tiling.indexing_seed_helpers import normalize, only, texts
 from tiling import output_to_input_indexing
-from tiling.fusion_indexing import output_to_input_indexing_of_computation
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 
 
 def fusion_module(fused: str, params: list[str], root_shape: str):

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.tiling.indexing_oracle import PAD_VALUE, check_copy, iota_input, read_sets
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tiling import input_to_output_indexing, output_to_input_indexing
-from tiling.indexing_map import enumerate_points
+from tiling.maps.indexing_map import enumerate_points
 
 FAST = settings(max_examples=30, deadline=None)
 

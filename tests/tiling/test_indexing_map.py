@@ -2,10 +2,10 @@
 
 import pytest
 
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
-from tiling.affine_expr import d, s
-from tiling.indexing_map import (
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import d, s
+from tiling.maps.indexing_map import (
     AffineMap,
     IndexingMap,
     RTVar,

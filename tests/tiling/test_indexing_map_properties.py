@@ -5,8 +5,8 @@ import itertools
 
 from hypothesis import given, settings, strategies as st
 
-from tiling.affine_expr import const, d, linear_combination, s
-from tiling.indexing_map import IndexingMap, RTVar, compose, enumerate_points
+from tiling.maps.affine_expr import const, d, linear_combination, s
+from tiling.maps.indexing_map import IndexingMap, RTVar, compose, enumerate_points
 
 MAX_DIMS, MAX_SYMS = 3, 2
 DIVISORS = st.sampled_from([-4, -3, -2, 2, 3, 4, 5, 8, 16])

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import output_arrays
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import output_arrays
+from fusion.text.parser import parse_hlo
 from tiling.indexing_analysis import input_to_output_indexing, output_to_input_indexing
 
 

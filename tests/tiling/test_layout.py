@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusion.errors import FusionCompilerError
-from fusion.layout import COMBINED, Layout, Tile
-from tiling.layout import (
+from fusion.ir.layout import COMBINED, Layout, Tile
+from tiling.layouts.tiled_layout import (
     LayoutError,
     TiledLayout,
     byte_size,
@@ -26,7 +26,7 @@ def brute_force_offsets(dims, layout):
     """Offsets by literally padding, reshaping and transposing an array of element numbers.
 
     Written from the seed's pad-reshape-transpose description, independently of
-    ``tiling.layout``: each element holds its row-major logical number, padding holds -1, and
+    ``tiling.layouts.tiled_layout``: each element holds its row-major logical number, padding holds -1, and
     the memory order of the final array tells where each element went.
     """
     n = math.prod(dims)

@@ -8,9 +8,9 @@ import math
 import numpy as np
 from hypothesis import assume, given, settings
 
-from tiling.affine_expr import d
-from tiling.indexing_map import IndexingMap
-from tiling.layout import (
+from tiling.maps.affine_expr import d
+from tiling.maps.indexing_map import IndexingMap
+from tiling.layouts.tiled_layout import (
     TiledLayout,
     inverse_layout_indexing_map,
     layout_indexing_map,

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from fusion.layout import Layout
-from fusion.shape import ArrayShape
-from tiling.layout import LayoutError, TiledLayout, byte_size
-from tiling.tpu_formats import tpu_layout, tpu_tiles
+from fusion.ir.layout import Layout
+from fusion.ir.shape import ArrayShape
+from tiling.layouts.tiled_layout import LayoutError, TiledLayout, byte_size
+from tiling.layouts.tpu_formats import tpu_layout, tpu_tiles
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusion.errors import FusionCompilerError
-from tiling.nested_layout import NestedLayout, NestedLayoutError
+from tiling.layouts.nested_layout import NestedLayout, NestedLayoutError
 
 SEED_64X64 = NestedLayout(
     subgroup_tile=(2, 1), batch_tile=(2, 4), outer_tile=(1, 1), thread_tile=(16, 4),

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.element_types import ELEMENT_TYPES
-from fusion.layout import COMBINED, Layout, Tile
-from fusion.shape import ArrayShape
-from tiling.layout import LayoutError, TiledLayout, elements_per_word, parse_tiles, storage_bits
-from tiling.packing import pack, unpack
-from tiling.tpu_formats import tpu_layout
+from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.ir.layout import COMBINED, Layout, Tile
+from fusion.ir.shape import ArrayShape
+from tiling.layouts.tiled_layout import LayoutError, TiledLayout, elements_per_word, parse_tiles, storage_bits
+from tiling.layouts.packing import pack, unpack
+from tiling.layouts.tpu_formats import tpu_layout
 
 VALUE_TYPES = [n for n, t in ELEMENT_TYPES.items() if t.has_values]
 

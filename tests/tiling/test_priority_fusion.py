@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
-from tiling.fusion_traffic_model import count_kernels, module_traffic
-from tiling.priority_fusion import FusionOptions, fuse_module
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass.traffic_model import count_kernels, module_traffic
+from tiling.fusion_pass.graph import FusionOptions
+from tiling.fusion_pass.priority_fusion import fuse_module
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 CORPUS = sorted(HLO.glob("*.before.hlo"))
@@ -225,7 +226,7 @@ def test_injected_tile_check_vetoes_fusion():
 
 
 def test_structural_maps_check_matches_indexing_analysis_on_corpus_fusions():
-    from tiling.fusion_decisions import (
+    from tiling.fusion_pass.decisions import (
         indexing_reads_differently,
         structural_reads_differently,
     )
@@ -263,8 +264,9 @@ def test_facts_derived_from_producer_and_consumer_match_the_members(text, monkey
     # The pass derives a merge's inputs, kernel-ness, reductions, first expensive op,
     # elementwise dims and reductions from its two parts instead of walking its members:
     # every derivation must equal the walk (duplicated producers make parts overlap).
-    from tiling import fusion_tile_check, priority_fusion
-    from tiling.fusion_decisions import (
+    from tiling.fusion_pass import tile_check as fusion_tile_check
+    from tiling.fusion_pass import priority_fusion
+    from tiling.fusion_pass.decisions import (
         external_inputs, has_expensive, is_kernel, reduce_members,
     )
 

@@ -7,12 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
-from tiling.fusion_traffic_model import count_kernels
-from tiling.priority_fusion import fuse_module
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass.traffic_model import count_kernels
+from tiling.fusion_pass.priority_fusion import fuse_module
 
 UNARY = ("abs", "exponential", "negate", "sine", "tanh")
 BINARY = ("add", "divide", "maximum", "multiply", "subtract")

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fusion.canonicalize import canonicalize
+from fusion.transforms.canonicalize import canonicalize
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
-from tiling.fusion_builder import NameAllocator, fused_computation
-from tiling.fusion_decisions import Node
-from tiling.fusion_tile_check import (
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass.builder import NameAllocator, fused_computation
+from tiling.fusion_pass.decisions import Node
+from tiling.fusion_pass.tile_check import (
     candidate_structure,
     TilingVerdicts,
     analysis_problem,
@@ -25,8 +25,9 @@ from tiling.fusion_tile_check import (
     legal_tiling_problem,
     tile_analysis_check,
 )
-from tiling.fusion_traffic_model import count_kernels
-from tiling.priority_fusion import FusionOptions, fuse_module
+from tiling.fusion_pass.traffic_model import count_kernels
+from tiling.fusion_pass.graph import FusionOptions
+from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.policy.candidates import report_for
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling, analyze_fusion_tiling
 

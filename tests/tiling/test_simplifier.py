@@ -2,9 +2,9 @@
 targeted rules; every result is also checked point by point against the input map."""
 import pytest
 
-from tiling.affine_expr import d, s
-from tiling.indexing_map import IndexingMap, compose, enumerate_points
-from tiling.indexing_map_text import parse_affine_map
+from tiling.maps.affine_expr import d, s
+from tiling.maps.indexing_map import IndexingMap, compose, enumerate_points
+from tiling.maps.parser import parse_affine_map
 
 
 def _check_same_function(original: IndexingMap, simplified: IndexingMap) -> None:
@@ -139,7 +139,7 @@ def test_empty_bound_is_known_empty():
 
 
 def test_simplify_runtime_var_map_and_bounds():
-    from tiling.indexing_map import AffineMap, RTVar
+    from tiling.maps.indexing_map import AffineMap, RTVar
 
     rt = RTVar((0, 9), "off = s32[4] parameter(1)", AffineMap(1, 0, ((d(0) * 4 + 3) // 4,)))
     m = IndexingMap.create((d(0) + s(0),), [(0, 3)], rt_vars=[rt],

@@ -12,8 +12,8 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiling.affine_expr import d, s
-from tiling.indexing_map import IndexingMap, enumerate_points
+from tiling.maps.affine_expr import d, s
+from tiling.maps.indexing_map import IndexingMap, enumerate_points
 from tiling.symbolic.symbolic_tile import NotTileable, SymbolicTile, symbolic_tile
 
 
@@ -149,8 +149,8 @@ def test_reduce_range_variable_whole_or_chunked():
 
 
 def test_runtime_offsets_stay_runtime_variables():
-    from tiling.indexing_map import RTVar
-    from tiling.interval import Interval
+    from tiling.maps.indexing_map import RTVar
+    from tiling.maps.interval import Interval
     m = IndexingMap.create((d(0) + s(0), d(1)), [(0, 3), (0, 7)], [],
                            [RTVar(Interval(0, 6), "offset0")])
     c = symbolic_tile(m).instantiate((2, 8))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fusion.parser import parse_hlo
-from tiling.indexing_map import enumerate_points
+from fusion.text.parser import parse_hlo
+from tiling.maps.indexing_map import enumerate_points
 from tiling.symbolic.tiled_fusion import TilingError, analyze_fusion_tiling, tile_fusion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +163,7 @@ def _tile_set(tiled_instr, block, operand_dims):
 
 
 def _needed(indexing, origin, sizes, out_dims):
-    from tiling.interval import Interval
+    from tiling.maps.interval import Interval
     bounds = []
     for b, o, t, n in zip(indexing.dim_bounds, origin, sizes, out_dims):
         bounds.append(b.intersect(Interval(o, min(o + t, n) - 1)))

@@ -6,14 +6,14 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tiling.policy.candidates import candidate_sizes, evaluate_candidate, tiling_candidates
 from tiling.policy.choice import choose_from_report
 from tiling.policy.costs import uncoalesced_fraction
 from tiling.policy.legality import check_tiling
 from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
-from tiling.xla_tiling_config import xla_tiling_of
+from tiling.policy.xla_tiling_config import xla_tiling_of
 
 
 def _module(body: str, params: str, out: str, backend_config: str = "") -> tuple:

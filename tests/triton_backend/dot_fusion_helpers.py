@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import fusion
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 
 TORCH = {"s8": torch.int8, "s32": torch.int32, "f16": torch.float16, "bf16": torch.bfloat16,
          "f32": torch.float32}

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.hlo_module import HloModule
-from fusion.shape import ArrayShape
+from fusion.ir.hlo_module import HloModule
+from fusion.ir.shape import ArrayShape
 
 TORCH = {"pred": torch.bool, "s8": torch.int8, "s16": torch.int16, "s32": torch.int32,
          "s64": torch.int64, "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32,
@@ -109,8 +109,8 @@ def run_and_compare(text: str, *, exact: bool, seed: int = 0, tile_sizes=None,
     ``target`` (``"cuda:90"``) renders the kernel as for that GPU (``tl.reduce``, GPU launch
     options) while it still runs here, under the interpreter.
     """
-    from fusion.parser import parse_hlo
-    from fusion.shape import TupleShape
+    from fusion.text.parser import parse_hlo
+    from fusion.ir.shape import TupleShape
     from triton_backend.driver.compiled_fusion import compile_fusion
 
     module = parse_hlo(text)

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape, TupleShape
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape, TupleShape
 from tests.triton_backend.fusion_check import fusion_module, random_array, to_torch
-from triton_backend.lowering.addressing import is_physical_layout
+from triton_backend.lowering.emitter.addressing import is_physical_layout
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.host.host_packing import pack_tensor, unpack_tensor
 

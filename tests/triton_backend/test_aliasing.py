@@ -19,7 +19,7 @@ import torch
 from fusion.evaluator import evaluate
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_to_numpy
-from triton_backend.driver.torch_op import torch_op
+from triton_backend.integrations.torch_op import torch_op
 
 DUS_IN_PLACE = """HloModule alias_dus
 f {

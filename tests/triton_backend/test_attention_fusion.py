@@ -16,8 +16,8 @@ import pytest
 
 import fusion
 from tests.triton_backend.test_dot_fusion_ptx import CHILD
-from tiling.priority_fusion import fuse_module
-from triton_backend.driver.attention_fusion import compile_attention_fusion, is_attention_fusion
+from tiling.fusion_pass.priority_fusion import fuse_module
+from triton_backend.templates.attention.driver import compile_attention_fusion, is_attention_fusion
 from triton_backend.driver.module_runner import compile_hlo
 from triton_backend.host.output_check import compare_output
 from triton_backend.reports.ptx_report import find_ptxas
@@ -62,7 +62,7 @@ def run_and_check(text: str, tiling=None):
     got = compiled(*tensors)
     want = fusion.evaluate(module, *arrays)
     want = want if isinstance(want, (tuple, list)) else (want,)
-    leaves = fusion.shape.flatten_shape(module.entry.root.shape)
+    leaves = fusion.ir.shape.flatten_shape(module.entry.root.shape)
     assert len(got) == len(want) == len(leaves)
     for i, (g, w, shape) in enumerate(zip(got, want, leaves)):
         result = compare_output(f"o{i}", np.asarray(w), g.float().numpy(), shape.dtype)
@@ -191,8 +191,8 @@ def test_qkv_slice_reshape_transpose_prologues_fuse_into_attention(dh):
     three transpose kernels disappear.  Both head dims pad the 16-wide head tile (masked
     lanes: a padding lane of one head would read the next head)."""
     text = qkv_heads_attention(dh=dh)
-    from tiling.priority_fusion import FusionOptions
-    from tiling.fusion_traffic_model import count_kernels
+    from tiling.fusion_pass.graph import FusionOptions
+    from tiling.fusion_pass.traffic_model import count_kernels
     module = fusion.parse_hlo(text)
     fused = fuse_module(module)
     unmerged = fuse_module(module, options=FusionOptions(tiled_merges=False))

@@ -5,13 +5,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.policy.candidates import tiling_candidates
 from triton_backend.tuning.autotune import autotune, plan_sweep, workload_for
 from triton_backend.tuning.cost_model import estimate
-from triton_backend.tuning.device_specs import device_spec
-from triton_backend.tuning.tuning_db import TuningDb
+from triton_backend.runtime.device_specs import device_spec
+from triton_backend.runtime.tuning_db import TuningDb
 
 
 @pytest.fixture

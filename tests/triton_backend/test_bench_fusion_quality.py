@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.reports.ptx_report import find_ptxas
 
 ROOT = Path(__file__).resolve().parents[2]

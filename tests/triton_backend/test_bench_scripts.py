@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -106,9 +106,9 @@ def test_torch_reference_of_fusions_matches_the_evaluator(name):
 
 def _wrap(module, instr) -> str:
     """The fused computation (and its callees) as a module of its own."""
-    from fusion.hlo_module import HloComputation, HloModule
-    from fusion.printer import print_hlo
-    from fusion.call_graph import reachable_computations
+    from fusion.ir.hlo_module import HloComputation, HloModule
+    from fusion.text.printer import print_hlo
+    from fusion.ir.call_graph import reachable_computations
 
     names = reachable_computations(module, instr.attr("calls"),
                                    lambda i: reversed(i.called_computations()))

@@ -9,11 +9,11 @@ import pathlib
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.cli import autotune_command, main
 from triton_backend.cli.json_output import SCHEMAS, validate
 from triton_backend.tuning.autotune import autotune, default_config
-from triton_backend.tuning.tuning_db import TuningDb
+from triton_backend.runtime.tuning_db import TuningDb
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 RMSNORM = str(HLO / "rmsnorm.after.hlo")

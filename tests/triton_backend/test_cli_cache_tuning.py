@@ -9,11 +9,11 @@ import pathlib
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.cli import main
-from triton_backend.tuning import kernel_cache
-from triton_backend.tuning.kernel_cache import KernelCache, cache_entries, parse_size
-from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+from triton_backend.runtime import kernel_cache
+from triton_backend.runtime.kernel_cache import KernelCache, cache_entries, parse_size
+from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 MODULE = """HloModule m
 f {

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from fusion.npz_io import load_arrays, save_arrays
+from fusion.evaluator.npz_io import load_arrays, save_arrays
 from triton_backend.cli import main
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
@@ -42,7 +42,7 @@ def test_check_text_lists_computations_fusions_and_ops(capsys):
 
 
 def test_check_json_matches_the_module(capsys):
-    from fusion.parser import parse_hlo
+    from fusion.text.parser import parse_hlo
 
     path = HLO / "layernorm.after.hlo"
     assert main(["check", str(path), "--json"]) == 0

@@ -16,8 +16,8 @@ import pytest
 import triton_backend
 from fusion import logs
 from fusion.evaluator import evaluate
-from fusion.npz_io import load_arrays
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import load_arrays
+from fusion.text.parser import parse_hlo
 from triton_backend.cli import SUBCOMMANDS, main
 from triton_backend.cli.json_output import SCHEMAS, envelope, validate
 

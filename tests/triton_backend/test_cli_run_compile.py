@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import load_arrays, save_arrays
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import load_arrays, save_arrays
+from fusion.text.parser import parse_hlo
 from triton_backend.cli import main
 from triton_backend.reports.ptx_report import find_ptxas
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fusion.errors import UnsupportedOpError
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from triton_backend.driver.compiled_fusion import compile_fusion

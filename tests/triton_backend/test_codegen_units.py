@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
-from tiling.affine_expr import d, s
-from triton_backend.lowering.index_arithmetic import render_affine
+from tiling.maps.affine_expr import d, s
+from triton_backend.lowering.emitter.index_arithmetic import render_affine
 from tiling.policy.choice import default_tile_sizes
 from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.lowering.kernel_plan import plan_kernel
@@ -40,7 +40,7 @@ def _exprs():
 @given(_exprs(), st.lists(st.integers(0, 50), min_size=3, max_size=3),
        st.lists(st.integers(0, 50), min_size=2, max_size=2))
 def test_rendered_index_arithmetic_evaluates_like_the_affine_expr(expr, dims, symbols):
-    from tiling.affine_expr import as_expr
+    from tiling.maps.affine_expr import as_expr
     expr = as_expr(expr)
     text = render_affine(expr, ["x0", "x1", "x2"], ["y0", "y1"])
     env = {f"x{i}": v for i, v in enumerate(dims)} | {f"y{j}": v for j, v in enumerate(symbols)}
@@ -81,7 +81,7 @@ def test_kernel_file_quotes_hlo_safely_and_runs_standalone(tmp_path):
 CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.reports.ptx_report import compile_for_target
 out = []
@@ -124,7 +124,7 @@ def test_xla_launch_options_come_with_xla_tiling():
     # used when that tiling is, and the plan's rule decides otherwise.
     import json
 
-    from fusion.parser import parse_hlo
+    from fusion.text.parser import parse_hlo
     from triton_backend.driver.compiled_fusion import compile_fusion
 
     config = json.dumps({"fusion_backend_config": {"kind": "__triton", "block_level_fusion_config": {

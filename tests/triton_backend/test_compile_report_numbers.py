@@ -21,7 +21,7 @@ import pytest
 
 from triton_backend.cli import main
 from triton_backend.reports.ptx_report import find_ptxas
-from triton_backend.tuning.device_specs import device_spec
+from triton_backend.runtime.device_specs import device_spec
 
 TINY = """HloModule tiny
 

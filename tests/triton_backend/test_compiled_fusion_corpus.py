@@ -10,8 +10,8 @@ import pytest
 
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.shape import TupleShape
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import TupleShape
 from tests.triton_backend.fusion_check import (
     assert_matches,
     fusion_module,

@@ -1,5 +1,5 @@
 """Complex numbers in kernels: fusions over ``c64``/``c128`` run as their expansion into real
-and imaginary parts (``fusion.complex_expansion``), against XLA running the same HLO text and
+and imaginary parts (``fusion.transforms.complex_expansion``), against XLA running the same HLO text and
 against the reference evaluator."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from fusion.complex_expansion import expand_complex_fusion
+from fusion.transforms.complex_expansion import expand_complex_fusion
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 from triton_backend import compile_hlo
 
 pytest.importorskip("jax")

@@ -13,10 +13,10 @@ jax = pytest.importorskip("jax")
 jnp, lax = jax.numpy, jax.lax
 
 from fusion.evaluator import evaluate  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
 from tests.conformance.xla_oracle import run_xla  # noqa: E402
 from tests.fusion.test_convolution import combinations, conv_case  # noqa: E402
-from tiling.priority_fusion import fuse_module  # noqa: E402
+from tiling.fusion_pass.priority_fusion import fuse_module  # noqa: E402
 from triton_backend import compile_hlo  # noqa: E402
 from triton_backend.driver.compiled_fusion import compile_fusion  # noqa: E402
 

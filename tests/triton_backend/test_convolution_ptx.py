@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.test_dot_fusion_ptx import CHILD, requires_ptxas
-from triton_backend.driver.conv_fusion import compile_conv_fusion
+from triton_backend.templates.conv.driver import compile_conv_fusion
 
 # (operand type, result type, lhs, rhs, result, attributes): a ResNet-like 3x3 conv with a
 # bias + relu epilogue, a strided 1-D one, the lhs-dilated form of a gradient, a depthwise

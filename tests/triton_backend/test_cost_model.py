@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import BROADCAST_ADD
 from tiling.policy.candidates import tiling_candidates
 from triton_backend.tuning.autotune import workload_for
@@ -17,7 +17,7 @@ from triton_backend.tuning.cost_model import (
     estimate,
     resident_blocks_per_sm,
 )
-from triton_backend.tuning.device_specs import DEVICES, device_spec
+from triton_backend.runtime.device_specs import DEVICES, device_spec
 
 H100_BW = 3.35e12
 MIB = 1 << 20

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
-from tiling.fusion_traffic_model import count_kernels
-from tiling.priority_fusion import fuse_module
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass.traffic_model import count_kernels
+from tiling.fusion_pass.priority_fusion import fuse_module
 from triton_backend.driver.compiled_fusion import choose_fusion_tiling, emitter_analysis
 from triton_backend.lowering.kernel_file import render_kernel_file
 

@@ -10,7 +10,7 @@ import fusion
 from fusion.errors import UnsupportedOpError
 from tests.triton_backend.dot_fusion_helpers import (
     assert_close, entry_as_fusion, fused_module, random_inputs, reference, to_numpy, to_torch)
-from triton_backend.driver.dot_fusion import compile_dot_fusion, dot_problem, is_dot_fusion
+from triton_backend.templates.dot.driver import compile_dot_fusion, dot_problem, is_dot_fusion
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 
 
@@ -71,7 +71,7 @@ def test_batch_dims_anywhere_and_two_contracting_dims():
 
 def test_batch_past_grid_y_limit_is_folded_into_grid_x(monkeypatch):
     # A real fold needs > 65535 batches; lowering the limit runs the same kernel code on 3.
-    from triton_backend.templates import dot_tiling
+    from triton_backend.templates.dot import tiling as dot_tiling
     monkeypatch.setattr(dot_tiling, "MAX_GRID_YZ", 2)
     module = plain_dot("f32", "f32", lhs="3,20,28", rhs="3,28,36", out_dims="3,20,36",
                        dims="lhs_batch_dims={0}, lhs_contracting_dims={2}, "

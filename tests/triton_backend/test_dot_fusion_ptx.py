@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.triton_backend.test_dot_fusion import plain_dot
-from triton_backend.driver.dot_fusion import compile_dot_fusion
+from triton_backend.templates.dot.driver import compile_dot_fusion
 from triton_backend.reports.ptx_report import find_ptxas
 
 CHILD = r'''

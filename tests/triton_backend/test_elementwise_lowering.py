@@ -13,18 +13,17 @@ import numpy as np
 import pytest
 import torch
 
-from fusion.element_types import ELEMENT_TYPES as T
+from fusion.ir.element_types import ELEMENT_TYPES as T
 from fusion.errors import UnsupportedOpError
-from triton_backend.lowering.rules.elementwise_rules import (
-    ELEMENTWISE_RULES,
+from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
+from triton_backend.lowering.emitter.triton_types import (
     KERNEL_IMPORTS,
     register_dtype,
-    render_elementwise,
     render_load_widen,
     render_store_narrow,
     storage_dtype,
 )
-from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.lowering.numerics_policy import ULP_TOLERANCE
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -16,8 +16,8 @@ import torch
 
 import triton_backend
 from fusion.errors import BadArgumentError
-from triton_backend.driver import from_jax as from_jax_module
-from triton_backend.driver.from_jax import RetraceWarning, from_jax
+from triton_backend.integrations import from_jax as from_jax_module
+from triton_backend.integrations.from_jax import RetraceWarning, from_jax
 
 ROWS, FEATURES, HIDDEN = 3, 5, 7
 

@@ -9,12 +9,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.element_types import ELEMENT_TYPES
-from fusion.layout import COMBINED, Layout, Tile
-from fusion.shape import ArrayShape
-from tiling.layout import LayoutError, parse_tiles
-from tiling.packing import pack, unpack
-from tiling.tpu_formats import tpu_layout
+from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.ir.layout import COMBINED, Layout, Tile
+from fusion.ir.shape import ArrayShape
+from tiling.layouts.tiled_layout import LayoutError, parse_tiles
+from tiling.layouts.packing import pack, unpack
+from tiling.layouts.tpu_formats import tpu_layout
 from triton_backend.host.host_packing import TORCH_DTYPES, pack_tensor, unpack_tensor
 
 _UINT_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -17,7 +17,7 @@ import torch
 
 from fusion.errors import EvaluationError, FusionCompilerError, HloVerifyError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.cli import main
 from tests.fusion.test_hostile_inputs import ENDLESS

@@ -24,10 +24,10 @@ import uuid
 import numpy as np
 import pytest
 
-from fusion.attributes import RawText
+from fusion.ir.attributes import RawText
 from fusion.evaluator import evaluate
-from fusion.hlo_module import HloComputation, HloModule
-from fusion.parser import parse_hlo
+from fusion.ir.hlo_module import HloComputation, HloModule
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import (
     assert_matches,
     random_array,
@@ -36,7 +36,7 @@ from tests.triton_backend.fusion_check import (
 )
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME
 from triton_backend.driver.compiled_fusion import compile_fusion
-from triton_backend.lowering.identifiers import KERNEL_RESERVED_NAMES
+from triton_backend.lowering.emitter.identifiers import KERNEL_RESERVED_NAMES
 
 SENTINEL_DIR = "/tmp"
 

@@ -10,7 +10,7 @@ import tokenize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_backend.lowering.identifiers import (
+from triton_backend.lowering.emitter.identifiers import (
     KERNEL_RESERVED_NAMES,
     IdentifierAllocator,
     comment_block,

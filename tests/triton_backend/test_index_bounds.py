@@ -9,8 +9,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.hlo_module import HloComputation, HloModule
-from tiling.affine_expr import (
+from fusion.ir.hlo_module import HloComputation, HloModule
+from tiling.maps.affine_expr import (
     AffineExpr,
     Constant,
     DimExpr,
@@ -20,7 +20,7 @@ from tiling.affine_expr import (
     as_expr,
     d,
 )
-from triton_backend.lowering.value_emitter import IndexVar, ValueEmitter
+from triton_backend.lowering.emitter.value_emitter import IndexVar, ValueEmitter
 
 
 def _as_kernel(e: AffineExpr, dims) -> int:

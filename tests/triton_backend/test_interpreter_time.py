@@ -11,11 +11,11 @@ import re
 import numpy as np
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from triton_backend.driver.compiled_fusion import INTERPRETER_TILE_ELEMENTS, compile_fusion
-from triton_backend.driver.launch_mode import runs_on_interpreter
+from triton_backend.runtime.launch_mode import runs_on_interpreter
 
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n"
 MAX = ("max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"

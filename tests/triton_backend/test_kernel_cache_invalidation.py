@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from fusion.errors import CacheError
-from triton_backend.tuning import kernel_cache
-from triton_backend.tuning.kernel_cache import KernelCache, entry_is_valid, render_entry
+from triton_backend.runtime import kernel_cache
+from triton_backend.runtime.kernel_cache import KernelCache, entry_is_valid, render_entry
 
 SOURCE = "import math\nVALUE = math.prod([6, 7])\nTEXT = 'the real kernel'\n"
 PARTS = {"fusion": "demo", "tiling": "(8,)", "target": ""}
@@ -197,7 +197,7 @@ def _worker(job):
     import numpy as np
     import torch
 
-    from fusion.parser import parse_hlo
+    from fusion.text.parser import parse_hlo
     from triton_backend.driver.compiled_fusion import compile_fusion
     cache = KernelCache(directory)
     while time.time() < start_at:  # line the processes up so their writes overlap

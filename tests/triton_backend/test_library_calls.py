@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.driver.op_coverage import library_call_sites, uncovered_ops
 from triton_backend.reports.compile_report import build_report, render_text

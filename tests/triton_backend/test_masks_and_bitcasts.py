@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import output_arrays
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import output_arrays
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 

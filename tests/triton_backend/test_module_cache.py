@@ -1,4 +1,4 @@
-"""The compiled-module cache (``triton_backend.driver.module_cache``) behind ``compile_hlo``.
+"""The compiled-module cache (``triton_backend.runtime.module_cache``) behind ``compile_hlo``.
 
 A warm compile (in this process, or from the plan on disk, also in a fresh process) must not
 run the fusion pass, tiling or code generation, and must give the same module, kernels and
@@ -21,18 +21,19 @@ import numpy as np
 import pytest
 import torch
 
-import tiling.priority_fusion
+import tiling.fusion_pass.priority_fusion
 import triton_backend.driver.compiled_fusion
-from fusion.element_types import element_type_of_numpy
+from fusion.ir.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from triton_backend.driver import module_cache, source_stamp
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from triton_backend.runtime import module_cache
+from triton_backend.runtime import source_stamp
 from triton_backend.driver.module_runner import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_output
-from triton_backend.tuning import kernel_cache
-from triton_backend.tuning.kernel_cache import KernelCache, content_hash, render_entry
+from triton_backend.runtime import kernel_cache
+from triton_backend.runtime.kernel_cache import KernelCache, content_hash, render_entry
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 ROOT = pathlib.Path(__file__).parents[2]
@@ -68,7 +69,7 @@ def _forbid_compiling(monkeypatch) -> None:
         raise AssertionError("a warm compile fused, tiled or generated code")
 
     cf = triton_backend.driver.compiled_fusion
-    monkeypatch.setattr(tiling.priority_fusion, "fuse_module", forbidden)
+    monkeypatch.setattr(tiling.fusion_pass.priority_fusion, "fuse_module", forbidden)
     monkeypatch.setattr(cf, "compile_fusion", forbidden)
     monkeypatch.setattr(cf, "choose_fusion_tiling", forbidden)
     monkeypatch.setattr(cf, "render_kernel_file", forbidden)
@@ -134,18 +135,18 @@ def test_an_hlo_module_given_twice_is_a_hit_that_keeps_the_given_module(monkeypa
 _CHILD = """
 import json, sys
 import numpy as np
-import tiling.priority_fusion
+import tiling.fusion_pass.priority_fusion
 import triton_backend.driver.compiled_fusion as cf
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
 from triton_backend.driver.module_runner import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
-from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.runtime.kernel_cache import KernelCache
 
 def forbidden(*args, **kwargs):
     raise AssertionError("a warm compile fused, tiled or generated code")
 
-tiling.priority_fusion.fuse_module = cf.compile_fusion = forbidden
+tiling.fusion_pass.priority_fusion.fuse_module = cf.compile_fusion = forbidden
 cf.choose_fusion_tiling = cf.render_kernel_file = KernelCache.load = forbidden
 text = open(sys.argv[1]).read()
 module = parse_hlo(text)
@@ -218,7 +219,7 @@ def test_each_key_component_separates_entries(component, monkeypatch, caplog):
 
 
 def test_a_changed_tuning_database_misses(tmp_path, monkeypatch):
-    from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+    from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
     db = TuningDb(tmp_path / "tuning.sqlite")
     cold = compile_hlo(SOFTMAX, tuning_device="h100", tuning_db=db)
@@ -494,7 +495,8 @@ def test_the_source_hash_covers_this_projects_sources():
 # -- the given module of a warm compile -------------------------------------------------------
 
 def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
-    from triton_backend.driver import lazy_module, module_runner
+    from triton_backend.driver import module_runner
+    from triton_backend.runtime import lazy_module
 
     cold = compile_hlo(SOFTMAX)
     module_cache.forget_remembered()

@@ -9,12 +9,12 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 from triton_backend import compile_hlo
-from triton_backend.host.host_ops import is_view_layout
+from triton_backend.host.views import is_view_layout
 from triton_backend.host.input_validation import TORCH_DTYPES, tensor_from_numpy, tensor_to_numpy
-from triton_backend.driver.launch_mode import configure_launch_mode, interpreting
+from triton_backend.runtime.launch_mode import configure_launch_mode, interpreting
 from triton_backend.host.output_check import compare_output
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 
@@ -174,7 +174,7 @@ ENTRY e {
 
 
 def test_view_layouts():
-    from fusion.parser import parse_shape
+    from fusion.text.parser import parse_shape
 
     assert is_view_layout(parse_shape("f32[4,6]{1,0}"))
     assert is_view_layout(parse_shape("f32[4,1,6]{2,0,1}"))
@@ -195,7 +195,7 @@ def test_no_gpu_means_the_interpreter_on_cpu():
 @given(st.sampled_from(sorted(set(TORCH_DTYPES) - {"s2", "s4", "u2", "u4"})),
        st.lists(st.integers(0, 255), min_size=1, max_size=12))
 def test_numpy_torch_round_trip_keeps_every_bit(hlo, raw):
-    from fusion.element_types import element_type
+    from fusion.ir.element_types import element_type
 
     dtype = element_type(hlo).numpy_dtype()
     width = max(1, element_type(hlo).bits // 8)

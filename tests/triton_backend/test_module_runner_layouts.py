@@ -16,8 +16,8 @@ import torch
 
 from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape, flatten_shape
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape, flatten_shape
 from tests.triton_backend.fusion_check import random_array, to_torch
 from tests.triton_backend.packed_layout_check import PADDING_FILL, bits
 from triton_backend import compile_hlo
@@ -307,7 +307,7 @@ def test_fusion_compile_run_checks_a_tiled_module(tmp_path, monkeypatch, capsys)
 
 def test_physical_buffer_sizes_match_the_packer():
     for text in (B, S, P, F):
-        from fusion.parser import parse_shape
+        from fusion.text.parser import parse_shape
 
         shape = parse_shape(text)
         assert isinstance(shape, ArrayShape)

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
-from triton_backend.tuning.device_specs import DEVICES
+from triton_backend.runtime.device_specs import DEVICES
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.driver.module_runner import resolve_tuning_device
-from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 # Unfused: the pass makes one loop fusion of the three elementwise ops.
 TEXT = """HloModule tuned
@@ -76,7 +76,7 @@ def test_the_interpreter_default_and_other_devices_look_nothing_up(db):
 
 
 def test_auto_on_a_gpu_resolves_to_the_detected_device(monkeypatch):
-    from triton_backend.tuning import device_specs
+    from triton_backend.runtime import device_specs
 
     monkeypatch.setattr(device_specs, "detect_device", lambda torch_module=None: DEVICES["h200"])
     assert resolve_tuning_device("auto", torch.device("cuda", 0)) == "h200"

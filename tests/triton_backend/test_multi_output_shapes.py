@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from fusion.parser import parse_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
 from tests.triton_backend.xla_three_way import compare_three_ways  # noqa: E402
 from triton_backend.lowering.kernel_file import iteration_space, output_shapes  # noqa: E402
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import fusion_module, single_fusion_module
 from tests.triton_backend.fusion_check import to_numpy as _to_numpy
 from tests.triton_backend.fusion_check import to_torch as _to_torch

@@ -20,14 +20,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.element_types import element_type_of_numpy
+from fusion.ir.element_types import element_type_of_numpy
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator import evaluate
 from fusion.evaluator.registry import OP_RULES
-from fusion.layout import Layout
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.shape import ArrayShape
+from fusion.ir.layout import Layout
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.ir.shape import ArrayShape
 from tests.triton_backend.op_coverage_cases import LIMIT_CASES, opcode_case
 from triton_backend import compile_hlo
 from triton_backend.driver import module_runner
@@ -38,6 +38,7 @@ from triton_backend.host.input_validation import (
     tensor_from_numpy,
     tensor_to_numpy,
 )
+from triton_backend.host import views
 from triton_backend.host.output_check import compare_output
 
 
@@ -52,13 +53,13 @@ def _instruction(module, name=None, opcode=None):
 @pytest.fixture
 def no_kernels(monkeypatch):
     """Fail if the fusion pass or any kernel compilation starts: rejection must come first."""
-    import tiling.priority_fusion
+    import tiling.fusion_pass.priority_fusion
     import triton_backend.driver.compiled_fusion
 
     def forbidden(*args, **kwargs):
         raise AssertionError("compiled past the up-front coverage check")
 
-    monkeypatch.setattr(tiling.priority_fusion, "fuse_module", forbidden)
+    monkeypatch.setattr(tiling.fusion_pass.priority_fusion, "fuse_module", forbidden)
     monkeypatch.setattr(triton_backend.driver.compiled_fusion, "compile_fusion", forbidden)
 
 
@@ -118,7 +119,7 @@ def test_table_agrees_with_the_emitter_registries():
     # Every host rule is a host op, a view (bitcast/reshape) or the zero-element reduce.
     assert {o for o in HOST_RULES
             if oc.COVERAGE[o].handler not in (oc.HOST, oc.HOST_OR_KERNEL, oc.LIBRARY)} == {"reduce"}
-    assert oc.HOST_TENSOR_TYPES == set(TORCH_DTYPES)
+    assert views.HOST_TENSOR_TYPES == set(TORCH_DTYPES)
 
 
 def test_op_coverage_never_imports_torch_or_triton():
@@ -138,7 +139,7 @@ _LAYOUTS = st.sampled_from([None, (1, 0), (0, 1)])
        st.sampled_from([(6,), (3, 2), (2, 3), (6, 1)]), _LAYOUTS,
        st.sampled_from(["f32", "s32", "f16", "f8e4m3fn", "s4"]))
 def test_host_view_rule_matches_host_ops(src_dims, src_layout, dst_dims, dst_layout, dtype):
-    from fusion.hlo_module import HloComputation, HloInstruction
+    from fusion.ir.hlo_module import HloComputation, HloInstruction
     from triton_backend.host.host_ops import host_executor
 
     def shape(dims, layout):
@@ -151,7 +152,7 @@ def test_host_view_rule_matches_host_ops(src_dims, src_layout, dst_dims, dst_lay
     for opcode in ("bitcast", "reshape"):
         instr = HloInstruction("b", opcode, result, ("x",))
         on_host = host_executor(HloComputation("c", (x, instr), "b"), instr, torch.device("cpu"))
-        assert oc.is_host_view(source, result) == (on_host is not None)
+        assert views.is_host_view(source, result) == (on_host is not None)
 
 
 # ---- every evaluator opcode, compiled or rejected up front ------------------------------------
@@ -183,7 +184,7 @@ def test_every_evaluator_opcode_compiles_or_is_rejected_up_front(opcode, monkeyp
 
 
 def test_complex_ops_without_an_expansion_are_listed_with_their_locations(no_kernels):
-    # complex/real run as pairs of floats (fusion.complex_expansion); a complex sine and
+    # complex/real run as pairs of floats (fusion.transforms.complex_expansion); a complex sine and
     # tangent have no expansion into real parts.
     text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  y = f32[2] parameter(1)\n"
             "  c = c64[2] complex(x, y)\n  s = c64[2] sine(c)\n  t = c64[2] tan(s)\n"

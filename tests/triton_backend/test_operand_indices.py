@@ -11,14 +11,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
-from tiling.affine_expr import d
+from tiling.maps.affine_expr import d
 from tiling.indexing_analysis import output_to_input_indexing
-from triton_backend.lowering.operand_indices import exact_operand_indices
-from triton_backend.lowering.value_emitter import ValueEmitter
-from triton_backend.lowering.identifiers import IdentifierAllocator
+from triton_backend.lowering.emitter.operand_indices import exact_operand_indices
+from triton_backend.lowering.emitter.value_emitter import ValueEmitter
+from triton_backend.lowering.emitter.identifiers import IdentifierAllocator
 
 
 def _operand_positions(operand_shape, op_line, out_shape):

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from fusion.errors import UnsupportedOpError
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tests.triton_backend.packed_layout_check import bits, run_packed
-from tiling.layout import TiledLayout, elements_per_word
+from tiling.layouts.tiled_layout import TiledLayout, elements_per_word
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.host.host_packing import pack_tensor
 

@@ -7,13 +7,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.layout import Layout, Tile
-from fusion.shape import ArrayShape
-from tiling.affine_expr import d
-from tiling.layout import TiledLayout, elements_per_word, parse_tiles
-from tiling.tpu_formats import tpu_layout
-from triton_backend.lowering.addressing import buffer_addressing
-from triton_backend.lowering.packed_access import (
+from fusion.ir.layout import Layout, Tile
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import d
+from tiling.layouts.tiled_layout import TiledLayout, elements_per_word, parse_tiles
+from tiling.layouts.tpu_formats import tpu_layout
+from triton_backend.lowering.emitter.addressing import buffer_addressing
+from triton_backend.lowering.emitter.packed_access import (
     minimum_tile_sizes,
     word_aligned_tile_sizes,
     word_grouping,

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.reports.ptx_report import find_ptxas

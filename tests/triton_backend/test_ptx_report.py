@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.reports.ptx_report import count_vector_accesses, find_ptxas, parse_ptxas_log
 
 COPY_KERNELS = '''
@@ -35,7 +35,7 @@ def strided_copy(x_ptr, y_ptr, stride, BLOCK: tl.constexpr):
 
 CHILD = r'''
 import json, sys
-from triton_backend.tuning.kernel_cache import KernelCache
+from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.reports.ptx_report import compile_for_target
 module = KernelCache().load(sys.argv[1])
 out = []

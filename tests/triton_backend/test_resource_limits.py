@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fusion.errors import UnsupportedOpError
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tiling.policy.candidates import tiling_candidates
 from tiling.policy.legality import check_tiling
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend import compile_hlo
-from triton_backend.templates.dot_tiling import (
+from triton_backend.templates.dot.tiling import (
     SHARED_MEMORY_PER_BLOCK,
     DotProblem,
     default_tiling,

@@ -20,15 +20,15 @@ import torch
 import triton
 from fusion.errors import CacheError, UnsupportedOpError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tiling.policy.limits import MAX_GRID_X, MAX_GRID_YZ, grid_limit_problem
 from triton_backend import compile_hlo
 from triton_backend.driver.compiled_fusion import compile_fusion
-from triton_backend.driver.kernel_loading import CompiledFusion
-from triton_backend.driver.torch_op import torch_op
-from triton_backend.tuning import kernel_cache as kernel_cache_module
-from triton_backend.tuning.kernel_cache import KernelCache, render_entry
-from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+from triton_backend.runtime.kernel_loading import CompiledFusion
+from triton_backend.integrations.torch_op import torch_op
+from triton_backend.runtime import kernel_cache as kernel_cache_module
+from triton_backend.runtime.kernel_cache import KernelCache, render_entry
+from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 NEGATE = """HloModule m
 f {

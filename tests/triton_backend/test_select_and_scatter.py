@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("jax")
 
-from fusion.parser import parse_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
 from tests.triton_backend.xla_three_way import compare_three_ways  # noqa: E402
 from tiling import output_to_input_indexing  # noqa: E402
 from triton_backend.driver.op_coverage import COVERAGE, uncovered_ops  # noqa: E402
-from triton_backend.templates.select_and_scatter_template import (  # noqa: E402
+from triton_backend.templates.select_and_scatter.kernel import (  # noqa: E402
     MAX_WINDOW_ELEMENTS,
 )
 

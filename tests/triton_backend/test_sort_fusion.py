@@ -11,7 +11,7 @@ import fusion
 from fusion.errors import UnsupportedOpError
 from tests.triton_backend.dot_fusion_helpers import to_numpy, to_torch
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
-from triton_backend.driver.sort_fusion import (
+from triton_backend.templates.sort.driver import (
     MAX_SORT_LENGTH, SortOrder, comparator_order, compile_sort_fusion, is_sort_fusion, sort_of)
 
 NUMPY = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32, "f16": np.float16}

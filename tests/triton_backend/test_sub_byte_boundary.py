@@ -13,8 +13,8 @@ import torch
 
 from fusion.errors import EvaluationError
 from fusion.evaluator import evaluate
-from fusion.npz_io import output_arrays
-from fusion.parser import parse_hlo, parse_layout
+from fusion.evaluator.npz_io import output_arrays
+from fusion.text.parser import parse_hlo, parse_layout
 from triton_backend import compile_hlo
 from triton_backend.host.host_packing import pack_tensor
 

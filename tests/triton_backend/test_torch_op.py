@@ -9,8 +9,8 @@ import torch
 
 from fusion.errors import EvaluationError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from triton_backend.driver.torch_op import torch_op
+from fusion.text.parser import parse_hlo
+from triton_backend.integrations.torch_op import torch_op
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "hlo"
 
@@ -143,7 +143,7 @@ def test_the_rmsnorm_example_runs(capsys):
 
 
 def test_tuned_tilings_from_the_database_are_used(tmp_path):
-    from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+    from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
     text = (CORPUS_DIR / "rmsnorm.after.hlo").read_text()
     module = parse_hlo(text)

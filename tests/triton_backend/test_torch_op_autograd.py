@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from fusion.errors import BadArgumentError, EvaluationError, UnsupportedOpError
-from fusion.parser import parse_hlo
-from triton_backend.driver.backward_plan import NoBackward, backward_plan
-from triton_backend.driver.torch_op import torch_op
+from fusion.text.parser import parse_hlo
+from triton_backend.integrations.backward_plan import NoBackward, backward_plan
+from triton_backend.integrations.torch_op import torch_op
 
 ROWS, FEATURES, HIDDEN = 6, 12, 20
 

@@ -1,4 +1,4 @@
-"""``torch.export`` of a module calling a ``triton_backend.driver.torch_op``, on CPU (interpreter).
+"""``torch.export`` of a module calling a ``triton_backend.torch_op``, on CPU (interpreter).
 
 The op must appear as ONE node (``torch.ops.fusion.<name>.default``), survive
 ``run_decompositions`` and a save/load round trip, and the exported program must compute what
@@ -15,7 +15,7 @@ import torch
 
 import triton_backend
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 
 TEXT = """HloModule export_scale
 ENTRY e {
@@ -30,8 +30,8 @@ ENTRY e {
 @pytest.fixture(scope="module")
 def op():
     # Twice: the second call finds the name bound to the submodule (which must still work).
-    first = triton_backend.driver.torch_op(TEXT, name="test_export_scale")
-    assert triton_backend.driver.torch_op(TEXT, name="test_export_scale") is first
+    first = triton_backend.torch_op(TEXT, name="test_export_scale")
+    assert triton_backend.torch_op(TEXT, name="test_export_scale") is first
     return first
 
 

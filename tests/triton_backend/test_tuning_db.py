@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fusion.errors import BadArgumentError
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.tuning.autotune import autotune
-from triton_backend.tuning.tuning_db import TuningDb, fusion_key
+from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 TEMPLATE = """HloModule m
 fused_{suffix} {{

@@ -18,10 +18,10 @@ from hypothesis import given, settings, strategies as st
 
 from fusion.errors import BadArgumentError, EvaluationError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_to_numpy, validate_arguments
-from triton_backend.driver.torch_op import torch_op
+from triton_backend.integrations.torch_op import torch_op
 
 ADD = """HloModule wrong_inputs_add
 ENTRY e {

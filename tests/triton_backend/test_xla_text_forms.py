@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusion.emitter_kind import EmitterKind, analyze_fusion
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
+from fusion.analysis.emitter_kind import EmitterKind, analyze_fusion
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
 from tiling.policy.candidates import tiling_candidates
 from tiling.policy.choice import choose_from_report
-from tiling.xla_tiling_config import xla_tiling_of
+from tiling.policy.xla_tiling_config import xla_tiling_of
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.host.input_validation import tensor_to_numpy
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.conformance.xla_oracle import run_xla
 from triton_backend import compile_hlo
 

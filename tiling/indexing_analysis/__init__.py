@@ -12,7 +12,7 @@ to reach its fused computation.
 
 The seed's broadcast ``f32[20] -> f32[10,20,30], dimensions={1}``:
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... ENTRY e {
 ...   p0 = f32[20] parameter(0)

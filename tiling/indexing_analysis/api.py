@@ -4,12 +4,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from fusion.errors import IndexingError
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import Shape, TupleShape, flatten_shape
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import Shape, TupleShape, flatten_shape
 from tiling.indexing_analysis.fusion_indexing import fusion_input_to_output, fusion_output_to_input
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
 from tiling.indexing_analysis.operands import Operand, num_outputs
-from tiling.indexing_map import IndexingMap
+from tiling.maps.indexing_map import IndexingMap
 
 
 def _holding_computation(instr: HloInstruction, module) -> HloComputation | None:

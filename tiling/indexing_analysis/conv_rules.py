@@ -10,9 +10,9 @@ same range variable and its output feature the output feature.  Symbols are orde
 XLA's: window taps, the input feature, then the batch group.  Operand -> output indexing is
 undefined, as in XLA.
 
->>> from fusion.attributes import Window, WindowDim
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.attributes import Window, WindowDim
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
 >>> from tiling.indexing_analysis.operands import Operand
 >>> conv = HloInstruction("c", "convolution", ArrayShape("f32", (1, 6, 8)), ("x", "w"), (
 ...     ("window", Window((WindowDim(3, 2, 1, 1),))), ("dim_labels", "b0f_0io->b0f")))
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.convolution import conv_dims
+from fusion.ir.convolution import conv_dims
 from fusion.errors import FusionCompilerError
-from tiling.affine_expr import AffineExpr, d, s
+from tiling.maps.affine_expr import AffineExpr, d, s
 from tiling.indexing_analysis.operands import Operand, array_dims, undefined_maps
-from tiling.indexing_map import IndexingMap
-from tiling.interval import Interval
+from tiling.maps.indexing_map import IndexingMap
+from tiling.maps.interval import Interval
 
 
 def o2i_convolution(instr, operands: Sequence[Operand], output_index: int):

@@ -3,9 +3,9 @@ reverse, slice, transpose, tuple.
 
 The seed's slice, output -> input and input -> output:
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
->>> from fusion.attributes import SliceDim
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
+>>> from fusion.ir.attributes import SliceDim
 >>> from tiling.indexing_analysis.operands import Operand
 >>> p0 = Operand(ArrayShape("f32", (10, 20, 50)))
 >>> sl = HloInstruction("s", "slice", ArrayShape("f32", (5, 3, 25)), ("p0",),
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tiling.affine_expr import d, s
+from tiling.maps.affine_expr import d, s
 from tiling.indexing_analysis.operands import (
     Operand,
     array_dims,
@@ -34,8 +34,8 @@ from tiling.indexing_analysis.operands import (
     num_outputs,
     scalar_map,
 )
-from tiling.indexing_map import IndexingMap
-from tiling.interval import Interval
+from tiling.maps.indexing_map import IndexingMap
+from tiling.maps.interval import Interval
 
 
 # --- broadcast ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Indexing of dot: output dims are batch dims, then lhs free dims, then rhs free dims;
 contracting dims become range variables (like a reduce).
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
 >>> from tiling.indexing_analysis.operands import Operand
 >>> dot = HloInstruction("dot", "dot", ArrayShape("f32", (3, 5)), ("a", "b"),
 ...     (("lhs_contracting_dims", (1,)), ("rhs_contracting_dims", (0,))))
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tiling.affine_expr import AffineExpr, d, s
+from tiling.maps.affine_expr import AffineExpr, d, s
 from tiling.indexing_analysis.operands import Operand, array_dims
-from tiling.indexing_map import IndexingMap
+from tiling.maps.indexing_map import IndexingMap
 
 
 def _dims(instr, operands):

@@ -4,7 +4,7 @@ Each offset is a runtime variable read from its scalar operand (map ``(d..) -> (
 feasible values ``[0, operand_dim - slice_size]`` assume the slice lies in bounds, which
 XLA's clamping of the offsets guarantees.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from tiling.indexing_analysis.operands import Operand
 >>> c = parse_hlo('''HloModule m
 ... ENTRY e {
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tiling.affine_expr import d, s
+from tiling.maps.affine_expr import d, s
 from tiling.indexing_analysis.operands import (
     Operand,
     array_dims,
@@ -28,8 +28,8 @@ from tiling.indexing_analysis.operands import (
     scalar_map,
     undefined_maps,
 )
-from tiling.indexing_map import AffineMap, IndexingMap, RTVar
-from tiling.interval import Interval
+from tiling.maps.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.maps.interval import Interval
 
 
 def _offsets_are_scalars(operands: Sequence[Operand], first: int) -> bool:

@@ -1,8 +1,8 @@
 """Indexing of elementwise ops (``add``, ``select``, ``clamp``, ``compare``, ``convert``, ...):
 the identity, or ``(d..) -> ()`` for a scalar operand (``clamp``'s bounds may be scalars).
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
 >>> from tiling.indexing_analysis.operands import Operand
 >>> t = ArrayShape("f32", (10, 20))
 >>> add = HloInstruction("a", "add", t, ("p0", "p1"))
@@ -19,7 +19,7 @@ from tiling.indexing_analysis.operands import (
     broadcast_scalar_map,
     scalar_map,
 )
-from tiling.indexing_map import IndexingMap
+from tiling.maps.indexing_map import IndexingMap
 
 # The ops these rules serve: ``fusion.opcodes.ELEMENTWISE_OPCODES`` (XLA's IsOpElementwise,
 # ``map`` included: its computation is applied element by element).

@@ -11,7 +11,7 @@ producer (a variadic reduce in a fusion).  Undefined maps compose to undefined.
 
 The seed's ``p0 + transpose(p0)``: one parameter read through two maps.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... f {
 ...   p0 = f32[4,4] parameter(0)
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
 from tiling.indexing_analysis.operands import Operand, array_dims, num_outputs
-from tiling.indexing_map import IndexingMap, compose
+from tiling.maps.indexing_map import IndexingMap, compose
 
 
 def _topological_order(computation: HloComputation) -> list[HloInstruction]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tiling.affine_expr import AffineExpr, Constant, d, s
+from tiling.maps.affine_expr import AffineExpr, Constant, d, s
 from tiling.indexing_analysis.operands import Operand, array_dims
-from tiling.indexing_map import AffineMap, IndexingMap, RTVar
-from tiling.interval import Interval
+from tiling.maps.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.maps.interval import Interval
 
 
 def o2i_gather(instr, operands: Sequence[Operand], output_index: int):

@@ -1,7 +1,7 @@
 """Dispatch of one (non-fusion) instruction to its indexing rule.
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
 >>> from tiling.indexing_analysis.operands import Operand
 >>> t = ArrayShape("f32", (2,))
 >>> [str(m) for m in op_output_to_input(HloInstruction("c", "custom-call", t, ("p",)),
@@ -15,7 +15,7 @@ from typing import Sequence
 from tiling.indexing_analysis.operands import Operand, num_outputs, undefined_maps
 from tiling.indexing_analysis.registry import INPUT_TO_OUTPUT, OUTPUT_TO_INPUT
 from tiling.indexing_analysis.rt_vars import replace_known_rt_vars
-from tiling.indexing_map import IndexingMap
+from tiling.maps.indexing_map import IndexingMap
 
 
 def op_output_to_input(

@@ -3,7 +3,7 @@
 A rule sees the instruction and, per operand, an ``Operand``: its shape and (when known) the
 producing ``HloInstruction`` -- runtime variables name it as the instruction to read.
 
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.shape import ArrayShape
 >>> print(scalar_map((2, 3)))
 (d0, d1) -> (), domain: d0 in [0, 1], d1 in [0, 2]
 >>> print(broadcast_scalar_map((4,)))
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
-from tiling.affine_expr import s
-from tiling.indexing_map import IndexingMap
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from tiling.maps.affine_expr import s
+from tiling.maps.indexing_map import IndexingMap
 
 
 @dataclass(frozen=True)

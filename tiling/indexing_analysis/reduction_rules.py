@@ -5,8 +5,8 @@ combines them), and every init through ``(d..) -> ()``.  Reduce-window is the co
 of a window map without padding (``d * stride + s * window_dilation``) with the pad map of
 its padding and base dilation (the seed's ReduceWindow section).
 
->>> from fusion.hlo_module import HloInstruction
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.hlo_module import HloInstruction
+>>> from fusion.ir.shape import ArrayShape
 >>> from tiling.indexing_analysis.operands import Operand
 >>> r = HloInstruction("r", "reduce", ArrayShape("f32", (4, 8)), ("x", "i"),
 ...                    (("dimensions", (0, 3)),))
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.reduction_kind import kept_and_reduced
-from tiling.affine_expr import d, s
+from fusion.analysis.reduction_kind import kept_and_reduced
+from tiling.maps.affine_expr import d, s
 from tiling.indexing_analysis.operands import (
     Operand,
     array_dims,
@@ -28,8 +28,8 @@ from tiling.indexing_analysis.operands import (
     scalar_map,
     undefined_maps,
 )
-from tiling.indexing_map import IndexingMap, compose
-from tiling.interval import Interval
+from tiling.maps.indexing_map import IndexingMap, compose
+from tiling.maps.interval import Interval
 
 
 # --- reduce ---------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr, Constant, d, substitute
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import AffineExpr, Constant, d, substitute
 from tiling.indexing_analysis.operands import Operand
-from tiling.indexing_map import IndexingMap
+from tiling.maps.indexing_map import IndexingMap
 
 
 def _strides(dims: Sequence[int]) -> list[int]:
@@ -102,7 +102,7 @@ def bitcast_map(src: ArrayShape, dst: ArrayShape) -> IndexingMap:
     dst``: both see the same physical (major-to-minor) buffer.  Tiled layouts are not
     interpreted: undefined.
 
-    >>> from fusion.layout import Layout
+    >>> from fusion.ir.layout import Layout
     >>> print(bitcast_map(ArrayShape("f32", (3, 4), Layout((0, 1))), ArrayShape("f32", (4, 3))))
     (d0, d1) -> (d1, d0), domain: d0 in [0, 3], d1 in [0, 2]
     """

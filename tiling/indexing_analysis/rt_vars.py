@@ -7,7 +7,7 @@ values (XLA clamps offsets the same way); when it is an ``iota``, the variable i
 index along the iota dimension, provided its range lies within the feasible values.  The
 variable is then substituted into the results and constraints and dropped.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from tiling.indexing_analysis.operands import Operand
 >>> from tiling.indexing_analysis.dynamic_rules import o2i_dynamic_slice
 >>> c = parse_hlo('''HloModule m
@@ -22,12 +22,12 @@ variable is then substituted into the results and constraints and dropped.
 """
 from __future__ import annotations
 
-from fusion.attributes import Literal
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, substitute
-from tiling.indexing_map import AffineMap, IndexingMap, RTVar
-from tiling.interval import Interval
+from fusion.ir.attributes import Literal
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, substitute
+from tiling.maps.indexing_map import AffineMap, IndexingMap, RTVar
+from tiling.maps.interval import Interval
 
 
 def replace_known_rt_vars(m: IndexingMap) -> IndexingMap:

@@ -27,7 +27,7 @@ layernorm's f32[64,256] scale-and-shift went to a single SM of 132.
   of 128-bit accesses of the narrowest element (``VECTOR_BLOCK_BYTES``: 128 f32, 256 bf16),
   the least a block needs to vectorize.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... f {
 ...   p0 = f32[64,512] parameter(0)
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from math import log2, prod
 from typing import Sequence
 
-from fusion.hlo_module import HloInstruction, HloModule
-from fusion.shape import ArrayShape
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape
 from tiling.policy.costs import (
     block_costs_by_parameter,
     block_elements,
@@ -72,7 +72,7 @@ from tiling.policy.limits import (
 )
 from tiling.policy.verdict import Illegal
 from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, analyze_fusion_tiling
-from tiling.xla_tiling_config import XlaTilingConfig, xla_tiling_of
+from tiling.policy.xla_tiling_config import XlaTilingConfig, xla_tiling_of
 
 
 @dataclass(frozen=True)

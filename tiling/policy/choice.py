@@ -6,7 +6,7 @@ Its callers are thin: the fusion pass's tile check asks whether any tiling is le
 and the kernel planner takes the fallback for a fusion the tile analysis refused
 (``analysis=None``: powers of two filling a budget from the minor-most dim).
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 >>> m = parse_hlo('''HloModule m
 ... f {
@@ -45,7 +45,7 @@ from tiling.policy.limits import (
 )
 from tiling.policy.verdict import Illegal
 from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, next_power_of_two
-from tiling.xla_tiling_config import XlaTilingConfig
+from tiling.policy.xla_tiling_config import XlaTilingConfig
 
 
 @dataclass(frozen=True)

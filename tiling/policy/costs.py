@@ -11,7 +11,7 @@ runs contiguously in memory (along its buffer's ``minor_to_major``) over at leas
 except accesses moving at most ``UNCOALESCED_TOLERANCE`` of the block's bytes (a row
 reduction's output, a broadcast scale).
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 >>> m = parse_hlo('''HloModule m
 ... f {
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Sequence
 
-from fusion.element_types import ELEMENT_TYPES
-from fusion.hlo_module import HloInstruction
+from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.ir.hlo_module import HloInstruction
 from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
-from fusion.shape import ArrayShape
+from fusion.ir.shape import ArrayShape
 from tiling.policy.legality import node_sizes
 from tiling.policy.limits import COALESCED_BYTES, L2_RESIDENT_BYTES, UNCOALESCED_TOLERANCE
 from tiling.symbolic.symbolic_tile import SymbolicTile
@@ -228,7 +228,7 @@ def dram_bytes_read(analysis: SymbolicTiledFusion, reuse: dict[str, int], num_bl
     quarter of the default device's L2) is fetched from DRAM once, its re-reads by other
     blocks hit L2; a larger one every time.
 
-    >>> from fusion.parser import parse_hlo
+    >>> from fusion.text.parser import parse_hlo
     >>> from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
     >>> m = parse_hlo('HloModule m\\nf {\\n  p = f32[256] parameter(0)\\n'
     ...               '  ROOT b = f32[64,256] broadcast(p), dimensions={1}\\n}\\n'

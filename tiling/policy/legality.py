@@ -21,7 +21,7 @@ Rules, checked in this order (the first failing one is the reason):
    tests pin its two-row tiling (``test_costing_a_2_33_wide_reduction_materializes_nothing``);
 7. the grid (blocks flattened onto CUDA's x axis) has at most 2^31 - 1 blocks.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 >>> m = parse_hlo('''HloModule m
 ... f {

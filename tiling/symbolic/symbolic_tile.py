@@ -16,8 +16,8 @@ description is exact only under ``constraints`` on the tile sizes (e.g. a collap
 ``d0 -> (d0 floordiv 8, d0 mod 8)`` needs ``ts0`` to divide 8 or be a multiple of 8).  A map
 that no tile size makes exact gives a ``NotTileable`` with the reason.
 
->>> from tiling.affine_expr import d
->>> from tiling.indexing_map import IndexingMap
+>>> from tiling.maps.affine_expr import d
+>>> from tiling.maps.indexing_map import IndexingMap
 >>> collapse = IndexingMap.from_sizes((d(0) // 8, d(0) % 8), (32,))
 >>> t = symbolic_tile(collapse)
 >>> print(t)
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
 
-from tiling.affine_expr import (
+from tiling.maps.affine_expr import (
     AffineExpr,
     Constant,
     DimExpr,
@@ -52,8 +52,8 @@ from tiling.affine_expr import (
     substitute,
     used_variables,
 )
-from tiling.indexing_map import AffineMap, IndexingMap
-from tiling.interval import Interval
+from tiling.maps.indexing_map import AffineMap, IndexingMap
+from tiling.maps.interval import Interval
 from tiling.symbolic.tile_constraints import (
     FALSE,
     TRUE,
@@ -67,7 +67,7 @@ from tiling.symbolic.tile_constraints import (
     param,
     wrap_size,
 )
-from tiling.indexing_map import RTVar
+from tiling.maps.indexing_map import RTVar
 
 
 @dataclass(frozen=True)
@@ -368,7 +368,7 @@ def symbolic_tile(m: IndexingMap, operand_dims: Sequence[int] | None = None,
     ``operand_dims`` lets the tile check that the map's own constraints (pad, concatenate)
     are just the operand's bounds, and adds those bounds to the element map.
 
-    >>> from tiling.affine_expr import d, s
+    >>> from tiling.maps.affine_expr import d, s
     >>> reduce = IndexingMap.from_sizes((d(0), s(0)), (4,), (8,))
     >>> print(symbolic_tile(reduce))
     offsets: (o0, ro0)
@@ -417,7 +417,7 @@ def pin_point_variables(m: IndexingMap, out_dims: Sequence[int]) -> IndexingMap:
     point that narrows a longer output dim is a mask, checked by ``_check_domain``); the
     variables stay in the map, unused, so the tile parameters keep their numbering.
 
-    >>> from tiling.affine_expr import d
+    >>> from tiling.maps.affine_expr import d
     >>> m = IndexingMap.create((d(0) + d(1),), [(0, 3), (0, 0)])
     >>> str(pin_point_variables(m, (4, 1)).results[0])
     'd0'

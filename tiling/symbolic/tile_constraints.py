@@ -2,7 +2,7 @@
 
 A symbolic tile's sizes depend on the tile parameters: ``ts<i>`` (the output tile size along
 output dim ``i``) and ``rs<l>`` (the chunk of reduced range variable ``l``).  Sizes of merged
-dims are products (``ts0 * ts1``), which ``tiling.affine_expr`` cannot hold, so sizes are small
+dims are products (``ts0 * ts1``), which ``tiling.maps.affine_expr`` cannot hold, so sizes are small
 trees of ``+ const``, ``*``, ``floordiv const`` and ``mod const`` over the parameters.
 
 Constraints are in disjunctive normal form: a tuple of conjunctions of atoms; ``TRUE`` is one

@@ -7,7 +7,7 @@ output to its own elements (the composition of the per-op maps along the path) a
 its symbolic tile (``tiling.symbolic.symbolic_tile``).  Two paths asking for the same tile share one
 node; different tiles of one instruction (``p0 + transpose(p0)``) are different nodes.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... f {
 ...   p0 = f32[4,256] parameter(0)
@@ -35,14 +35,14 @@ from fusion.errors import (  # TilingError: defined there with every user error,
     FusionCompilerError,
     TilingError,
 )
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import ELEMENTWISE_OPCODES
-from fusion.reduction_kind import kept_and_reduced
-from fusion.shape import ArrayShape, TupleShape
-from tiling.affine_expr import AffineExpr, Constant, DimExpr, const, d
+from fusion.analysis.reduction_kind import kept_and_reduced
+from fusion.ir.shape import ArrayShape, TupleShape
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, const, d
 from tiling.indexing_analysis import output_to_input_indexing
-from tiling.indexing_map import IndexingMap, compose
-from tiling.map_transforms import remove_unused_symbols
+from tiling.maps.indexing_map import IndexingMap, compose
+from tiling.maps.map_transforms import remove_unused_symbols
 from tiling.symbolic.symbolic_tile import (
     ConcreteTile,
     NotTileable,
@@ -328,7 +328,7 @@ def reduce_projection(computation: HloComputation, name: str, space: tuple[int, 
     that only add or remove unit dims (``f32[2] -> f32[2,1]``).  ``None`` when the output is
     not such a reduce.
 
-    >>> from fusion.parser import parse_hlo
+    >>> from fusion.text.parser import parse_hlo
     >>> m = parse_hlo('''HloModule m
     ... add { a = f32[] parameter(0)
     ...   b = f32[] parameter(1)

@@ -26,7 +26,7 @@ from typing import NoReturn
 
 from fusion import logs
 from fusion.errors import BadArgumentError, FusionCompilerError
-from triton_backend import __version__
+from triton_backend.runtime.version import __version__
 from triton_backend.cli.diagnostics import (
     ExitStatus,
     SourceFile,

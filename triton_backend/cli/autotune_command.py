@@ -27,15 +27,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from fusion.errors import BadArgumentError, FusionCompilerError
-from fusion.hlo_module import HloModule
+from fusion.ir.hlo_module import HloModule
 from fusion.logs import get_logger
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
 from triton_backend.cli.output_files import atomic_output, check_output_path
 from triton_backend.driver.module_runner import compile_hlo
 from triton_backend.tuning.autotune import AutotuneResult, Trial, autotune
-from triton_backend.tuning.device_specs import device_spec
-from triton_backend.tuning.tuning_db import find_fusion
+from triton_backend.runtime.device_specs import device_spec
+from triton_backend.runtime.tuning_db import find_fusion
 
 HELP = "autotune the tiling and launch options of fusions (measured on a GPU, else cost model)"
 

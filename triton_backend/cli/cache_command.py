@@ -13,7 +13,7 @@ import argparse
 
 from fusion.errors import BadArgumentError
 from triton_backend.cli.json_output import emit
-from triton_backend.tuning.kernel_cache import (
+from triton_backend.runtime.kernel_cache import (
     cache_info,
     clear_cache,
     default_cache_dir,

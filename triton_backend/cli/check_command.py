@@ -15,10 +15,10 @@ from collections import Counter
 from typing import Any
 
 from fusion.errors import FusionCompilerError
-from fusion.hlo_module import HloModule
+from fusion.ir.hlo_module import HloModule
 from fusion.logs import get_logger
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 from triton_backend.cli.diagnostics import error_record, read_source, sources_read
 from triton_backend.cli.json_output import emit
 from triton_backend.driver.op_coverage import describe, library_call_sites, uncovered_ops

@@ -7,7 +7,7 @@ Compiles every fusion the module launches (``triton_backend.compile_hlo``) and w
 * ``report.json`` and ``report.txt``: per fusion its emitter kind and why, input and output
   shapes, tiling, grid, ``num_warps``, compulsory bytes (inputs and outputs, each once), and
   the cost model's modeled DRAM bytes, predicted time and % of the HBM roofline on
-  ``--device`` (``triton_backend.tuning.device_specs``: h100 by default); per module the
+  ``--device`` (``triton_backend.runtime.device_specs``: h100 by default); per module the
   kernel count, the compulsory bytes of the module's own inputs and outputs, the bytes the
   kernels move and the modeled bytes, each over the compulsory bytes;
 * with ``--target``, ``kernel_<fusion>.sm_NN.ptx`` and ``.cubin`` compiled without a GPU
@@ -37,7 +37,7 @@ from triton_backend.reports.compile_report import (
     write_kernels,
     write_report,
 )
-from triton_backend.tuning.device_specs import device_spec
+from triton_backend.runtime.device_specs import device_spec
 
 HELP = "compile an HLO module's fusions to Triton kernel files, with a report (and PTX/cubin)"
 

@@ -3,7 +3,7 @@
 Runs the module on the reference evaluator (NumPy; never torch or triton) and prints one line
 per output: type, shape, min, max, mean.  Without ``--inputs``, deterministic random inputs
 (``--seed``, default 0) are made.  Files are written only when asked: ``--outputs`` (the
-outputs ``o0..oM``, ``fusion.npz_io`` convention) and ``--save-inputs`` (the inputs used), each
+outputs ``o0..oM``, ``fusion.evaluator.npz_io`` convention) and ``--save-inputs`` (the inputs used), each
 path exactly as given.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from triton_backend.cli.npz_files import (
     save_requested,
 )
 from fusion.evaluator import evaluate
-from fusion.npz_io import output_arrays
+from fusion.evaluator.npz_io import output_arrays
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
 

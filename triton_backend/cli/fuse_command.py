@@ -1,7 +1,7 @@
 """``fusion-compile fuse FILE.hlo [--explain] [-o OUT.hlo]``: canonicalize and fuse a module.
 
 Reads an unfused module (as ``jax.jit(f).lower(x).as_text(dialect="hlo")`` prints it), runs
-``tiling.priority_fusion.fuse_module`` and prints the fused module (it verifies and parses
+``tiling.fusion_pass.priority_fusion.fuse_module`` and prints the fused module (it verifies and parses
 back).  ``-o`` writes it to a file instead; ``--explain`` prints every fusion decision with
 its reason to stderr (one line each), then a summary line with the kernel count; ``--json``
 prints one document with the fused module (``hlo``, null with ``-o``), the decisions and the
@@ -13,10 +13,10 @@ import argparse
 import sys
 
 from fusion.logs import get_logger
-from fusion.printer import print_hlo
-from fusion.verifier import verify_module
-from tiling import priority_fusion
-from tiling.fusion_traffic_model import count_kernels
+from fusion.text.printer import print_hlo
+from fusion.shapes.verifier import verify_module
+from tiling.fusion_pass import priority_fusion
+from tiling.fusion_pass.traffic_model import count_kernels
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
 from triton_backend.cli.output_files import atomic_output, check_output_path

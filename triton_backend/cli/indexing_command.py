@@ -14,9 +14,9 @@ from fusion.errors import (  # IndexingCommandError: defined there, re-exported 
     FusionCompilerError,
     IndexingCommandError,
 )
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
-from fusion.shape import flatten_shape
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
+from fusion.ir.shape import flatten_shape
 from tiling.indexing_analysis import input_to_output_indexing_per_output, output_to_input_indexing
 from triton_backend.cli.check_command import read_text
 from triton_backend.cli.diagnostics import did_you_mean

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from fusion.parser import parse_shape
-from fusion.shape import ArrayShape
+from fusion.text.parser import parse_shape
+from fusion.ir.shape import ArrayShape
 from triton_backend.cli.json_output import emit
-from tiling.layout import (
+from tiling.layouts.tiled_layout import (
     LayoutError,
     TiledLayout,
     byte_size,

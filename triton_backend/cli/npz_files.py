@@ -1,5 +1,5 @@
 """The npz convention of ``fusion-compile evaluate`` and ``run``: inputs ``p0..pN`` in, outputs
-``o0..oM`` out (``fusion.npz_io``), with the same arguments, files and summaries.
+``o0..oM`` out (``fusion.evaluator.npz_io``), with the same arguments, files and summaries.
 
 Files are written only when asked: ``--outputs PATH`` and ``--save-inputs PATH``, each path used
 exactly as given (no ``.npz`` appended), checked before any work and written atomically
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from fusion.hlo_module import HloModule
+from fusion.ir.hlo_module import HloModule
 from fusion.logs import get_logger
-from fusion.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
-from fusion.shape import flatten_shape
+from fusion.evaluator.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
+from fusion.ir.shape import flatten_shape
 from triton_backend.cli.output_files import atomic_output, check_output_path
 
 _log = get_logger("triton_backend.cli")

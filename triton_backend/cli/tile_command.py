@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from fusion.computation_partitioner import partition_computation
-from fusion.emitter_kind import analyze_computation, analyze_fusion
+from fusion.analysis.computation_partitioner import partition_computation
+from fusion.analysis.emitter_kind import analyze_computation, analyze_fusion
 from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import opcodes_with
 from fusion.logs import get_logger
 from tiling.policy.candidates import TilingReport
@@ -31,7 +31,7 @@ from tiling.symbolic.tiled_fusion import (
     analyze_computation_tiling,
     analyze_fusion_tiling,
 )
-from tiling.xla_tiling_config import xla_tiling_of
+from tiling.policy.xla_tiling_config import xla_tiling_of
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.diagnostics import did_you_mean
 from triton_backend.cli.json_output import emit

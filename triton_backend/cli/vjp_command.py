@@ -15,7 +15,7 @@ import sys
 from fusion.autodiff import default_wrt, vjp
 from fusion.errors import BadArgumentError
 from fusion.logs import get_logger
-from fusion.printer import print_hlo
+from fusion.text.printer import print_hlo
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
 from triton_backend.cli.output_files import atomic_output, check_output_path

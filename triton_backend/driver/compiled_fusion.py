@@ -23,21 +23,21 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from fusion.complex_expansion import expand_complex_fusion, involves_complex
-from fusion.emitter_kind import analyze_fusion
+from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex
+from fusion.analysis.emitter_kind import analyze_fusion
 from fusion.errors import FusionCompilerError, UnsupportedOpError
-from fusion.hlo_module import HloInstruction, HloModule
-from triton_backend.driver.attention_fusion import compile_attention_fusion, is_attention_fusion
-from triton_backend.driver.complex_fusion import ComplexPairFusion
-from triton_backend.driver.conv_fusion import compile_conv_fusion, is_conv_fusion
-from triton_backend.driver.dot_fusion import compile_dot_fusion, is_dot_fusion
-from triton_backend.driver.launch_mode import runs_on_interpreter
-from triton_backend.driver.kernel_loading import (  # re-exported: callers import them from here
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from triton_backend.templates.attention.driver import compile_attention_fusion, is_attention_fusion
+from triton_backend.runtime.complex_fusion import ComplexPairFusion
+from triton_backend.templates.conv.driver import compile_conv_fusion, is_conv_fusion
+from triton_backend.templates.dot.driver import compile_dot_fusion, is_dot_fusion
+from triton_backend.runtime.launch_mode import runs_on_interpreter
+from triton_backend.runtime.kernel_loading import (  # re-exported: callers import them from here
     CompiledFusion,
     find_fusion,
     load_kernel,
 )
-from triton_backend.driver.sort_fusion import compile_sort_fusion, is_sort_fusion
+from triton_backend.templates.sort.driver import compile_sort_fusion, is_sort_fusion
 from tiling.policy.choice import check_requested_tiling, choose_tiling
 from tiling.policy.limits import (
     DEFAULT_DEVICE,
@@ -48,20 +48,20 @@ from tiling.policy.limits import (
 )
 from tiling.policy.verdict import Illegal, IllegalKind
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
-from tiling.xla_tiling_config import xla_tiling_of
+from tiling.policy.xla_tiling_config import xla_tiling_of
 from triton_backend.lowering.kernel_file import iteration_space, output_shapes, render_kernel_file
 from triton_backend.lowering.kernel_plan import (
     INTERPRETER_TILE_ELEMENTS,
     plan_kernel,
     program_elements,
 )
-from triton_backend.templates.scatter_template import compile_scatter_fusion
-from triton_backend.templates.select_and_scatter_template import (
+from triton_backend.templates.scatter.kernel import compile_scatter_fusion
+from triton_backend.templates.select_and_scatter.kernel import (
     compile_select_and_scatter_fusion,
     is_select_and_scatter_fusion,
 )
-from triton_backend.tuning.kernel_cache import KernelCache
-from fusion.emitter_kind import EmitterKind, analyze_computation
+from triton_backend.runtime.kernel_cache import KernelCache
+from fusion.analysis.emitter_kind import EmitterKind, analyze_computation
 
 #: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
 SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices", "loop",

@@ -1,7 +1,7 @@
 """``compile_hlo``: a whole HLO module as generated Triton kernels plus host glue.
 
 ``compile_hlo(text_or_module)`` parses and verifies the module, fuses it when it is unfused
-(``tiling.priority_fusion``; ``fuse=False`` skips it), wraps every remaining lone
+(``tiling.fusion_pass.priority_fusion``; ``fuse=False`` skips it), wraps every remaining lone
 op as a one-op fusion (``single_op_fusion``), and compiles every fusion that the host will
 launch, once, up front: an op the backend cannot emit is an ``UnsupportedOpError`` here, with
 the op, its line:column and the reason, never at run time.  Calling the result with torch
@@ -60,29 +60,29 @@ import torch
 from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.control_flow_ops import check_iteration_limit
 from fusion.gc_pause import paused_gc
-from fusion.computation_partitioner import post_order
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from fusion.analysis.computation_partitioner import post_order
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from triton_backend.host.host_ops import (
     CONTROL_FLOW_OPCODES, Executor, HostContext, Value, host_executor,
 )
 from triton_backend.host.input_validation import (
     parameter_label, torch_dtype, unpack_physical, validate_arguments,
 )
-from triton_backend.driver.lazy_module import ParsedWhenRead, Unparsed
-from triton_backend.driver.launch_mode import configure_launch_mode
+from triton_backend.runtime.lazy_module import ParsedWhenRead, Unparsed
+from triton_backend.runtime.launch_mode import configure_launch_mode
 from triton_backend.driver.op_coverage import check_triton_coverage
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
-from fusion.verifier import verify_module
-from fusion.parser import parse_hlo
-from tiling import priority_fusion  # called through the module: tests patch fuse_module there
+from fusion.shapes.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.driver import compiled_fusion  # likewise compile_fusion
-from triton_backend.driver import module_cache
-from triton_backend.tuning.kernel_cache import KernelCache
-from fusion.printer import print_hlo
-from triton_backend.tuning import device_specs  # likewise detect_device
-from triton_backend.tuning.tuning_db import TuningDb, tuned_configs
-from triton_backend.lowering.addressing import is_physical_layout
+from triton_backend.runtime import module_cache
+from triton_backend.runtime.kernel_cache import KernelCache
+from fusion.text.printer import print_hlo
+from triton_backend.runtime import device_specs  # likewise detect_device
+from triton_backend.runtime.tuning_db import TuningDb, tuned_configs
+from triton_backend.lowering.emitter.addressing import is_physical_layout
 
 TileSizes = Sequence[int]
 
@@ -324,7 +324,7 @@ def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
 def host_computations(module: HloModule) -> tuple[str, ...]:
     """The ENTRY and every computation it reaches through call/while/conditional, callees first.
 
-    >>> from fusion.parser import parse_hlo
+    >>> from fusion.text.parser import parse_hlo
     >>> host_computations(parse_hlo('''HloModule m
     ... f { a = f32[] parameter(0)
     ...     ROOT n = f32[] negate(a) }

@@ -17,7 +17,7 @@ imports torch or triton (``fusion-compile check --triton`` uses it).
 
 >>> COVERAGE["sort"].handler, COVERAGE["map"].covered
 ('sort template', False)
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... neg { a = f32[] parameter(0)
 ...   ROOT n = f32[] negate(a) }
@@ -40,31 +40,29 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import NamedTuple
 
-from fusion.canonicalize import canonicalize
-from fusion.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
-from fusion.element_types import ELEMENT_TYPES
+from fusion.transforms.canonicalize import canonicalize
+from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
+from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.library_calls import TARGETS, is_library_call, layout_problem, library_call
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.analysis.library_calls import TARGETS, is_library_call, layout_problem, library_call
 from fusion.opcodes import opcodes_with
-from fusion.shape import ArrayShape, Shape, TupleShape, flatten_shape
-from triton_backend.lowering.rules.elementwise_rules import (
-    ELEMENTWISE_RULES,
-    render_elementwise,
-    storage_dtype,
-)
-from triton_backend.lowering.combine_function import accumulator_type
-from triton_backend.templates.scatter_template import scatter_plan
-from triton_backend.templates.select_and_scatter_template import (
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
+from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
+from triton_backend.lowering.emitter.triton_types import storage_dtype
+from triton_backend.lowering.rules.combine_function import accumulator_type
+from triton_backend.templates.scatter.kernel import scatter_plan
+from triton_backend.templates.select_and_scatter.kernel import (
     is_select_and_scatter_fusion,
     select_and_scatter_plan,
 )
 from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
-from triton_backend.driver.attention_fusion import attention_pattern, is_attention_fusion
-from triton_backend.driver.conv_fusion import conv_spec, is_conv_fusion
-from triton_backend.driver.dot_fusion import dot_spec, is_dot_fusion
-from triton_backend.driver.sort_fusion import (
+from triton_backend.templates.attention.driver import attention_pattern, is_attention_fusion
+from triton_backend.templates.conv.driver import conv_spec, is_conv_fusion
+from triton_backend.templates.dot.driver import dot_spec, is_dot_fusion
+from triton_backend.templates.sort.driver import (
     MAX_SORT_LENGTH,
     comparator_order,
     is_sort_fusion,
@@ -116,12 +114,6 @@ class Uncovered(NamedTuple):
     reason: str
 
 
-#: Element types a host tensor can hold (``input_validation.TORCH_DTYPES``; a test keeps them equal).
-HOST_TENSOR_TYPES = frozenset({
-    "bf16", "c128", "c64", "f16", "f32", "f64", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz",
-    "f8e8m0fnu", "pred", "s16", "s2", "s32", "s4", "s64", "s8", "u16", "u2", "u32", "u4", "u64",
-    "u8",
-})
 #: Ops a reducer (``to_apply`` of reduce, reduce-window, scatter) may hold (``combine_function``).
 REDUCER_OPCODES = frozenset({"constant", "parameter", "tuple", *ELEMENTWISE_RULES})
 #: Ops that only ever run on the host: they move values, never compute them.
@@ -151,37 +143,6 @@ KERNEL_ELEMENT_TYPES: frozenset[str] = _kernel_types()
 
 def _bits(shape: Shape) -> int | None:
     return shape.element_type.bits if isinstance(shape, ArrayShape) else None
-
-
-def is_view_layout(shape: Shape) -> bool:
-    """True when a row-major logical tensor is also the physical buffer of ``shape``.
-
-    >>> from fusion.layout import Layout
-    >>> is_view_layout(ArrayShape("f32", (4, 1, 6), Layout((2, 0, 1))))
-    True
-    >>> is_view_layout(ArrayShape("f32", (4, 6), Layout((0, 1))))
-    False
-    """
-    if not isinstance(shape, ArrayShape) or shape.dtype not in HOST_TENSOR_TYPES:
-        return False
-    layout = shape.effective_layout
-    if layout.is_tiled or layout.element_size_in_bits:
-        return False
-    order = [d for d in reversed(layout.minor_to_major) if shape.dims[d] != 1]
-    return order == sorted(order)
-
-
-def is_host_view(source: Shape, result: Shape) -> bool:
-    """True when ``host_ops`` runs a bitcast/reshape from ``source`` to ``result`` as a view.
-
-    >>> from fusion.layout import Layout
-    >>> is_host_view(ArrayShape("f32", (2, 3)), ArrayShape("f32", (6,)))
-    True
-    >>> is_host_view(ArrayShape("f32", (2, 3), Layout((0, 1))), ArrayShape("f32", (6,)))
-    False
-    """
-    return (is_view_layout(source) and is_view_layout(result) and _bits(source) == _bits(result)
-            and source.num_elements == result.num_elements)
 
 
 def _bitcast_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
@@ -281,7 +242,7 @@ _LINALG_TYPES = frozenset({"f32", "f64", "c64", "c128"})
 
 
 def _library_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    """A library call (``fusion.library_calls``) the host rules run: a known target with valid
+    """A library call (``fusion.analysis.library_calls``) the host rules run: a known target with valid
     options, untiled layouts, LAPACK's element types for the linear algebra, and for XLA's
     ``TopK`` custom-call a comparator ordering the values descending."""
     if instr.opcode == "custom-call" and instr.attr("custom_call_target", None) not in TARGETS:
@@ -330,7 +291,7 @@ def _topk_comparator_reason(module: HloModule, instr: HloInstruction) -> str | N
 # ---- the table -------------------------------------------------------------------------------
 
 _PAIRS = ("complex values as pairs of floats: a fusion over c64/c128 compiles from its "
-          "expansion into real parts (fusion.complex_expansion)")
+          "expansion into real parts (fusion.transforms.complex_expansion)")
 _REDUCER_LIMIT = ("its reducer may hold only elementwise ops, constants, parameters and tuples")
 
 _EXPLICIT: dict[str, OpCoverage] = {
@@ -351,7 +312,7 @@ _EXPLICIT: dict[str, OpCoverage] = {
                               _template_check),
     "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
-                              "to permutation) and XLA's TopK, by fusion.library_calls.TARGETS; "
+                              "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "
                               "any other target is opaque and not covered", _library_check),
     "dot": OpCoverage(DOT, "operands f32/bf16/f16 with an f32/bf16/f16 result, or s8 x s8 -> "
                       "s32/s16/s8; algorithm dot_f32_f32_f32, dot_tf32_tf32_f32 or "
@@ -499,7 +460,7 @@ def _lone_complex_reason(module: HloModule, comp: HloComputation,
 
 def _complex_fusion_reason(module: HloModule, fusion: HloInstruction) -> str | None:
     """Kernels hold complex values as pairs of floats: a fusion over complex values is judged
-    by its expansion (``fusion.complex_expansion``), alone in a module of its own."""
+    by its expansion (``fusion.transforms.complex_expansion``), alone in a module of its own."""
     try:
         expansion = expand_complex_fusion(module, fusion)
     except FusionCompilerError as err:
@@ -565,7 +526,7 @@ def library_call_sites(module: HloModule) -> list[LibraryCallSite]:
     calls, loops and conditionals), in text order: the ops ``compile_hlo`` hands to
     ``torch.fft``/``torch.linalg``/``torch.sort`` between the kernels.
 
-    >>> from fusion.parser import parse_hlo
+    >>> from fusion.text.parser import parse_hlo
     >>> m = parse_hlo("HloModule m\\nENTRY e {\\n  x = c64[8] parameter(0)\\n"
     ...               "  ROOT f = c64[8] fft(x), fft_type=FFT, fft_length={8}\\n}")
     >>> [(s.instruction.name, s.routine, s.target) for s in library_call_sites(m)]
@@ -608,7 +569,7 @@ def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> 
     """Raise ``UnsupportedOpError`` at the first uncovered instruction, listing all of them.
 
     ``canonicalized``: the fusion pass will run first, so judge the module as its
-    canonicalization (``fusion.canonicalize``) leaves it: an op it removes (a ``copy`` in a
+    canonicalization (``fusion.transforms.canonicalize``) leaves it: an op it removes (a ``copy`` in a
     reducer, a constant expression it folds) is never compiled.
     """
     uncovered = uncovered_ops(module)
@@ -629,7 +590,6 @@ def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> 
 
 __all__ = [
     "COVERAGE",
-    "HOST_TENSOR_TYPES",
     "KERNEL_ELEMENT_TYPES",
     "LibraryCallSite",
     "REDUCER_OPCODES",
@@ -639,8 +599,6 @@ __all__ = [
     "describe",
     "fusion_template",
     "has_kernel_rule",
-    "is_host_view",
-    "is_view_layout",
     "library_call_sites",
     "uncovered_ops",
 ]

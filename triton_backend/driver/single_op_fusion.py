@@ -7,7 +7,7 @@ parameter); in its place the calling computation gets a ``fusion`` instruction n
 and every use of the op is renamed to it.  Called computations (``to_apply`` of a reduce, a
 sort's comparator) stay shared in the module.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... ENTRY e {
 ...   x = f32[4] parameter(0)
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 
 
 def wrapped_computation(comp: HloComputation, instr: HloInstruction, name: str,

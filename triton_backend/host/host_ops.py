@@ -24,7 +24,7 @@ One rule per opcode in :data:`HOST_RULES` (alphabetical).  A rule returns the ex
 ``None`` when the instruction must be a kernel instead.
 
 >>> import torch
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.shape import ArrayShape
 >>> b = HloInstruction("b", "bitcast", ArrayShape("f32", (2, 3)), ("x",))
 >>> x = HloInstruction("x", "parameter", ArrayShape("f32", (6,)), (), (("parameter_number", 0),))
 >>> comp = HloComputation("c", (x, b), "b")
@@ -41,17 +41,17 @@ from typing import Union
 import numpy as np
 import torch
 
-from fusion.attributes import Literal
+from fusion.ir.attributes import Literal
 from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.constant_ops import literal_array
 from fusion.evaluator.control_flow_ops import while_limit_message
-from fusion.hlo_module import HloComputation, HloInstruction
+from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.opcodes import opcodes_with
-from fusion.shape import ArrayShape, Shape, TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from triton_backend.host.input_validation import (
     TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
 )
-from triton_backend.driver.op_coverage import is_view_layout  # torch-free: `check` uses it too
+from triton_backend.host.views import is_view_layout
 from triton_backend.host.library_calls import (
     host_cholesky, host_custom_call, host_fft, host_topk, host_triangular_solve,
 )
@@ -264,7 +264,7 @@ def scalar(value: Value, instr: HloInstruction) -> bool | int | float:
 def logical_value(value: Value, shape: Shape) -> Value:
     """``value`` (held as the host holds values of ``shape``) as its logical tensor(s).
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> shape = ArrayShape("f32", (1, 2), parse_tiles("1,0", "(2,2)"))
     >>> logical_value(torch.tensor([1.0, 2.0, 0.0, 0.0]), shape).tolist()
     [[1.0, 2.0]]
@@ -289,4 +289,4 @@ def constant_value(literal: Literal, shape: Shape, device: torch.device) -> Valu
 
 
 __all__ = ["CONTROL_FLOW_OPCODES", "HOST_RULES", "HostContext", "Value", "constant_value",
-           "host_executor", "is_view_layout", "logical_value", "scalar"]
+           "host_executor", "logical_value", "scalar"]

@@ -1,7 +1,7 @@
 """Exact packing of torch tensors into the physical buffer of a tiled layout, and back.
 
-The torch twin of ``tiling.packing``: the same pad / reshape / transpose steps
-(``tiling.layout.TiledLayout.steps``) run as torch ops on the tensor's device, then sub-32-bit
+The torch twin of ``tiling.layouts.packing``: the same pad / reshape / transpose steps
+(``tiling.layouts.tiled_layout.TiledLayout.steps``) run as torch ops on the tensor's device, then sub-32-bit
 layouts with a ``(k,1)`` last tile (or ``E(n)``) put ``k`` elements in each ``torch.uint32``
 word, lowest bits first.  Values move as same-width integers, so NaN payloads and ``-0.0``
 survive.
@@ -19,9 +19,9 @@ from typing import Sequence
 
 import torch
 
-from fusion.element_types import element_type
-from fusion.layout import Layout
-from tiling.layout import (
+from fusion.ir.element_types import element_type
+from fusion.ir.layout import Layout
+from tiling.layouts.tiled_layout import (
     LayoutError,
     Step,
     TiledLayout,
@@ -29,7 +29,7 @@ from tiling.layout import (
     parse_tiles,
     storage_bits,
 )
-from tiling.packing import check_buffer, fill_value, run_steps, run_steps_backwards
+from tiling.layouts.packing import check_buffer, fill_value, run_steps, run_steps_backwards
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
@@ -89,7 +89,7 @@ def _carrier(t: torch.Tensor) -> torch.Tensor:
 
 
 def _fill(fill: object, hlo: str, device: torch.device) -> torch.Tensor:
-    """``fill``'s bits in the carrier dtype, converted exactly as ``tiling.packing`` does
+    """``fill``'s bits in the carrier dtype, converted exactly as ``tiling.layouts.packing`` does
     (so both packers agree on the padding even where libraries round differently)."""
     bits = fill_value(fill, element_type(hlo).numpy_dtype())
     size = bits.dtype.itemsize

@@ -20,11 +20,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from fusion.element_types import element_type
+from fusion.ir.element_types import element_type
 from fusion.errors import EvaluationError, UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
-from tiling.layout import TiledLayout, elements_per_word
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+from tiling.layouts.tiled_layout import TiledLayout, elements_per_word
 from triton_backend.host.host_packing import SUB_BYTE_CARRIERS, pack_tensor, unpack_tensor
 
 # HLO spelling -> torch dtype name (alphabetical).  Names are looked up with getattr so that
@@ -154,7 +154,7 @@ def validate_arguments(
     (1-D, the physical length and dtype) is taken as is, padding and all.  A tensor matching
     both (a 1-D layout without padding) is taken as logical.
 
-    >>> from fusion.shape import ArrayShape
+    >>> from fusion.ir.shape import ArrayShape
     >>> p = HloInstruction("x", "parameter", ArrayShape("f32", (2,)), (), (("parameter_number", 0),))
     >>> validate_arguments([p], [torch.zeros(3)], torch.device("cpu"))
     Traceback (most recent call last):
@@ -182,7 +182,7 @@ def physical_buffer(shape: ArrayShape) -> tuple[torch.dtype, int] | None:
     That buffer is what kernels read and write for such a value (``host_packing.pack_tensor``):
     padding included, ``torch.uint32`` words when elements share 32-bit words.
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> physical_buffer(ArrayShape("bf16", (37, 300), parse_tiles("1,0", "(8,128)(2,1)")))
     (torch.uint32, 7680)
     >>> physical_buffer(ArrayShape("f32", (37, 300), parse_tiles("1,0", "(8,128)")))
@@ -205,7 +205,7 @@ def pack_logical(tensor: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
 
     Padding is zero, as in the buffers kernels write (here rows 2 and 3 of each (4,1) word).
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> shape = ArrayShape("s8", (2, 3), parse_tiles("1,0", "(4,1)"))
     >>> [hex(w) for w in pack_logical(torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int8), shape).tolist()]
     ['0x401', '0x502', '0x603']
@@ -219,7 +219,7 @@ def pack_logical(tensor: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
 def unpack_physical(buffer: torch.Tensor, shape: ArrayShape) -> torch.Tensor:
     """The logical tensor of ``shape`` held in its physical ``buffer`` (``buffer`` if untiled).
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> shape = ArrayShape("s8", (2, 3), parse_tiles("1,0", "(4,1)"))
     >>> x = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int8)
     >>> torch.equal(unpack_physical(pack_logical(x, shape), shape), x)

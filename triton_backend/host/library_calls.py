@@ -3,7 +3,7 @@ device tensors, between the generated kernels (as XLA calls cuFFT, cuSOLVER and 
 
 One rule per opcode in :data:`LIBRARY_HOST_RULES` (``cholesky``, ``custom-call``, ``fft``,
 ``topk``, ``triangular-solve``), and one torch routine per custom-call target in
-:data:`CUSTOM_CALL_HOST_RULES` (alphabetical, every target of ``fusion.library_calls.TARGETS``).
+:data:`CUSTOM_CALL_HOST_RULES` (alphabetical, every target of ``fusion.analysis.library_calls.TARGETS``).
 Values are logical, row-major and contiguous tensors, as ``host_ops`` holds them (the coverage
 check refuses tiled layouts here), so an operand's ``{0,1}`` layout, which only tells LAPACK
 how the buffer is laid out, changes nothing.  Results follow LAPACK's conventions exactly as the
@@ -11,7 +11,7 @@ reference does (``fusion.evaluator.linalg_reference``): the untouched triangle o
 1-based pivots, ``geqrf``'s packed reflectors, one ``int32`` ``info`` per matrix.
 
 >>> import torch
->>> from fusion.shape import ArrayShape
+>>> from fusion.ir.shape import ArrayShape
 >>> x = HloInstruction("x", "parameter", ArrayShape("f32", (4,)), (), (("parameter_number", 0),))
 >>> f = HloInstruction("f", "fft", ArrayShape("c64", (3,)), ("x",), (("fft_type", "RFFT"), ("fft_length", (4,))))
 >>> run = host_fft(HloComputation("c", (x, f), "f"), f, torch.device("cpu"))
@@ -26,11 +26,11 @@ from typing import Any, Union
 import torch
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction
-from fusion.library_calls import (
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
-from fusion.shape import ArrayShape, TupleShape
+from fusion.ir.shape import ArrayShape, TupleShape
 
 Value = Union[torch.Tensor, tuple]
 Executor = Callable[[Sequence[Value], Any], Value]

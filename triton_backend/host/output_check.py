@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fusion.element_types import element_type
+from fusion.ir.element_types import element_type
 
 
 @dataclass(frozen=True)

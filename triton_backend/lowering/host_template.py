@@ -20,9 +20,9 @@ import math
 from collections.abc import Sequence
 
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from fusion.shape import ArrayShape
-from triton_backend.lowering.addressing import (
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+from triton_backend.lowering.emitter.addressing import (
     buffer_addressing,
     is_physical_layout,
     minor_to_major,
@@ -130,7 +130,7 @@ def buffer_spec(name: str, shape: ArrayShape) -> str:
     """``(name, torch dtype, dims, minor_to_major)`` as Python source; a physical layout's
     flat buffer as ``(name, buffer dtype, (entries,), (0,))``.
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> buffer_spec("p0", ArrayShape("bf16", (37, 300), parse_tiles("1,0", "(8,128)(2,1)")))
     "('p0', torch.uint32, (7680,), (0,))"
     """
@@ -148,7 +148,7 @@ def kernel_specs(kernel_name: str, grid: tuple, parameters: Sequence[HloInstruct
     ``NUM_STAGES`` (when ``launch`` gives them; else Triton's defaults) and the buffer specs
     of the fusion's parameters, its constants and its outputs.
 
-    >>> from fusion.hlo_module import HloInstruction
+    >>> from fusion.ir.hlo_module import HloInstruction
     >>> p0 = HloInstruction("p0", "parameter", ArrayShape("f32", (4,)), ())
     >>> print(kernel_specs("k", (2,), [p0], [], [ArrayShape("f32", (4,))], (4, 1)), end="")
     KERNEL = k
@@ -172,7 +172,7 @@ def kernel_specs(kernel_name: str, grid: tuple, parameters: Sequence[HloInstruct
 def padded_outputs_line(outputs) -> str:
     """``PADDED_OUTPUTS = (...)`` naming the outputs in a physical layout ('' when none).
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> padded_outputs_line([ArrayShape("f32", (3,)), ArrayShape("f32", (3,), parse_tiles("0", "(8)"))])
     'PADDED_OUTPUTS = (1,)\\n'
     """

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion.element_types import ELEMENT_TYPES
+from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.printer import print_computation, print_instruction
-from fusion.shape import ArrayShape, TupleShape
-from tiling.affine_expr import AffineExpr, Constant, d, substitute, used_variables
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.text.printer import print_computation, print_instruction
+from fusion.ir.shape import ArrayShape, TupleShape
+from tiling.maps.affine_expr import AffineExpr, Constant, d, substitute, used_variables
 from tiling.symbolic.tiled_fusion import reduce_projection
 from triton_backend.lowering.host_template import (
     PRELUDE,
@@ -33,10 +33,10 @@ from triton_backend.lowering.kernel_plan import (
 )
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.rules.memory_rules import store_output
-from triton_backend.lowering.packed_access import word_aligned_tile_sizes
-from triton_backend.lowering.value_emitter import ValueEmitter
-from triton_backend.lowering.rules.elementwise_rules import KERNEL_IMPORTS
-from triton_backend.lowering.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.emitter.packed_access import word_aligned_tile_sizes
+from triton_backend.lowering.emitter.value_emitter import ValueEmitter
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
+from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ from functools import lru_cache
 from dataclasses import dataclass
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
-from fusion.hlo_module import HloComputation
-from fusion.instruction_order import operands_first
-from fusion.reduction_kind import kept_and_reduced
-from fusion.shape import ArrayShape
+from fusion.ir.hlo_module import HloComputation
+from fusion.ir.instruction_order import operands_first
+from fusion.analysis.reduction_kind import kept_and_reduced
+from fusion.ir.shape import ArrayShape
 from tiling.policy.choice import choose_tiling
 from tiling.policy.legality import reduced_extent
 from tiling.policy.limits import (

@@ -3,7 +3,7 @@
 Per fusion: its emitter kind and why, the tiling, the launch grid and ``num_warps``, its input
 and output HLO shapes, its compulsory bytes (each distinct operand read once, each output
 written once: ``bytes_read + bytes_written``), and its kernel file; with a device (``h100`` by
-default, ``triton_backend.tuning.device_specs``) the cost model's view of the tiling it was
+default, ``triton_backend.runtime.device_specs``) the cost model's view of the tiling it was
 compiled with (:class:`KernelModel`: modeled DRAM bytes, every block re-reading what it needs,
 the predicted time and the fraction of the HBM roofline it reaches); with a target
 (``sm_80``, ``sm_90``) also the PTX and cubin files and the registers, spills and shared memory
@@ -39,15 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from fusion.errors import FusionCompilerError
-from fusion.shape import flatten_shape
+from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
-from triton_backend.driver.dot_fusion import dot_spec
+from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report
-from triton_backend.tuning.device_specs import device_spec
-from fusion.emitter_kind import analyze_fusion
+from triton_backend.runtime.device_specs import device_spec
+from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
 from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, estimate
 

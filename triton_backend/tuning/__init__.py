@@ -1,2 +1,3 @@
-"""Choosing and keeping launch settings: autotuning, cost model, device table, tuning database,
-kernel cache."""
+"""Choosing launch settings: autotuning sweeps (over the driver's compiled fusions) and the cost
+model.  What they keep lives in ``runtime`` (the tuning database, the device table).
+"""

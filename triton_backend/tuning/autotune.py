@@ -22,7 +22,7 @@
 'hlo-triton-fusion[distributed]'``): its workers compile (and on a GPU launch) the candidates,
 the parent stores the winner in its one tuning database.
 
->>> from fusion.parser import parse_hlo
+>>> from fusion.text.parser import parse_hlo
 >>> from concurrent.futures import ThreadPoolExecutor
 >>> import tempfile, os
 >>> m = parse_hlo('''HloModule m
@@ -51,19 +51,19 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 import multiprocessing
 
-from fusion.element_types import ELEMENT_TYPES
+from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import FusionCompilerError
-from fusion.hlo_module import HloInstruction, HloModule
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.shape import ArrayShape, flatten_shape
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.ir.shape import ArrayShape, flatten_shape
 from triton_backend.driver import compiled_fusion  # called through the module: tests patch it
-from triton_backend.tuning import device_specs  # likewise detect_device
+from triton_backend.runtime import device_specs  # likewise detect_device
 from triton_backend.tuning.cost_model import CostEstimate, InfeasibleLaunch, Workload, estimate, rank
-from triton_backend.tuning.device_specs import DeviceSpec, device_spec
-from triton_backend.tuning.tuning_db import TuningDb, find_fusion, fusion_key
+from triton_backend.runtime.device_specs import DeviceSpec, device_spec
+from triton_backend.runtime.tuning_db import TuningDb, find_fusion, fusion_key
 from tiling.policy.candidates import tiling_candidates
-from fusion.emitter_kind import analyze_fusion
+from fusion.analysis.emitter_kind import analyze_fusion
 from fusion.logs import get_logger
 
 DEFAULT_NUM_WARPS = (1, 2, 4, 8)
@@ -159,7 +159,7 @@ def gpu_available() -> bool:
     """A CUDA device that kernels will actually run on (not the interpreter)."""
     import torch  # noqa: PLC0415 - only when tuning
 
-    from triton_backend.driver.launch_mode import interpreting  # noqa: PLC0415
+    from triton_backend.runtime.launch_mode import interpreting  # noqa: PLC0415
 
     return bool(torch.cuda.is_available()) and not interpreting()
 

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from triton_backend.tuning.device_specs import DeviceSpec, device_spec
+from triton_backend.runtime.device_specs import DeviceSpec, device_spec
 
 #: Resident warps per SM from which a streaming kernel keeps enough loads in flight to reach
 #: its share of the bandwidth (about half the 64-warp occupancy, the usual rule of thumb).

@@ -8,7 +8,7 @@ import numpy as np
 
 from fusion.autodiff import vjp
 from fusion.evaluator import evaluate
-from fusion.hlo_module import HloModule
+from fusion.ir.hlo_module import HloModule
 
 
 def _inner(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:

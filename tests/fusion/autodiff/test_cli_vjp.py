@@ -8,9 +8,9 @@ import numpy as np
 
 from fusion.autodiff import vjp
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
 from triton_backend.cli import main
 
 HLO = pathlib.Path(__file__).parents[2] / "data" / "hlo"

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from fusion.autodiff import vjp
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.verifier import verify_module
-from fusion.shape_inference import infer_shape
+from fusion.text.parser import parse_hlo
+from fusion.shapes.verifier import verify_module
+from fusion.shapes.inference import infer_shape
 
 ADD = """add_f64 {
   a = f64[] parameter(0)

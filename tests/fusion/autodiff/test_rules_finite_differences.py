@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fusion.autodiff.registry import VJP_RULES
-from fusion.parser import parse_hlo
+from fusion.text.parser import parse_hlo
 from tests.fusion.autodiff.finite_differences import check_directional_derivatives
 
 RNG = np.random.default_rng(20)

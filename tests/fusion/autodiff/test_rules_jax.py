@@ -11,7 +11,7 @@ lax = jax.lax
 
 from fusion.autodiff import vjp  # noqa: E402
 from fusion.evaluator import evaluate  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
 
 RNG = np.random.default_rng(3)
 

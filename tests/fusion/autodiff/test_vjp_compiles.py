@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from fusion.autodiff import vjp
-from fusion.element_types import element_type_of_numpy
+from fusion.ir.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
-from fusion.npz_io import random_inputs
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
+from fusion.evaluator.npz_io import random_inputs
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_output

@@ -13,8 +13,8 @@ jax = pytest.importorskip("jax")
 from fusion.autodiff import vjp  # noqa: E402
 from fusion.errors import UnsupportedOpError  # noqa: E402
 from fusion.evaluator import evaluate  # noqa: E402
-from fusion.parser import parse_hlo  # noqa: E402
-from fusion.printer import print_hlo  # noqa: E402
+from fusion.text.parser import parse_hlo  # noqa: E402
+from fusion.text.printer import print_hlo  # noqa: E402
 from tests.conformance.xla_oracle import run_xla  # noqa: E402
 from tests.fusion.autodiff.corpus_functions import CORPUS, load_cases  # noqa: E402
 from tests.fusion.autodiff.finite_differences import check_directional_derivatives  # noqa: E402

@@ -8,9 +8,9 @@ import pytest
 from fusion.autodiff import vjp
 from fusion.errors import BadArgumentError, UnsupportedOpError
 from fusion.evaluator import evaluate
-from fusion.parser import parse_hlo
-from fusion.printer import print_hlo
-from fusion.shape import TupleShape
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from fusion.ir.shape import TupleShape
 
 FORWARD = parse_hlo("""HloModule f
 ENTRY e {

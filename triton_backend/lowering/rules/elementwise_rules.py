@@ -7,7 +7,7 @@ holding a representable value, integers as their own ``tl`` type, pred as ``tl.i
 Generated kernels must start with :data:`KERNEL_IMPORTS`.  Operands may be repeated in the
 output, so pass identifiers (or cheap expressions), not calls with side effects.
 
->>> from fusion.element_types import ELEMENT_TYPES as T
+>>> from fusion.ir.element_types import ELEMENT_TYPES as T
 >>> render_elementwise("add", ("a", "b"), (T["bf16"], T["bf16"]), T["bf16"])
 'xla_math.round_to_bf16((a) + (b))'
 >>> render_elementwise("shift-left", ("a", "b"), (T["u8"], T["u8"]), T["u8"])
@@ -18,60 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fusion.element_types import ElementType
+from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
-
-KERNEL_IMPORTS = (
-    "import triton\n"
-    "import triton.language as tl\n"
-    "from triton_backend.device_lib import elementwise_math as xla_math\n"
+from triton_backend.lowering.emitter.triton_types import (
+    render_load_widen,
+    render_store_narrow,
+    storage_dtype,
 )
-
-_TL_STORAGE = {
-    "pred": "tl.int1", "s8": "tl.int8", "s16": "tl.int16", "s32": "tl.int32", "s64": "tl.int64",
-    "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
-    "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
-    # Sub-byte integers: one value per byte, sign- or zero-extended (``wrap_sub_byte``).
-    "s2": "tl.int8", "s4": "tl.int8", "u2": "tl.uint8", "u4": "tl.uint8",
-}
-
-
-def storage_dtype(t: ElementType) -> str:
-    """The ``tl`` dtype of this element type in memory.
-
-    >>> from fusion.element_types import ELEMENT_TYPES as T
-    >>> storage_dtype(T["bf16"]), storage_dtype(T["pred"])
-    ('tl.bfloat16', 'tl.int1')
-    """
-    try:
-        return _TL_STORAGE[t.name]
-    except KeyError:
-        raise UnsupportedOpError(f"element type {t.name} is not supported by the Triton backend") from None
-
-
-def register_dtype(t: ElementType) -> str:
-    """The ``tl`` dtype holding values of ``t`` inside a kernel (16-bit floats widen to fp32).
-
-    >>> from fusion.element_types import ELEMENT_TYPES as T
-    >>> register_dtype(T["f16"]), register_dtype(T["s8"])
-    ('tl.float32', 'tl.int8')
-    """
-    return "tl.float32" if t.name in ("bf16", "f16") else storage_dtype(t)
-
-
-def render_load_widen(expr: str, t: ElementType) -> str:
-    """Convert a loaded value (storage dtype) to its register representation (exact)."""
-    if t.name == "bf16":
-        return f"xla_math.bf16_to_f32({expr})"
-    return f"({expr}).to(tl.float32)" if t.name == "f16" else expr
-
-
-def render_store_narrow(expr: str, t: ElementType) -> str:
-    """Convert a register value to the storage dtype (exact: 16-bit results are pre-rounded)."""
-    if t.name == "bf16":
-        return f"xla_math.f32_to_bf16_exact({expr})"
-    return f"({expr}).to({storage_dtype(t)})" if t.name == "f16" else expr
-
 
 @dataclass(frozen=True)
 class ElementwiseCall:
@@ -126,7 +79,7 @@ def wrap_sub_byte(expr: str, t: ElementType) -> str:
     """``expr`` (a byte-wide integer) reduced to ``t``'s sub-byte range, as two's complement
     arithmetic in ``t.bits`` wraps: sign-extended from bit ``t.bits - 1`` (signed) or masked.
 
-    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> from fusion.ir.element_types import ELEMENT_TYPES as T
     >>> wrap_sub_byte("x", T["s4"]), wrap_sub_byte("x", T["u2"])
     ('((((x).to(tl.int32) << 28) >> 28).to(tl.int8))', '(((x).to(tl.int32) & 3).to(tl.uint8))')
     """
@@ -344,7 +297,7 @@ _FLOAT_BITS = {
 def lower_reduce_precision(call: ElementwiseCall) -> str:
     """XLA's ``reduce-precision`` in integer bit arithmetic (``xla_math.reduce_precision_bits``).
 
-    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> from fusion.ir.element_types import ELEMENT_TYPES as T
     >>> call = ElementwiseCall("reduce-precision", ("x",), (T["f32"],), T["f32"],
     ...                        {"exponent_bits": 5, "mantissa_bits": 10})
     >>> lower_reduce_precision(call)  # doctest: +ELLIPSIS
@@ -496,7 +449,7 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
                        result_type: ElementType, attributes: Mapping[str, object] | None = None) -> str:
     """The expression computing ``opcode`` in register representation, rounded as XLA rounds.
 
-    >>> from fusion.element_types import ELEMENT_TYPES as T
+    >>> from fusion.ir.element_types import ELEMENT_TYPES as T
     >>> render_elementwise("maximum", ("a", "b"), (T["f32"],) * 2, T["f32"])
     'tl.where(((a) > (b)) | ((a) != (a)), (a), tl.where((a) == (b), tl.where(xla_math.signbit((b)), (a), (b)), (b)))'
     """

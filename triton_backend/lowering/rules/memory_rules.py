@@ -9,7 +9,7 @@ Parameters in tiled layouts are read from their physical buffer; word-packed one
 host builds itself, so they are always passed untiled whatever layout the HLO gives them.
 ``store_output`` writes a kernel result the same ways (packed: whole words only).
 
->>> from fusion.element_types import ELEMENT_TYPES as T
+>>> from fusion.ir.element_types import ELEMENT_TYPES as T
 >>> scalar_literal(float("-inf"), T["f32"])
 'tl.full([], -8388608, tl.int32).to(tl.float32, bitcast=True)'
 >>> scalar_literal(0.1, T["bf16"]), scalar_literal(True, T["pred"])
@@ -21,17 +21,17 @@ import math
 
 import numpy as np
 
-from fusion.attributes import Literal
-from fusion.element_types import ElementType
+from fusion.ir.attributes import Literal
+from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from fusion.layout import Layout
-from fusion.shape import ArrayShape
-from tiling.affine_expr import AffineExpr
-from triton_backend.lowering.addressing import buffer_addressing
-from triton_backend.lowering.packed_access import emit_packed_load, emit_packed_store
-from triton_backend.lowering.value_emitter import Value, ValueEmitter, array_shape
-from triton_backend.lowering.rules.elementwise_rules import (
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.layout import Layout
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import AffineExpr
+from triton_backend.lowering.emitter.addressing import buffer_addressing
+from triton_backend.lowering.emitter.packed_access import emit_packed_load, emit_packed_store
+from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
+from triton_backend.lowering.emitter.triton_types import (
     register_dtype,
     render_load_widen,
     render_store_narrow,
@@ -82,7 +82,7 @@ def load_buffer(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineEx
 def untiled(shape: ArrayShape) -> ArrayShape:
     """``shape`` with only its dim order kept (how the host passes array constants).
 
-    >>> from tiling.layout import parse_tiles
+    >>> from tiling.layouts.tiled_layout import parse_tiles
     >>> str(untiled(ArrayShape("bf16", (4, 4), parse_tiles("0,1", "(8,128)(2,1)"))))
     'bf16[4,4]{0,1}'
     """

@@ -12,10 +12,10 @@ cumulative-sum form (``size = n``, ``padding_low = n - 1``) is just a large wind
 from __future__ import annotations
 
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from tiling.affine_expr import AffineExpr, DimExpr, const
+from fusion.ir.hlo_module import HloInstruction
+from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from triton_backend.lowering.rules.reduction_rules import emit_reduction
-from triton_backend.lowering.value_emitter import Value, ValueEmitter, array_shape
+from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
 
 
 def lower_reduce_window(em: ValueEmitter, instr: HloInstruction,

@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from fusion.reduction_kind import kept_and_reduced
-from tiling.affine_expr import AffineExpr, DimExpr
-from triton_backend.lowering.combine_function import (
+from fusion.ir.hlo_module import HloInstruction
+from fusion.analysis.reduction_kind import kept_and_reduced
+from tiling.maps.affine_expr import AffineExpr, DimExpr
+from triton_backend.lowering.rules.combine_function import (
     accumulator_type,
     render_combine_function,
 )
-from triton_backend.lowering.value_emitter import Value, ValueEmitter, array_shape
-from triton_backend.lowering.rules.elementwise_rules import register_dtype, storage_dtype
-from triton_backend.lowering.identifiers import sanitize
+from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
+from triton_backend.lowering.emitter.triton_types import register_dtype, storage_dtype
+from triton_backend.lowering.emitter.identifiers import sanitize
 
 #: ``lanes(fresh dims) -> (values, extra validity mask or None)`` for one reduction.
 Lanes = Callable[[list[DimExpr]], tuple[list[str], str | None]]

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fusion.element_types import ELEMENT_TYPES
+from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import UnsupportedOpError
-from fusion.hlo_module import HloInstruction
-from tiling.affine_expr import AffineExpr
-from triton_backend.lowering.addressing import physical_strides
+from fusion.ir.hlo_module import HloInstruction
+from tiling.maps.affine_expr import AffineExpr
+from triton_backend.lowering.emitter.addressing import physical_strides
 from triton_backend.lowering.rules.memory_rules import lower_constant, lower_parameter
-from triton_backend.lowering.operand_indices import (
+from triton_backend.lowering.emitter.operand_indices import (
     domain_mask,
     exact_operand_indices,
     operand_indices,
@@ -29,7 +29,7 @@ from triton_backend.lowering.operand_indices import (
 )
 from triton_backend.lowering.rules.reduce_window_rules import lower_reduce_window
 from triton_backend.lowering.rules.reduction_rules import lower_reduce
-from triton_backend.lowering.value_emitter import (
+from triton_backend.lowering.emitter.value_emitter import (
     Value,
     ValueEmitter,
     array_shape,
@@ -195,8 +195,8 @@ _WHY_UNSUPPORTED = {
 def rule_for(instr: HloInstruction) -> Rule:
     """The rule emitting ``instr``; ``UnsupportedOpError`` naming the op and why otherwise.
 
-    >>> from fusion.hlo_module import HloInstruction
-    >>> from fusion.shape import ArrayShape
+    >>> from fusion.ir.hlo_module import HloInstruction
+    >>> from fusion.ir.shape import ArrayShape
     >>> try:
     ...     rule_for(HloInstruction("s", "sort", ArrayShape("f32", (3,)), ("p",)))
     ... except UnsupportedOpError as e:

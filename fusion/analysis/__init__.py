@@ -1,0 +1,3 @@
+"""What a fusion computes, as XLA's GPU backend asks it: the hero and the emitter kind, reduction
+kinds, in-place updates, the computation partitioner, and which ops are library calls.
+"""

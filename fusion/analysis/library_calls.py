@@ -1,0 +1,284 @@
+"""Library calls: the ops XLA itself hands to a library (FFT, LAPACK/cuSOLVER, top-k).
+
+An instruction is a library call when it is one of the HLO ops ``cholesky``, ``fft``,
+``topk``, ``triangular-solve``, or a ``custom-call`` whose target is in :data:`TARGETS`: the
+linear-algebra targets JAX emits on the CPU (``lapack_spotrf_ffi``, ...), on NVIDIA and AMD
+GPUs (``cusolver_potrf_ffi``, ``cu_lu_pivots_to_permutation``, ...), XLA's own
+``ProductOfElementaryHouseholderReflectors`` and the ``TopK`` custom-call of XLA:CPU.  This
+module decodes what such an instruction computes (:func:`library_call`: the routine and its
+options from the target name, the attributes and the MLIR-dictionary ``backend_config``) and
+nothing else: the shape rules (``shape_rules_library``), the NumPy reference
+(``evaluator/library_ops``) and the torch host rules (``triton_backend/host/library_calls``)
+all read the same :class:`LibraryCall`.
+
+>>> TARGETS["lapack_spotrf_ffi"], TARGETS["cusolver_gesvdj_ffi"]
+('cholesky', 'svd')
+>>> mlir_dictionary("{diag = 85 : ui8, side = 76 : ui8, lower = true}")
+{'diag': 85, 'side': 76, 'lower': True}
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction
+from fusion.text.parser import parse_shape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+
+#: HLO opcodes that are library calls, whatever their attributes.
+LIBRARY_OPCODES = frozenset({"cholesky", "fft", "topk", "triangular-solve"})
+
+#: LAPACK's type letters and the element type of the matrix they factor.
+LAPACK_TYPES = {"s": "f32", "d": "f64", "c": "c64", "z": "c128"}
+
+# routine (LAPACK spelling, without the type letter) -> what it computes, per type letters.
+_LAPACK = {
+    "gesdd": ("svd", "sdcz"), "gesvd": ("svd", "sdcz"), "geqrf": ("qr", "sdcz"),
+    "getrf": ("lu", "sdcz"), "heevd": ("eigh", "cz"), "orgqr": ("householder_product", "sd"),
+    "potrf": ("cholesky", "sdcz"), "syevd": ("eigh", "sd"), "trsm": ("triangular_solve", "sdcz"),
+    "ungqr": ("householder_product", "cz"),
+}
+_GPU_SOLVER = {
+    "gesdd": "svd", "gesvd": "svd", "gesvdj": "svd", "geqrf": "qr", "getrf": "lu",
+    "orgqr": "householder_product", "potrf": "cholesky", "syevd": "eigh",
+}
+
+
+def _targets() -> dict[str, str]:
+    table = {"ProductOfElementaryHouseholderReflectors": "householder_product", "TopK": "topk"}
+    for routine, (what, letters) in _LAPACK.items():
+        table.update({f"lapack_{p}{routine}_ffi": what for p in letters})
+    for prefix in ("cu", "hip"):
+        table.update({f"{prefix}solver_{routine}_ffi": what for routine, what in _GPU_SOLVER.items()})
+        table[f"{prefix}_lu_pivots_to_permutation"] = "lu_pivots_to_permutation"
+    return dict(sorted(table.items()))
+
+
+#: custom-call target -> the routine it computes (alphabetical).
+TARGETS: dict[str, str] = _targets()
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """What one library call computes.
+
+    ``routine``: ``cholesky``, ``eigh``, ``fft``, ``householder_product``, ``lu``,
+    ``lu_pivots_to_permutation``, ``qr``, ``svd``, ``topk`` or ``triangular_solve``.
+    ``target``: the custom-call target, or the opcode of an HLO op.  ``lapack_type``: the
+    element type a LAPACK target's type letter names (``None`` elsewhere).
+    ``info``: the result is a tuple whose last element is LAPACK's per-matrix ``info``.
+    ``lower``: which triangle is read (Cholesky, eigh, triangular solve).  ``left_side``,
+    ``transpose_a`` (``N``, ``T`` or ``C``), ``unit_diagonal``: the triangular solve.
+    ``compute_uv``, ``full_matrices``: the SVD; ``svd_v``: its fourth output holds V, not V^H
+    (cuSOLVER's Jacobi SVD); ``svd_swapped``: its third output holds V^H and the fourth U
+    (cuSOLVER's gesvd on a wide matrix).  ``compute_v``: eigh computes eigenvectors.
+    ``largest``: top-k order.  ``fft_type`` and ``fft_length``: the FFT.
+    """
+
+    routine: str
+    target: str
+    lapack_type: str | None = None
+    info: bool = False
+    lower: bool = True
+    left_side: bool = True
+    transpose_a: str = "N"
+    unit_diagonal: bool = False
+    compute_uv: bool = True
+    full_matrices: bool = True
+    svd_v: bool = False
+    svd_swapped: bool = False
+    compute_v: bool = True
+    largest: bool = True
+    fft_type: str = ""
+    fft_length: tuple[int, ...] = ()
+
+
+def is_library_call(instr: HloInstruction) -> bool:
+    """True for the HLO library ops and a custom-call to a target of :data:`TARGETS`.
+
+    >>> from fusion.ir.shape import ArrayShape
+    >>> cc = HloInstruction("c", "custom-call", ArrayShape("f32", (2,)), ("x",),
+    ...                     (("custom_call_target", "lapack_strsm_ffi"),))
+    >>> is_library_call(cc), is_library_call(HloInstruction("a", "add", cc.shape, ("x", "x")))
+    (True, False)
+    """
+    if instr.opcode in LIBRARY_OPCODES:
+        return True
+    return instr.opcode == "custom-call" and instr.attr("custom_call_target", None) in TARGETS
+
+
+_ENTRY = re.compile(r"\s*([A-Za-z_][\w.]*)\s*=\s*(true|false|-?\d+)(?:\s*:\s*\w+)?\s*(?:,|$)")
+
+
+def mlir_dictionary(text: str) -> dict[str, bool | int]:
+    """The entries of a ``backend_config`` written as an MLIR dictionary of scalars
+    (``{uplo = 76 : ui8, lower = true}``, what JAX's FFI calls carry); ``{}`` or an empty
+    text is empty.  Any other form (JSON, protobuf text) gives ``ValueError``."""
+    body = text.strip()
+    if body.startswith('"') and body.endswith('"'):
+        body = body[1:-1].strip()
+    if not body:
+        return {}
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"backend_config {text!r} is not an MLIR dictionary")
+    body, out, pos = body[1:-1].strip(), {}, 0
+    while pos < len(body):
+        match = _ENTRY.match(body, pos)
+        if match is None:
+            raise ValueError(f"cannot read backend_config entry at {body[pos:]!r}")
+        key, value = match.group(1), match.group(2)
+        out[key] = value == "true" if value in ("true", "false") else int(value)
+        pos = match.end()
+    return out
+
+
+def _unsupported(instr: HloInstruction, message: str) -> UnsupportedOpError:
+    loc = instr.location
+    return UnsupportedOpError(message, line=loc.line if loc else None,
+                              column=loc.column if loc else None, where=instr.name)
+
+
+def _letter(config: dict, key: str, allowed: str, default: str, instr: HloInstruction) -> str:
+    """A LAPACK character option (``uplo = 76`` is ``'L'``)."""
+    value = config.get(key, ord(default))
+    letter = chr(value) if isinstance(value, int) and 0 < value < 128 else "?"
+    if letter not in allowed:
+        raise _unsupported(instr, f"backend_config {key}={value!r} of {instr.attr('custom_call_target')} "
+                           f"is not one of {', '.join(repr(c) for c in allowed)} (as ASCII codes)")
+    return letter
+
+
+def library_call(instr: HloInstruction) -> LibraryCall:
+    """Decode ``instr`` (a library call, :func:`is_library_call`) into a :class:`LibraryCall`;
+    an unknown target or an option out of range is an ``UnsupportedOpError`` located at it.
+
+    >>> from fusion.ir.attributes import RawText
+    >>> from fusion.ir.shape import ArrayShape
+    >>> cc = HloInstruction("c", "custom-call", ArrayShape("f32", (2, 2)), ("a", "b"),
+    ...     (("custom_call_target", "lapack_strsm_ffi"),
+    ...      ("backend_config", RawText("{diag = 85 : ui8, side = 82 : ui8, trans_x = 84 : ui8, uplo = 85 : ui8}"))))
+    >>> c = library_call(cc)
+    >>> c.routine, c.lower, c.left_side, c.transpose_a, c.unit_diagonal, c.lapack_type
+    ('triangular_solve', False, False, 'T', True, 'f32')
+    """
+    op = instr.opcode
+    if op == "fft":
+        return LibraryCall("fft", op, fft_type=str(instr.attr("fft_type", "FFT")),
+                           fft_length=tuple(instr.attr("fft_length", ())))
+    if op == "topk":
+        return LibraryCall("topk", op, largest=bool(instr.attr("largest", True)))
+    if op == "cholesky":
+        return LibraryCall("cholesky", op, lower=bool(instr.attr("lower", False)))
+    if op == "triangular-solve":
+        transpose = {"NO_TRANSPOSE": "N", "TRANSPOSE": "T", "ADJOINT": "C"}.get(
+            str(instr.attr("transpose_a", "NO_TRANSPOSE")))
+        if transpose is None:
+            raise _unsupported(instr, f"triangular-solve with transpose_a={instr.attr('transpose_a')}; "
+                               "expected NO_TRANSPOSE, TRANSPOSE or ADJOINT")
+        return LibraryCall("triangular_solve", op, left_side=bool(instr.attr("left_side", False)),
+                           lower=bool(instr.attr("lower", False)), transpose_a=transpose,
+                           unit_diagonal=bool(instr.attr("unit_diagonal", False)))
+    target = instr.attr("custom_call_target", None) if op == "custom-call" else None
+    routine = TARGETS.get(target) if isinstance(target, str) else None
+    if routine is None:
+        raise _unsupported(instr, f"custom-call target {target} is not a known library call")
+    try:
+        config = mlir_dictionary(str(instr.attr("backend_config", "")))
+    except ValueError as err:
+        raise _unsupported(instr, f"custom-call {target}: {err}") from None
+    lapack_type = LAPACK_TYPES[target[len("lapack_")]] if target.startswith("lapack_") else None
+    base = dict(routine=routine, target=target, lapack_type=lapack_type)
+    if routine == "topk":
+        return LibraryCall(**base)
+    if routine in ("householder_product", "lu_pivots_to_permutation", "qr"):
+        return LibraryCall(**base)
+    if routine == "lu":
+        return LibraryCall(**base, info=True)
+    if routine == "cholesky":
+        lower = (_letter(config, "uplo", "LU", "L", instr) == "L" if lapack_type
+                 else bool(config.get("lower", True)))
+        return LibraryCall(**base, info=True, lower=lower)
+    if routine == "eigh":
+        if lapack_type:
+            lower = _letter(config, "uplo", "LU", "L", instr) == "L"
+            compute_v = _letter(config, "mode", "NV", "V", instr) == "V"
+        else:
+            lower, compute_v = bool(config.get("lower", True)), True
+        return LibraryCall(**base, info=True, lower=lower, compute_v=compute_v)
+    if routine == "svd":
+        if lapack_type:
+            mode = _letter(config, "mode", "ASON", "A", instr)
+            if mode == "O":
+                raise _unsupported(instr, f"{target} with mode 'O' (U overwriting the operand)")
+            return LibraryCall(**base, info=True, compute_uv=mode != "N",
+                               full_matrices=mode == "A")
+        return LibraryCall(**base, info=True, compute_uv=bool(config.get("compute_uv", True)),
+                           full_matrices=bool(config.get("full_matrices", True)),
+                           svd_v=target.endswith(("gesvdj_ffi", "gesvdp_ffi")),
+                           svd_swapped=bool(config.get("transposed", False)))
+    assert routine == "triangular_solve", routine
+    return LibraryCall(**base, left_side=_letter(config, "side", "LR", "L", instr) == "L",
+                       lower=_letter(config, "uplo", "LU", "L", instr) == "L",
+                       transpose_a=_letter(config, "trans_x", "NTC", "N", instr),
+                       unit_diagonal=_letter(config, "diag", "NU", "N", instr) == "U")
+
+
+def jacobi_svd_is_thin(declared: tuple[Shape, ...], m: int, n: int) -> bool:
+    """cuSOLVER's Jacobi SVD returns U and V whole, or thin (``[m, k]``, ``[n, k]``) when JAX
+    asks for "econ" results: which one, from the declared result ``(a, s, u, v, info)``."""
+    u, v = declared[2], declared[3]
+    return (isinstance(u, ArrayShape) and u.dims[-1:] != (m,)) or \
+        (isinstance(v, ArrayShape) and v.dims[-1:] != (n,))
+
+
+#: routine -> (matrix operands, matrix result leaves) LAPACK/cuSOLVER read and write column-major.
+_MATRICES = {
+    "cholesky": ((0,), (0,)), "eigh": ((0,), (0,)), "householder_product": ((0,), (0,)),
+    "lu": ((0,), (0,)), "qr": ((0,), (0,)), "svd": ((0,), (0, 2, 3)),
+    "triangular_solve": ((0, 1), (0,)),
+}
+
+
+def _column_major(shape: ArrayShape) -> bool:
+    order = shape.effective_layout.minor_to_major
+    return shape.rank < 2 or tuple(order[:2]) == (shape.rank - 2, shape.rank - 1)
+
+
+def _constraints(instr: HloInstruction) -> tuple[Shape, ...] | None:
+    text = str(instr.attr("operand_layout_constraints", "")).strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    shape = parse_shape("(" + text[1:-1] + ")")
+    return shape.elements if isinstance(shape, TupleShape) else (shape,)
+
+
+def layout_problem(call: LibraryCall, instr: HloInstruction,
+                   operand_shapes: tuple[Shape, ...]) -> str | None:
+    """Why LAPACK/cuSOLVER would not see ``instr``'s logical matrices, or None.
+
+    Those routines read and write column-major buffers, so a custom-call computes the routine
+    on its logical matrices only when the operands' layouts (``operand_layout_constraints``,
+    else the operands' own) and the results' layouts put the row dim minor, as JAX emits them
+    (``f32[4,4]{0,1}``); an unlaid-out shape is row-major, as XLA lays it out.
+    """
+    if call.lapack_type is None and not call.target.startswith(("cusolver_", "hipsolver_")):
+        return None
+    if call.svd_swapped:
+        return f"{call.target} with transposed=true (a row-major SVD) is not run"
+    if call.routine not in _MATRICES:
+        return None
+    operands_at, results_at = _MATRICES[call.routine]
+    laid_out = _constraints(instr) or operand_shapes
+    leaves = flatten_shape(instr.shape)
+    for what, shapes, positions in (("operand", laid_out, operands_at), ("result", leaves, results_at)):
+        for k in positions:
+            shape = shapes[k] if k < len(shapes) else None
+            if isinstance(shape, ArrayShape) and not _column_major(shape):
+                return (f"{call.target} reads and writes column-major matrices, but its {what} "
+                        f"{k} is laid out {shape}: the routine would see the transpose")
+    return None
+
+
+__all__ = ["LAPACK_TYPES", "LIBRARY_OPCODES", "LibraryCall", "TARGETS", "is_library_call",
+           "jacobi_svd_is_thin", "layout_problem", "library_call", "mlir_dictionary"]

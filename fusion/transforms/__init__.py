@@ -1,0 +1,3 @@
+"""Module rewrites that keep the meaning: canonicalization (inlining, no-op removal, constant
+folding) and the expansion of complex arithmetic into pairs of floats.
+"""

@@ -1,0 +1,569 @@
+"""Complex numbers as pairs of floats: a fused computation over ``c64``/``c128`` values
+rewritten into one over their real and imaginary parts (``f32``/``f64``).
+
+Kernels hold no complex type, so a fusion that reads, computes or returns complex values is
+compiled from its *expansion*: every complex value becomes two real values, every complex
+operand of the fusion two real operands (its ``real`` and ``imag`` parts, in that order) and
+every complex output two real outputs.  The host splits and joins the parts around the launch
+(``triton_backend.runtime.complex_fusion``).  Ops on complex values, in XLA's semantics:
+
+* ``add``, ``subtract``, ``negate``: per part; ``multiply``: ``(ac - bd, ad + bc)``;
+  ``divide``: XLA's (Smith's algorithm, then C99's results for zero and infinite parts);
+  ``abs``: ``|x|`` scaled by the larger part (no overflow); ``exponential``:
+  ``e^re (cos im, sin im)``; ``sqrt``: the principal root;
+* ``complex``, ``real``, ``imag`` build and take parts; ``compare`` EQ/NE compares both;
+  ``select`` and ``convert`` (real -> complex, complex -> complex) act per part; a convert
+  of a complex value to a real type keeps the real part (as the evaluator does);
+* data movement (broadcast, reshape, transpose, slice, copy, reverse, concatenate, pad,
+  bitcast, dynamic-slice, dynamic-update-slice, gather) is applied to each part;
+* ``reduce`` becomes a variadic reduce over the parts, its reducer expanded the same way
+  (a complex sum is a sum of each part); a reduce of real values whose reducer holds complex
+  values inside has its reducer expanded too.
+
+The expansion holds no complex value: an op of real values calling another computation that
+holds complex ones (other than a reducer) is refused too.
+
+Anything else on complex values is an ``UnsupportedOpError`` naming the op.
+
+>>> from fusion.text.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... fc {
+...   a = c64[4] parameter(0)
+...   ROOT m = c64[4] multiply(a, a)
+... }
+... ENTRY e {
+...   x = c64[4] parameter(0)
+...   ROOT f = c64[4] fusion(x), kind=kLoop, calls=fc
+... }''')
+>>> e = expand_complex_fusion(m, m.entry.root)
+>>> e.operands, e.outputs, str(e.fusion.shape)
+((True,), (True,), '(f32[4], f32[4])')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fusion.ir.attributes import Literal
+from fusion.analysis.computation_partitioner import post_order
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+
+_PART_TYPE = {"c64": "f32", "c128": "f64"}
+#: Ops applied to each part with the same attributes (their other operands are indices).
+_PER_PART = frozenset({
+    "bitcast", "broadcast", "concatenate", "copy", "dynamic-slice", "dynamic-update-slice",
+    "gather", "pad", "reshape", "reverse", "slice", "transpose",
+})
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The names of a complex value's real and imaginary parts."""
+
+    re: str
+    im: str
+
+
+@dataclass(frozen=True)
+class ComplexExpansion:
+    """A fusion over complex values and its expansion into real parts.
+
+    ``module`` holds the expanded fused computation (and its expanded reducers) and an ENTRY
+    computation whose parameters are the real operands, calling it with ``fusion``.
+    ``operands``/``outputs``: per operand and per output leaf of the original fusion, whether
+    it is complex (then two consecutive real operands or outputs: real part, imaginary part).
+    """
+
+    module: HloModule
+    fusion: HloInstruction
+    operands: tuple[bool, ...]
+    outputs: tuple[bool, ...]
+
+
+def is_complex_shape(shape: Shape) -> bool:
+    return any(leaf.element_type.is_complex for leaf in flatten_shape(shape))
+
+
+def involves_complex(module: HloModule, fusion_instr: HloInstruction) -> bool:
+    """True when the fused computation (or a computation it calls) holds a complex value.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo("HloModule m\\nfc {\\n  a = f32[2] parameter(0)\\n  ROOT n = f32[2] negate(a)\\n}\\n"
+    ...               "ENTRY e {\\n  x = f32[2] parameter(0)\\n  ROOT f = f32[2] fusion(x), kind=kLoop, calls=fc\\n}")
+    >>> involves_complex(m, m.entry.root)
+    False
+    """
+    return _holds_complex(module, [fusion_instr.attr("calls")])
+
+
+def _holds_complex(module: HloModule, computations: list[str]) -> bool:
+    """Whether one of ``computations``, or a computation they call, holds a complex value."""
+    seen: set[str] = set()
+    pending = list(computations)
+    while pending:
+        name = pending.pop()
+        if name in seen or not module.has_computation(name):
+            continue
+        seen.add(name)
+        for instr in module.computation(name).instructions:
+            if is_complex_shape(instr.shape):
+                return True
+            pending.extend(instr.called_computations())
+    return False
+
+
+def _part_shape(shape: Shape) -> Shape:
+    if isinstance(shape, TupleShape):
+        return TupleShape(tuple(_part_shape(e) for e in shape.elements))
+    return shape.with_dtype(_PART_TYPE.get(shape.dtype, shape.dtype))
+
+
+def _leaves(entry) -> list:
+    if isinstance(entry, tuple):
+        return [leaf for e in entry for leaf in _leaves(e)]
+    return [entry]
+
+
+def _names(entry) -> list[str]:
+    out: list[str] = []
+    for leaf in _leaves(entry):
+        out += [leaf.re, leaf.im] if isinstance(leaf, Pair) else [leaf]
+    return out
+
+
+@dataclass
+class _Builder:
+    """Builds one expanded computation: instructions, and the entry of every original name."""
+
+    module: HloModule
+    source: HloComputation
+    new_computations: list[HloComputation]
+    taken: set[str]
+    instructions: list[HloInstruction] = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+    shapes: dict[str, Shape] = field(default_factory=dict)
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.names:
+            k += 1
+            name = f"{hint}.{k}"
+        self.names.add(name)
+        return name
+
+    def add(self, hint: str, opcode: str, shape: Shape, operands: tuple[str, ...] = (),
+            attributes: tuple = (), like: HloInstruction | None = None) -> str:
+        name = self.fresh(hint)
+        self.instructions.append(HloInstruction(name, opcode, shape, tuple(operands),
+                                                tuple(attributes),
+                                                like.location if like is not None else None))
+        self.shapes[name] = shape
+        return name
+
+    def shape(self, name: str) -> ArrayShape:
+        shape = self.shapes[name]
+        assert isinstance(shape, ArrayShape)
+        return shape
+
+    # --- small helpers ---------------------------------------------------------------------
+    def binary(self, op: str, a: str, b: str, hint: str, attrs: tuple = ()) -> str:
+        shape = self.shape(a)
+        if op == "compare":
+            shape = shape.with_dtype("pred")
+        return self.add(hint, op, shape, (a, b), attrs)
+
+    def unary(self, op: str, a: str, hint: str) -> str:
+        return self.add(hint, op, self.shape(a), (a,))
+
+    def scalar_like(self, value: float, like: str, hint: str) -> str:
+        shape = self.shape(like)
+        c = self.add(hint + ".c", "constant", ArrayShape(shape.dtype, ()), (),
+                     (("literal", Literal((), (value,))),))
+        if not shape.dims:
+            return c
+        return self.add(hint, "broadcast", ArrayShape(shape.dtype, shape.dims), (c,),
+                        (("dimensions", ()),))
+
+    def select(self, p: str, a: str, b: str, hint: str) -> str:
+        return self.add(hint, "select", self.shape(a), (p, a, b))
+
+
+def _unsupported(instr: HloInstruction, why: str) -> UnsupportedOpError:
+    loc = instr.location
+    return UnsupportedOpError(f"{instr.opcode} %{instr.name} on complex values: {why}",
+                              line=loc.line if loc else None,
+                              column=loc.column if loc else None, where=instr.name)
+
+
+def _expand_instruction(b: _Builder, instr: HloInstruction) -> None:
+    op, name = instr.opcode, instr.name
+    args = [b.env[o] for o in instr.operands]
+    involved = is_complex_shape(instr.shape) or any(
+        is_complex_shape(b.source.instruction(o).shape) for o in instr.operands)
+    if op == "tuple":
+        b.env[name] = tuple(args)
+        return
+    if op == "get-tuple-element":
+        b.env[name] = args[0][instr.attr("index")]
+        return
+    calls_complex = _holds_complex(b.module, list(instr.called_computations()))
+    if op == "reduce":
+        _expand_reduce(b, instr, args) if involved or calls_complex else _copy(b, instr, args)
+        return
+    if calls_complex:  # copied as is, its callee would keep complex values in the expansion
+        raise _unsupported(instr, "a computation it calls holds complex values")
+    if not involved:
+        _copy(b, instr, args)
+        return
+    shape = instr.shape
+    part = _part_shape(shape)
+    if op == "constant":
+        literal = instr.attr("literal")
+        values = [complex(v) for v in literal.values]
+        parts = [Literal(literal.dims, tuple(v.real for v in values)),
+                 Literal(literal.dims, tuple(v.imag for v in values))]
+        b.env[name] = Pair(*(b.add(f"{name}.{k}", "constant", part, (), (("literal", p),), instr)
+                             for k, p in zip(("re", "im"), parts)))
+        return
+    if op == "complex":
+        b.env[name] = Pair(args[0], args[1])
+        return
+    if op in ("real", "imag"):
+        x = args[0]
+        if isinstance(x, Pair):
+            b.env[name] = x.re if op == "real" else x.im
+        else:
+            b.env[name] = x if op == "real" else b.scalar_like(0.0, x, name)
+        return
+    if op in _PER_PART:
+        b.env[name] = Pair(*(
+            b.add(f"{name}.{k}", op, part,
+                  tuple(getattr(a, k) if isinstance(a, Pair) else a for a in args),
+                  instr.attributes, instr)
+            for k in ("re", "im")))
+        return
+    if op == "convert":
+        x = args[0]
+        if isinstance(x, Pair) and not is_complex_shape(shape):
+            b.env[name] = b.add(name, "convert", shape, (x.re,), (), instr)  # the real part
+        elif isinstance(x, Pair):
+            b.env[name] = Pair(b.add(name + ".re", "convert", part, (x.re,), (), instr),
+                               b.add(name + ".im", "convert", part, (x.im,), (), instr))
+        elif isinstance(shape, ArrayShape) and shape.element_type.is_complex:
+            re = b.add(name + ".re", "convert", part, (x,), (), instr)
+            b.env[name] = Pair(re, b.scalar_like(0.0, re, name + ".im"))
+        else:
+            raise _unsupported(instr, "XLA converts complex values only to complex types")
+        return
+    if op == "select":
+        p, x, y = args
+        if isinstance(p, Pair):
+            raise _unsupported(instr, "a complex predicate")
+        b.env[name] = Pair(b.select(p, x.re, y.re, name + ".re"), b.select(p, x.im, y.im, name + ".im"))
+        return
+    rule = _ARITHMETIC.get(op)
+    if rule is None:
+        raise _unsupported(instr, "no expansion into real parts for this op")
+    b.env[name] = rule(b, instr, args)
+
+
+def _copy(b: _Builder, instr: HloInstruction, args: list) -> None:
+    """An instruction without complex values, kept (its operands renamed)."""
+    attrs = instr.attributes
+    operands = tuple(a if isinstance(a, str) else _names(a)[0] for a in args)
+    b.env[instr.name] = b.add(instr.name, instr.opcode, instr.shape, operands, attrs, instr)
+
+
+def _add(b, instr, args):
+    x, y = args
+    op = instr.opcode
+    return Pair(b.binary(op, x.re, y.re, instr.name + ".re"), b.binary(op, x.im, y.im, instr.name + ".im"))
+
+
+def _negate(b, instr, args):
+    (x,) = args
+    return Pair(b.unary("negate", x.re, instr.name + ".re"), b.unary("negate", x.im, instr.name + ".im"))
+
+
+def _multiply(b, instr, args):
+    x, y = args
+    n = instr.name
+    re = b.binary("subtract", b.binary("multiply", x.re, y.re, n + ".rr"),
+                  b.binary("multiply", x.im, y.im, n + ".ii"), n + ".re")
+    im = b.binary("add", b.binary("multiply", x.re, y.im, n + ".ri"),
+                  b.binary("multiply", x.im, y.re, n + ".ir"), n + ".im")
+    return Pair(re, im)
+
+
+def _signbit(b: _Builder, v: str, hint: str) -> str:
+    """The sign bit of a float (true for -0 and -NaN too), through its integer bits."""
+    shape = b.shape(v)
+    int_type = {"f32": "s32", "f64": "s64"}[shape.dtype]
+    bits = b.add(hint + ".bits", "bitcast-convert", shape.with_dtype(int_type), (v,))
+    zero = b.add(hint + ".z", "constant", ArrayShape(int_type, ()), (), (("literal", Literal((), (0,))),))
+    if shape.dims:
+        zero = b.add(hint + ".zb", "broadcast", shape.with_dtype(int_type), (zero,), (("dimensions", ()),))
+    return b.binary("compare", bits, zero, hint, (("direction", "LT"),))
+
+
+def _copysign(b: _Builder, magnitude: str, sign: str, hint: str) -> str:
+    """``copysign`` of a non-negative ``magnitude``."""
+    negative = b.unary("negate", magnitude, hint + ".neg")
+    return b.select(_signbit(b, sign, hint + ".sign"), negative, magnitude, hint)
+
+
+def _divide(b, instr, args):
+    """XLA's complex division: Smith's algorithm (divide by the larger part of the divisor,
+    no overflow), then, where it gives NaN in both parts, C99's zero-divisor, infinite
+    dividend and infinite divisor results (``ElementalIrEmitter::EmitComplexDivide``)."""
+    x, y = args
+    n = instr.name
+
+    def op(kind: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
+        return b.binary(kind, lhs, rhs, f"{n}.{hint}", attrs)
+
+    def cmp(lhs: str, rhs: str, direction: str, hint: str) -> str:
+        return op("compare", lhs, rhs, hint, (("direction", direction),))
+
+    absr, absi = b.unary("abs", y.re, n + ".absr"), b.unary("abs", y.im, n + ".absi")
+    narrow = cmp(absr, absi, "LT", "narrow")  # |yr| < |yi|: divide by yi first
+    r1 = op("divide", y.im, y.re, "r1")
+    d1 = op("add", y.re, op("multiply", y.im, r1, "t1"), "d1")
+    re1 = op("divide", op("add", x.re, op("multiply", x.im, r1, "t2"), "t3"), d1, "re1")
+    im1 = op("divide", op("subtract", x.im, op("multiply", x.re, r1, "t4"), "t5"), d1, "im1")
+    r2 = op("divide", y.re, y.im, "r2")
+    d2 = op("add", y.im, op("multiply", y.re, r2, "t6"), "d2")
+    re2 = op("divide", op("add", op("multiply", x.re, r2, "t7"), x.im, "t8"), d2, "re2")
+    im2 = op("divide", op("subtract", op("multiply", x.im, r2, "t9"), x.re, "t10"), d2, "im2")
+    re, im = b.select(narrow, re2, re1, n + ".smr"), b.select(narrow, im2, im1, n + ".smi")
+    zero, one = b.scalar_like(0.0, re, n + ".zero"), b.scalar_like(1.0, re, n + ".one")
+    inf = b.scalar_like(float("inf"), re, n + ".inf")
+
+    def isnan(v: str, hint: str) -> str:
+        return cmp(v, v, "NE", hint)
+
+    def both(kind: str, p: str, q: str, hint: str) -> str:
+        return b.add(f"{n}.{hint}", kind, b.shape(p), (p, q))
+
+    # Case 1: a zero divisor (and a dividend not NaN in both parts): copysign(inf, yr) * x.
+    zero_divisor = both("and", both("and", cmp(absr, zero, "EQ", "zr"), cmp(absi, zero, "EQ", "zi"), "z"),
+                        both("or", cmp(x.re, x.re, "EQ", "xrn"), cmp(x.im, x.im, "EQ", "xin"), "xn"),
+                        "zero_divisor")
+    signed_inf = _copysign(b, inf, y.re, n + ".sinf")
+    case1 = (op("multiply", signed_inf, x.re, "c1r"), op("multiply", signed_inf, x.im, "c1i"))
+    # Case 2: an infinite dividend, a finite divisor.
+    axr, axi = b.unary("abs", x.re, n + ".axr"), b.unary("abs", x.im, n + ".axi")
+    xr_inf, xi_inf = cmp(axr, inf, "EQ", "xrinf"), cmp(axi, inf, "EQ", "xiinf")
+    y_finite = both("and", cmp(absr, inf, "LT", "yrf"), cmp(absi, inf, "LT", "yif"), "yf")
+    inf_dividend = both("and", both("or", xr_inf, xi_inf, "xinf"), y_finite, "inf_dividend")
+    sr = _copysign(b, b.select(xr_inf, one, zero, n + ".xr1"), x.re, n + ".sxr")
+    si = _copysign(b, b.select(xi_inf, one, zero, n + ".xi1"), x.im, n + ".sxi")
+    case2 = (op("multiply", inf, op("add", op("multiply", sr, y.re, "u1"), op("multiply", si, y.im, "u2"), "u3"), "c2r"),
+             op("multiply", inf, op("subtract", op("multiply", si, y.re, "u4"), op("multiply", sr, y.im, "u5"), "u6"), "c2i"))
+    # Case 3: a finite dividend, an infinite divisor.
+    yr_inf, yi_inf = cmp(absr, inf, "EQ", "yrinf"), cmp(absi, inf, "EQ", "yiinf")
+    x_finite = both("and", cmp(axr, inf, "LT", "xrf"), cmp(axi, inf, "LT", "xif"), "xf")
+    inf_divisor = both("and", both("or", yr_inf, yi_inf, "yinf"), x_finite, "inf_divisor")
+    tr = _copysign(b, b.select(yr_inf, one, zero, n + ".yr1"), y.re, n + ".syr")
+    ti = _copysign(b, b.select(yi_inf, one, zero, n + ".yi1"), y.im, n + ".syi")
+    case3 = (op("multiply", zero, op("add", op("multiply", x.re, tr, "v1"), op("multiply", x.im, ti, "v2"), "v3"), "c3r"),
+             op("multiply", zero, op("subtract", op("multiply", x.im, tr, "v4"), op("multiply", x.re, ti, "v5"), "v6"), "c3i"))
+    nan = both("and", isnan(re, "nanr"), isnan(im, "nani"), "nan")
+    parts = []
+    for k, smith in enumerate((re, im)):
+        fixed = b.select(inf_divisor, case3[k], smith, f"{n}.f3{k}")
+        fixed = b.select(inf_dividend, case2[k], fixed, f"{n}.f2{k}")
+        fixed = b.select(zero_divisor, case1[k], fixed, f"{n}.f1{k}")
+        parts.append(b.select(nan, fixed, smith, f"{n}.{('re', 'im')[k]}"))
+    return Pair(*parts)
+
+
+def _abs(b, instr, args):
+    """``max * sqrt(1 + (min/max)^2)``; 0 when both parts are 0, inf when one is inf."""
+    (x,) = args
+    n = instr.name
+    ar, ai = b.unary("abs", x.re, n + ".ar"), b.unary("abs", x.im, n + ".ai")
+    big, small = b.binary("maximum", ar, ai, n + ".max"), b.binary("minimum", ar, ai, n + ".min")
+    ratio = b.binary("divide", small, big, n + ".ratio")
+    one = b.scalar_like(1.0, big, n + ".one")
+    squared = b.binary("multiply", ratio, ratio, n + ".sq")
+    root = b.unary("sqrt", b.binary("add", one, squared, n + ".sum"), n + ".sqrt")
+    scaled = b.binary("multiply", big, root, n + ".scaled")
+    zero = b.scalar_like(0.0, big, n + ".zero")
+    inf = b.scalar_like(float("inf"), big, n + ".inf")
+    is_zero = b.binary("compare", big, zero, n + ".iszero", (("direction", "EQ"),))
+    is_inf = b.binary("compare", big, inf, n + ".isinf", (("direction", "EQ"),))
+    return b.select(is_inf, inf, b.select(is_zero, zero, scaled, n + ".nz"), n)
+
+
+def _exponential(b, instr, args):
+    (x,) = args
+    n = instr.name
+    e = b.unary("exponential", x.re, n + ".exp")
+    sin = b.unary("sine", x.im, n + ".sin")
+    # A zero sine keeps the imaginary part zero (exp(inf + 0i) is inf + 0i, not inf + NaN i).
+    zero = b.scalar_like(0.0, sin, n + ".zero")
+    sin_zero = b.binary("compare", sin, zero, n + ".sinz", (("direction", "EQ"),))
+    return Pair(b.binary("multiply", e, b.unary("cosine", x.im, n + ".cos"), n + ".re"),
+                b.select(sin_zero, sin, b.binary("multiply", e, sin, n + ".esin"), n + ".im"))
+
+
+def _sqrt(b, instr, args):
+    """Principal root: ``t = sqrt((|x| + |re|) / 2)``; re >= 0: ``(t, im / 2t)``, else
+    ``(|im| / 2t, copysign(t, im))``; 0 at 0."""
+    (x,) = args
+    n = instr.name
+    mag = _abs(b, _renamed(instr, n + ".mag"), [x])
+    half = b.scalar_like(0.5, mag, n + ".half")
+    total = b.binary("add", mag, b.unary("abs", x.re, n + ".ar"), n + ".s")
+    t = b.unary("sqrt", b.binary("multiply", total, half, n + ".h"), n + ".t")
+    two_t = b.binary("add", t, t, n + ".2t")
+    zero = b.scalar_like(0.0, t, n + ".zero")
+    is_zero = b.binary("compare", t, zero, n + ".tz", (("direction", "EQ"),))
+    positive = b.binary("compare", x.re, zero, n + ".pos", (("direction", "GE"),))
+    q = b.select(is_zero, zero, b.binary("divide", x.im, two_t, n + ".q0"), n + ".q")
+    aq = b.unary("abs", q, n + ".aq")
+    signed_t = b.select(_signbit(b, x.im, n + ".negim"), b.unary("negate", t, n + ".nt"), t,
+                        n + ".st")
+    re = b.select(positive, t, aq, n + ".re0")
+    im = b.select(positive, q, signed_t, n + ".im0")
+    # Infinite parts as XLA: sqrt(x + inf i) = inf + inf i, sqrt(-inf + y i) = 0 + inf i.
+    inf = b.scalar_like(float("inf"), t, n + ".inf")
+    b_inf = b.binary("compare", b.unary("abs", x.im, n + ".ai"), inf, n + ".binf", (("direction", "EQ"),))
+    a_pinf = b.binary("compare", x.re, inf, n + ".apinf", (("direction", "EQ"),))
+    a_ninf = b.binary("compare", x.re, b.unary("negate", inf, n + ".ninf"), n + ".aninf",
+                      (("direction", "EQ"),))
+    inf_re = b.add(n + ".infre", "or", b.shape(b_inf), (b_inf, a_pinf))
+    inf_im = b.add(n + ".infim", "or", b.shape(b_inf), (b_inf, a_ninf))
+    re = b.select(inf_re, inf, b.select(a_ninf, zero, re, n + ".re1"), n + ".re")
+    im = b.select(inf_im, _copysign(b, inf, x.im, n + ".sinf"), im, n + ".im")
+    return Pair(re, im)
+
+
+def _renamed(instr: HloInstruction, name: str) -> HloInstruction:
+    return HloInstruction(name, instr.opcode, instr.shape, instr.operands, instr.attributes,
+                          instr.location)
+
+
+def _compare(b, instr, args):
+    x, y = args
+    direction = instr.attr("direction")
+    if direction not in ("EQ", "NE"):
+        raise _unsupported(instr, f"compare direction {direction} (complex values are unordered)")
+    n = instr.name
+    attrs = tuple((k, v) for k, v in instr.attributes if k != "type")
+    re = b.binary("compare", x.re, y.re, n + ".re", attrs)
+    im = b.binary("compare", x.im, y.im, n + ".im", attrs)
+    return b.add(n, "and" if direction == "EQ" else "or", b.shape(re), (re, im), (), instr)
+
+
+_ARITHMETIC = {
+    "abs": _abs,
+    "add": _add,
+    "compare": _compare,
+    "divide": _divide,
+    "exponential": _exponential,
+    "multiply": _multiply,
+    "negate": _negate,
+    "sqrt": _sqrt,
+    "subtract": _add,
+}
+
+
+def _expand_reduce(b: _Builder, instr: HloInstruction, args: list) -> None:
+    count = len(args) // 2
+    reducer = _expand_computation(b.module, b.module.computation(instr.attr("to_apply")),
+                                  b.new_computations, b.taken)
+    inputs = [n for a in args[:count] for n in _names(a)]
+    inits = [n for a in args[count:] for n in _names(a)]
+    leaves = flatten_shape(instr.shape)
+    parts = [_part_shape(leaf) for leaf in leaves for _ in range(2 if leaf.element_type.is_complex else 1)]
+    attrs = tuple((k, reducer.name if k == "to_apply" else v) for k, v in instr.attributes)
+    reduce = b.add(instr.name, "reduce", TupleShape(tuple(parts)), (*inputs, *inits), attrs, instr)
+    out, k = [], 0
+    for leaf in leaves:
+        gte = lambda i: b.add(f"{instr.name}.{i}", "get-tuple-element", parts[i], (reduce,),  # noqa: E731
+                              (("index", i),))
+        if leaf.element_type.is_complex:
+            out.append(Pair(gte(k), gte(k + 1)))
+            k += 2
+        else:
+            out.append(gte(k))
+            k += 1
+    b.env[instr.name] = tuple(out) if isinstance(instr.shape, TupleShape) else out[0]
+
+
+def _expand_computation(module: HloModule, comp: HloComputation,
+                        new_computations: list[HloComputation], taken: set[str]) -> HloComputation:
+    """``comp`` with every complex value as two real ones; parameters renumbered so that a
+    complex parameter becomes two consecutive ones, and the root a tuple of all parts when it
+    holds a complex value (or several)."""
+    b = _Builder(module, comp, new_computations, taken)
+    number = 0
+    for param in sorted(comp.parameters, key=lambda p: p.attr("parameter_number")):
+        shape = param.shape
+        if isinstance(shape, ArrayShape) and shape.element_type.is_complex:
+            part = _part_shape(shape)
+            b.env[param.name] = Pair(
+                b.add(param.name + ".re", "parameter", part, (), (("parameter_number", number),), param),
+                b.add(param.name + ".im", "parameter", part, (), (("parameter_number", number + 1),), param))
+            number += 2
+        elif is_complex_shape(shape):
+            raise _unsupported(param, "a tuple-shaped complex parameter")
+        else:
+            b.env[param.name] = b.add(param.name, "parameter", shape, (),
+                                      (("parameter_number", number),), param)
+            number += 1
+    for name in post_order(comp):
+        instr = comp.instruction(name)
+        if instr.opcode != "parameter":
+            _expand_instruction(b, instr)
+    root = _names(b.env[comp.root_name])
+    if len(root) == 1 and not isinstance(comp.root.shape, TupleShape):
+        root_name = root[0]
+    else:
+        root_name = b.add("tuple.pairs", "tuple", TupleShape(tuple(b.shapes[r] for r in root)), tuple(root))
+    name, k = f"{comp.name}.pairs", 0
+    while name in taken:
+        k += 1
+        name = f"{comp.name}.pairs{k}"
+    taken.add(name)
+    # Only what the root reaches (a complex value's unused part is not computed).
+    expanded = HloComputation(name, tuple(b.instructions), root_name)
+    live = set(post_order(expanded)) | {i.name for i in b.instructions if i.opcode == "parameter"}
+    expanded = HloComputation(name, tuple(i for i in b.instructions if i.name in live), root_name)
+    new_computations.append(expanded)
+    return expanded
+
+
+def expand_complex_fusion(module: HloModule, fusion_instr: HloInstruction) -> ComplexExpansion:
+    """The expansion of ``fusion_instr`` (a fusion of ``module`` over complex values) into a
+    fusion over real parts, in a module of its own (:class:`ComplexExpansion`)."""
+    fused = module.computation(fusion_instr.attr("calls"))
+    taken = {c.name for c in module.computations}
+    new: list[HloComputation] = []
+    expanded = _expand_computation(module, fused, new, taken)
+    params = sorted(fused.parameters, key=lambda p: p.attr("parameter_number"))
+    operands = tuple(is_complex_shape(p.shape) for p in params)
+    outputs = tuple(leaf.element_type.is_complex for leaf in flatten_shape(fused.root.shape))
+    entry_params = sorted(expanded.parameters, key=lambda p: p.attr("parameter_number"))
+    entry_name = f"{fusion_instr.name}.entry"
+    while entry_name in taken:
+        entry_name += "_"
+    entry_instrs = [HloInstruction(f"arg{p.attr('parameter_number')}", "parameter", p.shape, (),
+                                   (("parameter_number", p.attr("parameter_number")),))
+                    for p in entry_params]
+    attrs = tuple((k, expanded.name if k == "calls" else v) for k, v in fusion_instr.attributes
+                  if k != "backend_config")
+    fusion = HloInstruction(fusion_instr.name, "fusion", expanded.root.shape,
+                            tuple(i.name for i in entry_instrs), attrs, fusion_instr.location)
+    entry = HloComputation(entry_name, (*entry_instrs, fusion), fusion.name, is_entry=True)
+    kept = tuple(c for c in module.computations if c.name != module.entry_name)
+    expanded_module = HloModule(module.name, (*kept, *new, entry), entry_name)
+    return ComplexExpansion(expanded_module, fusion, operands, outputs)
+
+
+__all__ = ["ComplexExpansion", "Pair", "expand_complex_fusion", "involves_complex",
+           "is_complex_shape"]

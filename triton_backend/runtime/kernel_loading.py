@@ -1,0 +1,154 @@
+"""A compiled fusion (``CompiledFusion``) and loading its kernel file, shared by the index-expression
+emitter's ``compile_fusion`` and the dot, sort and scatter templates (which ``compile_fusion``
+imports, so this lives below all of them).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.text.printer import print_computation, print_instruction
+from tiling.policy.limits import grid_limit_problem
+from triton_backend.runtime.launch_mode import INTERPRETER_LOCK
+from triton_backend.lowering.numerics_policy import pin_triton_environment
+from triton_backend.runtime.kernel_cache import KernelCache, import_checked_text, render_entry
+
+
+@dataclass(frozen=True)
+class CompiledFusion:
+    """A compiled fusion: call it with one torch tensor per operand; returns a tuple of outputs.
+
+    Operands and outputs in a tiled or word-packed layout (``T(...)``, ``E(n)``) are their
+    PHYSICAL buffers, flat, padding included, as ``host_packing.pack_tensor`` makes them
+    (``torch.uint32`` words when elements share 32-bit words, e.g. bf16 ``(8,128)(2,1)``);
+    read outputs back with ``host_packing.unpack_tensor``.  Their padding is zero.
+
+    ``tiling_reason`` says where ``tile_sizes`` came from (the tile analysis' choice and why,
+    the fallback and why the analysis refused, or the caller's explicit sizes).
+    """
+
+    fusion_name: str
+    kind: str
+    kernel_path: Path
+    source: str
+    grid: tuple[int, ...]
+    tile_sizes: tuple[int, ...]
+    module: ModuleType = field(repr=False, compare=False)
+    tiling_reason: str = ""
+    reduction_chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        # Every template builds its record here: none may hand over a grid no device launches.
+        problem = grid_limit_problem(self.grid)
+        if problem is not None:
+            raise UnsupportedOpError(f"fusion {self.fusion_name}: {problem}",
+                                     where=self.fusion_name)
+
+    def __call__(self, *tensors, **launch_options):
+        """Run on ``tensors``; ``launch_options`` (``num_warps``, ``num_stages``) override the
+        kernel file's for this launch (the autotuner's sweep).  Safe from several threads:
+        interpreted launches run one at a time (``INTERPRETER_LOCK``)."""
+        runner = self.module
+        if any(t.device.type == "cpu" for t in tensors) and not _is_interpreted(runner):
+            runner = _interpreted_copy(self.kernel_path, self.source)
+        guard = INTERPRETER_LOCK if _is_interpreted(runner) else contextlib.nullcontext()
+        with guard:
+            return runner.run(*tensors, **launch_options)
+
+
+def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,
+                target: str | None, cache: KernelCache | None) -> tuple[ModuleType, Path]:
+    """Write (once) and import a generated kernel file; returns the module and its path."""
+    pin_triton_environment()
+    cache = cache or KernelCache()
+    key = {"fusion": print_instruction(instr) + "\n" + print_computation(module.computation(instr.attr("calls"))),
+           "tiling": tiling, "target": target or ""}
+    return cache.load(source, key), cache.path_for(source, key)
+
+
+def find_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
+    """The fusion instruction named ``fusion_instr`` (or ``fusion_instr`` itself); a located
+    ``UnsupportedOpError`` when the module has none of that name."""
+    if isinstance(fusion_instr, HloInstruction):
+        return fusion_instr
+    for _, instr in module.fusions():
+        if instr.name == fusion_instr:
+            return instr
+    raise UnsupportedOpError(f"module {module.name} has no fusion named {fusion_instr!r}",
+                             where=str(fusion_instr))
+
+
+def fused_ops(module: HloModule, fusion_instr: HloInstruction, opcode: str) -> list[HloInstruction]:
+    """The instructions of ``opcode`` in the computation ``fusion_instr`` fuses ([] when it is not
+    a fusion of this module): how a template recognises its hero (one dot, one convolution)."""
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        return []
+    return [i for i in module.computation(called) if i.opcode == opcode]
+
+
+def hero_count(module: HloModule, fusion_instr: HloInstruction | str, opcode: str) -> int:
+    """How many ``opcode`` instructions the fusion named ``fusion_instr`` holds (0 when the module
+    has no such fusion)."""
+    try:
+        return len(fused_ops(module, find_fusion(module, fusion_instr), opcode))
+    except UnsupportedOpError:
+        return 0
+
+
+def _is_interpreted(kernel_module: ModuleType) -> bool:
+    return type(kernel_module.KERNEL).__name__ == "InterpretedFunction"
+
+
+_INTERPRETED: dict[Path, ModuleType] = {}
+
+
+def _interpreted_copy(path: Path, source: str) -> ModuleType:
+    """The kernel imported again with ``@triton.jit`` in interpreter mode (CPU tensors), from
+    its checked text (``render_entry(source)``, what the cache verified), never from the file.
+
+    The interpreter cannot call JIT-compiled helpers, so the shared math helpers are also
+    re-imported under the interpreter and rebound in the copy (pure memoization per path).
+    Under ``INTERPRETER_LOCK``: the switch to interpreter mode is process-wide.
+    """
+    with INTERPRETER_LOCK:
+        cached = _INTERPRETED.get(path)
+        if cached is not None:
+            return cached
+        import triton
+
+        from triton_backend.device_lib import elementwise_math
+        previous = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            with triton.knobs.runtime.scope():
+                triton.knobs.runtime.interpret = True
+                math_copy = _import(Path(elementwise_math.__file__),
+                                    "_interpreted_elementwise_math")
+                kernel = import_checked_text(path, render_entry(source),
+                                             f"_interpreted_{path.stem}")
+                kernel.xla_math = math_copy
+        finally:
+            if previous is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = previous
+        _INTERPRETED[path] = kernel
+        return kernel
+
+
+def _import(path: Path, name: str) -> ModuleType:
+    """Import one of our own package files (not a cache entry) under another module name."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

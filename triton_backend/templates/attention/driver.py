@@ -1,0 +1,119 @@
+"""Attention fusions lowered to one flash-attention-style kernel (``attention_template``).
+
+An *attention fusion* is a fusion whose computation ``tiling.fusion_pass.attention_pattern`` recognizes:
+two dots, the first one's scores normalized by reductions over its key dim, the second one
+contracting that key dim (the fusion pass makes them: ``tiling.fusion_pass.attention``).  Each dot
+multiplies as a dot fusion would (``dot_fusion.dot_numerics``: f32 exact, bf16/f16 operands
+with fp32 accumulation).
+
+>>> import fusion
+>>> m = fusion.parse_hlo('''HloModule m
+... add { a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT s = f32[] add(a, b) }
+... f {
+...   q = f32[16,8] parameter(0)
+...   k = f32[16,8] parameter(1)
+...   v = f32[16,8] parameter(2)
+...   s = f32[16,16] dot(q, k), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+...   e = f32[16,16] exponential(s)
+...   z = f32[] constant(0)
+...   l = f32[16] reduce(e, z), dimensions={1}, to_apply=add
+...   lb = f32[16,16] broadcast(l), dimensions={0}
+...   p = f32[16,16] divide(e, lb)
+...   ROOT o = f32[16,8] dot(p, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+... }
+... ENTRY e {
+...   x = f32[16,8] parameter(0)
+...   y = f32[16,8] parameter(1)
+...   w = f32[16,8] parameter(2)
+...   ROOT r = f32[16,8] fusion(x, y, w), kind=kCustom, calls=f
+... }''')
+>>> is_attention_fusion(m, "r"), attention_pattern(m, "r").reduces
+(True, ('l',))
+"""
+from __future__ import annotations
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from tiling.fusion_pass.attention_pattern import AttentionPattern, NotAttention, analyze_attention
+from triton_backend.runtime.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.runtime.launch_mode import runs_on_interpreter
+from triton_backend.templates.dot.driver import dot_numerics, target_arch
+from triton_backend.templates.attention.kernel import DotNumerics, render_attention_kernel
+from triton_backend.templates.attention.tiling import interpreter_tiling, tiling_from
+from triton_backend.runtime.kernel_cache import KernelCache
+
+
+def _computation(module: HloModule, fusion_instr: HloInstruction):
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        return None
+    return module.computation(called)
+
+
+def is_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
+    """True when ``fusion_instr`` is a fusion whose computation is attention."""
+    try:
+        comp = _computation(module, find_fusion(module, fusion_instr))
+    except UnsupportedOpError:
+        return False
+    if comp is None or sum(i.opcode == "dot" for i in comp.instructions) != 2:
+        return False  # the common case, decided without the analysis
+    try:
+        analyze_attention(comp)
+    except NotAttention:
+        return False
+    return True
+
+
+def attention_pattern(module: HloModule, fusion_instr: HloInstruction | str) -> AttentionPattern:
+    """The fusion's attention pattern; ``UnsupportedOpError`` with the reason otherwise."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    comp = _computation(module, fusion_instr)
+    if comp is None:
+        raise UnsupportedOpError(f"{fusion_instr.name} is no fusion", where=fusion_instr.name)
+    try:
+        return analyze_attention(comp)
+    except NotAttention as why:
+        raise UnsupportedOpError(f"fusion {fusion_instr.name} is not attention: {why}",
+                                 where=fusion_instr.name) from None
+
+
+def _numerics(module: HloModule, fusion_instr: HloInstruction, name: str) -> DotNumerics:
+    comp = module.computation(fusion_instr.attr("calls"))
+    dot = comp.instruction(name)
+    lhs, rhs = (comp.instruction(o).shape.dtype for o in dot.operands)
+    return DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
+
+
+def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
+                             tile_sizes=None, target: str | None = None,
+                             cache: KernelCache | None = None) -> CompiledFusion:
+    """Generate, cache and load the attention kernel of an attention fusion.
+
+    ``tile_sizes``: None (the default tiling), ``(block_m, block_n)`` or an
+    ``AttentionTiling``.  Returns a ``CompiledFusion`` of kind ``"attention"``.
+    """
+    fusion_instr = find_fusion(module, fusion_instr)
+    pattern = attention_pattern(module, fusion_instr)
+    comp = module.computation(fusion_instr.attr("calls"))
+    operand_bytes = max(comp.instruction(o).shape.element_type.bits // 8
+                        for name in (pattern.dot1, pattern.dot2)
+                        for o in comp.instruction(name).operands)
+    if tile_sizes is None and runs_on_interpreter(target):
+        tile_sizes = interpreter_tiling(pattern.queries, pattern.keys, pattern.head_dim,
+                                        pattern.value_dim, operand_bytes)
+    tiling = tiling_from(tile_sizes, pattern.queries, pattern.keys, pattern.head_dim,
+                         pattern.value_dim, operand_bytes, target_arch(target))
+    numerics = (_numerics(module, fusion_instr, pattern.dot1),
+                _numerics(module, fusion_instr, pattern.dot2))
+    source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics,
+                                           interpreter=runs_on_interpreter(target))
+    loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
+    return CompiledFusion(fusion_instr.name, "attention", path, source, grid, tiling.tile_sizes,
+                          loaded)
+
+
+__all__ = ["attention_pattern", "compile_attention_fusion", "is_attention_fusion"]

@@ -1,0 +1,320 @@
+"""Render the kernel file of an attention fusion: one program per (batch element, block of
+``BLOCK_M`` query rows); keys and values streamed in blocks of ``BLOCK_N``; the scores never
+leave registers.
+
+The kernel space has the axes ``[batch (1 lane)], query (BLOCK_M), key (BLOCK_N), head
+(BLOCK_D)``, and one :class:`ValueEmitter` renders every value of the fused computation in it
+(the same rules as every other kernel: masks, converts, iota masks, combiners).  Two values
+are the template's own:
+
+* the first dot at ``(batch, query, key)``: ``tl.dot`` of the query tile (loaded once, before
+  any loop) and the key tile at that key block, rounded to the dot's type;
+* the second dot at ``(batch, query, value)``: a loop over key blocks that renders the second
+  dot's lhs (the normalized scores, recomputed from the first dot) and rhs at the block and
+  accumulates ``tl.dot(p, v)``.
+
+Each reduction of the normalization (the reduced dim is the key axis) is rendered first, in
+dependency order, at the top level: the reduction rule's own loop over key blocks, each
+recomputing the score tile and combining it into a per-row accumulator with the reduction's
+generated combiner.  The final loop then reads those per-row results from registers.  This
+multi-pass form is right for any normalization the pattern accepts (max then sum of exp,
+plain sums, several reductions...), at the price of computing ``q @ k`` once per reduction
+plus once more for the output.
+
+Lanes past the key extent are dropped by the reductions' validity masks and zeroed in ``p``
+and ``v``; lanes past the head dim are zeroed in ``q`` and ``k``; lanes past the query extent
+or the value dim are masked at the store.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.text.printer import print_computation, print_instruction
+from fusion.ir.shape import ArrayShape
+from tiling.maps.affine_expr import AffineExpr, DimExpr, const
+from tiling.fusion_pass.attention_pattern import AttentionPattern
+from tiling.policy.limits import MAX_GRID_YZ
+from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
+from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.kernel_plan import index_bits_for
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
+from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.rules.value_rules import rule_for
+from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
+from triton_backend.templates.attention.tiling import AttentionTiling
+from triton_backend.templates.dot.kernel import DOT_BF16_PRELUDE
+
+
+class DotNumerics(NamedTuple):
+    """How one dot multiplies (as ``dot_fusion.dot_numerics`` says for the dot template)."""
+
+    operand_dtype: str
+    acc_dtype: str
+    input_precision: str | None
+    result_rounding: str  # template turning the fp32 accumulator into the register value
+
+
+@dataclass
+class _AttentionEmitter(ValueEmitter):
+    """The emitter of an attention kernel: ``hooks`` render the two dots (memoized like any
+    other value, so a score tile is computed once per loop body)."""
+
+    hooks: dict = field(default_factory=dict)
+
+    def value(self, name: str, indices: tuple[AffineExpr, ...]) -> Value:
+        hook = self.hooks.get(name)
+        if hook is None:
+            return super().value(name, indices)
+        key = (name, tuple(indices))
+        if key not in self.memo:
+            result = hook(tuple(indices))
+            self.value_axes.setdefault(result, frozenset(self._axes_of(tuple(indices))))
+            self.memo[key] = result
+        return self.memo[key]
+
+
+def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
+    """Row-major components of a flattened index (the slowest one without a mod; a dim of
+    extent 1 is the constant 0, as the pattern's roles and the indexing maps have it)."""
+    parts: list[AffineExpr] = []
+    for i, size in enumerate(sizes):
+        if size == 1:
+            parts.append(const(0))
+            continue
+        stride = math.prod(sizes[i + 1:])
+        q = flat // stride if stride != 1 else flat
+        parts.append(q if i == 0 else q % size)
+    return parts
+
+
+def _operand_indices(dot: HloInstruction, side: str, rank: int, batch, free, contracting):
+    """Indices of a dot operand from its dimension numbers (any layout or dim order)."""
+    out: list = [None] * rank
+    batch_dims = dot.attr(f"{side}_batch_dims", ())
+    for i, dim in enumerate(batch_dims):
+        out[dim] = batch[i]
+    (c,) = dot.attr(f"{side}_contracting_dims")
+    out[c] = contracting
+    (f,) = [k for k in range(rank) if out[k] is None and k != c]
+    out[f] = free
+    return tuple(out)
+
+
+@dataclass
+class _Kernel:
+    """The state of one rendering (used once)."""
+
+    module: HloModule
+    fusion_instr: HloInstruction
+    pattern: AttentionPattern
+    tiling: AttentionTiling
+    numerics: tuple[DotNumerics, DotNumerics]
+    #: For the Triton interpreter: reductions by halving steps (``ValueEmitter.tree_reductions``).
+    interpreter: bool = False
+
+    def __post_init__(self) -> None:
+        self.comp = self.module.computation(self.fusion_instr.attr("calls"))
+        self.dot1 = self.comp.instruction(self.pattern.dot1)
+        self.dot2 = self.comp.instruction(self.pattern.dot2)
+        self.lead = 1 if self.pattern.batch else 0
+        t = self.tiling
+        self.qa, self.ka, self.da = self.lead, self.lead + 1, self.lead + 2
+        self.blocks = [1] * self.lead + [t.block_m, t.block_n, t.block_d]
+        self.names = IdentifierAllocator()
+        shapes = [p.shape for p in self.comp.parameters if isinstance(p.shape, ArrayShape)]
+        bits = index_bits_for(math.prod(s.dims) for s in (*shapes, self.fusion_instr.shape))
+        self.em = _AttentionEmitter(
+            self.module, self.comp, list(self.blocks), self.names,
+            {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
+            index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
+            hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
+
+    # --- shapes -----------------------------------------------------------------------------
+    def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
+        return tuple(axes.get(a, 1) for a in range(len(self.blocks)))
+
+    def _tile(self, value: str, axes: tuple[int, int], masks: list[str], dtype: str,
+              hint: str, transpose: bool = False) -> str:
+        """``value`` (spanning at most ``axes``) as a 2-D ``tl.dot`` operand: broadcast to the
+        two axes, padding lanes zeroed (``masks``), reshaped, converted."""
+        em = self.em
+        shape = self._full({a: self.blocks[a] for a in axes})
+        tile = em.bind(f"tl.broadcast_to({value}, {shape})", f"{hint}_tile")
+        for mask in masks:
+            tile = em.bind(f"tl.where({mask}, {tile}, 0)", f"{hint}_tile")
+        tile = em.bind(f"tl.reshape({tile}, {tuple(self.blocks[a] for a in axes)})", f"{hint}_tile")
+        if transpose:
+            tile = em.bind(f"tl.trans({tile})", f"{hint}_tile")
+        return em.bind(f"{tile}.to({dtype})", f"{hint}_in")
+
+    def _var(self, e: DimExpr) -> str:
+        return self.em.dims[e.index].name
+
+    def _key_mask(self, key: DimExpr) -> list[str]:
+        keys = self.pattern.keys
+        return [] if keys % self.tiling.block_n == 0 else [f"{self._var(key)} < {keys}"]
+
+    # --- the two dots -----------------------------------------------------------------------
+    def query_tile(self) -> str:
+        """The first dot's lhs at the program's query rows (loaded once, before any loop)."""
+        lhs = self.dot1.operands[0]
+        rank = self.comp.instruction(lhs).shape.rank
+        at = _operand_indices(self.dot1, "lhs", rank, self.batch, self.q, self.c)
+        masks = [] if self.pattern.head_dim == self.tiling.block_d else \
+            [f"{self._var(self.c)} < {self.pattern.head_dim}"]
+        return self._tile(self._single(lhs, at), (self.qa, self.da), masks,
+                          self.numerics[0].operand_dtype, "q")
+
+    def scores(self, indices: tuple[AffineExpr, ...]) -> str:
+        """The first dot at ``(batch, query, key)``: ``q_tile @ k_tile^T``, rounded."""
+        nb = len(self.pattern.batch)
+        key = indices[nb + 1]
+        if tuple(indices[:nb]) != tuple(self.batch) or indices[nb] != self.q or \
+                not isinstance(key, DimExpr) or self.em.dims[key.index].axis != self.ka:
+            raise UnsupportedOpError(f"the scores {self.dot1.name} are read at {indices}, not "
+                                     "at (batch, query rows, key block)", where=self.dot1.name)
+        rhs = self.dot1.operands[1]
+        rank = self.comp.instruction(rhs).shape.rank
+        at = _operand_indices(self.dot1, "rhs", rank, self.batch, key, self.c)
+        masks = [] if self.pattern.head_dim == self.tiling.block_d else \
+            [f"{self._var(self.c)} < {self.pattern.head_dim}"]
+        numerics = self.numerics[0]
+        k_tile = self._tile(self._single(rhs, at), (self.ka, self.da), masks,
+                            numerics.operand_dtype, "k", transpose=True)
+        precision = f", input_precision={numerics.input_precision!r}" \
+            if numerics.input_precision else ""
+        em = self.em
+        s = em.bind(f"tl.dot({self.q_tile}, {k_tile}{precision}, "
+                    f"out_dtype={numerics.acc_dtype})", "qk")
+        scores_shape = self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})
+        s = em.bind(f"tl.reshape({s}, {scores_shape})", "qk")
+        return em.bind(numerics.result_rounding.format(acc=s), self.dot1.name)
+
+    def output(self, indices: tuple[AffineExpr, ...]) -> str:
+        """The second dot at the output tile: the loop over key blocks accumulating p @ v."""
+        if tuple(indices) != self.out_indices:
+            raise UnsupportedOpError(f"{self.dot2.name} is read at {indices}, not at its own "
+                                     "index (only elementwise epilogues are fused)",
+                                     where=self.dot2.name)
+        em, t, numerics = self.em, self.tiling, self.numerics[1]
+        acc = em.bind(f"tl.zeros(({t.block_m}, {t.block_d}), dtype={numerics.acc_dtype})", "acc")
+        start = self.names.fresh("key_start")
+        keys = self.pattern.keys
+        with em.block(f"for {start} in range(0, {keys}, {t.block_n}):"):
+            key = em.new_dim("key", self.ka, keys, start, -(-keys // t.block_n) * t.block_n - 1)
+            lhs, rhs = self.dot2.operands
+            p_at = _operand_indices(self.dot2, "lhs", self.comp.instruction(lhs).shape.rank,
+                                    self.batch, self.q, key)
+            v_at = _operand_indices(self.dot2, "rhs", self.comp.instruction(rhs).shape.rank,
+                                    self.batch, self.dv, key)
+            p = self._tile(self._single(lhs, p_at), (self.qa, self.ka), self._key_mask(key),
+                           numerics.operand_dtype, "p")
+            v = self._tile(self._single(rhs, v_at), (self.ka, self.da), self._key_mask(key),
+                           numerics.operand_dtype, "v")
+            precision = f", input_precision={numerics.input_precision!r}" \
+                if numerics.input_precision else ""
+            em.emit(f"{acc} = tl.dot({p}, {v}, {acc}{precision}, "
+                    f"out_dtype={numerics.acc_dtype})")
+        out_shape = self._full({self.qa: t.block_m, self.da: t.block_d})
+        view = em.bind(f"tl.reshape({acc}, {out_shape})", "acc")
+        return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
+
+    def _single(self, name: str, indices) -> str:
+        value = self.em.value(name, indices)
+        if not isinstance(value, str):
+            raise UnsupportedOpError(f"tuple-shaped dot operand {name}", where=name)
+        return value
+
+    # --- the kernel -------------------------------------------------------------------------
+    def render(self) -> tuple[str, tuple[int, ...]]:
+        em, t, pattern = self.em, self.tiling, self.pattern
+        for p in self.comp.parameters:  # parameter pointers first, in parameter order
+            em.pointer_for(p)
+        out_shape = self.fusion_instr.shape
+        if not isinstance(out_shape, ArrayShape):
+            raise UnsupportedOpError("an attention fusion has one array output",
+                                     where=self.fusion_instr.name)
+        out_pointer = self.names.fresh("out0_ptr")
+        batch = math.prod(pattern.batch)
+        tiles_m = -(-pattern.queries // t.block_m)
+        if batch > MAX_GRID_YZ:  # past grid y's limit the batch shares grid x
+            pid_m = em.bind(f"tl.program_id(0) % {tiles_m}", "pid_m")
+            pid_b = em.bind(f"tl.program_id(0) // {tiles_m}", "pid_batch")
+            grid = (tiles_m * batch, 1)
+        else:
+            pid_m = em.bind("tl.program_id(0)", "pid_m")
+            pid_b = em.bind("tl.program_id(1)", "pid_batch")
+            grid = (tiles_m, batch)
+        self.batch: list[AffineExpr] = []
+        if self.lead:
+            # The batch element is a dim variable of one lane, so loads know its bounds.
+            flat = em.new_dim("batch", 0, batch, pid_b, batch - 1)
+            self.batch = _decompose(flat, pattern.batch)
+        self.q = em.new_dim("q", self.qa, pattern.queries, f"{pid_m} * {t.block_m}",
+                            tiles_m * t.block_m - 1)
+        self.c = em.new_dim("c", self.da, pattern.head_dim)
+        self.dv = em.new_dim("dv", self.da, pattern.value_dim)
+        self.out_indices = tuple(self.batch) + (self.q, self.dv)
+        self.q_tile = self.query_tile()
+        em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
+        for name in pattern.reduces:
+            reduce_roles = pattern.roles[name]
+            em.value(name, tuple(self._index_of(r) for r in reduce_roles))
+        em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
+        value = em.value(self.comp.root_name, self.out_indices)
+        if not isinstance(value, str):
+            raise UnsupportedOpError("tuple-shaped attention root", where=self.comp.root_name)
+        q, dv = self._var(self.q), self._var(self.dv)
+        mask = em.bind(f"({q} < {pattern.queries}) & ({dv} < {pattern.value_dim})", "out_mask")
+        zero = em.bind(f"{q} * 0 + {dv} * 0", "tile_zero")
+        store_output(em, value, out_shape, out_pointer, self.out_indices, mask, zero, "output 0")
+        return self._source(out_pointer, out_shape, grid), grid
+
+    def _index_of(self, role) -> AffineExpr:
+        if isinstance(role, tuple):
+            return self.batch[role[1]]
+        if role == "q":
+            return self.q
+        if role is None:
+            return const(0)
+        raise UnsupportedOpError(f"a reduction's result varies along {role!r}",
+                                 where=self.fusion_instr.name)
+
+    def _source(self, out_pointer: str, out_shape: ArrayShape, grid) -> str:
+        em, t, pattern = self.em, self.tiling, self.pattern
+        kernel_name = self.names.fresh(f"{sanitize(self.fusion_instr.name)}_kernel")
+        parameters = self.comp.parameters
+        constants = [b for b in em.buffers.values() if b.parameter_number is None]
+        signature = [em.buffers[p.name].pointer for p in parameters]
+        signature += [c.pointer for c in constants] + [out_pointer]
+        header = comment_block(
+            f"Generated by triton_backend.templates.attention.kernel for fusion "
+            f"{self.fusion_instr.name}.\n{print_instruction(self.fusion_instr)}\n\n"
+            f"{print_computation(self.comp)}\n\n"
+            f"scores {pattern.dot1}, output {pattern.dot2}, batch {list(pattern.batch)}, "
+            f"{pattern.queries} queries, {pattern.keys} keys, head dim {pattern.head_dim}, "
+            f"value dim {pattern.value_dim}, reductions {list(pattern.reduces)}\n"
+            f"tiling {t}, grid {grid}")
+        kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n"
+                  + "\n".join(em.lines) + "\n")
+        combiners = "\n\n".join(em.helper_functions.values())
+        specs = kernel_specs(kernel_name, grid, parameters, [c.instruction for c in constants],
+                             (out_shape,), (t.num_warps, t.num_stages))
+        return (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + "\n\n"
+                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + RUNTIME)
+
+
+def render_attention_kernel(module: HloModule, fusion_instr: HloInstruction,
+                            pattern: AttentionPattern, tiling: AttentionTiling,
+                            numerics: tuple[DotNumerics, DotNumerics],
+                            interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source of the attention fusion ``fusion_instr``, and its grid
+    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps)."""
+    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter).render()
+
+
+__all__ = ["DotNumerics", "render_attention_kernel"]

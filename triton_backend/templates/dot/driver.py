@@ -1,0 +1,224 @@
+"""Dot (matmul) fusions lowered to ``tl.dot`` kernels: the dot, its prologue and its epilogue.
+
+A *dot fusion* is a ``fusion`` whose computation holds exactly one ``dot``: XLA's Triton GEMM
+fusions (``kind=kCustom`` with ``backend_config`` kind ``__triton_gemm``) and plain
+``kLoop``/``kOutput`` fusions whose hero is a dot.  The operands may be computed by a prologue
+of elementwise and data-movement ops (convert, broadcast, transpose, bitcast, ``convert(s8) *
+scale`` dequantization ...), read inside the kernel's K loop; the root may be an elementwise
+epilogue of the dot (bias add through a broadcast, GELU, residual add, convert), applied to the
+accumulator before the store.
+
+Numerics (matching XLA's reference evaluator):
+
+* f32 x f32 dots are exact (``input_precision="ieee"``) unless the dot's ``algorithm`` asks for
+  TF32 (``dot_tf32_tf32_f32`` -> ``"tf32"``, ``dot_tf32_tf32_f32_x3`` -> ``"tf32x3"``).  XLA:GPU
+  would use TF32 for ``operand_precision=default``; we follow XLA:CPU and JAX's documented
+  default semantics instead (exact unless asked), so results do not depend on the target.
+  ``operand_precision`` ``highest``/``high``/``default`` all mean exact here.
+* bf16 and f16 operands are multiplied on the tensor cores with an fp32 accumulator
+  (``out_dtype=tl.float32``), rounded once to the dot's type.
+* s8 x s8 -> s32 uses ``out_dtype=tl.int32``.
+
+>>> import fusion
+>>> m = fusion.parse_hlo('''HloModule m
+... f {
+...   a = f32[20,28] parameter(0)
+...   b = f32[28,36] parameter(1)
+...   ROOT d = f32[20,36] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+... }
+... ENTRY e {
+...   x = f32[20,28] parameter(0)
+...   y = f32[28,36] parameter(1)
+...   ROOT r = f32[20,36] fusion(x, y), kind=kCustom, calls=f
+... }''')
+>>> is_dot_fusion(m, m.entry.root)
+True
+>>> problem = dot_problem(m, m.entry.root)
+>>> (problem.m, problem.n, problem.k, problem.batch), dot_flops(problem)
+((20, 36, 28, 1), 40320)
+"""
+from __future__ import annotations
+
+import math
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.opcodes import traits
+from fusion.opcodes import opcodes_with
+from fusion.ir.shape import ArrayShape
+from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
+from triton_backend.runtime.launch_mode import runs_on_interpreter
+from triton_backend.templates.dot.tiling import (
+    DotProblem,
+    DotTiling,
+    dot_flops,
+    interpreter_tiling,
+    tiling_from,
+)
+from triton_backend.runtime.kernel_loading import (CompiledFusion, find_fusion, fused_ops,
+                                                   hero_count, load_kernel)
+from triton_backend.runtime.kernel_cache import KernelCache
+
+_ALGORITHM_PRECISION = {
+    "dot_f32_f32_f32": "ieee",
+    "dot_tf32_tf32_f32": "tf32",
+    "dot_tf32_tf32_f32_x3": "tf32x3",
+}
+
+_OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8"}
+
+#: Ops a dot fusion may hold besides the dot (anything the value emitter renders at an index).
+_NOT_FUSIBLE = opcodes_with("own_loop")
+
+
+def is_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
+    """True when ``fusion_instr`` is a fusion whose computation holds exactly one dot."""
+    return hero_count(module, fusion_instr, "dot") == 1
+
+
+def _the_dot(module: HloModule, fusion_instr: HloInstruction) -> HloInstruction:
+    dots = fused_ops(module, fusion_instr, "dot")
+    if len(dots) != 1:
+        raise UnsupportedOpError(f"fusion {fusion_instr.name} holds {len(dots)} dots; a dot "
+                                 "fusion holds exactly one", where=fusion_instr.name)
+    return dots[0]
+
+
+def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
+    """The flattened dims, roles of operand dims and dtypes of the fusion's dot."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    dot = _the_dot(module, fusion_instr)
+    comp = module.computation(fusion_instr.attr("calls"))
+    for instr in comp:
+        if instr.opcode in _NOT_FUSIBLE and instr.name != dot.name:
+            raise UnsupportedOpError(f"{instr.opcode} {instr.name} cannot be fused with dot "
+                                     f"{dot.name} (only elementwise/data-movement prologues and "
+                                     "elementwise epilogues are)", where=instr.name)
+    lhs, rhs = (comp.instruction(o).shape for o in dot.operands)
+    out = dot.shape
+    if not all(isinstance(s, ArrayShape) for s in (lhs, rhs, out)):
+        raise UnsupportedOpError("dot with tuple-shaped operands", where=dot.name)
+    lc, rc = tuple(dot.attr("lhs_contracting_dims", ())), tuple(dot.attr("rhs_contracting_dims", ()))
+    lb, rb = tuple(dot.attr("lhs_batch_dims", ())), tuple(dot.attr("rhs_batch_dims", ()))
+    lf = [d for d in range(lhs.rank) if d not in lc and d not in lb]
+    rf = [d for d in range(rhs.rank) if d not in rc and d not in rb]
+
+    def roles(rank, batch, free, contracting):
+        table = {}
+        for i, d in enumerate(batch):
+            table[d] = ("b", i)
+        for i, d in enumerate(free):
+            table[d] = ("m", i)
+        for i, d in enumerate(contracting):
+            table[d] = ("k", i)
+        return tuple(table[d] for d in range(rank))
+
+    operand_dtype, acc_dtype, precision, rounding = dot_numerics(dot, lhs.dtype, rhs.dtype, out.dtype)
+    return DotSpec(
+        dot=dot,
+        batch_sizes=tuple(lhs.dims[d] for d in lb),
+        m_sizes=tuple(lhs.dims[d] for d in lf),
+        n_sizes=tuple(rhs.dims[d] for d in rf),
+        k_sizes=tuple(lhs.dims[d] for d in lc),
+        lhs_dims=roles(lhs.rank, lb, lf, lc),
+        rhs_dims=roles(rhs.rank, rb, rf, rc),
+        operand_dtype=operand_dtype, acc_dtype=acc_dtype, input_precision=precision,
+        result_rounding=rounding)
+
+
+def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
+    """``(operand dtype, accumulator dtype, input_precision, result rounding)`` of a dot with
+    operand types ``lhs``, ``rhs`` and result type ``out`` (the numerics in the module
+    docstring); also used by the attention template for its two dots."""
+    algorithm = dot.attr("algorithm", None)
+    if algorithm is not None and str(algorithm) not in _ALGORITHM_PRECISION:
+        raise UnsupportedOpError(f"dot algorithm {algorithm} is not supported (supported: "
+                                 f"{sorted(_ALGORITHM_PRECISION)})", where=dot.name)
+    if lhs == rhs == "s8":
+        if out not in ("s32", "s8", "s16"):
+            raise UnsupportedOpError(f"s8 x s8 dot producing {out} is not supported", where=dot.name)
+        rounding = "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
+        return "tl.int8", "tl.int32", None, rounding
+    if lhs not in _OPERAND_DTYPES or rhs not in _OPERAND_DTYPES or lhs == "s8" or rhs == "s8" \
+            or out not in ("f32", "bf16", "f16"):
+        raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported by tl.dot "
+                                 "(supported: f32, bf16, f16 with a float result, s8 x s8 -> s32)",
+                                 where=dot.name)
+    if lhs == rhs and lhs != "f32":
+        operand, precision = _OPERAND_DTYPES[lhs], None
+    else:
+        # Mixed or f32 operands: both are (exactly) widened to f32.
+        operand = "tl.float32"
+        precision = _ALGORITHM_PRECISION.get(str(algorithm), "ieee") if algorithm else "ieee"
+    rounding = {"f32": "{acc}", "bf16": "xla_math.round_to_bf16({acc})",
+                "f16": "{acc}.to(tl.float16).to(tl.float32)"}[out]
+    return operand, "tl.float32", precision, rounding
+
+
+def _operand_bytes(module: HloModule, fusion_instr: HloInstruction, dot: HloInstruction) -> int:
+    comp = module.computation(fusion_instr.attr("calls"))
+    return max(comp.instruction(o).shape.element_type.bits // 8 for o in dot.operands)
+
+
+def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotProblem:
+    """The dot's flattened sizes (batch, M, N, K) and operand width, for tiling and costs."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    spec = dot_spec(module, fusion_instr)
+    return DotProblem(math.prod(spec.batch_sizes), math.prod(spec.m_sizes),
+                      math.prod(spec.n_sizes), math.prod(spec.k_sizes),
+                      _operand_bytes(module, fusion_instr, spec.dot),
+                      _expensive_prologue(module, fusion_instr, spec.dot))
+
+
+def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
+                        dot: HloInstruction) -> bool:
+    """Whether an operand of the dot is computed with an expensive op inside the fusion."""
+    comp = module.computation(fusion_instr.attr("calls"))
+    stack, seen = list(dot.operands), set()
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        instr = comp.instruction(name)
+        if traits(instr.opcode).expensive:
+            return True
+        stack.extend(instr.operands)
+    return False
+
+
+def target_arch(target: str | None) -> int:
+    """The compute capability a target names (``"cuda:80"``, ``"sm_90"``); 90 for none."""
+    if not target:
+        return 90
+    digits = "".join(ch for ch in str(target).rsplit(":", 1)[-1] if ch.isdigit())
+    if not digits:
+        raise UnsupportedOpError(f"cannot read a compute capability from target {target!r} "
+                                 "(expected e.g. 'cuda:90' or 'sm_80')", where=str(target))
+    return int(digits)
+
+
+def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
+                       tile_sizes=None, target: str | None = None,
+                       cache: KernelCache | None = None):
+    """Generate, cache and load the ``tl.dot`` kernel of a dot fusion.
+
+    ``tile_sizes``: None (the default tiling), ``(block_m, block_n, block_k)``, a mapping of
+    ``DotTiling`` fields, or a ``DotTiling``; illegal tilings raise ``UnsupportedOpError``.
+    ``target`` (``"cuda:80"``, ``"sm_90"``; default sm_90) bounds shared memory.  Returns a
+    ``CompiledFusion`` of kind ``"dot"`` whose ``tile_sizes`` are ``(BM, BN, BK)``.
+    """
+    fusion_instr = find_fusion(module, fusion_instr)
+    spec = dot_spec(module, fusion_instr)
+    arch = target_arch(target)
+    problem = dot_problem(module, fusion_instr)
+    if tile_sizes is None and runs_on_interpreter(target):
+        tile_sizes = interpreter_tiling(problem, arch)
+    tiling = tiling_from(tile_sizes, problem, arch)
+    source, grid = render_dot_kernel(module, fusion_instr, spec, tiling)
+    loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
+    return CompiledFusion(fusion_instr.name, "dot", path, source, grid, tiling.tile_sizes, loaded)
+
+
+__all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_numerics",
+           "dot_problem", "dot_spec", "is_dot_fusion", "target_arch"]

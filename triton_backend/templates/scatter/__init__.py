@@ -1,0 +1,2 @@
+"""Scatter fusions: the plan, the template and its compile, in ``kernel``.
+"""

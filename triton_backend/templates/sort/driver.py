@@ -1,0 +1,228 @@
+"""Sort fusions as ``tl.sort`` kernels: one row in one tile, stable, multi-operand.
+
+A *sort fusion* is a ``fusion`` whose computation's root is a ``sort`` (or a tuple of
+get-tuple-elements of one), whose operands are fusion parameters or iotas (argsort sorts
+``(x, iota)``).  Rows of at most :data:`MAX_SORT_LENGTH` elements are sorted in one tile;
+longer ones raise ``UnsupportedOpError`` naming the limit.
+
+The comparator is *recognized by its behaviour*: it is run through the reference evaluator on
+every pair of a probe set of keys (NaNs of both signs, infinities, signed zeros, denormals,
+extremes, duplicates, random values) with varying other operands, and must agree everywhere
+with one of the orders the kernel implements: LT or GT on operand 0 alone, for floats either
+XLA's TOTALORDER or JAX's canonical order (NaNs equal and last, -0 == +0; JAX spells it as a
+select/bitcast/xor computation, which is why syntax alone is not enough).  A plain float
+``LT``/``GT`` is taken as the canonical order (it agrees with it on every non-NaN pair; NaN
+makes a plain compare no strict weak order, and the kernel then sorts NaNs last).  Anything
+else (tie-breaks on other operands, keys of more than 32 bits, custom orders) is rejected
+with the reason.
+
+>>> import fusion
+>>> m = fusion.parse_hlo('''HloModule m
+... lt {
+...   a = s32[] parameter(0)
+...   b = s32[] parameter(1)
+...   ROOT c = pred[] compare(a, b), direction=GT
+... }
+... f {
+...   p = s32[3,5] parameter(0)
+...   ROOT s = s32[3,5] sort(p), dimensions={1}, to_apply=lt
+... }
+... ENTRY e {
+...   x = s32[3,5] parameter(0)
+...   ROOT r = s32[3,5] fusion(x), kind=kLoop, calls=f
+... }''')
+>>> is_sort_fusion(m, "r"), comparator_order(m, sort_of(m, "r"))
+(True, SortOrder(descending=True, float_order='canonical'))
+"""
+from __future__ import annotations
+
+import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+import numpy as np
+
+from fusion.errors import UnsupportedOpError
+from fusion.evaluator.interpreter import Evaluator
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, TupleShape
+from triton_backend.templates.sort.kernel import SortOperand, SortOrder, render_sort_kernel
+from triton_backend.runtime.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.runtime.kernel_cache import KernelCache
+
+#: The longest row sorted in one tile (a bitonic sort of int64 keys held in registers).
+MAX_SORT_LENGTH = 4096
+
+_FLOAT_PROBES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1.5, -1.5, 2.0, 1e-40,
+                 -1e-40, 3.4e38, -3.4e38, 1e-3, -7.25]
+
+
+def sort_of(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruction:
+    """The sort that is (or whose elements form) the fusion's root."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        raise UnsupportedOpError(f"{fusion_instr.name} is not a fusion", where=fusion_instr.name)
+    comp = module.computation(called)
+    root = comp.root
+    if root.opcode == "sort":
+        return root
+    if root.opcode == "tuple":
+        sources = {comp.instruction(o).operands[0] for o in root.operands
+                   if comp.instruction(o).opcode == "get-tuple-element"}
+        if len(sources) == 1 and all(comp.instruction(o).opcode == "get-tuple-element"
+                                     for o in root.operands):
+            candidate = comp.instruction(sources.pop())
+            if candidate.opcode == "sort":
+                return candidate
+    if root.opcode == "get-tuple-element" and comp.instruction(root.operands[0]).opcode == "sort":
+        return comp.instruction(root.operands[0])
+    raise UnsupportedOpError(f"fusion {fusion_instr.name}'s root {root.name} is not a sort",
+                             where=fusion_instr.name)
+
+
+def is_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
+    """True when ``fusion_instr`` is a fusion whose root is a sort (or its tuple elements)."""
+    try:
+        sort_of(module, fusion_instr)
+    except UnsupportedOpError:
+        return False
+    return True
+
+
+def _probe_keys(dtype: str) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    if dtype in ("f32", "bf16", "f16"):
+        base = np.array(_FLOAT_PROBES + list(rng.standard_normal(15) * 100), np.float64)
+        with np.errstate(over="ignore"):
+            return base.astype(np.float32).astype(
+                {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}[dtype])
+    info = np.iinfo({"s8": np.int8, "s16": np.int16, "s32": np.int32, "u8": np.uint8,
+                     "u16": np.uint16, "u32": np.uint32}.get(dtype, np.int8)) if dtype != "pred" else None
+    if info is None:
+        return np.array([False, True])
+    values = [info.min, info.max, 0, 1, info.min + 1, info.max - 1] + \
+        list(rng.integers(info.min, info.max, 14, endpoint=True))
+    return np.array(values, dtype=info.dtype)
+
+
+def _reference_orders(keys: np.ndarray, dtype: str) -> dict[tuple[bool, str], np.ndarray]:
+    """less[i, j] for every candidate order, on all pairs of ``keys``."""
+    a, b = keys[:, None], keys[None, :]
+    if dtype not in ("f32", "bf16", "f16"):
+        lt = a.astype(np.int64) < b.astype(np.int64)
+        return {(False, "canonical"): lt, (True, "canonical"): lt.T}
+    f = keys.astype(np.float32)
+    bits = f.view(np.int32).astype(np.int64)
+    total = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    canon_f = np.where(np.isnan(f), np.float32(np.nan), np.where(f == 0, np.float32(0), f))
+    cbits = canon_f.astype(np.float32).view(np.int32).astype(np.int64)
+    canon = np.where(cbits < 0, cbits ^ 0x7FFFFFFF, cbits)
+    orders = {}
+    for name, k in (("canonical", canon), ("total", total)):
+        lt = k[:, None] < k[None, :]
+        orders[(False, name)] = lt
+        orders[(True, name)] = lt.T
+    return orders
+
+
+def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
+    """The order ``sort``'s comparator defines, or ``UnsupportedOpError`` saying why not."""
+    shapes = sort.shape.elements if isinstance(sort.shape, TupleShape) else (sort.shape,)
+    key_type = shapes[0].dtype
+    keys = _probe_keys(key_type)
+    name = sort.attr("to_apply")
+    evaluator = Evaluator(module)
+    results = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for position, shape in enumerate(shapes):
+            if position == 0:
+                arrays += [keys[:, None], keys[None, :]]
+                continue
+            others = _probe_keys(shape.dtype)
+            pick = lambda: others[rng.integers(0, len(others), (len(keys), len(keys)))]  # noqa: E731
+            arrays += [pick(), pick()]
+        (less,) = evaluator.call_scalar(name, arrays, caller=sort)
+        results.append(np.asarray(less, bool))
+    if not np.array_equal(results[0], results[1]):
+        raise UnsupportedOpError(f"comparator {name} of {sort.name} depends on operands other than "
+                                 "the keys (operand 0); only key comparisons are supported",
+                                 where=sort.name)
+    finite = np.ones(len(keys), bool)
+    if key_type in ("f32", "bf16", "f16"):
+        finite = ~np.isnan(keys.astype(np.float32))
+    both = finite[:, None] & finite[None, :]
+    for (descending, float_order), want in _reference_orders(keys, key_type).items():
+        if np.array_equal(results[0], want):
+            return SortOrder(descending, float_order)
+    # A plain float compare: the canonical order on every pair without a NaN.
+    for (descending, float_order), want in _reference_orders(keys, key_type).items():
+        if float_order == "canonical" and np.array_equal(results[0] & both, want & both) \
+                and not results[0][~both].any():
+            return SortOrder(descending, float_order)
+    raise UnsupportedOpError(
+        f"comparator {name} of {sort.name} is not a LT/GT comparison of the keys (plain, "
+        "TOTALORDER or JAX's canonical NaN order); custom orders are not supported", where=sort.name)
+
+
+def _operands(module, fusion_instr, sort) -> tuple[SortOperand, ...]:
+    comp = module.computation(fusion_instr.attr("calls"))
+    result = []
+    for name in sort.operands:
+        instr = comp.instruction(name)
+        if instr.opcode == "parameter":
+            result.append(SortOperand(instr, None, instr.shape))
+        elif instr.opcode == "iota":
+            result.append(SortOperand(None, instr.attr("iota_dimension"), instr.shape))
+        else:
+            raise UnsupportedOpError(f"sort operand {name} is a {instr.opcode}; sort fusions take "
+                                     "parameters or iotas as operands", where=name)
+    return tuple(result)
+
+
+def _outputs(module, fusion_instr, sort) -> tuple[ArrayShape, ...]:
+    comp = module.computation(fusion_instr.attr("calls"))
+    shapes = sort.shape.elements if isinstance(sort.shape, TupleShape) else (sort.shape,)
+    root = comp.root
+    if root.name == sort.name:
+        return tuple(shapes)
+    picks = root.operands if root.opcode == "tuple" else (root.name,)
+    indices = [comp.instruction(p).attr("index") for p in picks]
+    if indices != list(range(len(shapes))):
+        raise UnsupportedOpError(f"fusion {fusion_instr.name} returns sort elements {indices}; "
+                                 "only all of them in order are supported", where=fusion_instr.name)
+    return tuple(shapes)
+
+
+def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
+                        tile_sizes=None, target: str | None = None,
+                        cache: KernelCache | None = None):
+    """Generate, cache and load the ``tl.sort`` kernel of a sort fusion (kind ``"sort"``).
+
+    ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
+    row); by default the row length rounded up to a power of two.
+    """
+    fusion_instr = find_fusion(module, fusion_instr)
+    sort = sort_of(module, fusion_instr)
+    operands = _operands(module, fusion_instr, sort)
+    (dim,) = sort.attr("dimensions")
+    n = operands[0].shape.dims[dim]
+    if n > MAX_SORT_LENGTH:
+        raise UnsupportedOpError(f"sort {sort.name} along a dimension of {n} elements: rows longer "
+                                 f"than {MAX_SORT_LENGTH} elements are not sorted in one tile "
+                                 "(multi-tile merge sort is not implemented)", where=sort.name)
+    order = comparator_order(module, sort)
+    block = max(1 << max(0, (n - 1).bit_length()), 2)
+    if tile_sizes is not None:
+        (block,) = tuple(tile_sizes)
+        if block < n or block & (block - 1):
+            raise UnsupportedOpError(f"sort tile {block} must be a power of two >= the row "
+                                     f"length {n}", where=sort.name)
+    outputs = _outputs(module, fusion_instr, sort)
+    source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order, block)
+    loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
+    return CompiledFusion(fusion_instr.name, "sort", path, source, grid, (block,), loaded)
+
+
+__all__ = ["MAX_SORT_LENGTH", "SortOrder", "comparator_order", "compile_sort_fusion",
+           "is_sort_fusion", "sort_of"]

@@ -1,0 +1,137 @@
+"""Render the kernel file of a sort fusion: one row per program, ``tl.sort`` of packed keys.
+
+The key of each lane becomes an int32 whose signed order is the comparator's order
+(:func:`ordered_key_text`), descending orders are bit-complemented, and the lane index is packed
+into the low 32 bits of an int64: sorting the packed values with ``tl.sort`` is then a *stable*
+sort by the comparator (ties keep their index order), whatever ``tl.sort``'s own algorithm.
+Padding lanes (the row is padded to a power of two) hold ``INT64_MAX`` and sort last.  Every
+operand (keys included, so NaN payloads and -0.0 survive bit-exactly) is then gathered from
+its input at the sorted source index and stored.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.text.printer import print_computation, print_instruction
+from fusion.ir.shape import ArrayShape
+from triton_backend.lowering.emitter.addressing import buffer_addressing
+from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, storage_dtype
+from triton_backend.lowering.emitter.identifiers import comment_block, sanitize
+
+#: Float bit layouts: (signed int type, magnitude mask, +inf bits, canonical NaN bits).
+_FLOAT_BITS = {
+    "f32": ("tl.int32", 0x7FFFFFFF, 0x7F800000, 0x7FC00000),
+    "bf16": ("tl.int16", 0x7FFF, 0x7F80, 0x7FC0),
+    "f16": ("tl.int16", 0x7FFF, 0x7C00, 0x7E00),
+}
+
+
+@dataclass(frozen=True)
+class SortOrder:
+    """The order a comparator defines on operand 0: direction and float key semantics.
+
+    ``float_order``: ``"total"`` (XLA TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < +NaN) or
+    ``"canonical"`` (JAX's: NaNs equal and last, -0 equal to +0; also used for a plain
+    float compare, whose NaN behaviour is not a strict weak order).
+    """
+
+    descending: bool
+    float_order: str = "canonical"
+
+
+def ordered_key_text(key: str, dtype: str, order: SortOrder) -> str:
+    """Triton text: an int32 of the raw (storage dtype) ``key`` whose signed order is ``order``.
+
+    >>> ordered_key_text("k", "s16", SortOrder(False))
+    '(k).to(tl.int32)'
+    """
+    if dtype in _FLOAT_BITS:
+        int_t, mag, inf, nan = _FLOAT_BITS[dtype]
+        bits = f"({key}).to({int_t}, bitcast=True)"
+        if order.float_order == "canonical":
+            magnitude = f"({bits} & {mag})"
+            bits = (f"tl.where({magnitude} > {inf}, tl.full([], {nan}, {int_t}), "
+                    f"tl.where({magnitude} == 0, tl.full([], 0, {int_t}), {bits}))")
+        # Negative floats: flip the magnitude bits so signed integer order is the float order.
+        text = f"tl.where({bits} < 0, {bits} ^ {mag}, {bits}).to(tl.int32)"
+    elif dtype in ("s8", "s16", "s32", "u8", "u16", "pred"):
+        text = f"({key}).to(tl.int32)"
+    elif dtype == "u32":
+        text = f"(({key}) ^ 0x80000000).to(tl.int32, bitcast=True)"
+    else:
+        raise UnsupportedOpError(f"sort keys of type {dtype} are not supported (keys of at most "
+                                 "32 bits: s8..s32, u8..u32, pred, f16, bf16, f32)", where=dtype)
+    return f"~({text})" if order.descending else text
+
+
+@dataclass(frozen=True)
+class SortOperand:
+    """Where operand ``i`` of the sort comes from: a fusion parameter, or an iota."""
+
+    parameter: HloInstruction | None
+    iota_dimension: int | None
+    shape: ArrayShape
+
+
+def render_sort_kernel(module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction,
+                       operands: tuple[SortOperand, ...], outputs: tuple[ArrayShape, ...],
+                       order: SortOrder, block: int) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source sorting ``sort``'s rows, and its grid (one program per row)."""
+    computation = module.computation(fusion_instr.attr("calls"))
+    (dim,) = sort.attr("dimensions")
+    dims = operands[0].shape.dims
+    n = dims[dim]
+    others = [j for j in range(len(dims)) if j != dim]
+    rows = math.prod(dims[j] for j in others)
+    params = computation.parameters
+    in_ptr = {p.name: f"in{i}_ptr" for i, p in enumerate(params)}
+    out_ptrs = [f"out{i}_ptr" for i in range(len(outputs))]
+    body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})", f"valid = lane < {n}"]
+    row_index = {}
+    for pos, j in enumerate(others):
+        stride = math.prod(dims[i] for i in others[pos + 1:])
+        row_index[j] = f"row{j}"
+        body.append(f"row{j} = (pid // {stride}) % {dims[j]}")
+
+    def base_and_stride(shape: ArrayShape, name: str) -> tuple[str, int]:
+        strides = buffer_addressing(shape, name).strides
+        base = " + ".join(f"row{j} * {strides[j]}" for j in others) or "0"
+        return base, strides[dim]
+
+    key = operands[0]
+    if key.parameter is None:
+        raise UnsupportedOpError("the sort key (operand 0) must be a fusion parameter",
+                                 where=sort.name)
+    base, stride = base_and_stride(key.shape, key.parameter.name)
+    body += [f"key = tl.load({in_ptr[key.parameter.name]} + {base} + lane * {stride}, "
+             f"mask=valid, other=0)",
+             f"ordered = {ordered_key_text('key', key.shape.dtype, order)}",
+             "packed = tl.where(valid, (ordered.to(tl.int64) << 32) | lane.to(tl.int64), "
+             "0x7FFFFFFFFFFFFFFF)",
+             "packed = tl.sort(packed)",
+             "source = (packed & 0xFFFFFFFF).to(tl.int32)"]
+    for i, (operand, shape, pointer) in enumerate(zip(operands, outputs, out_ptrs)):
+        if operand.parameter is not None:
+            b, s = base_and_stride(operand.shape, operand.parameter.name)
+            value = f"tl.load({in_ptr[operand.parameter.name]} + {b} + source * {s}, mask=valid, other=0)"
+        else:
+            index = "source" if operand.iota_dimension == dim else f"(lane * 0 + {row_index[operand.iota_dimension]})"
+            value = f"({index}).to({storage_dtype(shape.element_type)})"
+        ob, os_ = base_and_stride(shape, f"output {i}")
+        body.append(f"tl.store({pointer} + {ob} + lane * {os_}, {value}, mask=valid)")
+    kernel_name = f"{sanitize(fusion_instr.name)}_sort_kernel"
+    signature = [in_ptr[p.name] for p in params] + out_ptrs
+    kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n"
+              + "\n".join("    " + line for line in body) + "\n")
+    grid = (rows,)
+    header = comment_block(
+        f"Generated by triton_backend.templates.sort.kernel for sort fusion {fusion_instr.name}.\n"
+        f"{print_instruction(fusion_instr)}\n\n{print_computation(computation)}\n\n"
+        f"comparator order {order}; row length {n} padded to {block}; {rows} rows")
+    specs = kernel_specs(kernel_name, grid, params, [], outputs)
+    source = header + PRELUDE + KERNEL_IMPORTS + "\n\n" + kernel + "\n\n" + specs + RUNTIME
+    return source, grid
