@@ -46,7 +46,7 @@ from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention.tiling import AttentionTiling
-from triton_backend.templates.dot.kernel import DOT_BF16_PRELUDE
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
 
 
 class DotNumerics(NamedTuple):

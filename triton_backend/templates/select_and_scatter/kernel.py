@@ -56,7 +56,6 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import AffineExpr, const
 from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.runtime.kernel_loading import CompiledFusion, load_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
@@ -131,10 +130,7 @@ def render_select_and_scatter_kernel(module: HloModule, fusion_instr: HloInstruc
                                      plan: SelectAndScatterPlan) -> str:
     """The kernel file of a select-and-scatter fusion (see the module docstring)."""
     comp = module.computation(fusion_instr.attr("calls"))
-    op = plan.op
-    out = array_shape(op)
-    operand_name, source_name, init_name = op.operands
-    source = array_shape(comp.instruction(source_name))
+    out = array_shape(plan.op)
     names = IdentifierAllocator()
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     counts = [math.prod(p.shape.dims) for p in comp.parameters if isinstance(p.shape, ArrayShape)]
@@ -147,52 +143,7 @@ def render_select_and_scatter_kernel(module: HloModule, fusion_instr: HloInstruc
     flat = em.new_dim("i", 0, plan.elements, em.bind(f"pid * {plan.block}", "start"),
                       plan.grid[0] * plan.block - 1)
     p = row_major_coordinates(flat, out.dims)
-    window = op.attr("window", None)
-    dims = window.dims if window is not None else ()
-    sizes = [d.size for d in dims]
-    offsets = list(itertools.product(*(range(n) for n in sizes)))
-    select = combine_function(em, op.attr("select"), 1)
-    scatter = combine_function(em, op.attr("scatter"), 1)
-    one = "tl.full([], 1, tl.int8)"
-    block_shape = [plan.block]
-    acc = em.bind(f"tl.broadcast_to({em.scalar_value(init_name)}, {block_shape})", "acc")
-    zero = em.bind(f"tl.zeros({block_shape}, tl.int32)", "zero")
-    for k in reversed(offsets):  # windows holding p, in ascending source order
-        numerators = [p[i] + (d.padding_low - k[i] * d.window_dilation) for i, d in enumerate(dims)]
-        w = [num // d.stride if d.stride > 1 else num for num, d in zip(numerators, dims)]
-        holds = []
-        for i, (num, d) in enumerate(zip(numerators, dims)):
-            text = em.index_tensor(num)
-            holds.append(f"({text} >= 0)")
-            if d.stride > 1:
-                holds.append(f"({text} % {d.stride} == 0)")
-            holds.append(f"({em.index_tensor(w[i])} < {source.dims[i]})")
-        holds_p = em.bind(" & ".join(holds) if holds else "True", "holds")
-        picked_value = picked_k = have = None
-        for j in offsets:  # the window's pick, scanning its positions in row-major order
-            at = tuple(p[i] + (j[i] - k[i]) * d.window_dilation for i, d in enumerate(dims))
-            value = em.spanning(em.value(operand_name, at), (flat,))
-            # Padding positions are never picked.  Or-ed with a false block so the mask is a
-            # block even where the bounds hold statically (the interpreter's 0-d masks).
-            inside = em.in_bounds(at, out.dims) or "True"
-            inside = em.bind(f"({inside}) | (zero != 0)", "inside")
-            if picked_value is None:
-                picked_value, have = value, inside
-                picked_k = inside if j == k else em.bind("zero != 0", "picked_k")
-                continue
-            keep = names.fresh("keep")
-            em.emit(f"{keep}, _ = {select}({picked_value}, {one}, {value}, {one})")
-            take = em.bind(f"{inside} & ((~{have}) | ({keep} == 0))", "take")
-            picked_value = em.bind(f"tl.where({take}, {value}, {picked_value})", "picked")
-            # Whether the pick is now p's own position k: set by taking k, cleared by any other.
-            picked_k = em.bind(f"{picked_k} | {take}" if j == k else f"{picked_k} & (~{take})",
-                               "picked_k")
-            have = em.bind(f"{have} | {inside}", "have")
-        hit = em.bind(f"{holds_p} & {picked_k}", "hit")
-        src = em.value(source_name, tuple(w))
-        combined = names.fresh("combined")
-        em.emit(f"{combined}, _ = {scatter}({acc}, {one}, {src}, {one})")
-        acc = em.bind(f"tl.where({hit}, {combined}, {acc})", "acc")
+    acc = _gathered_output(em, plan, flat, p)
     offset = em.index_text(buffer_addressing(out, "output 0").offset(tuple(p)))
     em.emit(f"tl.store({out_pointer} + {offset}, {render_store_narrow(acc, out.element_type)}, "
             f"mask={em.index_text(flat)} < {plan.elements})")
@@ -210,6 +161,72 @@ def render_select_and_scatter_kernel(module: HloModule, fusion_instr: HloInstruc
                          [b.instruction for b in constants], [out])
     return (header + PRELUDE + KERNEL_IMPORTS + "\n\n" + (helpers + "\n\n" if helpers else "")
             + kernel + "\n\n" + specs + RUNTIME)
+
+
+#: A one-element int8 block: the validity flag the combine functions take with each value.
+_ONE = "tl.full([], 1, tl.int8)"
+
+
+def _gathered_output(em: ValueEmitter, plan: SelectAndScatterPlan, flat, p) -> str:
+    """The output block at positions ``p``: ``init``, with the ``source`` element of every
+    window that picks ``p`` combined in by ``scatter``, in source order."""
+    op = plan.op
+    operand_name, source_name, init_name = op.operands
+    source = array_shape(em.computation.instruction(source_name))
+    window = op.attr("window", None)
+    dims = window.dims if window is not None else ()
+    offsets = list(itertools.product(*(range(d.size) for d in dims)))
+    select = combine_function(em, op.attr("select"), 1)
+    scatter = combine_function(em, op.attr("scatter"), 1)
+    block_shape = [plan.block]
+    acc = em.bind(f"tl.broadcast_to({em.scalar_value(init_name)}, {block_shape})", "acc")
+    em.bind(f"tl.zeros({block_shape}, tl.int32)", "zero")  # read as `zero` by the masks below
+    for k in reversed(offsets):  # windows holding p, in ascending source order
+        numerators = [p[i] + (d.padding_low - k[i] * d.window_dilation) for i, d in enumerate(dims)]
+        w = [num // d.stride if d.stride > 1 else num for num, d in zip(numerators, dims)]
+        holds = []
+        for i, (num, d) in enumerate(zip(numerators, dims)):
+            text = em.index_tensor(num)
+            holds.append(f"({text} >= 0)")
+            if d.stride > 1:
+                holds.append(f"({text} % {d.stride} == 0)")
+            holds.append(f"({em.index_tensor(w[i])} < {source.dims[i]})")
+        holds_p = em.bind(" & ".join(holds) if holds else "True", "holds")
+        picked_k = _window_picks(em, operand_name, select, flat, p, k, offsets, dims,
+                                 array_shape(op).dims)
+        hit = em.bind(f"{holds_p} & {picked_k}", "hit")
+        src = em.value(source_name, tuple(w))
+        combined = em.names.fresh("combined")
+        em.emit(f"{combined}, _ = {scatter}({acc}, {_ONE}, {src}, {_ONE})")
+        acc = em.bind(f"tl.where({hit}, {combined}, {acc})", "acc")
+    return acc
+
+
+def _window_picks(em: ValueEmitter, operand_name: str, select: str, flat, p, k, offsets,
+                  dims, out_dims) -> str:
+    """Whether the window holding ``p`` at its offset ``k`` picks ``p``: its positions ``j``
+    scanned in row-major order, the pick kept while ``select(picked, candidate)`` holds."""
+    picked_value = picked_k = have = None
+    for j in offsets:  # the window's pick, scanning its positions in row-major order
+        at = tuple(p[i] + (j[i] - k[i]) * d.window_dilation for i, d in enumerate(dims))
+        value = em.spanning(em.value(operand_name, at), (flat,))
+        # Padding positions are never picked.  Or-ed with a false block so the mask is a
+        # block even where the bounds hold statically (the interpreter's 0-d masks).
+        inside = em.in_bounds(at, out_dims) or "True"
+        inside = em.bind(f"({inside}) | (zero != 0)", "inside")
+        if picked_value is None:
+            picked_value, have = value, inside
+            picked_k = inside if j == k else em.bind("zero != 0", "picked_k")
+            continue
+        keep = em.names.fresh("keep")
+        em.emit(f"{keep}, _ = {select}({picked_value}, {_ONE}, {value}, {_ONE})")
+        take = em.bind(f"{inside} & ((~{have}) | ({keep} == 0))", "take")
+        picked_value = em.bind(f"tl.where({take}, {value}, {picked_value})", "picked")
+        # Whether the pick is now p's own position k: set by taking k, cleared by any other.
+        picked_k = em.bind(f"{picked_k} | {take}" if j == k else f"{picked_k} & (~{take})",
+                           "picked_k")
+        have = em.bind(f"{have} | {inside}", "have")
+    return picked_k
 
 
 def compile_select_and_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
