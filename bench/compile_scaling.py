@@ -184,7 +184,7 @@ def _timed(fn, repeat: int):
 
 def measure(text: str, *, repeat: int = 1, compile_: bool = True) -> dict[str, float | None]:
     """Seconds per phase for one module's text (None: not measured or not available)."""
-    from triton_backend.driver import module_runner
+    from triton_backend.driver import module_compiler
 
     out: dict[str, float | None] = dict.fromkeys(PHASES)
     out["parse"], module = _timed(lambda: parse_hlo(text), repeat)
@@ -199,12 +199,12 @@ def measure(text: str, *, repeat: int = 1, compile_: bool = True) -> dict[str, f
             os.environ["FUSION_KERNEL_CACHE_DIR"] = cache  # cold: no kernel file exists yet
             with _timing_kernel_imports() as imports:
                 start = time.perf_counter()
-                module_runner.compile_hlo(text)
+                module_compiler.compile_hlo(text)
                 out["compile_cold"] = time.perf_counter() - start
             out["kernel_import"] = imports[0]
             out["ours"] = out["compile_cold"] - imports[0]
-            if _has_module_cache(module_runner):
-                out["compile_warm"], _ = _timed(lambda: module_runner.compile_hlo(text), repeat)
+            if _has_module_cache(module_compiler):
+                out["compile_warm"], _ = _timed(lambda: module_compiler.compile_hlo(text), repeat)
         if previous is None:
             os.environ.pop("FUSION_KERNEL_CACHE_DIR", None)
         else:
@@ -235,11 +235,11 @@ def _timing_kernel_imports():
         kernel_cache.import_checked_text = original
 
 
-def _has_module_cache(module_runner) -> bool:
+def _has_module_cache(module_compiler) -> bool:
     import triton_backend.driver as driver
 
     return any("module_cache" in name for name in dir(driver)) or any(
-        "module_cache" in name for name in dir(module_runner))
+        "module_cache" in name for name in dir(module_compiler))
 
 
 def fitted_slope(sizes: list[int], seconds: list[float]) -> float | None:

@@ -49,8 +49,8 @@ LAYERS = {
 LAZY_IMPORTS: set[tuple[str, str, str]] = {
     # torch: the compile/run subcommands' modules are all imported by ``build_parser()`` for
     # ``fusion-compile --help``; the driver is imported only when the subcommand runs.
-    ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_runner"),
-    ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_runner"),
+    ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_compiler"),
+    ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_compiler"),
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
     ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.runtime.launch_mode"),
     # triton: the @triton.jit math helpers, re-imported under the interpreter.

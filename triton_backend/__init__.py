@@ -32,7 +32,7 @@ from typing import Any
 from triton_backend.runtime.version import DISTRIBUTION, __version__
 
 _EXPORTS = {
-    "compile_hlo": "triton_backend.driver.module_runner",
+    "compile_hlo": "triton_backend.driver.module_compiler",
     "from_jax": "triton_backend.integrations.from_jax",
     "torch_op": "triton_backend.integrations.torch_op",
 }

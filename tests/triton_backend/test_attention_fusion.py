@@ -18,7 +18,7 @@ import fusion
 from tests.triton_backend.test_dot_fusion_ptx import CHILD
 from tiling.fusion_pass.priority_fusion import fuse_module
 from triton_backend.templates.attention.driver import compile_attention_fusion, is_attention_fusion
-from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.output_check import compare_output
 from triton_backend.reports.ptx_report import find_ptxas
 

@@ -105,7 +105,7 @@ def test_unfused_input_is_fused_like_run(capsys):
                  "--device", "h100", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["fusions"] and not doc["skipped"]
-    from triton_backend.driver.module_runner import compile_hlo
+    from triton_backend.driver.module_compiler import compile_hlo
 
     fused = compile_hlo(parse_hlo((HLO / "rmsnorm.before.hlo").read_text())).module
     assert sorted(f["fusion"] for f in doc["fusions"]) == sorted(

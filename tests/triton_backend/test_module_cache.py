@@ -29,7 +29,7 @@ from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
 from triton_backend.runtime import module_cache
 from triton_backend.runtime import source_stamp
-from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_output
 from triton_backend.runtime import kernel_cache
@@ -139,7 +139,7 @@ import tiling.fusion_pass.priority_fusion
 import triton_backend.driver.compiled_fusion as cf
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
-from triton_backend.driver.module_runner import compile_hlo
+from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.runtime.kernel_cache import KernelCache
 
@@ -495,14 +495,14 @@ def test_the_source_hash_covers_this_projects_sources():
 # -- the given module of a warm compile -------------------------------------------------------
 
 def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
-    from triton_backend.driver import module_runner
+    from triton_backend.driver import module_compiler
     from triton_backend.runtime import lazy_module
 
     cold = compile_hlo(SOFTMAX)
     module_cache.forget_remembered()
     parses = []
-    real = module_runner.parse_hlo
-    for where in (module_runner, lazy_module):  # the compile's parse and the lazy read's
+    real = module_compiler.parse_hlo
+    for where in (module_compiler, lazy_module):  # the compile's parse and the lazy read's
         monkeypatch.setattr(where, "parse_hlo", lambda t: parses.append(t) or real(t))
     warm = compile_hlo(SOFTMAX)
     assert warm is not cold and parses == []

@@ -16,7 +16,7 @@ from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.runtime.device_specs import DEVICES
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
-from triton_backend.driver.module_runner import resolve_tuning_device
+from triton_backend.driver.module_compiler import resolve_tuning_device
 from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 # Unfused: the pass makes one loop fusion of the three elementwise ops.

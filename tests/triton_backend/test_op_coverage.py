@@ -30,7 +30,7 @@ from fusion.text.parser import parse_hlo
 from fusion.ir.shape import ArrayShape
 from tests.triton_backend.op_coverage_cases import LIMIT_CASES, opcode_case
 from triton_backend import compile_hlo
-from triton_backend.driver import module_runner
+from triton_backend.driver import module_compiler
 from triton_backend.driver import op_coverage as oc
 from triton_backend.cli import main
 from triton_backend.host.input_validation import (
@@ -65,7 +65,7 @@ def no_kernels(monkeypatch):
 
 def _backend_fails(monkeypatch, text: str, **options) -> FusionCompilerError:
     """The error the backend raises on its own, with the up-front check switched off."""
-    monkeypatch.setattr(module_runner, "check_triton_coverage", lambda *a, **k: None)
+    monkeypatch.setattr(module_compiler, "check_triton_coverage", lambda *a, **k: None)
     with pytest.raises(FusionCompilerError) as info:
         compile_hlo(text, **options)
     return info.value

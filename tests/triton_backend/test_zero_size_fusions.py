@@ -1,8 +1,8 @@
 """``compile_fusion`` on fusions whose outputs have zero elements: a kernel that writes nothing
 (its grid is empty), never an error.  Truth: the reference evaluator on the same fusion.
 
-compile_hlo launches nothing for such fusions (``module_runner``); these tests call the code
-generator directly, so every emitter rule sees an empty iteration space.
+compile_hlo launches nothing for such fusions (``module_runner.empty_outputs``); these tests call
+the code generator directly, so every emitter rule sees an empty iteration space.
 """
 from __future__ import annotations
 

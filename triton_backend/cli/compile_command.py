@@ -124,7 +124,7 @@ def prepare_output_dir(out_dir: Path, stale: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
+    from triton_backend.driver.module_compiler import compile_hlo  # noqa: PLC0415
 
     try:  # an unknown device is an error before anything is compiled
         device_spec(args.device)

@@ -81,7 +81,7 @@ def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 def run(args: argparse.Namespace) -> int:
     from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy  # noqa: PLC0415
-    from triton_backend.driver.module_runner import compile_hlo  # noqa: PLC0415
+    from triton_backend.driver.module_compiler import compile_hlo  # noqa: PLC0415
 
     paths = output_paths(args)  # an unusable output path fails before any work
     tiling = parse_tiling(args.tile)

@@ -66,7 +66,7 @@ from fusion.text.parser import parse_hlo
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from triton_backend.integrations.backward_plan import AUTO as AUTO_BACKWARD
 from triton_backend.integrations.backward_plan import BackwardPlan, NoBackward, backward_plan
-from triton_backend.driver.module_runner import AUTO, compile_hlo
+from triton_backend.driver.module_compiler import AUTO, compile_hlo
 from triton_backend.integrations.op_names import op_name, op_namespace
 from triton_backend.host.input_validation import torch_dtype
 

@@ -9,10 +9,10 @@ parses the fused module and checks each kernel file's body against the recorded 
 (``kernel_cache.read_entry``): a kernel file that is missing, truncated or edited is never
 run, the plan is unusable and the module is compiled again.  The checked text is imported at
 the kernel's first launch (``CheckedKernel``).  The host
-programs are rebuilt from the module by ``module_runner`` (cheap: no analysis).
+programs are rebuilt from the module by ``module_runner.host_program`` (cheap: no analysis).
 
 * **Key**: named components, each a string: the SHA-256 of the module text, the compile
-  options (``module_runner`` names them), the versions of Triton, torch and this package, the
+  options (``module_compiler`` names them), the versions of Triton, torch and this package, the
   SHA-256 of this package's own source files (so an edit of the compiler invalidates every
   plan), the kernel template version and the plan format.  A plan stores its components; a
   miss is explained (``FUSION_LOG=debug``) by those that differ from the newest plan of the

@@ -1,0 +1,397 @@
+"""``compile_hlo``: a whole HLO module compiled to generated Triton kernels plus host glue.
+
+``compile_hlo(text_or_module)`` parses and verifies the module, fuses it when it is unfused
+(``tiling.fusion_pass.priority_fusion``; ``fuse=False`` skips it), wraps every remaining lone
+op as a one-op fusion (``single_op_fusion``), and compiles every fusion that the host will
+launch, once, up front: an op the backend cannot emit is an ``UnsupportedOpError`` here, with
+the op, its line:column and the reason, never at run time.  The result is a
+``module_runner.CompiledModule``: called with torch tensors (one per ENTRY parameter), it runs
+the ENTRY computation (see ``module_runner`` for how: host programs, tiled layouts, devices).
+A module compiled before with the same options is loaded from the module cache
+(``runtime.module_cache``) instead; this module also makes that cache's key.
+
+**Tuned tilings.**  A fusion that ``tiling`` does not name gets its tile sizes from the tuning
+database (``tuning_db``, filled by ``fusion-compile autotune``) when it holds an entry for the
+fusion on the tuning device: by default the detected GPU (``device_specs.detect_device``)
+when kernels run on one, and none under the Triton interpreter, whose default tiling (large
+blocks: it pays per program) suits it better than a GPU's tuned one.  ``tuning_device="h100"``
+names a device explicitly (also on CPU), ``tuning_device=None`` turns the lookup off.  The
+fusion's ``tiling_reason`` says when its sizes came from the database.
+
+>>> import torch
+>>> compiled = compile_hlo('''HloModule m
+... ENTRY e {
+...   x = f32[4] parameter(0)
+...   c = f32[] constant(2)
+...   b = f32[4] broadcast(c), dimensions={}
+...   ROOT y = f32[4] multiply(x, b)
+... }''')
+>>> compiled(torch.tensor([1.0, 2.0, -3.0, 0.5]))[0].tolist()
+[2.0, 4.0, -6.0, 1.0]
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
+from fusion.gc_pause import paused_gc
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, flatten_shape
+from fusion.shapes.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.text.printer import print_hlo
+from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
+from triton_backend.host.host_ops import host_executor
+from triton_backend.host.input_validation import parameter_label, torch_dtype
+from triton_backend.runtime import device_specs  # likewise detect_device
+from triton_backend.runtime import module_cache
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.lazy_module import Unparsed
+from triton_backend.runtime.launch_mode import configure_launch_mode
+from triton_backend.runtime.tuning_db import TuningDb, tuned_configs
+from triton_backend.driver import compiled_fusion  # likewise compile_fusion
+from triton_backend.driver.module_runner import (
+    CompiledModule, constant_storages, empty_outputs, host_computations, host_program, located,
+)
+from triton_backend.driver.op_coverage import check_triton_coverage
+from triton_backend.driver.single_op_fusion import wrap_lone_ops
+
+TileSizes = Sequence[int]
+
+#: ``tuning_device`` default: the detected GPU's tuned tilings on a GPU, none on the interpreter.
+AUTO = "auto"
+
+
+def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = None,
+                tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
+                physical_outputs: bool = False, tuning_device: str | None = AUTO,
+                tuning_db: Any = None, cache: bool | None = None) -> CompiledModule:
+    """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
+
+    ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
+    names of the compiled module (``CompiledModule.fusions``, or the report of
+    ``fusion-compile compile``) to tile sizes (one power of two per output dim); ``fuse`` runs
+    the fusion pass on ops left unfused.  ``physical_outputs`` returns results in tiled layouts
+    as their physical buffers; ``tuning_device`` (``"auto"``, a device key such as ``"h100"``,
+    or None) and ``tuning_db`` (a ``tuning_db.TuningDb``; default: ``$FUSION_TUNING_DB`` or the
+    user cache) choose the tuned tilings used for fusions ``tiling`` does not name (module
+    docstring).  Raises a ``FusionCompilerError`` (parse, verify, unsupported op) with its
+    location on bad input.
+
+    A module compiled before with the same options (``module_cache``: in this process, or
+    its plan on disk) is loaded without fusion, tiling or code generation; ``cache=False``
+    (or ``FUSION_MODULE_CACHE=0``) compiles it afresh and stores nothing.
+    """
+    device = _pinned(configure_launch_mode())
+    tuning_device = resolve_tuning_device(tuning_device, device)
+    key = _module_key(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
+                      tuning_db, device) if module_cache.enabled(cache) else None
+    if key is not None:
+        compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
+        if compiled is not None:
+            return compiled
+    # The compile builds O(n) objects that outlive it (IR, analyses, kernel modules): with
+    # the collector on, its full collections walk them again and again (fusion.gc_pause).
+    with paused_gc():
+        compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
+                            tuning_device, tuning_db, device)
+    if key is not None:
+        plan = module_cache.ModulePlan.of(compiled.module, compiled.source_module,
+                                          compiled.fusions, compiled.fusion_mode,
+                                          compiled.fusion_fallbacks, compiled.fusion_decisions)
+        if plan is not None:
+            module_cache.ModuleCache().store(key, plan)
+        module_cache.remember(key, compiled)
+    return compiled
+
+
+def _compile(text_or_module: str | HloModule, target: str | int | None,
+             tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
+             tuning_device: str | None, tuning_db: Any, device: torch.device) -> CompiledModule:
+    """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel."""
+    source = _parse(text_or_module)
+    verify_module(source)
+    _check_entry_signature(source)
+    # Every op the Triton path cannot run, located, before the fusion pass or any kernel.
+    check_triton_coverage(source, canonicalized=fuse and bool(_lone_ops(source)))
+    tiling = dict(tiling or {})
+    attempts = _fusion_attempts() if fuse and _lone_ops(source) else [("unfused", None)]
+    fallbacks: list[str] = []
+    for number, (mode, options) in enumerate(attempts):
+        module, decisions = _fuse(source, options) if mode != "unfused" else (source, ())
+        module = wrap_lone_ops(module, _lone_ops(module))
+        try:
+            fusions = _compile_fusions(module, tiling, _cache_target(target),
+                                       _tuned(module, tuning_device, tuning_db, tiling))
+            break
+        except UnsupportedOpError as err:
+            # A fusion the pass formed but the emitters cannot emit: fuse less, then not at
+            # all; the unfused attempt's error (the op itself, located) is the one raised.
+            if number == len(attempts) - 1:
+                raise
+            fallbacks.append(f"{mode}: {err.message}")
+    programs = {name: host_program(module, module.computation(name), fusions, device)
+                for name in host_computations(module)}
+    return CompiledModule(module, source, fusions, programs, device, fusion_mode=mode,
+                          fusion_fallbacks=tuple(fallbacks), fusion_decisions=tuple(decisions),
+                          constant_storages=constant_storages(programs.values()),
+                          physical_outputs=physical_outputs, tuning_device=tuning_device)
+
+
+def _module_key(text_or_module: str | HloModule, target: str | int | None,
+                tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
+                tuning_device: str | None, tuning_db: Any,
+                device: torch.device) -> module_cache.ModuleKey | None:
+    """The module cache's key for a compile: the text and every option that changes its
+    result; None when an input cannot be keyed (the compile then reports what is wrong)."""
+    options = {"target": _cache_target(target) or "", "fuse": repr(bool(fuse)),
+               "physical_outputs": repr(bool(physical_outputs)), "device": str(device),
+               "tuning_device": repr(tuning_device)}
+    try:
+        text = text_or_module if isinstance(text_or_module, str) else print_hlo(text_or_module)
+        options["tiling"] = repr(sorted((str(name), tuple(sizes))
+                                        for name, sizes in dict(tiling or {}).items()))
+    except (FusionCompilerError, TypeError, ValueError, AttributeError):
+        return None
+    if tuning_device is not None:
+        stamp = module_cache.tuning_db_stamp(tuning_db if tuning_db is not None else TuningDb())
+        if stamp is None:
+            return None
+        options["tuning_db"] = stamp
+    return module_cache.ModuleKey.of(text, options)
+
+
+def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device: torch.device,
+            physical_outputs: bool, tuning_device: str | None) -> CompiledModule | None:
+    """The module compiled before under ``key``: kept in memory, or rebuilt from its plan."""
+    compiled = module_cache.remembered(key)
+    if compiled is not None:
+        if isinstance(text_or_module, HloModule) and compiled.source_module is not text_or_module:
+            compiled = replace(compiled, source_module=text_or_module)
+        return compiled
+    plan = module_cache.ModuleCache().load(key)
+    if plan is None:
+        return None
+    try:
+        compiled = _from_plan(plan, text_or_module, device, physical_outputs, tuning_device)
+    except Exception as err:  # noqa: BLE001 - a plan is untrusted data: whatever breaks, recompile
+        module_cache.log_unusable_plan(plan, err)
+        return None
+    if compiled is not None:
+        module_cache.remember(key, compiled)
+    return compiled
+
+
+def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
+               device: torch.device, physical_outputs: bool,
+               tuning_device: str | None) -> CompiledModule | None:
+    """The compiled module a plan describes: its module parsed, its kernel files checked
+    (imported at their first launch), its host programs rebuilt; None when a kernel file is
+    unusable."""
+    if isinstance(text_or_module, str) and plan.module_text is not None:
+        source: Any = Unparsed(text_or_module)
+    else:
+        source = _parse(text_or_module)  # the module given is the module that runs
+    module = plan.module(source)
+    launched = [i.name for c in host_computations(module) for i in module.computation(c)
+                if i.opcode == "fusion" and empty_outputs(i) is None]
+    if launched != [f.name for f in plan.fusions]:
+        raise module_cache.PlanError("its fusions are not the launched fusions of its module")
+    fusions = plan.load_fusions(KernelCache().directory)
+    if fusions is None:
+        return None
+    programs = {name: host_program(module, module.computation(name), fusions, device)
+                for name in host_computations(module)}
+    return CompiledModule(module, source, fusions, programs, device,
+                          fusion_mode=plan.fusion_mode, fusion_fallbacks=plan.fusion_fallbacks,
+                          fusion_decisions=plan.decisions,
+                          constant_storages=constant_storages(programs.values()),
+                          physical_outputs=physical_outputs, tuning_device=tuning_device)
+
+
+def _pinned(device: torch.device) -> torch.device:
+    """``cuda`` -> ``cuda:<current>``: constants are materialized there, so calls must match."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _parse(text_or_module: str | HloModule) -> HloModule:
+    if isinstance(text_or_module, HloModule):
+        return text_or_module
+    if not isinstance(text_or_module, str):
+        raise TypeError(f"compile_hlo takes HLO text or an HloModule, not {type(text_or_module).__name__}")
+
+    return parse_hlo(text_or_module)
+
+
+def _check_entry_signature(module: HloModule) -> None:
+    entry = module.entry
+    for number, param in enumerate(entry.parameters):
+        label = parameter_label(number, param)
+        if not isinstance(param.shape, ArrayShape):
+            raise located(UnsupportedOpError, f"{label} has tuple shape {param.shape}; compiled "
+                           "modules take one tensor per parameter", param)
+        _torch_dtype_at(param.shape, param, label)
+    for shape in flatten_shape(entry.root.shape):
+        _torch_dtype_at(shape, entry.root, f"ENTRY result %{entry.root.name}")
+
+
+def _torch_dtype_at(shape: ArrayShape, instr: HloInstruction, label: str) -> None:
+    try:
+        torch_dtype(shape.dtype)
+    except UnsupportedOpError as err:
+        raise located(UnsupportedOpError, f"{label}: {err.message}", instr) from None
+
+
+
+def _lone_ops(module: HloModule) -> dict[str, tuple[str, ...]]:
+    """Per host computation, the ops that need a kernel but are not fusions yet."""
+    device = torch.device("cpu")  # rules only decide here; nothing is materialized
+    out: dict[str, tuple[str, ...]] = {}
+    for name in host_computations(module):
+        comp = module.computation(name)
+        lone = tuple(i.name for i in comp.instructions
+                     if i.opcode != "fusion" and host_executor(comp, i, device) is None)
+        if lone:
+            out[name] = lone
+    return out
+
+
+def _fusion_attempts() -> list[tuple[str, Any]]:
+    """The fusion modes to try, most aggressive first."""
+    return [("fused", priority_fusion.FusionOptions()),
+            ("fused-single-output", priority_fusion.FusionOptions(multi_output=False)),
+            ("unfused", None)]
+
+
+def _fuse(module: HloModule, options: Any) -> tuple[HloModule, tuple]:
+    result = priority_fusion.fuse_module(module, options=options)
+    return result.module, tuple(result.decisions)
+
+
+def _cache_target(target: str | int | None) -> str | None:
+    """``"sm_90"``/``90`` -> ``"cuda:90"`` (the kernel-cache key)."""
+    if target is None:
+        return None
+    text = str(target).strip().lower().removeprefix("sm_").removeprefix("cuda:")
+    if not text.isdigit():
+        raise FusionCompilerError(f"unknown target {target!r}; expected sm_80 or sm_90",
+                                  where="target")
+    return f"cuda:{int(text)}"
+
+
+def resolve_tuning_device(requested: str | None, device: torch.device) -> str | None:
+    """The device key whose tuned tilings apply when kernels run on ``device``: ``"auto"`` is
+    the detected GPU's, and none under the interpreter (GPU tilings would be small blocks it
+    pays per program for); any other value is returned as is.
+
+    >>> resolve_tuning_device("auto", torch.device("cpu")) is None, resolve_tuning_device("h100", torch.device("cpu"))
+    (True, 'h100')
+    """
+    if requested != AUTO:
+        return requested
+    if device.type != "cuda":
+        return None
+    spec = device_specs.detect_device(torch)
+    return spec.key if spec is not None else None
+
+
+@dataclass(frozen=True)
+class _Tuned:
+    """A tuning-database entry for one fusion: what ``compile_fusion`` takes, and where from."""
+
+    tile_sizes: tuple[int, ...]
+    reduction_chunk: int | None
+    source: str
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+def _tuned(module: HloModule, device_key: str | None, db: Any,
+           explicit: Mapping[str, TileSizes]) -> dict[str, _Tuned]:
+    """The stored tilings of ``module``'s fusions that ``explicit`` does not name."""
+    if device_key is None:
+        return {}
+
+    db = db if db is not None else TuningDb()
+    return {name: _Tuned(tuple(config["tile_sizes"]), config.get("reduction_chunk"),
+                         f"tuning database {db.path}, device {device_key}",
+                         config.get("num_warps"), config.get("num_stages"))
+            for name, config in tuned_configs(module, device_key, db).items()
+            if name not in explicit}
+
+
+def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
+                     target: str | None, tuned: Mapping[str, _Tuned]) -> dict[str, Any]:
+    fusions = [(module.computation(c), i) for c in host_computations(module)
+               for i in module.computation(c).instructions if i.opcode == "fusion"]
+    names = {i.name for _, i in fusions}
+    launched = [(c, i) for c, i in fusions if empty_outputs(i) is None]
+    unknown = sorted(set(tiling) - names)
+    if unknown:
+        close = sorted({c for u in unknown for c in difflib.get_close_matches(u, names, n=3)})
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise BadArgumentError(
+            f"names fusion(s) {', '.join(unknown)} not in the compiled module; its fusions are "
+            f"{', '.join(sorted(names)) or 'none'}{hint}", where="tiling")
+    compiled: dict[str, Any] = {}
+    for comp, instr in launched:
+        sizes = tiling.get(instr.name)
+        try:
+            if instr.name in tuned:
+                compiled[instr.name] = _compile_tuned(module, instr, tuned[instr.name], target)
+            else:
+                compiled[instr.name] = compiled_fusion.compile_fusion(
+                    module, instr, tile_sizes=None if sizes is None else tuple(sizes),
+                    target=target)
+        except UnsupportedOpError as err:
+            raise _unsupported_in(err, module, comp, instr) from None
+    return compiled
+
+
+def _compile_tuned(module: HloModule, instr: HloInstruction, tuned: _Tuned,
+                   target: str | None) -> Any:
+    """``compile_fusion`` with stored sizes; a stale entry the backend now refuses (another
+    emitter version, a legality rule) falls back to the default tiling, saying why."""
+    sizes = list(tuned.tile_sizes)
+    try:
+        compiled = compiled_fusion.compile_fusion(
+            module, instr, tile_sizes=tuned.tile_sizes, target=target,
+            reduction_chunk=tuned.reduction_chunk, num_warps=tuned.num_warps,
+            num_stages=tuned.num_stages)
+    except UnsupportedOpError as err:
+        compiled = compiled_fusion.compile_fusion(module, instr, target=target)
+        return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}) "
+                       f"refused ({err.message}); {compiled.tiling_reason}")
+    return replace(compiled, tiling_reason=f"tuned tile sizes {sizes} ({tuned.source}); "
+                   f"{compiled.tiling_reason}")
+
+
+def _unsupported_in(err: UnsupportedOpError, module: HloModule, comp: HloComputation,
+                    fusion_instr: HloInstruction) -> UnsupportedOpError:
+    """``err`` with a line:column: of the op it names if known, else of the fusion."""
+    if err.line is not None:
+        return err
+    fused = module.computation(fusion_instr.attr("calls"))
+    instr = fusion_instr
+    if err.where and fused.has_instruction(err.where) and fused.instruction(err.where).location:
+        instr = fused.instruction(err.where)
+    elif fusion_instr.location is None and fused.has_instruction(fused.root_name):
+        instr = fused.root
+    message = err.message
+    if err.where and err.where != fusion_instr.name and err.where not in message:
+        message = f"{err.where}: {message}"
+    loc = instr.location
+    return UnsupportedOpError(message, line=loc.line if loc else None,
+                              column=loc.column if loc else None, text=err.text,
+                              expected=err.expected,
+                              where=f"fusion {fusion_instr.name} of computation {comp.name}")
+
+
+__all__ = ["AUTO", "compile_hlo", "resolve_tuning_device"]
