@@ -32,6 +32,7 @@ from tests.triton_backend.op_coverage_cases import LIMIT_CASES, opcode_case
 from triton_backend import compile_hlo
 from triton_backend.driver import module_compiler
 from triton_backend.driver import op_coverage as oc
+from triton_backend.driver.coverage_checks import fusion_template
 from triton_backend.cli import main
 from triton_backend.host.input_validation import (
     TORCH_DTYPES,
@@ -240,7 +241,7 @@ def test_xla_fusion_of_unsupported_kind_is_rejected(no_kernels):
             "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] fusion(x), kind=kCustom, "
             "calls=fused, backend_config={\"fusion_backend_config\":{\"kind\":\"__cudnn$fusion\"}}\n}\n")
     module = parse_hlo(text)
-    template, reason = oc.fusion_template(module, module.entry.root)
+    template, reason = fusion_template(module, module.entry.root)
     assert template is None and reason and "cudnn" in reason
     with pytest.raises(UnsupportedOpError) as info:
         compile_hlo(text)

@@ -6,8 +6,9 @@ through ``elementwise_lowering``), a *reduction* (``tl.reduce``), the *dot*, *so
 *scatter template*, a *host op* (``host_ops``), or not at all.  It is derived from the
 emitters' registries (``ELEMENTWISE_RULES``, ``value_rules.rule_for``) and the evaluator's
 ``OP_RULES``, so an op gains coverage when its rule is registered; the limits that depend on
-an instruction (dtypes, attributes, row lengths) are checked by the templates' own planners
-(``dot_spec``, ``comparator_order``, ``scatter_plan``), never by a copy of their logic.
+an instruction (dtypes, attributes, row lengths) are checked (``coverage_checks``, each entry's
+``check``) by the lowering's and the templates' own rules and planners (``dot_spec``,
+``comparator_order``, ``scatter_plan``), never by a copy of their logic.
 
 :func:`uncovered_ops` walks what ``compile_hlo`` compiles (the ENTRY computation, the bodies
 of its calls, loops and conditionals, the fused computations, the reducers) and returns every
@@ -35,38 +36,29 @@ imports torch or triton (``fusion-compile check --triton`` uses it).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
-from fusion.transforms.canonicalize import canonicalize
-from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
-from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.analysis.library_calls import is_library_call, library_call
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.analysis.library_calls import TARGETS, is_library_call, layout_problem, library_call
+from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import opcodes_with
-from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
-from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
+from fusion.transforms.canonicalize import canonicalize
+from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
-from triton_backend.lowering.emitter.triton_types import storage_dtype
-from triton_backend.lowering.rules.combine_function import accumulator_type
-from triton_backend.templates.scatter.kernel import scatter_plan
-from triton_backend.templates.select_and_scatter.kernel import (
-    is_select_and_scatter_fusion,
-    select_and_scatter_plan,
-)
-from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
-from triton_backend.templates.attention.driver import attention_pattern, is_attention_fusion
-from triton_backend.templates.conv.driver import conv_spec, is_conv_fusion
-from triton_backend.templates.dot.driver import dot_spec, is_dot_fusion
-from triton_backend.templates.sort.driver import (
-    MAX_SORT_LENGTH,
-    comparator_order,
-    is_sort_fusion,
-    sort_of,
+from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
+from triton_backend.driver.coverage_checks import (
+    KERNEL_ELEMENT_TYPES,
+    Check,
+    bitcast_check,
+    elementwise_check,
+    fusion_template,
+    library_check,
+    reduce_window_check,
+    template_check,
 )
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from triton_backend.lowering.rules.value_rules import rule_for
@@ -85,9 +77,6 @@ LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
 PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
 NEVER = "not covered"
-
-#: ``check(module, computation, instruction) -> reason or None`` for one instruction's limits.
-Check = Callable[[HloModule, HloComputation, HloInstruction], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -124,170 +113,6 @@ _TEMPLATES = {"convolution": "convolution", "dot": "dot", "sort": "sort", "scatt
               "select-and-scatter": "select_and_scatter"}
 
 
-def _kernel_types() -> frozenset[str]:
-    supported = set()
-    for name, element_type in ELEMENT_TYPES.items():
-        try:
-            storage_dtype(element_type)
-        except UnsupportedOpError:
-            continue
-        supported.add(name)
-    return frozenset(supported)
-
-
-#: Element types a kernel can load, compute in and store (``elementwise_lowering``).
-KERNEL_ELEMENT_TYPES: frozenset[str] = _kernel_types()
-
-
-# ---- per-instruction limits ------------------------------------------------------------------
-
-def _bits(shape: Shape) -> int | None:
-    return shape.element_type.bits if isinstance(shape, ArrayShape) else None
-
-
-def _bitcast_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    source = comp.instruction(instr.operands[0]).shape
-    if _bits(source) != _bits(instr.shape):
-        return (f"bitcast from {_bits(source)}-bit to {_bits(instr.shape)}-bit elements "
-                "(a kernel bitcast cannot change the element width)")
-    return None
-
-
-def _elementwise_check(module: HloModule, comp: HloComputation, instr: HloInstruction,
-                       widen: bool = False) -> str | None:
-    """Render the op at dummy operands: the lowering's own dtype rules decide (no copy of them)."""
-    types = [comp.instruction(o).shape for o in instr.operands] + [instr.shape]
-    if not all(isinstance(t, ArrayShape) for t in types):
-        return f"{instr.opcode} of a tuple-shaped value"
-    if {t.dtype for t in types} - KERNEL_ELEMENT_TYPES:
-        return None  # reported with the element types
-    element_types = [accumulator_type(t.element_type) if widen else t.element_type for t in types]
-    try:
-        render_elementwise(instr.opcode, [f"x{k}" for k in range(len(instr.operands))],
-                           element_types[:-1], element_types[-1], dict(instr.attributes))
-    except UnsupportedOpError as err:
-        return err.message
-    return None
-
-
-def _reduce_window_check(module: HloModule, comp: HloComputation,
-                         instr: HloInstruction) -> str | None:
-    window = instr.attr("window", None)
-    if window is not None and any(d.window_reversal for d in window.dims):
-        return "reduce-window with window reversal is not emitted"
-    return None
-
-
-def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[str | None, str | None]:
-    """``(template or None, reason or None)``: how ``compile_fusion`` would emit the fusion.
-
-    The template is ``"attention"``, ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the
-    index-expression emitter); the reason says why it cannot be emitted, from the template's own planner.
-    """
-
-    try:
-        if is_attention_fusion(module, fusion_instr):
-            attention_pattern(module, fusion_instr)
-            return "attention", None
-        if is_conv_fusion(module, fusion_instr):
-            conv_spec(module, fusion_instr)
-            return "convolution", None
-        if is_dot_fusion(module, fusion_instr):
-            dot_spec(module, fusion_instr)
-            return "dot", None
-        if is_select_and_scatter_fusion(module, fusion_instr):
-            select_and_scatter_plan(module, fusion_instr)
-            return "select_and_scatter", None
-        if is_sort_fusion(module, fusion_instr):
-            return "sort", _sort_reason(module, fusion_instr)
-        kind = emitter_analysis(module, fusion_instr)
-        if kind.kind.value == "scatter":
-            scatter_plan(module, fusion_instr)
-            return "scatter", None
-        if kind.kind.value not in SUPPORTED_KINDS:
-            return None, (f"{kind.kind.value} fusions are not emitted by the Triton backend "
-                          f"({kind.reason})")
-    except FusionCompilerError as err:
-        return None, err.message
-    return None, None
-
-
-def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
-    sort = sort_of(module, fusion_instr)
-    comp = module.computation(fusion_instr.attr("calls"))
-    for name in sort.operands:
-        if comp.instruction(name).opcode not in ("parameter", "iota"):
-            return (f"sort operand {name} is a {comp.instruction(name).opcode}; sort fusions take "
-                    "parameters or iotas as operands")
-    (dim,) = sort.attr("dimensions")
-    length = flatten_shape(sort.shape)[0].dims[dim]
-    if length > MAX_SORT_LENGTH:
-        return (f"sort along a dimension of {length} elements: rows longer than "
-                f"{MAX_SORT_LENGTH} elements are not sorted in one tile")
-    comparator_order(module, sort)
-    return None
-
-
-def _template_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    """A lone dot/sort/scatter: plan it as the one-op fusion ``compile_hlo`` would wrap it in."""
-    wrapped = wrap_lone_ops(module, {comp.name: (instr.name,)})
-    for fusion in wrapped.computation(comp.name).instructions:
-        if fusion.opcode == "fusion" and wrapped.computation(fusion.attr("calls")).root_name == instr.name:
-            return fusion_template(wrapped, fusion)[1]
-    return None
-
-
-#: Element types ``torch.linalg`` factors (LAPACK's s, d, c, z).
-_LINALG_TYPES = frozenset({"f32", "f64", "c64", "c128"})
-
-
-def _library_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    """A library call (``fusion.analysis.library_calls``) the host rules run: a known target with valid
-    options, untiled layouts, LAPACK's element types for the linear algebra, and for XLA's
-    ``TopK`` custom-call a comparator ordering the values descending."""
-    if instr.opcode == "custom-call" and instr.attr("custom_call_target", None) not in TARGETS:
-        return (f"custom-call target {instr.attr('custom_call_target', None)} is not a library "
-                "call the Triton path runs (an opaque target has no Triton lowering)")
-    try:
-        call = library_call(instr)
-    except FusionCompilerError as err:
-        return err.message
-    problem = layout_problem(call, instr, tuple(comp.instruction(o).shape for o in instr.operands))
-    if problem is not None:
-        return problem
-    shapes = [*flatten_shape(instr.shape)]
-    for operand in instr.operands:
-        shapes.extend(flatten_shape(comp.instruction(operand).shape))
-    for shape in shapes:
-        if shape.layout is not None and (shape.layout.is_tiled or shape.layout.element_size_in_bits):
-            return f"{instr.opcode} on the tiled or packed layout {shape}: library calls take untiled tensors"
-    if call.routine not in ("fft", "lu_pivots_to_permutation", "topk"):
-        matrix = flatten_shape(comp.instruction(instr.operands[0]).shape)[0]
-        if matrix.dtype not in _LINALG_TYPES:
-            return f"{call.routine} of {matrix.dtype} matrices (torch.linalg takes f32, f64, c64, c128)"
-    if call.routine == "topk" and instr.opcode == "custom-call":
-        return _topk_comparator_reason(module, instr)
-    return None
-
-
-def _topk_comparator_reason(module: HloModule, instr: HloInstruction) -> str | None:
-    """XLA:CPU's ``TopK`` custom-call sorts by its comparator: it must order values descending."""
-    comparators = instr.attr("called_computations", ())
-    comparators = (comparators,) if isinstance(comparators, str) else tuple(comparators)
-    if len(comparators) != 1:
-        return "TopK needs exactly one comparator in called_computations"
-    values = flatten_shape(instr.shape)[0]
-    sort = replace(instr, opcode="sort", shape=TupleShape(tuple(flatten_shape(instr.shape))),
-                   attributes=(("dimensions", (values.rank - 1,)), ("to_apply", comparators[0])))
-    try:
-        order = comparator_order(module, sort)
-    except FusionCompilerError as err:
-        return f"TopK comparator: {err.message}"
-    if not order.descending:
-        return f"TopK comparator {comparators[0]} orders values ascending; top-k takes the largest"
-    return None
-
-
 # ---- the table -------------------------------------------------------------------------------
 
 _PAIRS = ("complex values as pairs of floats: a fusion over c64/c128 compiles from its "
@@ -297,10 +122,10 @@ _REDUCER_LIMIT = ("its reducer may hold only elementwise ops, constants, paramet
 _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
-                          _bitcast_check),
+                          bitcast_check),
     "call": OpCoverage(HOST, "the callee's ops are compiled in turn"),
     "cholesky": OpCoverage(LIBRARY, "torch.linalg.cholesky_ex; f32, f64, c64, c128",
-                           _library_check),
+                           library_check),
     "complex": OpCoverage(PAIRS, _PAIRS),
     "conditional": OpCoverage(HOST, "the branch index is read back; the branches' ops are "
                               "compiled in turn"),
@@ -309,17 +134,17 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "convolution": OpCoverage(CONV, "1-D to 3-D, any dim_labels, strides, padding, lhs/rhs "
                               "dilation, window reversal, feature and batch groups; operand "
                               "types as a dot's; fused only with elementwise prologues/epilogues",
-                              _template_check),
+                              template_check),
     "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
                               "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "
-                              "any other target is opaque and not covered", _library_check),
+                              "any other target is opaque and not covered", library_check),
     "dot": OpCoverage(DOT, "operands f32/bf16/f16 with an f32/bf16/f16 result, or s8 x s8 -> "
                       "s32/s16/s8; algorithm dot_f32_f32_f32, dot_tf32_tf32_f32 or "
                       "dot_tf32_tf32_f32_x3; fused only with elementwise prologues/epilogues",
-                      _template_check),
+                      template_check),
     "fft": OpCoverage(LIBRARY, "torch.fft (FFT, IFFT, RFFT, IRFFT over 1 to 3 dims)",
-                      _library_check),
+                      library_check),
     "fusion": OpCoverage(FUSION, "a dot or sort fusion, a scatter fusion, or emitter kind "
                          "concatenate, in_place_dynamic_update_slice, input_slices, loop, "
                          "reduction or transpose (not cudnn/custom/triton)"),
@@ -334,21 +159,21 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "
                          "the host"),
     "reduce-window": OpCoverage(REDUCTION, "no window reversal; " + _REDUCER_LIMIT,
-                                _reduce_window_check),
+                                reduce_window_check),
     "reshape": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled "
                           "and row-major; otherwise a kernel"),
     "scatter": OpCoverage(SCATTER, "one or several (variadic) operands, each a fusion "
-                          "parameter updated in place; " + _REDUCER_LIMIT, _template_check),
+                          "parameter updated in place; " + _REDUCER_LIMIT, template_check),
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
                                      "dilation, at most 64 window positions; select and "
-                                     "scatter computations of elementwise ops", _template_check),
+                                     "scatter computations of elementwise ops", template_check),
     "sort": OpCoverage(SORT, "rows of at most 4096 elements; the comparator a LT/GT comparison "
                        "of the keys (plain, TOTALORDER or JAX's NaN order); operands parameters "
-                       "or iotas", _template_check),
+                       "or iotas", template_check),
     "topk": OpCoverage(LIBRARY, "a stable torch.sort in XLA's total order (ties: lower index "
-                       "first)", _library_check),
+                       "first)", library_check),
     "triangular-solve": OpCoverage(LIBRARY, "torch.linalg.solve_triangular; f32, f64, c64, c128",
-                                   _library_check),
+                                   library_check),
     "tuple": OpCoverage(HOST, "no copy; inside a fusion, a kernel value rule"),
     "while": OpCoverage(HOST, "the predicate is read back each iteration; the condition's and "
                         "body's ops are compiled in turn"),
@@ -373,7 +198,7 @@ def _build_table() -> dict[str, OpCoverage]:
     table = dict(_EXPLICIT)
     for opcode in ELEMENTWISE_RULES:
         table.setdefault(opcode, OpCoverage(ELEMENTWISE, "element types as its lowering "
-                                            "allows", _elementwise_check))
+                                            "allows", elementwise_check))
     for opcode in OP_RULES:
         if opcode not in table:
             table[opcode] = (OpCoverage(KERNEL) if has_kernel_rule(opcode)
@@ -410,7 +235,7 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if instr.opcode not in REDUCER_OPCODES:
             return (f"op {instr.opcode} in reducer {comp.name}: " + _REDUCER_LIMIT)
         if instr.opcode in ELEMENTWISE_RULES:
-            reason = _elementwise_check(module, comp, instr, widen=True)
+            reason = elementwise_check(module, comp, instr, widen=True)
             if reason is not None:
                 return reason
         return _types_reason(comp, instr, KERNEL_ELEMENT_TYPES, "in a Triton kernel")
@@ -425,7 +250,7 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if instr.opcode == "reduce" and _zero_elements(comp, instr):
             return None
         if coverage.handler == LIBRARY:
-            return (_library_check(module, comp, instr)
+            return (library_check(module, comp, instr)
                     or _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor"))
         if _holds_complex(comp, instr):
             return _lone_complex_reason(module, comp, instr)
@@ -590,14 +415,12 @@ def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> 
 
 __all__ = [
     "COVERAGE",
-    "KERNEL_ELEMENT_TYPES",
     "LibraryCallSite",
     "REDUCER_OPCODES",
     "OpCoverage",
     "Uncovered",
     "check_triton_coverage",
     "describe",
-    "fusion_template",
     "has_kernel_rule",
     "library_call_sites",
     "uncovered_ops",
