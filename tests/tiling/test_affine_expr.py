@@ -1,7 +1,8 @@
 """AffineExpr: MLIR printing, canonical form, floor semantics, operator errors."""
 import pytest
 
-from tiling.maps.affine_expr import Constant, ceildiv, const, d, s, substitute, used_variables
+from tiling.maps.affine_expr import Constant, ceildiv, const, d, s
+from tiling.maps.expr_variables import substitute, used_variables
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from tiling.maps.affine_expr import d, substitute
+from tiling.maps.affine_expr import d
+from tiling.maps.expr_variables import substitute
 from tiling.maps.interval import Interval
 from tiling.maps.range_evaluator import RangeEvaluator
 from tiling.maps.expr_simplifier import ExprSimplifier

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import (AffineExpr, Constant, DimExpr, SymbolExpr, const, d, substitute,
-                                used_variables)
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, const, d
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.indexing_analysis import output_to_input_indexing
 
 #: The largest head (contracting) and value dim the attention template holds in one tile.

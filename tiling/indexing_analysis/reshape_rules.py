@@ -14,7 +14,8 @@ import math
 from typing import Sequence
 
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import AffineExpr, Constant, d, substitute
+from tiling.maps.affine_expr import AffineExpr, Constant, d
+from tiling.maps.expr_variables import substitute
 from tiling.indexing_analysis.operands import Operand
 from tiling.maps.indexing_map import IndexingMap
 

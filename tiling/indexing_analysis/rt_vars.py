@@ -25,7 +25,8 @@ from __future__ import annotations
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, substitute
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr
+from tiling.maps.expr_variables import substitute
 from tiling.maps.indexing_map import AffineMap, IndexingMap, RTVar
 from tiling.maps.interval import Interval
 

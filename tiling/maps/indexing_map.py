@@ -47,16 +47,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from tiling.maps.affine_expr import (
-    AffineExpr,
-    Constant,
-    DimExpr,
-    SymbolExpr,
-    as_expr,
-    d,
-    substitute,
-    used_variables,
-)
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, as_expr, d
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.maps.affine_map import AffineMap, RTVar  # defined below the map; re-exported here
 from tiling.maps.parser import parse_error, read_indexing_map
 from tiling.maps.printer import format_indexing_map

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tiling.maps.affine_expr import AffineExpr, DimExpr, SymbolExpr, substitute, used_variables
+from tiling.maps.affine_expr import AffineExpr, DimExpr, SymbolExpr
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.maps.affine_map import M, AffineMap, RTVar
 
 

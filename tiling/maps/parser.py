@@ -30,8 +30,8 @@ from tiling.maps.affine_expr import (
     ceildiv,
     floordiv,
     mod,
-    substitute,
 )
+from tiling.maps.expr_variables import substitute
 from tiling.maps.affine_map import AffineMap, RTVar
 from tiling.maps.interval import Interval
 

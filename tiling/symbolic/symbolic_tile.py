@@ -49,9 +49,8 @@ from tiling.maps.affine_expr import (
     floordiv,
     linear_combination,
     linear_parts,
-    substitute,
-    used_variables,
 )
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.maps.indexing_map import AffineMap, IndexingMap
 from tiling.maps.interval import Interval
 from tiling.symbolic.tile_constraints import (

@@ -14,7 +14,8 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape, TupleShape
-from tiling.maps.affine_expr import AffineExpr, Constant, d, substitute, used_variables
+from tiling.maps.affine_expr import AffineExpr, Constant, d
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.symbolic.tiled_fusion import reduce_projection
 from triton_backend.lowering.host_template import (
     PRELUDE,

@@ -29,7 +29,8 @@ from fusion.ir.element_types import element_type
 from fusion.errors import UnsupportedOpError
 from fusion.ir.layout import Layout
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import AffineExpr, const, substitute
+from tiling.maps.affine_expr import AffineExpr, const
+from tiling.maps.expr_variables import substitute
 from tiling.layouts.tiled_layout import (
     LayoutError,
     TiledLayout,

@@ -28,15 +28,8 @@ from typing import TYPE_CHECKING
 
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction
-from tiling.maps.affine_expr import (
-    AffineExpr,
-    FloorDivExpr,
-    ModExpr,
-    SumExpr,
-    SymbolExpr,
-    const,
-    substitute,
-)
+from tiling.maps.affine_expr import AffineExpr, FloorDivExpr, ModExpr, SumExpr, SymbolExpr, const
+from tiling.maps.expr_variables import substitute
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.maps.indexing_map import IndexingMap
 from tiling.maps.interval import Interval

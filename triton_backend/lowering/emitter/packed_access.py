@@ -39,15 +39,8 @@ from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
 from fusion.ir.layout import Layout
 from fusion.ir.shape import ArrayShape
-from tiling.maps.affine_expr import (
-    AffineExpr,
-    Constant,
-    DimExpr,
-    const,
-    d,
-    substitute,
-    used_variables,
-)
+from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, const, d
+from tiling.maps.expr_variables import substitute, used_variables
 from tiling.maps.indexing_map import IndexingMap
 from tiling.maps.interval import Interval
 from tiling.layouts.tiled_layout import elements_per_word, layout_indexing_map, storage_bits

@@ -33,8 +33,8 @@ from tiling.maps.affine_expr import (
     SymbolExpr,
     d,
     s,
-    used_variables,
 )
+from tiling.maps.expr_variables import used_variables
 from triton_backend.lowering.emitter.index_arithmetic import render_affine
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator
 
