@@ -11,8 +11,9 @@ import pytest
 
 from fusion.text.parser import parse_hlo
 from triton_backend.cli import main
-from triton_backend.runtime import kernel_cache
-from triton_backend.runtime.kernel_cache import KernelCache, cache_entries, parse_size
+from triton_backend.runtime import cache_pruning
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.cache_pruning import cache_entries, parse_size
 from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 MODULE = """HloModule m
@@ -57,7 +58,7 @@ def test_info_counts_files_and_bytes(cache_dir, capsys):
     doc = _json(capsys)
     assert doc["directory"] == str(cache_dir) and doc["files"] == 3
     assert doc["bytes"] == sum(p.stat().st_size for p in paths)
-    assert doc["max_bytes"] == kernel_cache.DEFAULT_MAX_BYTES
+    assert doc["max_bytes"] == cache_pruning.DEFAULT_MAX_BYTES
     assert main(["cache", "info"]) == 0
     assert f"kernel cache: {cache_dir}\n  3 file(s)" in capsys.readouterr().out
 
@@ -88,7 +89,7 @@ def test_clear_removes_only_the_projects_files(cache_dir, capsys):
 
 def test_the_cache_prunes_itself_on_write(cache_dir, monkeypatch):
     monkeypatch.setenv("FUSION_KERNEL_CACHE_MAX_BYTES", "2K")
-    monkeypatch.setattr(kernel_cache, "PRUNE_EVERY_WRITES", 1)
+    monkeypatch.setattr(cache_pruning, "PRUNE_EVERY_WRITES", 1)
     _fill(cache_dir, 6)  # ~0.5 kB each
     assert sum(e.size for e in cache_entries(cache_dir)) <= 2048
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from triton_backend.runtime.kernel_cache import KernelCache, entry_is_valid
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.cache_files import entry_is_valid
 
 COPY_KERNEL = '''
 import triton

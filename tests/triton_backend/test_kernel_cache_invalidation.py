@@ -21,7 +21,8 @@ import pytest
 
 from fusion.errors import CacheError
 from triton_backend.runtime import kernel_cache
-from triton_backend.runtime.kernel_cache import KernelCache, entry_is_valid, render_entry
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.cache_files import entry_is_valid, render_entry
 
 SOURCE = "import math\nVALUE = math.prod([6, 7])\nTEXT = 'the real kernel'\n"
 PARTS = {"fusion": "demo", "tiling": "(8,)", "target": ""}

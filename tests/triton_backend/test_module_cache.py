@@ -32,8 +32,9 @@ from triton_backend.runtime import source_stamp
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_output
-from triton_backend.runtime import kernel_cache
-from triton_backend.runtime.kernel_cache import KernelCache, content_hash, render_entry
+from triton_backend.runtime import cache_files
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.cache_files import content_hash, render_entry
 
 HLO = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 ROOT = pathlib.Path(__file__).parents[2]
@@ -314,7 +315,7 @@ def test_a_plan_records_each_kernel_file_by_its_body_hash():
     plan = json.loads(plan_path.read_text().partition("\n")[2])["plan"]
     recorded = {f["name"]: (f["kernel_file"], f["kernel_sha256"]) for f in plan["fusions"]}
     assert recorded == {n: (f.kernel_path.name,
-                            content_hash(kernel_cache.canonical_source(f.source)))
+                            content_hash(cache_files.canonical_source(f.source)))
                         for n, f in cold.fusions.items()}
     assert plan_path.read_text().startswith("# content-sha256: ")
 

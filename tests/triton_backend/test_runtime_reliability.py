@@ -26,8 +26,9 @@ from triton_backend import compile_hlo
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.runtime.kernel_loading import CompiledFusion
 from triton_backend.integrations.torch_op import torch_op
-from triton_backend.runtime import kernel_cache as kernel_cache_module
-from triton_backend.runtime.kernel_cache import KernelCache, render_entry
+from triton_backend.runtime import cache_files as cache_files_module
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.cache_files import render_entry
 from triton_backend.runtime.tuning_db import TuningDb, fusion_key
 
 NEGATE = """HloModule m
@@ -307,7 +308,7 @@ def test_permission_denied_on_create_is_a_clear_error(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(kernel_cache_module.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(cache_files_module.tempfile, "mkstemp", refuse)
     with pytest.raises(CacheError, match="Permission denied") as info:
         KernelCache(tmp_path).load("VALUE = 1\n")
     assert str(tmp_path) in str(info.value)
@@ -319,7 +320,7 @@ def test_full_disk_leaves_nothing_half_written(tmp_path, monkeypatch, failing):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(kernel_cache_module.os, failing, full)
+    monkeypatch.setattr(cache_files_module.os, failing, full)
     cache = KernelCache(tmp_path)
     with pytest.raises(CacheError, match="No space left") as info:
         cache.load("VALUE = 1\n")
@@ -337,7 +338,7 @@ def test_full_disk_keeps_an_existing_entry_intact(tmp_path, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(kernel_cache_module.os, "write", full)
+    monkeypatch.setattr(cache_files_module.os, "write", full)
     with pytest.raises(CacheError):
         KernelCache(tmp_path).load("VALUE = 2\n")
     assert path.read_text() == "garbage"  # the old file, untouched: never half a new one

@@ -13,14 +13,14 @@ import argparse
 
 from fusion.errors import BadArgumentError
 from triton_backend.cli.json_output import emit
-from triton_backend.runtime.kernel_cache import (
+from triton_backend.runtime.cache_pruning import (
     cache_info,
     clear_cache,
-    default_cache_dir,
     max_cache_bytes,
     parse_size,
     prune_cache,
 )
+from triton_backend.runtime.cache_files import default_cache_dir
 
 HELP = "show, clear or prune the kernel cache (LRU down to a size limit)"
 

@@ -18,7 +18,8 @@ from fusion.text.printer import print_computation, print_instruction
 from tiling.policy.limits import grid_limit_problem
 from triton_backend.runtime.launch_mode import INTERPRETER_LOCK
 from triton_backend.lowering.numerics_policy import pin_triton_environment
-from triton_backend.runtime.kernel_cache import KernelCache, import_checked_text, render_entry
+from triton_backend.runtime.kernel_cache import KernelCache, import_checked_text
+from triton_backend.runtime.cache_files import render_entry
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ code): the fused module's HLO text and its source locations, each launched fusio
 (its name in the kernel cache and the SHA-256 of its body), grid, tile sizes, tiling reason and
 reduction chunk, and how the module was fused (mode, fallbacks, decisions).  Loading a plan
 parses the fused module and checks each kernel file's body against the recorded hash
-(``kernel_cache.read_entry``): a kernel file that is missing, truncated or edited is never
+(``cache_files.read_entry``): a kernel file that is missing, truncated or edited is never
 run, the plan is unusable and the module is compiled again.  The checked text is imported at
 the kernel's first launch (``CheckedKernel``).  The host
 programs are rebuilt from the module by ``module_runner.host_program`` (cheap: no analysis).
@@ -58,8 +58,8 @@ from triton_backend.runtime.complex_fusion import ComplexPairFusion
 from triton_backend.runtime import source_stamp
 from triton_backend.runtime.version import DISTRIBUTION, __version__
 from triton_backend.runtime.kernel_loading import CompiledFusion
-from triton_backend.runtime import kernel_cache
-from triton_backend.runtime.kernel_cache import SHA256_HEX, content_hash
+from triton_backend.runtime import cache_files, kernel_cache
+from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 
 #: ``FUSION_MODULE_CACHE=0`` (or off/false/no) turns the cache off.
 CACHE_ENV = "FUSION_MODULE_CACHE"
@@ -102,7 +102,7 @@ def default_cache_dir() -> Path:
     explicit = os.environ.get(CACHE_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    return kernel_cache.default_cache_dir() / "modules"
+    return cache_files.default_cache_dir() / "modules"
 
 
 @functools.cache
@@ -214,7 +214,7 @@ class FusionPlan:
         else:
             return None
         return cls(compiled.fusion_name, compiled.kind, compiled.kernel_path.name,
-                   content_hash(kernel_cache.canonical_source(compiled.source)),
+                   content_hash(cache_files.canonical_source(compiled.source)),
                    tuple(compiled.grid), tuple(compiled.tile_sizes), compiled.tiling_reason,
                    compiled.reduction_chunk, parts)
 
@@ -223,7 +223,7 @@ class FusionPlan:
         from the checked text, when first used (``CheckedKernel``); None (nothing run) when
         the file is missing, truncated or edited."""
         path = kernel_dir / self.kernel_file
-        text = kernel_cache.read_entry(path, self.kernel_sha256)
+        text = cache_files.read_entry(path, self.kernel_sha256)
         if text is None:
             _log.info("module cache: kernel file %s of fusion %s is missing or does not match "
                       "the plan; compiling again", path, self.name)
@@ -401,7 +401,7 @@ class ModuleCache:
         """The stored plan for ``key``; None on a miss (logged, and explained at DEBUG) or
         when the stored file is unusable (logged)."""
         path = self.path_for(key)
-        text = kernel_cache.read_entry(path)
+        text = cache_files.read_entry(path)
         if text is None:
             if os.path.lexists(path):
                 _log.info("module cache: ignoring %s: truncated, edited or not a regular file",
@@ -429,7 +429,7 @@ class ModuleCache:
         body = json.dumps({"key": key.parts(), "plan": plan.to_data()}, ensure_ascii=True,
                           separators=(",", ":"))
         try:
-            kernel_cache.write_entry(path, body)
+            cache_files.write_entry(path, body)
         except (CacheError, OSError) as err:
             _log.warning("module cache: cannot store the plan %s: %s", path, err)
             return None
@@ -456,7 +456,7 @@ class ModuleCache:
         except OSError:
             return None
         for candidate in candidates[:4]:
-            text = kernel_cache.read_entry(candidate)
+            text = cache_files.read_entry(candidate)
             if text is None:
                 continue
             try:

@@ -21,8 +21,8 @@ from typing import Any
 
 from fusion.errors import CacheError
 from fusion.logs import get_logger
-from triton_backend.runtime import kernel_cache
-from triton_backend.runtime.kernel_cache import SHA256_HEX, content_hash
+from triton_backend.runtime import cache_files
+from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 
 #: The packages whose sources the hash covers.
 PACKAGES = ("fusion", "tiling", "triton_backend")
@@ -78,7 +78,7 @@ def source_hash(root: str, directory: Path, version: str | None = None) -> str:
     body = json.dumps({"format": _STAMP_FORMAT, "root": root, "hash": value,
                        "folders": folders, "files": files}, separators=(",", ":"))
     try:
-        kernel_cache.write_entry(stamp, body)
+        cache_files.write_entry(stamp, body)
     except (CacheError, OSError) as err:
         _log.debug("module cache: cannot store the source hash in %s: %s", stamp, err)
     return value
@@ -102,7 +102,7 @@ def _installed_record(root: str, version: str | None) -> bytes | None:
 
 def _read_stamp(stamp: Path, root: str) -> dict[str, Any] | None:
     """The stamp's data when it is intact and well-formed for ``root``, else None."""
-    text = kernel_cache.read_entry(stamp)
+    text = cache_files.read_entry(stamp)
     if text is None:
         return None
     try:

@@ -50,7 +50,7 @@ from fusion.ir.call_graph import reachable_computations
 from fusion.ir.hlo_module import CALLED_COMPUTATION_KEYS, HloComputation, HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_shape
 from fusion.ir.shape import ArrayShape, TupleShape
-from triton_backend.runtime.kernel_cache import make_cache_directory, user_cache_path
+from triton_backend.runtime.cache_files import make_cache_directory, user_cache_path
 from fusion.errors import BadArgumentError, CacheError
 
 DB_ENV = "FUSION_TUNING_DB"
