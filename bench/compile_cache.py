@@ -52,7 +52,7 @@ def _child(mode: str, path: Path) -> dict:
     import triton_backend.device_lib.elementwise_math  # noqa: F401
     from fusion.errors import FusionCompilerError
     from triton_backend.driver import module_compiler
-    from triton_backend.runtime import module_cache
+    from triton_backend.runtime import module_cache, module_plan
 
     if mode == "cold":
         # Outside the clock, so the ratio is not flattered: hashing the compiler's sources
@@ -78,11 +78,11 @@ def _child(mode: str, path: Path) -> dict:
             compiled = timed("fresh")
             start = time.perf_counter()
             for fusion in compiled.fusions.values():
-                if isinstance(fusion.module, module_cache.CheckedKernel):
+                if isinstance(fusion.module, module_plan.CheckedKernel):
                     fusion.module.imported()
             row["import"] = time.perf_counter() - start
             # A miss (the sources changed between the two children) is no warm compile.
-            row["hit"] = all(isinstance(f.module, module_cache.CheckedKernel)
+            row["hit"] = all(isinstance(f.module, module_plan.CheckedKernel)
                              for f in compiled.fusions.values())
     except FusionCompilerError as err:
         row["error"] = f"{type(err).__name__}: {err.message[:100]}"

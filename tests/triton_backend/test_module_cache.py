@@ -27,7 +27,7 @@ from fusion.ir.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
-from triton_backend.runtime import module_cache
+from triton_backend.runtime import module_cache, module_plan
 from triton_backend.runtime import source_stamp
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
@@ -526,9 +526,9 @@ def test_a_plan_with_malformed_complex_parts_is_refused(parts):
     data = {"name": "f", "kind": "loop", "kernel_file": "kernel_" + "0" * 40 + ".py",
             "kernel_sha256": "0" * 64, "grid": [1], "tile_sizes": [1], "tiling_reason": "",
             "reduction_chunk": None}
-    assert module_cache.FusionPlan.from_data(data).complex_parts is None
-    with pytest.raises(module_cache.PlanError):
-        module_cache.FusionPlan.from_data({**data, "complex_parts": parts})
-    good = module_cache.FusionPlan.from_data({**data, "complex_parts": [[True, False], [True]]})
+    assert module_plan.FusionPlan.from_data(data).complex_parts is None
+    with pytest.raises(module_plan.PlanError):
+        module_plan.FusionPlan.from_data({**data, "complex_parts": parts})
+    good = module_plan.FusionPlan.from_data({**data, "complex_parts": [[True, False], [True]]})
     assert good.complex_parts == ((True, False), (True,))
-    assert module_cache.FusionPlan.from_data(good.to_data()) == good
+    assert module_plan.FusionPlan.from_data(good.to_data()) == good

@@ -49,7 +49,7 @@ from tiling.fusion_pass import priority_fusion  # called through the module: tes
 from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
 from triton_backend.runtime import device_specs  # likewise detect_device
-from triton_backend.runtime import module_cache
+from triton_backend.runtime import module_cache, module_plan
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.runtime.lazy_module import Unparsed
 from triton_backend.runtime.launch_mode import configure_launch_mode
@@ -101,7 +101,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
                             tuning_device, tuning_db, device)
     if key is not None:
-        plan = module_cache.ModulePlan.of(compiled.module, compiled.source_module,
+        plan = module_plan.ModulePlan.of(compiled.module, compiled.source_module,
                                           compiled.fusions, compiled.fusion_mode,
                                           compiled.fusion_fallbacks, compiled.fusion_decisions)
         if plan is not None:
@@ -187,7 +187,7 @@ def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device
     return compiled
 
 
-def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
+def _from_plan(plan: module_plan.ModulePlan, text_or_module: str | HloModule,
                device: torch.device, physical_outputs: bool,
                tuning_device: str | None) -> CompiledModule | None:
     """The compiled module a plan describes: its module parsed, its kernel files checked
@@ -201,7 +201,7 @@ def _from_plan(plan: module_cache.ModulePlan, text_or_module: str | HloModule,
     launched = [i.name for c in host_computations(module) for i in module.computation(c)
                 if i.opcode == "fusion" and empty_outputs(i) is None]
     if launched != [f.name for f in plan.fusions]:
-        raise module_cache.PlanError("its fusions are not the launched fusions of its module")
+        raise module_plan.PlanError("its fusions are not the launched fusions of its module")
     fusions = plan.load_fusions(KernelCache().directory)
     if fusions is None:
         return None

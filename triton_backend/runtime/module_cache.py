@@ -1,15 +1,10 @@
 """The compiled-module cache: ``compile_hlo`` of a module it compiled before loads its plan
 instead of fusing, tiling and generating code again.
 
-A **plan** is plain data (JSON, never pickle: the cache directory must not become a way to run
-code): the fused module's HLO text and its source locations, each launched fusion's kernel file
-(its name in the kernel cache and the SHA-256 of its body), grid, tile sizes, tiling reason and
-reduction chunk, and how the module was fused (mode, fallbacks, decisions).  Loading a plan
-parses the fused module and checks each kernel file's body against the recorded hash
-(``cache_files.read_entry``): a kernel file that is missing, truncated or edited is never
-run, the plan is unusable and the module is compiled again.  The checked text is imported at
-the kernel's first launch (``CheckedKernel``).  The host
-programs are rebuilt from the module by ``module_runner.host_program`` (cheap: no analysis).
+What a plan holds, and how it is checked and turned back into compiled fusions, is
+``module_plan``'s; the host programs are rebuilt from the module by
+``module_runner.host_program`` (cheap: no analysis).  This module keys, stores, finds and
+remembers plans:
 
 * **Key**: named components, each a string: the SHA-256 of the module text, the compile
   options (``module_compiler`` names them), the versions of Triton, torch and this package, the
@@ -19,9 +14,9 @@ programs are rebuilt from the module by ``module_runner.host_program`` (cheap: n
   same text.
 * **Directory**: ``$FUSION_MODULE_CACHE_DIR``, else ``modules`` inside the kernel cache
   directory, whose kernel files the plans name; a plan is ``<text hash>/<key hash>.json``.
-* **Files** are written atomically with the kernel cache's ``# content-sha256:`` header; a plan
-  that fails that check, does not decode or does not fit its module is ignored (logged), and
-  the compile that follows rewrites it.
+* **Files** are written atomically with the kernel cache's ``# content-sha256:`` header
+  (``cache_files``); a plan that fails that check, does not decode or does not fit its module
+  is ignored (logged), and the compile that follows rewrites it.
 * **In one process** the compiled module itself is kept (the last ``MEMORY_ENTRIES``): a
   repeated ``compile_hlo`` is a dictionary look-up.  Like the kernel cache's dict of loaded
   modules this is pure memoisation: a key names one compiled module.
@@ -39,45 +34,30 @@ import functools
 import hashlib
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from fusion.errors import CacheError
-from fusion.ir.hlo_module import HloModule, SourceLocation
 from fusion.logs import get_logger
-from fusion.text.parser import parse_hlo
-from fusion.text.printer import print_hlo
-from tiling.fusion_pass.decisions import FusionDecision
-from triton_backend.runtime.complex_fusion import ComplexPairFusion
-from triton_backend.runtime import source_stamp
+from triton_backend.runtime import cache_files, kernel_cache, source_stamp
+from triton_backend.runtime.cache_files import content_hash
+from triton_backend.runtime.module_plan import PLAN_FORMAT, ModulePlan, PlanError, expect_object
 from triton_backend.runtime.version import DISTRIBUTION, __version__
-from triton_backend.runtime.kernel_loading import CompiledFusion
-from triton_backend.runtime import cache_files, kernel_cache
-from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 
 #: ``FUSION_MODULE_CACHE=0`` (or off/false/no) turns the cache off.
 CACHE_ENV = "FUSION_MODULE_CACHE"
 #: Moves the plans (default: ``modules`` in the kernel cache directory).
 CACHE_DIR_ENV = "FUSION_MODULE_CACHE_DIR"
-#: Bump when the plan's data or its meaning changes.
-PLAN_FORMAT = "2"
 #: Compiled modules kept in memory per process.
 MEMORY_ENTRIES = 64
 
-_KERNEL_FILE = re.compile(r"kernel_[0-9a-f]{40}\.py")
 _OFF = ("0", "off", "false", "no")
 
 _log = get_logger("triton_backend.module_cache")
-
-
-class PlanError(ValueError):
-    """A stored plan that does not decode, or does not fit the module it is for."""
 
 
 def enabled(requested: bool | None = None) -> bool:
@@ -183,211 +163,6 @@ class ModuleKey:
         return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
 
 
-@dataclass(frozen=True)
-class FusionPlan:
-    """A ``CompiledFusion`` as data: its kernel file by name and body hash, and the rest."""
-
-    name: str
-    kind: str
-    kernel_file: str
-    kernel_sha256: str
-    grid: tuple[int, ...]
-    tile_sizes: tuple[int, ...]
-    tiling_reason: str
-    reduction_chunk: int | None
-    #: A complex fusion run as pairs of floats (``ComplexPairFusion``): per operand and per
-    #: output, whether it is complex; None for a plain fusion.
-    complex_parts: tuple[tuple[bool, ...], tuple[bool, ...]] | None = None
-
-    @classmethod
-    def of(cls, compiled: Any) -> FusionPlan | None:
-        """The plan of ``compiled``; None when it is not a ``CompiledFusion`` (or a
-        ``ComplexPairFusion``) this plan format can hold (a new field would be lost)."""
-        if _fusion_fields() != _PLANNED_FIELDS:
-            return None
-        if type(compiled) is ComplexPairFusion:
-            if _complex_fields() != _PLANNED_COMPLEX_FIELDS:
-                return None
-            parts = (tuple(compiled.operand_parts), tuple(compiled.output_parts))
-        elif type(compiled) is CompiledFusion:
-            parts = None
-        else:
-            return None
-        return cls(compiled.fusion_name, compiled.kind, compiled.kernel_path.name,
-                   content_hash(cache_files.canonical_source(compiled.source)),
-                   tuple(compiled.grid), tuple(compiled.tile_sizes), compiled.tiling_reason,
-                   compiled.reduction_chunk, parts)
-
-    def load(self, kernel_dir: Path) -> CompiledFusion | None:
-        """The compiled fusion, its kernel file checked against the plan now and imported,
-        from the checked text, when first used (``CheckedKernel``); None (nothing run) when
-        the file is missing, truncated or edited."""
-        path = kernel_dir / self.kernel_file
-        text = cache_files.read_entry(path, self.kernel_sha256)
-        if text is None:
-            _log.info("module cache: kernel file %s of fusion %s is missing or does not match "
-                      "the plan; compiling again", path, self.name)
-            return None
-        compiled = CompiledFusion(self.name, self.kind, path, text.partition("\n")[2],
-                                  self.grid, self.tile_sizes, CheckedKernel(path, text),
-                                  self.tiling_reason, self.reduction_chunk)
-        if self.complex_parts is None:
-            return compiled
-        return ComplexPairFusion.of(compiled, *self.complex_parts)
-
-    def to_data(self) -> dict[str, Any]:
-        data = {"name": self.name, "kind": self.kind, "kernel_file": self.kernel_file,
-                "kernel_sha256": self.kernel_sha256, "grid": list(self.grid),
-                "tile_sizes": list(self.tile_sizes), "tiling_reason": self.tiling_reason,
-                "reduction_chunk": self.reduction_chunk}
-        if self.complex_parts is not None:
-            data["complex_parts"] = [list(p) for p in self.complex_parts]
-        return data
-
-    @classmethod
-    def from_data(cls, data: Any) -> FusionPlan:
-        data = _mapping(data, "fusion")
-        kernel_file = _text(data.get("kernel_file"), "kernel_file")
-        digest = _text(data.get("kernel_sha256"), "kernel_sha256")
-        # Only a file name of the kernel cache's own form: never a path out of its directory.
-        if not _KERNEL_FILE.fullmatch(kernel_file) or not SHA256_HEX.fullmatch(digest):
-            raise PlanError(f"kernel file {kernel_file!r} or hash {digest!r} is malformed")
-        chunk = data.get("reduction_chunk")
-        parts = data.get("complex_parts")
-        if parts is not None:
-            parts = _list(parts, "complex_parts")
-            if len(parts) != 2:
-                raise PlanError("complex_parts is not [operand parts, output parts]")
-            parts = tuple(_bools(p, "complex_parts") for p in parts)
-        return cls(_text(data.get("name"), "name"), _text(data.get("kind"), "kind"), kernel_file,
-                   digest, _ints(data.get("grid"), "grid"),
-                   _ints(data.get("tile_sizes"), "tile_sizes"),
-                   _text(data.get("tiling_reason"), "tiling_reason"),
-                   None if chunk is None else _int(chunk, "reduction_chunk"), parts)
-
-
-class CheckedKernel(ModuleType):
-    """A kernel file's module, imported when first used from the text checked against the
-    plan: what runs is that text, whatever the file holds by then.
-
-    Importing a kernel (under the Triton interpreter: also rewriting it) costs about as much
-    as generating it, so a warm compile leaves it to the first launch; every attribute the
-    proxy lacks is the imported module's.
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "kernel_demo.py"
-    >>> kernel = CheckedKernel(path, "VALUE = 6 * 7\\n")
-    >>> kernel.VALUE, path.exists()
-    (42, False)
-    """
-
-    def __init__(self, path: Path, text: str) -> None:
-        super().__init__(f"_fusion_kernel_{path.stem}")
-        self.__file__ = str(path)
-        self._checked = (path, text)
-        self._imported: ModuleType | None = None
-        self._import_lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)  # protocol probes (copy, pickle) import nothing
-        return getattr(self.imported(), name)
-
-    def imported(self) -> ModuleType:
-        """The module, imported on the first call."""
-        with self._import_lock:
-            if self._imported is None:
-                path, text = self._checked
-                self._imported = kernel_cache.import_checked_text(path, text, self.__name__)
-            return self._imported
-
-
-_PLANNED_FIELDS = ("fusion_name", "kind", "kernel_path", "source", "grid", "tile_sizes",
-                   "module", "tiling_reason", "reduction_chunk")
-
-
-_PLANNED_COMPLEX_FIELDS = _PLANNED_FIELDS + ("operand_parts", "output_parts")
-
-
-def _fusion_fields() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(CompiledFusion))
-
-
-def _complex_fields() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(ComplexPairFusion))
-
-
-@dataclass(frozen=True)
-class ModulePlan:
-    """What ``compile_hlo`` decided for a module, as data.
-
-    ``module_text`` is the fused module (None: the module given runs as it is);
-    ``locations`` the source locations of its computations and instructions
-    (``(computation, instruction or None, line, column)``), which its printed text loses.
-    """
-
-    module_text: str | None
-    locations: tuple[tuple[str, str | None, int, int], ...]
-    fusions: tuple[FusionPlan, ...]
-    fusion_mode: str
-    fusion_fallbacks: tuple[str, ...]
-    decisions: tuple[FusionDecision, ...]
-
-    @classmethod
-    def of(cls, module: HloModule, source: HloModule, fusions: Mapping[str, Any],
-           fusion_mode: str, fusion_fallbacks: Iterable[str],
-           decisions: Iterable[Any]) -> ModulePlan | None:
-        """The plan of a compile; None when part of it cannot be stored as data."""
-        planned = tuple(FusionPlan.of(f) for f in fusions.values())
-        decisions = tuple(decisions)
-        if any(p is None for p in planned) \
-                or any(type(d) is not FusionDecision for d in decisions):
-            return None
-        if _same_module(module, source):
-            text, locations = None, ()
-        else:
-            text, locations = print_hlo(module), _locations_of(module)
-        return cls(text, locations, planned, fusion_mode, tuple(fusion_fallbacks), decisions)
-
-    def module(self, source: HloModule) -> HloModule:
-        """The module that runs: ``source``, or the fused text parsed, its locations restored."""
-        if self.module_text is None:
-            return source
-        return _with_locations(parse_hlo(self.module_text), self.locations)
-
-    def load_fusions(self, kernel_dir: Path) -> dict[str, CompiledFusion] | None:
-        """Every fusion, its kernel file checked; None if one is unusable."""
-        out: dict[str, CompiledFusion] = {}
-        for plan in self.fusions:
-            compiled = plan.load(kernel_dir)
-            if compiled is None:
-                return None
-            out[plan.name] = compiled
-        return out
-
-    def to_data(self) -> dict[str, Any]:
-        return {"module_text": self.module_text,
-                "locations": [list(loc) for loc in self.locations],
-                "fusions": [f.to_data() for f in self.fusions],
-                "fusion_mode": self.fusion_mode,
-                "fusion_fallbacks": list(self.fusion_fallbacks),
-                "decisions": [[d.computation, d.producer, list(d.consumers), d.fused, d.reason,
-                               d.bytes_saved, d.kind] for d in self.decisions]}
-
-    @classmethod
-    def from_data(cls, data: Any) -> ModulePlan:
-        """The plan in ``data`` (decoded JSON); ``PlanError`` when anything is off."""
-        data = _mapping(data, "plan")
-        text = data.get("module_text")
-        return cls(None if text is None else _text(text, "module_text"),
-                   tuple(_location(v) for v in _list(data.get("locations"), "locations")),
-                   tuple(FusionPlan.from_data(v) for v in _list(data.get("fusions"), "fusions")),
-                   _text(data.get("fusion_mode"), "fusion_mode"),
-                   tuple(_text(v, "fallback") for v in _list(data.get("fusion_fallbacks"),
-                                                              "fusion_fallbacks")),
-                   tuple(_decision(v) for v in _list(data.get("decisions"), "decisions")))
-
-
 class ModuleCache:
     """Plans on disk under ``directory`` (default: ``default_cache_dir()``)."""
 
@@ -410,7 +185,7 @@ class ModuleCache:
                 self._explain_miss(key, path)
             return None
         try:
-            data = _mapping(json.loads(text.partition("\n")[2]), "plan file")
+            data = expect_object(json.loads(text.partition("\n")[2]), "plan file")
             stored = _key_of(data)
             if stored != key.parts():
                 raise PlanError(f"it is for another key (differs in "
@@ -460,7 +235,7 @@ class ModuleCache:
             if text is None:
                 continue
             try:
-                return _key_of(_mapping(json.loads(text.partition("\n")[2]), "plan file"))
+                return _key_of(expect_object(json.loads(text.partition("\n")[2]), "plan file"))
             except (ValueError, RecursionError):
                 continue
         return None
@@ -502,41 +277,8 @@ def forget_remembered() -> None:
         _MEMORY.clear()
 
 
-def _same_module(module: HloModule, source: HloModule) -> bool:
-    """``module`` is ``source`` computation for computation (so also in its locations)."""
-    return module is source or (
-        len(module.computations) == len(source.computations)
-        and all(a is b for a, b in zip(module.computations, source.computations))
-        and (module.name, module.entry_name, module.attributes, module.stack_frames)
-        == (source.name, source.entry_name, source.attributes, source.stack_frames))
-
-
-def _locations_of(module: HloModule) -> tuple[tuple[str, str | None, int, int], ...]:
-    out: list[tuple[str, str | None, int, int]] = []
-    for comp in module.computations:
-        if comp.location is not None:
-            out.append((comp.name, None, comp.location.line, comp.location.column))
-        out.extend((comp.name, i.name, i.location.line, i.location.column)
-                   for i in comp.instructions if i.location is not None)
-    return tuple(out)
-
-
-def _with_locations(module: HloModule,
-                    locations: Iterable[tuple[str, str | None, int, int]]) -> HloModule:
-    """``module`` (parsed from printed text) with the original source locations."""
-    by_comp: dict[str, dict[str | None, SourceLocation]] = {}
-    for comp, instr, line, column in locations:
-        by_comp.setdefault(comp, {})[instr] = SourceLocation(line, column)
-    comps = []
-    for comp in module.computations:
-        where = by_comp.get(comp.name, {})
-        comps.append(replace(comp, location=where.get(None), instructions=tuple(
-            i.replace(location=where.get(i.name)) for i in comp.instructions)))
-    return replace(module, computations=tuple(comps))
-
-
 def _key_of(data: Mapping[str, Any]) -> dict[str, str]:
-    key = _mapping(data.get("key"), "key")
+    key = expect_object(data.get("key"), "key")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in key.items()):
         raise PlanError("its key components are not strings")
     return dict(key)
@@ -548,63 +290,6 @@ def _short(value: str | None, limit: int = 120) -> str:
     return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
 
 
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise PlanError(f"{what} is not an object")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise PlanError(f"{what} is not a list")
-    return value
-
-
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise PlanError(f"{what} is not a string")
-    return value
-
-
-def _int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise PlanError(f"{what} is not an integer")
-    return value
-
-
-def _ints(value: Any, what: str) -> tuple[int, ...]:
-    return tuple(_int(v, what) for v in _list(value, what))
-
-
-def _bools(value: Any, what: str) -> tuple[bool, ...]:
-    items = _list(value, what)
-    if not all(isinstance(v, bool) for v in items):
-        raise PlanError(f"{what} is not a list of booleans")
-    return tuple(items)
-
-
-def _location(value: Any) -> tuple[str, str | None, int, int]:
-    items = _list(value, "location")
-    if len(items) != 4:
-        raise PlanError("a location is not [computation, instruction, line, column]")
-    comp, instr, line, column = items
-    return (_text(comp, "location"), None if instr is None else _text(instr, "location"),
-            _int(line, "location"), _int(column, "location"))
-
-
-def _decision(value: Any) -> FusionDecision:
-    items = _list(value, "decision")
-    if len(items) != 7 or not isinstance(items[3], bool):
-        raise PlanError("a fusion decision is not [computation, producer, consumers, fused, "
-                        "reason, bytes_saved, kind]")
-    computation, producer, consumers, fused, reason, saved, kind = items
-    return FusionDecision(_text(computation, "decision"), _text(producer, "decision"),
-                          tuple(_text(c, "decision") for c in _list(consumers, "decision")),
-                          fused, _text(reason, "decision"), _int(saved, "decision"),
-                          _text(kind, "decision"))
-
-
-__all__ = ["CACHE_DIR_ENV", "CACHE_ENV", "CheckedKernel", "FusionPlan", "ModuleCache", "ModuleKey", "ModulePlan",
-           "PlanError", "default_cache_dir", "enabled", "forget_remembered", "log_unusable_plan",
-           "remember",
-           "remembered", "source_hash", "tuning_db_stamp"]
+__all__ = ["CACHE_DIR_ENV", "CACHE_ENV", "ModuleCache", "ModuleKey", "default_cache_dir", "enabled",
+           "forget_remembered", "log_unusable_plan", "remember", "remembered", "source_hash",
+           "tuning_db_stamp"]
