@@ -3,7 +3,9 @@
 The phases keep one registry each (``SHAPE_RULES``, ``OP_RULES``, the indexing rules, the
 lowering and host rules); what an op *is* (elementwise, fusible, expensive, ...) is said once,
 here, and every opcode set the passes test against is derived from :data:`OPCODES`.  A test
-checks that every registry's keys are opcodes of this table, so a misspelled key is caught.
+checks that every registry's keys are opcodes of this table, so a misspelled key is caught;
+another (``tests/test_opcode_literals.py``) that every opcode the code compares with is one, and
+that no opcode set is written out anywhere else.
 
 >>> traits("exponential").expensive, traits("convert").flop_free
 (True, True)
