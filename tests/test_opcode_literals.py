@@ -13,7 +13,10 @@ same function (``op = instr.opcode``).  The test fails on
   with one included.  What the ops of such a set have in common is a trait of ``OpTraits`` (or
   a constant derived from the table, ``opcodes_with(...)``);
 * a key of an opcode registry, a dict literal looked up with an opcode expression
-  (``RULES[instr.opcode]``, ``RULES.get(opcode)``, ``opcode in RULES``), that is not an opcode.
+  (``RULES[instr.opcode]``, ``RULES.get(opcode)``, ``opcode in RULES``), that is not an opcode;
+* a string passed as an opcode that is not one: the argument of a parameter named ``opcode``
+  (``hero_count(module, instr, "dot")``, ``b.add(hint, "constant", ...)``, a dataclass field
+  such as ``HloInstruction``'s, ``instr.replace(opcode="broadcast")``).
 """
 from __future__ import annotations
 
@@ -45,7 +48,6 @@ COLLECTIONS_CONVERTED_AFTER_THE_SPLIT = frozenset({
 
 _COLLECTIONS = (ast.Tuple, ast.List, ast.Set)
 _COLLECTION_CALLS = frozenset({"frozenset", "set", "tuple", "list"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _is_opcode_name(name: str) -> bool:
@@ -111,6 +113,26 @@ def _bindings(body: list[ast.stmt]) -> dict[str, object]:
     return out
 
 
+def _signatures(modules: list[_Module]) -> dict[str, list[tuple[str, ...]]]:
+    """Function (and method, and dataclass) name -> the parameter names of each definition
+    of that name in ``modules``, ``self``/``cls`` dropped."""
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for module in modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = [a.arg for a in (*node.args.posonlyargs, *node.args.args,
+                                          *node.args.kwonlyargs)]
+                if params[:1] in (["self"], ["cls"]):
+                    params = params[1:]
+                out.setdefault(node.name, []).append(tuple(params))
+            elif isinstance(node, ast.ClassDef) and any(
+                    "dataclass" in ast.unparse(d) for d in node.decorator_list):
+                fields = tuple(s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
+                               and isinstance(s.target, ast.Name))
+                out.setdefault(node.name, []).append(fields)
+    return out
+
+
 def _modules(sources: dict[str, str] | None = None) -> dict[str, _Module]:
     if sources is None:
         sources = {}
@@ -130,9 +152,12 @@ def _modules(sources: dict[str, str] | None = None) -> dict[str, _Module]:
 class _Checker(ast.NodeVisitor):
     """Collects the problems of one module (``path:line: what``)."""
 
-    def __init__(self, module: _Module, modules: dict[str, _Module]) -> None:
+    def __init__(self, module: _Module, modules: dict[str, _Module],
+                 signatures: dict[str, list[tuple[str, ...]]]) -> None:
         self.module = module
         self.modules = modules
+        self.signatures = signatures
+        self.local_signatures = _signatures([module])
         self.problems: list[str] = []
         self.scopes: list[tuple[set[str], dict[str, object]]] = []
 
@@ -242,7 +267,28 @@ class _Checker(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr == "get" and node.args \
                 and self._is_opcode(node.args[0]):
             self._check_registry(func.value)
+        for argument in self._opcode_arguments(node):
+            for value in (argument.body, argument.orelse) if isinstance(argument, ast.IfExp) \
+                    else (argument,):
+                if isinstance(value, ast.Constant):
+                    self._check_spelling(value)
         self.generic_visit(node)
+
+    def _opcode_arguments(self, node: ast.Call) -> list[ast.AST]:
+        """The arguments of ``node`` bound to a parameter named ``opcode`` by every definition
+        of the called name that has that position (this module's definitions, if it has one;
+        a call on an object of another module's class is resolved by name alone)."""
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        out = [k.value for k in node.keywords if k.arg is not None and _is_opcode_name(k.arg)]
+        definitions = self.local_signatures.get(name) or self.signatures.get(name, ())
+        for k, argument in enumerate(node.args):
+            if isinstance(argument, ast.Starred):
+                break
+            names = {p[k] for p in definitions if k < len(p)}
+            if names and all(_is_opcode_name(n) for n in names):
+                out.append(argument)
+        return out
 
     def visit_Match(self, node: ast.Match) -> None:
         if self._is_opcode(node.subject):
@@ -257,9 +303,10 @@ def opcode_literal_problems(sources: dict[str, str] | None = None) -> list[str]:
     """Every problem of the modules ``sources`` (module name -> text; default: the three
     packages as they are on disk), as ``path:line: what``."""
     modules = _modules(sources)
+    signatures = _signatures(list(modules.values()))
     problems = []
     for module in modules.values():
-        checker = _Checker(module, modules)
+        checker = _Checker(module, modules, signatures)
         checker.visit(module.tree)
         problems += checker.problems
     return sorted(set(problems))
@@ -285,6 +332,9 @@ def test_every_opcode_literal_is_an_opcode_and_no_opcode_set_is_written_by_hand(
     ('R = {"add": 1, "mul": 2}\ndef f(i):\n    return R[i.opcode]\n', "'mul' is not an opcode"),
     ('def f(i):\n    match i.opcode:\n        case "tupel":\n            return 1\n',
      "'tupel' is not an opcode"),
+    ('def count(m, opcode):\n    return 0\ndef f(m):\n    return count(m, "dott")\n',
+     "'dott' is not an opcode"),
+    ('def f(i):\n    return i.replace(opcode="broadcsat")\n', "'broadcsat' is not an opcode"),
 ])
 def test_the_guard_catches(source, problem):
     problems = opcode_literal_problems({"fusion.example": source})

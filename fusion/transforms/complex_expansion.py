@@ -164,14 +164,14 @@ class _Builder:
         return shape
 
     # --- small helpers ---------------------------------------------------------------------
-    def binary(self, op: str, a: str, b: str, hint: str, attrs: tuple = ()) -> str:
+    def binary(self, opcode: str, a: str, b: str, hint: str, attrs: tuple = ()) -> str:
         shape = self.shape(a)
-        if op == "compare":
+        if opcode == "compare":
             shape = shape.with_dtype("pred")
-        return self.add(hint, op, shape, (a, b), attrs)
+        return self.add(hint, opcode, shape, (a, b), attrs)
 
-    def unary(self, op: str, a: str, hint: str) -> str:
-        return self.add(hint, op, self.shape(a), (a,))
+    def unary(self, opcode: str, a: str, hint: str) -> str:
+        return self.add(hint, opcode, self.shape(a), (a,))
 
     def scalar_like(self, value: float, like: str, hint: str) -> str:
         shape = self.shape(like)
@@ -336,8 +336,8 @@ def _divide(b, instr, args):
     x, y = args
     n = instr.name
 
-    def op(kind: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
-        return b.binary(kind, lhs, rhs, f"{n}.{hint}", attrs)
+    def op(opcode: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
+        return b.binary(opcode, lhs, rhs, f"{n}.{hint}", attrs)
 
     def cmp(lhs: str, rhs: str, direction: str, hint: str) -> str:
         return op("compare", lhs, rhs, hint, (("direction", direction),))
@@ -359,8 +359,8 @@ def _divide(b, instr, args):
     def isnan(v: str, hint: str) -> str:
         return cmp(v, v, "NE", hint)
 
-    def both(kind: str, p: str, q: str, hint: str) -> str:
-        return b.add(f"{n}.{hint}", kind, b.shape(p), (p, q))
+    def both(opcode: str, p: str, q: str, hint: str) -> str:
+        return b.add(f"{n}.{hint}", opcode, b.shape(p), (p, q))
 
     # Case 1: a zero divisor (and a dividend not NaN in both parts): copysign(inf, yr) * x.
     zero_divisor = both("and", both("and", cmp(absr, zero, "EQ", "zr"), cmp(absi, zero, "EQ", "zi"), "z"),
