@@ -37,7 +37,7 @@ def kernel_rows(path: Path) -> list[dict]:
             row["error"] = f"codegen: {err}"
             rows.append(row)
             continue
-        row.update(kernel=str(compiled.kernel_path), kind=compiled.kind,
+        row.update(kernel=str(compiled.kernel_path), kind=compiled.kind.value,
                    tile_sizes=compiled.tile_sizes)
         try:
             analysis = analyze_fusion_tiling(module, instr)

@@ -150,7 +150,7 @@ def fusions_of(module: HloModule) -> list:
 
     return [(module, i) for c in module.computations for i in c.instructions
             if i.opcode == "fusion" and not any(p(module, i) for _, p, _ in SPECIAL_FUSIONS)
-            and emitter_analysis(module, i).kind.value in SUPPORTED_KINDS]
+            and emitter_analysis(module, i).kind in SUPPORTED_KINDS]
 
 
 def phase_indexing(fusions: list) -> None:
@@ -169,7 +169,7 @@ def phase_codegen(fusions: list, tilings: list) -> None:
     from triton_backend.lowering.kernel_file import render_kernel_file
 
     for (m, instr), (tiles, chunk, _) in zip(fusions, tilings):
-        kind = emitter_analysis(m, instr).kind.value
+        kind = emitter_analysis(m, instr).kind
         render_kernel_file(m, instr, tiles, kind, reduction_chunk=chunk)
 
 

@@ -3,12 +3,16 @@
 The phases keep one registry each (``SHAPE_RULES``, ``OP_RULES``, the indexing rules, the
 lowering and host rules); what an op *is* (elementwise, fusible, expensive, ...) is said once,
 here, and every opcode set the passes test against is derived from :data:`OPCODES`.  A test
-checks that every registry's keys are opcodes of this table, so a misspelled key is caught.
+checks that every registry's keys are opcodes of this table, so a misspelled key is caught;
+another (``tests/test_opcode_literals.py``) that every opcode the code compares with is one, and
+that no opcode set is written out anywhere else.
 
 >>> traits("exponential").expensive, traits("convert").flop_free
 (True, True)
 >>> sorted(opcodes_with("control_flow"))
 ['call', 'conditional', 'while']
+>>> sorted(opcodes_with("contraction")), sorted(opcodes_with("reshape_like"))
+(['convolution', 'dot'], ['bitcast', 'reshape'])
 >>> traits("no-such-op") == OpTraits()
 True
 """
@@ -35,6 +39,33 @@ class OpTraits:
     ``own_loop``: its kernel code is a loop or template of its own (a reduction, a
     contraction, a sort, a scatter), not a value rendered at one index of a dot fusion.
     ``kernel_reducer``: its ``to_apply`` reducer is lowered into the kernel (combine function).
+    ``reduction``: folds many operand elements into each output element with its
+    ``to_apply`` reducer (XLA's reductions: reduce, reduce-window).
+    ``contraction``: a product summed over contracted dims, which a ``tl.dot`` template
+    computes (a dot; a convolution, as an implicit GEMM).
+    ``reshape_like``: gives its operand's elements another shape in the same linear order (a
+    reshape; a bitcast, XLA's reshape or transpose that moves no bytes).
+    ``physical_transpose``: may reorder its operand's elements in memory: a transpose, or a
+    copy that changes the layout (what XLA's ``GetDescriptionForTiledTransposeEmitter`` reads).
+    ``keeps_constant``: a constant stays a constant through it: it only repeats, reshapes or
+    converts its one operand (broadcast, reshape, bitcast, convert).
+    ``passes_counter``: a scalar (a loop counter) comes out of it with its value unchanged
+    (XLA's trip-count analysis looks through a counter's copy; JAX also converts, reshapes).
+    ``wraps_operands``: its result is its operands themselves in a new wrapper (a bitcast:
+    the same bytes, another shape; a tuple: the operands as its elements), as XLA's in-place
+    dynamic-update-slice check reads through both.
+    ``data_movement``: moves, repeats or drops its operands' elements without computing on
+    them (other operands are indices), so it acts on a complex value's parts alike.
+    ``complex_to_real``: a complex operand gives a real result of its part type (XLA's
+    ``ShapeInference::InferUnaryOpShape``: real, imag, abs).
+    ``rt_var_indexing``: where it reads or writes depends on the values of index operands:
+    its indexing maps carry runtime variables (XLA's ``RTVar``).
+    ``given_value``: its value is given, not computed: by the caller (a parameter) or by the
+    HLO text (a constant).
+    ``inlinable``: runs its one called computation once, with its operands as that
+    computation's parameters (call, fusion), so inlining it only renames.
+    ``library_call``: XLA:GPU runs it as a library call (cuSOLVER, cuFFT, cuBLAS, a TopK
+    kernel); here torch runs it on the host.
     """
 
     elementwise: bool = False
@@ -49,6 +80,19 @@ class OpTraits:
     side_effect: bool = False
     own_loop: bool = False
     kernel_reducer: bool = False
+    reduction: bool = False
+    contraction: bool = False
+    reshape_like: bool = False
+    physical_transpose: bool = False
+    keeps_constant: bool = False
+    passes_counter: bool = False
+    wraps_operands: bool = False
+    data_movement: bool = False
+    complex_to_real: bool = False
+    rt_var_indexing: bool = False
+    given_value: bool = False
+    inlinable: bool = False
+    library_call: bool = False
 
 
 _NONE = OpTraits()
@@ -61,47 +105,53 @@ _INDEX_CHANGING = OpTraits(fusible=True, index_changing=True)
 _CONTROL_FLOW = OpTraits(control_flow=True, host_only=True)
 _PLUMBING = OpTraits(trivial=True, host_only=True)
 _SIDE_EFFECT = OpTraits(side_effect=True)
+# Data movement that reads its operands at other indices (slice, pad, transpose, ...).
+_MOVEMENT = replace(_INDEX_CHANGING, data_movement=True)
+_CONTRACTION = OpTraits(own_loop=True, contraction=True)
+_LIBRARY_CALL = OpTraits(library_call=True)
 
 #: opcode -> traits, alphabetical, in XLA's HLO text spelling of the opcodes.
 OPCODES: dict[str, OpTraits] = {
-    "abs": _ELEMENTWISE,
+    "abs": replace(_ELEMENTWISE, complex_to_real=True),
     "add": _ELEMENTWISE,
     "after-all": _SIDE_EFFECT,
     "all-reduce": _SIDE_EFFECT,
     "and": _ELEMENTWISE,
     "atan2": _EXPENSIVE_ELEMENTWISE,
-    "bitcast": replace(_INDEX_CHANGING, trivial=True),
+    "bitcast": replace(_MOVEMENT, trivial=True, reshape_like=True, keeps_constant=True,
+                       wraps_operands=True),
     "bitcast-convert": _FLOP_FREE_ELEMENTWISE,
-    "broadcast": _INDEX_CHANGING,
-    "call": _CONTROL_FLOW,
+    "broadcast": replace(_MOVEMENT, keeps_constant=True),
+    "call": replace(_CONTROL_FLOW, inlinable=True),
     "cbrt": _EXPENSIVE_ELEMENTWISE,
     "ceil": _ELEMENTWISE,
-    "cholesky": _NONE,
+    "cholesky": _LIBRARY_CALL,
     "clamp": _ELEMENTWISE,
     "compare": _ELEMENTWISE,
     "complex": _ELEMENTWISE,
-    "concatenate": _INDEX_CHANGING,
+    "concatenate": _MOVEMENT,
     "conditional": _CONTROL_FLOW,
-    "constant": OpTraits(fusible=True, trivial=True),
-    "convert": _FLOP_FREE_ELEMENTWISE,
-    "convolution": OpTraits(own_loop=True),
-    "copy": _FLOP_FREE_ELEMENTWISE,
+    "constant": OpTraits(fusible=True, trivial=True, given_value=True),
+    "convert": replace(_FLOP_FREE_ELEMENTWISE, keeps_constant=True, passes_counter=True),
+    "convolution": _CONTRACTION,
+    "copy": replace(_FLOP_FREE_ELEMENTWISE, physical_transpose=True, passes_counter=True,
+                    data_movement=True),
     "cosine": _EXPENSIVE_ELEMENTWISE,
     "count-leading-zeros": _ELEMENTWISE,
     "custom-call": _SIDE_EFFECT,
     "divide": _EXPENSIVE_ELEMENTWISE,
-    "dot": OpTraits(own_loop=True),
-    "dynamic-slice": _INDEX_CHANGING,
-    "dynamic-update-slice": _NONE,
+    "dot": _CONTRACTION,
+    "dynamic-slice": replace(_MOVEMENT, rt_var_indexing=True),
+    "dynamic-update-slice": OpTraits(data_movement=True, rt_var_indexing=True),
     "erf": _EXPENSIVE_ELEMENTWISE,
     "exponential": _EXPENSIVE_ELEMENTWISE,
     "exponential-minus-one": _EXPENSIVE_ELEMENTWISE,
-    "fft": _NONE,
+    "fft": _LIBRARY_CALL,
     "floor": _ELEMENTWISE,
-    "fusion": _NONE,
-    "gather": _NONE,
+    "fusion": OpTraits(inlinable=True),
+    "gather": OpTraits(data_movement=True, rt_var_indexing=True),
     "get-tuple-element": _PLUMBING,
-    "imag": _ELEMENTWISE,
+    "imag": replace(_ELEMENTWISE, complex_to_real=True),
     "infeed": _SIDE_EFFECT,
     "iota": OpTraits(fusible=True),
     "is-finite": _ELEMENTWISE,
@@ -116,19 +166,20 @@ OPCODES: dict[str, OpTraits] = {
     "not": _ELEMENTWISE,
     "or": _ELEMENTWISE,
     "outfeed": _SIDE_EFFECT,
-    "pad": _INDEX_CHANGING,
-    "parameter": _PLUMBING,
+    "pad": _MOVEMENT,
+    "parameter": replace(_PLUMBING, given_value=True),
     "popcnt": _ELEMENTWISE,
     "power": _EXPENSIVE_ELEMENTWISE,
-    "real": _ELEMENTWISE,
+    "real": replace(_ELEMENTWISE, complex_to_real=True),
     "recv": _SIDE_EFFECT,
     "recv-done": _SIDE_EFFECT,
-    "reduce": replace(_INDEX_CHANGING, expensive=True, own_loop=True, kernel_reducer=True),
+    "reduce": replace(_INDEX_CHANGING, expensive=True, own_loop=True, kernel_reducer=True,
+                      reduction=True),
     "reduce-precision": _ELEMENTWISE,
-    "reduce-window": OpTraits(own_loop=True, kernel_reducer=True),
+    "reduce-window": OpTraits(own_loop=True, kernel_reducer=True, reduction=True),
     "remainder": _EXPENSIVE_ELEMENTWISE,
-    "reshape": _INDEX_CHANGING,
-    "reverse": _INDEX_CHANGING,
+    "reshape": replace(_MOVEMENT, reshape_like=True, keeps_constant=True, passes_counter=True),
+    "reverse": _MOVEMENT,
     "rng": _SIDE_EFFECT,
     "rng-bit-generator": _SIDE_EFFECT,
     "rng-get-and-update-state": _SIDE_EFFECT,
@@ -145,17 +196,17 @@ OPCODES: dict[str, OpTraits] = {
     "shift-right-logical": _ELEMENTWISE,
     "sign": _ELEMENTWISE,
     "sine": _EXPENSIVE_ELEMENTWISE,
-    "slice": _INDEX_CHANGING,
+    "slice": _MOVEMENT,
     "sort": OpTraits(own_loop=True),
     "sqrt": _EXPENSIVE_ELEMENTWISE,
     "stochastic-convert": _OPAQUE_ELEMENTWISE,
     "subtract": _ELEMENTWISE,
     "tan": _EXPENSIVE_ELEMENTWISE,
     "tanh": _EXPENSIVE_ELEMENTWISE,
-    "topk": _NONE,
-    "transpose": _INDEX_CHANGING,
-    "triangular-solve": _NONE,
-    "tuple": _PLUMBING,
+    "topk": _LIBRARY_CALL,
+    "transpose": replace(_MOVEMENT, physical_transpose=True),
+    "triangular-solve": _LIBRARY_CALL,
+    "tuple": replace(_PLUMBING, wraps_operands=True),
     "while": _CONTROL_FLOW,
     "xor": _ELEMENTWISE,
 }
@@ -192,5 +243,12 @@ def opcodes_with(*names: str) -> frozenset[str]:
 ELEMENTWISE_OPCODES: frozenset[str] = opcodes_with("elementwise")
 """XLA's ``HloInstruction::IsOpElementwise`` in XLA's spelling of the opcodes (51 ops)."""
 
-__all__ = ["ELEMENTWISE_OPCODES", "OPCODES", "OpTraits", "TRAIT_NAMES", "is_known",
-           "opcodes_with", "traits"]
+PLUMBING_OPCODES: frozenset[str] = opcodes_with("trivial", "host_only")
+"""Ops that only name or group values, on the host: parameter, tuple, get-tuple-element.
+
+>>> sorted(PLUMBING_OPCODES)
+['get-tuple-element', 'parameter', 'tuple']
+"""
+
+__all__ = ["ELEMENTWISE_OPCODES", "OPCODES", "OpTraits", "PLUMBING_OPCODES", "TRAIT_NAMES",
+           "is_known", "opcodes_with", "traits"]

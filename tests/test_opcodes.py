@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fusion.analysis.library_calls import HLO_LIBRARY_OPS
 from fusion.evaluator.registry import OP_RULES
 from fusion.opcodes import ELEMENTWISE_OPCODES, OPCODES, OpTraits, opcodes_with
 from fusion.shapes.inference import SHAPE_RULES
@@ -52,6 +53,10 @@ def test_traits_hang_together():
     assert opcodes_with("foldable") <= ELEMENTWISE_OPCODES
     assert opcodes_with("control_flow") <= opcodes_with("host_only")
     assert set(OUTPUT_TO_INPUT) >= ELEMENTWISE_OPCODES
+
+
+def test_the_library_call_decoders_are_the_library_call_ops():
+    assert set(HLO_LIBRARY_OPS) == opcodes_with("library_call")
 
 
 def test_unknown_trait_is_an_error():

@@ -36,6 +36,7 @@ from typing import Callable
 from fusion.analysis.hero import is_elementwise
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.instruction_order import operands_first
+from fusion.opcodes import traits
 from fusion.text.printer import print_instruction
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.analysis.emitter_kind import EmitterKind, analyze_computation
@@ -108,10 +109,10 @@ def post_order(computation: HloComputation) -> tuple[str, ...]:
 
 
 def _reads_at_own_index(computation: HloComputation, user: HloInstruction, instr) -> bool:
-    """A user that reads ``instr`` at the user's own index."""
+    """A user that reads ``instr`` at the user's own index (a copy is elementwise)."""
     if user.opcode == "tuple" or is_elementwise(computation, user):
         return True
-    if user.opcode in ("bitcast", "reshape", "copy") and isinstance(user.shape, ArrayShape):
+    if traits(user.opcode).reshape_like and isinstance(user.shape, ArrayShape):
         return isinstance(instr.shape, ArrayShape) and user.shape.dims == instr.shape.dims
     return False
 

@@ -47,6 +47,7 @@ from fusion.analysis.hero import (
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.analysis.in_place_update import in_place_dynamic_update_slice
 from fusion.ir.shape import TupleShape
+from fusion.opcodes import traits
 from fusion.analysis.reduction_kind import (
     ReductionDimensions,
     describe,
@@ -303,7 +304,7 @@ def _unused_candidates(computation, heroes, notes) -> list[str]:
                 f"reduce {instr.name!r} is not a hero: it reaches the outputs through ops that "
                 "are not unary elementwise ops or bitcasts (XLA's reduction epilogues)"
             )
-        elif instr.opcode in ("transpose", "copy") and not is_bitcast_op(computation, instr):
+        elif traits(instr.opcode).physical_transpose and not is_bitcast_op(computation, instr):
             if transpose_description(computation, instr) is None:
                 out.append(
                     f"{instr.opcode} {instr.name!r} moves data but is not a tiled transpose "

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from fusion.errors import HloVerifyError, UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction
-from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.opcodes import ELEMENTWISE_OPCODES, traits
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 
 
@@ -165,7 +165,7 @@ def normalized_physical_transpose(
 
 def _layout_change(computation: HloComputation, instr: HloInstruction):
     """``(source, result, permutation)`` for a transpose or copy of arrays, else ``None``."""
-    if instr.opcode not in ("transpose", "copy") or not instr.operands:
+    if not traits(instr.opcode).physical_transpose or not instr.operands:
         return None
     source = operand(computation, instr, 0).shape
     result = instr.shape
@@ -257,13 +257,13 @@ def is_bitcast_op(computation: HloComputation, instr: HloInstruction) -> bool:
         return isinstance(source, ArrayShape) and isinstance(instr.shape, ArrayShape) and (
             reshape_is_bitcast(source, instr.shape)
         )
-    if instr.opcode in ("transpose", "copy"):
+    if traits(instr.opcode).physical_transpose:
         return transpose_is_bitcast(computation, instr)
     return False
 
 
 def _is_constant_like(computation: HloComputation, instr: HloInstruction) -> bool:
-    while instr.opcode in ("broadcast", "reshape", "bitcast", "convert") and instr.operands:
+    while traits(instr.opcode).keeps_constant and instr.operands:
         instr = operand(computation, instr, 0)
     return instr.opcode == "constant"
 
@@ -293,9 +293,7 @@ def is_intermediate(
         return transpose_is_bitcast(computation, instr)
     if is_elementwise(computation, instr):
         return True
-    return instr.opcode in ("bitcast", "reshape", "transpose") and is_bitcast_op(
-        computation, instr
-    )
+    return is_bitcast_op(computation, instr)
 
 
 def transpose_description(
@@ -367,9 +365,8 @@ def _search_hero(computation: HloComputation, start: HloInstruction, predicate) 
     queue = deque(seen)
     while queue:
         node = computation.instruction(queue.popleft())
-        if node.opcode not in ("tuple", "parameter") and not is_intermediate(
-            computation, node, 3
-        ):
+        # XLA also lets a parameter through here; a parameter is never a user.
+        if node.opcode != "tuple" and not is_intermediate(computation, node, 3):
             return None
         for u in users[node.name]:
             if u not in seen:

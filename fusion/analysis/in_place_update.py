@@ -22,8 +22,7 @@ from collections import deque
 from fusion.analysis.hero import is_elementwise, operand
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
-
-_INDEX_PRESERVING_USERS = ("bitcast", "tuple")
+from fusion.opcodes import traits
 
 
 def _output_dus(computation: HloComputation, root: HloInstruction) -> HloInstruction | None:
@@ -77,7 +76,7 @@ def _check_one(computation: HloComputation, dus: HloInstruction) -> str:
                         f"parameter {target.name!r} is read by dynamic-slice {u!r} at other "
                         f"offsets than dynamic-update-slice {dus.name!r} writes"
                     )
-            elif u != dus.name and user.opcode not in _INDEX_PRESERVING_USERS and not (
+            elif u != dus.name and not traits(user.opcode).wraps_operands and not (
                 is_elementwise(computation, user)
             ):
                 return (

@@ -19,15 +19,14 @@ all read the same :class:`LibraryCall`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
+from fusion.opcodes import traits
 from fusion.text.parser import parse_shape
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
-
-#: HLO opcodes that are library calls, whatever their attributes.
-LIBRARY_OPCODES = frozenset({"cholesky", "fft", "topk", "triangular-solve"})
 
 #: LAPACK's type letters and the element type of the matrix they factor.
 LAPACK_TYPES = {"s": "f32", "d": "f64", "c": "c64", "z": "c128"}
@@ -95,7 +94,8 @@ class LibraryCall:
 
 
 def is_library_call(instr: HloInstruction) -> bool:
-    """True for the HLO library ops and a custom-call to a target of :data:`TARGETS`.
+    """True for the HLO library ops (the ``library_call`` trait) and a custom-call to a
+    target of :data:`TARGETS`.
 
     >>> from fusion.ir.shape import ArrayShape
     >>> cc = HloInstruction("c", "custom-call", ArrayShape("f32", (2,)), ("x",),
@@ -103,7 +103,7 @@ def is_library_call(instr: HloInstruction) -> bool:
     >>> is_library_call(cc), is_library_call(HloInstruction("a", "add", cc.shape, ("x", "x")))
     (True, False)
     """
-    if instr.opcode in LIBRARY_OPCODES:
+    if traits(instr.opcode).library_call:
         return True
     return instr.opcode == "custom-call" and instr.attr("custom_call_target", None) in TARGETS
 
@@ -162,24 +162,10 @@ def library_call(instr: HloInstruction) -> LibraryCall:
     >>> c.routine, c.lower, c.left_side, c.transpose_a, c.unit_diagonal, c.lapack_type
     ('triangular_solve', False, False, 'T', True, 'f32')
     """
-    op = instr.opcode
-    if op == "fft":
-        return LibraryCall("fft", op, fft_type=str(instr.attr("fft_type", "FFT")),
-                           fft_length=tuple(instr.attr("fft_length", ())))
-    if op == "topk":
-        return LibraryCall("topk", op, largest=bool(instr.attr("largest", True)))
-    if op == "cholesky":
-        return LibraryCall("cholesky", op, lower=bool(instr.attr("lower", False)))
-    if op == "triangular-solve":
-        transpose = {"NO_TRANSPOSE": "N", "TRANSPOSE": "T", "ADJOINT": "C"}.get(
-            str(instr.attr("transpose_a", "NO_TRANSPOSE")))
-        if transpose is None:
-            raise _unsupported(instr, f"triangular-solve with transpose_a={instr.attr('transpose_a')}; "
-                               "expected NO_TRANSPOSE, TRANSPOSE or ADJOINT")
-        return LibraryCall("triangular_solve", op, left_side=bool(instr.attr("left_side", False)),
-                           lower=bool(instr.attr("lower", False)), transpose_a=transpose,
-                           unit_diagonal=bool(instr.attr("unit_diagonal", False)))
-    target = instr.attr("custom_call_target", None) if op == "custom-call" else None
+    decode = HLO_LIBRARY_OPS.get(instr.opcode)
+    if decode is not None:
+        return decode(instr)
+    target = instr.attr("custom_call_target", None) if instr.opcode == "custom-call" else None
     routine = TARGETS.get(target) if isinstance(target, str) else None
     if routine is None:
         raise _unsupported(instr, f"custom-call target {target} is not a known library call")
@@ -222,6 +208,40 @@ def library_call(instr: HloInstruction) -> LibraryCall:
                        lower=_letter(config, "uplo", "LU", "L", instr) == "L",
                        transpose_a=_letter(config, "trans_x", "NTC", "N", instr),
                        unit_diagonal=_letter(config, "diag", "NU", "N", instr) == "U")
+
+
+def _fft(instr: HloInstruction) -> LibraryCall:
+    return LibraryCall("fft", instr.opcode, fft_type=str(instr.attr("fft_type", "FFT")),
+                       fft_length=tuple(instr.attr("fft_length", ())))
+
+
+def _topk(instr: HloInstruction) -> LibraryCall:
+    return LibraryCall("topk", instr.opcode, largest=bool(instr.attr("largest", True)))
+
+
+def _cholesky(instr: HloInstruction) -> LibraryCall:
+    return LibraryCall("cholesky", instr.opcode, lower=bool(instr.attr("lower", False)))
+
+
+def _triangular_solve(instr: HloInstruction) -> LibraryCall:
+    transpose = {"NO_TRANSPOSE": "N", "TRANSPOSE": "T", "ADJOINT": "C"}.get(
+        str(instr.attr("transpose_a", "NO_TRANSPOSE")))
+    if transpose is None:
+        raise _unsupported(instr, f"triangular-solve with transpose_a={instr.attr('transpose_a')}; "
+                           "expected NO_TRANSPOSE, TRANSPOSE or ADJOINT")
+    return LibraryCall("triangular_solve", instr.opcode,
+                       left_side=bool(instr.attr("left_side", False)),
+                       lower=bool(instr.attr("lower", False)), transpose_a=transpose,
+                       unit_diagonal=bool(instr.attr("unit_diagonal", False)))
+
+
+#: The HLO ops with the ``library_call`` trait -> the decoder of their attributes.
+HLO_LIBRARY_OPS: dict[str, Callable[[HloInstruction], LibraryCall]] = {
+    "cholesky": _cholesky,
+    "fft": _fft,
+    "topk": _topk,
+    "triangular-solve": _triangular_solve,
+}
 
 
 def jacobi_svd_is_thin(declared: tuple[Shape, ...], m: int, n: int) -> bool:
@@ -280,5 +300,5 @@ def layout_problem(call: LibraryCall, instr: HloInstruction,
     return None
 
 
-__all__ = ["LAPACK_TYPES", "LIBRARY_OPCODES", "LibraryCall", "TARGETS", "is_library_call",
+__all__ = ["HLO_LIBRARY_OPS", "LAPACK_TYPES", "LibraryCall", "TARGETS", "is_library_call",
            "jacobi_svd_is_thin", "layout_problem", "library_call", "mlir_dictionary"]

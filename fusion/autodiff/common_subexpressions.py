@@ -21,9 +21,6 @@ from typing import Any
 from fusion.ir.hlo_module import HloComputation
 from fusion.opcodes import traits
 
-# Never merged: each parameter is its own input, and random or effectful ops differ per call.
-_KEEP = frozenset({"parameter"})
-
 
 def merge_common_subexpressions(comp: HloComputation) -> HloComputation:
     """``comp`` (in operands-first order) with each repeated instruction replaced by the first
@@ -35,7 +32,9 @@ def merge_common_subexpressions(comp: HloComputation) -> HloComputation:
         operands = tuple(renamed.get(o, o) for o in instr.operands)
         if operands != instr.operands:
             instr = instr.replace(operands=operands)
-        if instr.opcode not in _KEEP and not traits(instr.opcode).side_effect:
+        # Never merged: each parameter is its own input, and random or effectful ops differ
+        # per call.
+        if instr.opcode != "parameter" and not traits(instr.opcode).side_effect:
             key = (instr.opcode, instr.shape, operands, instr.attributes)
             try:
                 first = seen.get(key)

@@ -65,17 +65,8 @@ class _Flattener:
                     env[name] = self.emit(instr.replace(name=self.fresh(name)))
                 else:
                     env[name] = args[instr.attr("parameter_number")]
-            elif instr.opcode in ("call", "fusion"):
-                callee = instr.attr("to_apply" if instr.opcode == "call" else "calls")
-                env[name] = self.run(self.module.computation(callee), operands)
-            elif instr.opcode == "while":
-                env[name] = self.unroll(instr, operands[0])
-            elif (instr.opcode == "get-tuple-element"
-                  and self.by_name[operands[0]].opcode == "tuple"):
-                env[name] = self.by_name[operands[0]].operands[instr.attr("index")]
             else:
-                copied = instr.replace(name=self.fresh(name), operands=tuple(operands))
-                env[name] = self.emit(copied)
+                env[name] = _STEPS.get(instr.opcode, _Flattener.copy)(self, instr, operands)
         # A computation's outermost parameters stay even when the root does not read them.
         if args is None:
             for param in comp.parameters:
@@ -83,9 +74,27 @@ class _Flattener:
                     env[param.name] = self.emit(param.replace(name=self.fresh(param.name)))
         return env[comp.root_name]
 
-    def unroll(self, instr: HloInstruction, init: str) -> str:
+    def copy(self, instr: HloInstruction, operands: list[str]) -> str:
+        """``instr`` itself, renamed apart, reading the flattened ``operands``."""
+        return self.emit(instr.replace(name=self.fresh(instr.name), operands=tuple(operands)))
+
+    def inline_call(self, instr: HloInstruction, operands: list[str]) -> str:
+        return self.run(self.module.computation(instr.attr("to_apply")), operands)
+
+    def inline_fusion(self, instr: HloInstruction, operands: list[str]) -> str:
+        return self.run(self.module.computation(instr.attr("calls")), operands)
+
+    def element(self, instr: HloInstruction, operands: list[str]) -> str:
+        """A ``get-tuple-element`` of a ``tuple`` is that tuple's operand."""
+        source = self.by_name[operands[0]]
+        if source.opcode == "tuple":
+            return source.operands[instr.attr("index")]
+        return self.copy(instr, operands)
+
+    def unroll(self, instr: HloInstruction, operands: list[str]) -> str:
         """The body inlined once per trip; a loop whose trip count is not known, or too large,
         stays a ``while`` (its VJP rule says why it cannot be differentiated)."""
+        init = operands[0]
         trips = xla_trip_count(instr)
         if trips is None:
             condition = flatten_computation(self.module,
@@ -99,6 +108,15 @@ class _Flattener:
         for _ in range(trips):
             state = self.run(body, [state])
         return state
+
+
+#: How each op that is not copied as it is flattens (a parameter is bound to its argument).
+_STEPS = {
+    "call": _Flattener.inline_call,
+    "fusion": _Flattener.inline_fusion,
+    "get-tuple-element": _Flattener.element,
+    "while": _Flattener.unroll,
+}
 
 
 def flatten_computation(module: HloModule, comp: HloComputation, taken: set[str] | None = None

@@ -61,8 +61,8 @@ class ComputationTable:
             instructions = (
                 HloInstruction("a", "parameter", scalar, (), (("parameter_number", 0),)),
                 HloInstruction("b", "parameter", scalar, (), (("parameter_number", 1),)),
-                HloInstruction("r", opcode, ArrayShape("pred" if opcode in ("and", "or")
-                                                       else dtype, ()), ("a", "b")),
+                # A reducer returns its operands' type (the and/or reducers combine preds).
+                HloInstruction("r", opcode, scalar, ("a", "b")),
             )
             self.add(HloComputation(name, instructions, "r"))
             self._reducers[key] = name

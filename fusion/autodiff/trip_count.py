@@ -38,16 +38,17 @@ import re
 from typing import Callable
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.opcodes import traits
 
 # Simulating a loop stops here: a count this large is not unrolled anyway.
 _MAX_SIMULATED_TRIPS = 1 << 20
 
 _COMPARISONS = {"LT": operator.lt, "LE": operator.le, "GT": operator.gt, "GE": operator.ge,
                 "NE": operator.ne, "EQ": operator.eq}
-# Ops that pass an integer through unchanged (XLA copies loop counters).
-_TRANSPARENT = ("convert", "copy", "reshape")
 _XLA_TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 _SWAPPED = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "NE": "NE", "EQ": "EQ"}
+# The ops a loop body steps its counter with, and the sign of the step's constant.
+_STEP_SIGN = {"add": 1, "subtract": -1}
 
 
 def _literal_int(instr: HloInstruction) -> int | None:
@@ -61,7 +62,7 @@ def _literal_int(instr: HloInstruction) -> int | None:
 
 def _scalar_constant(comp: HloComputation, name: str) -> int | None:
     instr = comp.instruction(name)
-    while instr.opcode in _TRANSPARENT and instr.operands:
+    while traits(instr.opcode).passes_counter and instr.operands:
         instr = comp.instruction(instr.operands[0])
     return _literal_int(instr)
 
@@ -69,7 +70,7 @@ def _scalar_constant(comp: HloComputation, name: str) -> int | None:
 def _state_element(comp: HloComputation, name: str) -> int | None:
     """``k`` when ``name`` is ``get-tuple-element(parameter(0)), index=k`` (or a copy)."""
     instr = comp.instruction(name)
-    while instr.opcode in _TRANSPARENT and instr.operands:
+    while traits(instr.opcode).passes_counter and instr.operands:
         instr = comp.instruction(instr.operands[0])
     if instr.opcode != "get-tuple-element":
         return None
@@ -101,13 +102,13 @@ def _step(comp: HloComputation, k: int) -> int | None:
     if root.opcode != "tuple" or k >= len(root.operands):
         return None
     update = comp.instruction(root.operands[k])
-    if update.opcode not in ("add", "subtract") or len(update.operands) != 2:
+    sign = _STEP_SIGN.get(update.opcode)
+    if sign is None or len(update.operands) != 2:
         return None
     a, b = update.operands
     if _state_element(comp, a) == k and _scalar_constant(comp, b) is not None:
-        step = _scalar_constant(comp, b)
-        return -step if update.opcode == "subtract" else step
-    if update.opcode == "add" and _state_element(comp, b) == k:
+        return sign * _scalar_constant(comp, b)
+    if sign > 0 and _state_element(comp, b) == k:  # an add commutes
         return _scalar_constant(comp, a)
     return None
 
@@ -131,7 +132,7 @@ def known_trip_count(condition: HloComputation, body: HloComputation,
     if step is None or step == 0 or k >= len(init.operands):
         return None
     source = lookup(init.operands[k])
-    while source is not None and source.opcode in _TRANSPARENT and source.operands:
+    while source is not None and traits(source.opcode).passes_counter and source.operands:
         source = lookup(source.operands[0])
     start = _literal_int(source) if source is not None else None
     if start is None:

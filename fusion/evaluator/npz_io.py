@@ -28,6 +28,7 @@ from fusion.ir.element_types import ELEMENT_TYPES, element_type, element_type_of
 from fusion.errors import EvaluationError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from fusion.evaluator.size_limit import check_module_size
 
 DTYPES_KEY = "_dtypes"
@@ -352,32 +353,55 @@ def _index_bounds(module: HloModule) -> dict[tuple[str, str], int]:
 
 
 def _index_operands(comp: HloComputation, instr: HloInstruction) -> list[tuple[str, int]]:
-    def dims(name: str) -> tuple[int, ...]:
-        shape = comp.instruction(name).shape
-        return shape.dims if isinstance(shape, ArrayShape) else ()
+    """``(index operand, largest in-range value)`` of every index operand of ``instr``."""
+    rule = _INDEX_OPERANDS.get(instr.opcode)
+    return [] if rule is None else rule(lambda name: _dims(comp, name), instr)
 
-    op = instr.opcode
-    if op == "dynamic-slice":
-        sizes = instr.attr("dynamic_slice_sizes", ())
-        return [(s, d - z) for s, d, z in zip(instr.operands[1:], dims(instr.operands[0]), sizes)]
-    if op == "dynamic-update-slice":
-        update = dims(instr.operands[1])
-        return [(s, d - u) for s, d, u in zip(instr.operands[2:], dims(instr.operands[0]), update)]
-    if op == "gather" and len(instr.operands) == 2:
-        sizes = instr.attr("slice_sizes", ())
-        room = [d - s for d, s in zip(dims(instr.operands[0]), sizes)]
-        mapped = [room[d] for d in instr.attr("start_index_map", ()) if d < len(room)]
-        return [(instr.operands[1], min(mapped, default=0))]
-    if op == "scatter" and len(instr.operands) >= 3:
-        n = len(instr.operands) // 2
-        operand, update = dims(instr.operands[0]), dims(instr.operands[n + 1])
-        skipped = set(instr.attr("inserted_window_dims", ())) | set(
-            instr.attr("input_batching_dims", ()))
-        window = iter(update[d] for d in instr.attr("update_window_dims", ()) if d < len(update))
-        room = [size - (1 if d in skipped else next(window, 1)) for d, size in enumerate(operand)]
-        mapped = [room[d] for d in instr.attr("scatter_dims_to_operand_dims", ()) if d < len(room)]
-        return [(instr.operands[n], min(mapped, default=0))]
-    return []
+
+def _dims(comp: HloComputation, name: str) -> tuple[int, ...]:
+    shape = comp.instruction(name).shape
+    return shape.dims if isinstance(shape, ArrayShape) else ()
+
+
+def _dynamic_slice_indices(dims, instr: HloInstruction) -> list[tuple[str, int]]:
+    sizes = instr.attr("dynamic_slice_sizes", ())
+    return [(s, d - z) for s, d, z in zip(instr.operands[1:], dims(instr.operands[0]), sizes)]
+
+
+def _dynamic_update_slice_indices(dims, instr: HloInstruction) -> list[tuple[str, int]]:
+    update = dims(instr.operands[1])
+    return [(s, d - u) for s, d, u in zip(instr.operands[2:], dims(instr.operands[0]), update)]
+
+
+def _gather_indices(dims, instr: HloInstruction) -> list[tuple[str, int]]:
+    if len(instr.operands) != 2:
+        return []
+    sizes = instr.attr("slice_sizes", ())
+    room = [d - s for d, s in zip(dims(instr.operands[0]), sizes)]
+    mapped = [room[d] for d in instr.attr("start_index_map", ()) if d < len(room)]
+    return [(instr.operands[1], min(mapped, default=0))]
+
+
+def _scatter_indices(dims, instr: HloInstruction) -> list[tuple[str, int]]:
+    if len(instr.operands) < 3:
+        return []
+    n = len(instr.operands) // 2
+    operand, update = dims(instr.operands[0]), dims(instr.operands[n + 1])
+    skipped = set(instr.attr("inserted_window_dims", ())) | set(
+        instr.attr("input_batching_dims", ()))
+    window = iter(update[d] for d in instr.attr("update_window_dims", ()) if d < len(update))
+    room = [size - (1 if d in skipped else next(window, 1)) for d, size in enumerate(operand)]
+    mapped = [room[d] for d in instr.attr("scatter_dims_to_operand_dims", ()) if d < len(room)]
+    return [(instr.operands[n], min(mapped, default=0))]
+
+
+#: The ops that read at offsets given by index operands -> their index operands and bounds.
+_INDEX_OPERANDS = {
+    "dynamic-slice": _dynamic_slice_indices,
+    "dynamic-update-slice": _dynamic_update_slice_indices,
+    "gather": _gather_indices,
+    "scatter": _scatter_indices,
+}
 
 
 def _ancestors(comp: HloComputation, name: str) -> list[str]:
@@ -399,7 +423,7 @@ def _callers(module: HloModule) -> dict[str, list[tuple[str, HloInstruction]]]:
     out: dict[str, list[tuple[str, HloInstruction]]] = {}
     for comp in module.computations:
         for instr in comp.instructions:
-            if instr.opcode in ("fusion", "call"):
+            if traits(instr.opcode).inlinable:
                 for callee in instr.called_computations():
                     out.setdefault(callee, []).append((comp.name, instr))
     return out

@@ -25,6 +25,7 @@ from fusion.evaluator.gather_scatter_ops import GATHER_SCATTER_RULES
 from fusion.evaluator.library_ops import LIBRARY_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
+from fusion.opcodes import opcodes_with
 from fusion.rule_tables import merge_rule_families
 
 Rule = Callable[[Any, Any, list], Any]
@@ -45,9 +46,9 @@ OP_RULES: dict[str, Rule] = merge_rule_families(
     SORT_RULES,
 )
 
-BATCHABLE_OPCODES: frozenset[str] = frozenset(
-    set(ELEMENTWISE_RULES)
-    | set(CONVERSION_RULES)
-    | {"constant", "copy", "get-tuple-element", "parameter", "tuple"}
-)
-"""Opcodes that, in a computation over scalars, also work on whole arrays of scalars."""
+BATCHABLE_OPCODES: frozenset[str] = opcodes_with("foldable") | (
+    opcodes_with("trivial") - opcodes_with("index_changing"))
+"""Opcodes that, in a computation over scalars, also work on whole arrays of scalars: the
+elementwise ops that hold no state (``foldable``: NumPy broadcasts their rules) and the
+trivial ops that read no other index (a constant, a parameter, a tuple and its elements; not
+a bitcast, which reshapes)."""

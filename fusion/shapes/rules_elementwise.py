@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
+from fusion.opcodes import traits
 from fusion.shapes.checks import (
     callee,
     etype,
@@ -103,7 +104,7 @@ def shape_unary(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
     dtype = x.dtype
     if instr.opcode == "is-finite":
         dtype = "pred"
-    elif instr.opcode in ("real", "imag", "abs") and dtype in _COMPLEX_PART:
+    elif traits(instr.opcode).complex_to_real and dtype in _COMPLEX_PART:
         dtype = _COMPLEX_PART[dtype]
     return ArrayShape(dtype, x.dims)
 

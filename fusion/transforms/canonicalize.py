@@ -39,7 +39,7 @@ from fusion.ir.call_graph import reachable_computations
 from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import in_dependency_order
-from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
+from fusion.opcodes import opcodes_with, traits
 from fusion.ir.shape import ArrayShape
 from fusion.evaluator import evaluate
 
@@ -49,9 +49,6 @@ MAX_FOLDED_ELEMENTS = 64
 
 # Ops whose effect is more than their value: never removed as dead code.
 SIDE_EFFECT_OPCODES = opcodes_with("side_effect")
-
-# Elementwise ops that constant folding must not evaluate (a call, randomness).
-_UNFOLDABLE = ELEMENTWISE_OPCODES - opcodes_with("foldable")
 
 # Rewrites enable rewrites (an inlined call exposes a reshape pair): iterate, bounded.
 _MAX_ITERATIONS = 20
@@ -282,8 +279,8 @@ def _with_attr(instr: HloInstruction, key: str, value: object) -> tuple:
 
 def _fold_constant(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     """Evaluate a small elementwise/convert/reshape op whose operands are all constants."""
-    foldable = (instr.opcode in ELEMENTWISE_OPCODES and instr.opcode not in _UNFOLDABLE) or (
-        instr.opcode == "reshape")
+    # Not a map (a call) or a stochastic-convert (randomness): they are not ``foldable``.
+    foldable = traits(instr.opcode).foldable or instr.opcode == "reshape"
     if not foldable or not isinstance(instr.shape, ArrayShape) or not instr.operands:
         return None
     if instr.shape.num_elements > MAX_FOLDED_ELEMENTS or _kind(instr) == "complex":

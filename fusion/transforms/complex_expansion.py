@@ -48,13 +48,9 @@ from fusion.analysis.computation_partitioner import post_order
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from fusion.opcodes import traits
 
 _PART_TYPE = {"c64": "f32", "c128": "f64"}
-#: Ops applied to each part with the same attributes (their other operands are indices).
-_PER_PART = frozenset({
-    "bitcast", "broadcast", "concatenate", "copy", "dynamic-slice", "dynamic-update-slice",
-    "gather", "pad", "reshape", "reverse", "slice", "transpose",
-})
 
 
 @dataclass(frozen=True)
@@ -168,14 +164,14 @@ class _Builder:
         return shape
 
     # --- small helpers ---------------------------------------------------------------------
-    def binary(self, op: str, a: str, b: str, hint: str, attrs: tuple = ()) -> str:
+    def binary(self, opcode: str, a: str, b: str, hint: str, attrs: tuple = ()) -> str:
         shape = self.shape(a)
-        if op == "compare":
+        if opcode == "compare":
             shape = shape.with_dtype("pred")
-        return self.add(hint, op, shape, (a, b), attrs)
+        return self.add(hint, opcode, shape, (a, b), attrs)
 
-    def unary(self, op: str, a: str, hint: str) -> str:
-        return self.add(hint, op, self.shape(a), (a,))
+    def unary(self, opcode: str, a: str, hint: str) -> str:
+        return self.add(hint, opcode, self.shape(a), (a,))
 
     def scalar_like(self, value: float, like: str, hint: str) -> str:
         shape = self.shape(like)
@@ -198,18 +194,15 @@ def _unsupported(instr: HloInstruction, why: str) -> UnsupportedOpError:
 
 
 def _expand_instruction(b: _Builder, instr: HloInstruction) -> None:
-    op, name = instr.opcode, instr.name
     args = [b.env[o] for o in instr.operands]
     involved = is_complex_shape(instr.shape) or any(
         is_complex_shape(b.source.instruction(o).shape) for o in instr.operands)
-    if op == "tuple":
-        b.env[name] = tuple(args)
-        return
-    if op == "get-tuple-element":
-        b.env[name] = args[0][instr.attr("index")]
+    grouping = _GROUPING.get(instr.opcode)
+    if grouping is not None:  # a tuple of parts, or an element of one, complex or not
+        b.env[instr.name] = grouping(instr, args)
         return
     calls_complex = _holds_complex(b.module, list(instr.called_computations()))
-    if op == "reduce":
+    if instr.opcode == "reduce":
         _expand_reduce(b, instr, args) if involved or calls_complex else _copy(b, instr, args)
         return
     if calls_complex:  # copied as is, its callee would keep complex values in the expansion
@@ -217,56 +210,78 @@ def _expand_instruction(b: _Builder, instr: HloInstruction) -> None:
     if not involved:
         _copy(b, instr, args)
         return
-    shape = instr.shape
-    part = _part_shape(shape)
-    if op == "constant":
-        literal = instr.attr("literal")
-        values = [complex(v) for v in literal.values]
-        parts = [Literal(literal.dims, tuple(v.real for v in values)),
-                 Literal(literal.dims, tuple(v.imag for v in values))]
-        b.env[name] = Pair(*(b.add(f"{name}.{k}", "constant", part, (), (("literal", p),), instr)
-                             for k, p in zip(("re", "im"), parts)))
+    if traits(instr.opcode).data_movement:  # the same op on each part
+        b.env[instr.name] = _per_part(b, instr, args)
         return
-    if op == "complex":
-        b.env[name] = Pair(args[0], args[1])
-        return
-    if op in ("real", "imag"):
-        x = args[0]
-        if isinstance(x, Pair):
-            b.env[name] = x.re if op == "real" else x.im
-        else:
-            b.env[name] = x if op == "real" else b.scalar_like(0.0, x, name)
-        return
-    if op in _PER_PART:
-        b.env[name] = Pair(*(
-            b.add(f"{name}.{k}", op, part,
-                  tuple(getattr(a, k) if isinstance(a, Pair) else a for a in args),
-                  instr.attributes, instr)
-            for k in ("re", "im")))
-        return
-    if op == "convert":
-        x = args[0]
-        if isinstance(x, Pair) and not is_complex_shape(shape):
-            b.env[name] = b.add(name, "convert", shape, (x.re,), (), instr)  # the real part
-        elif isinstance(x, Pair):
-            b.env[name] = Pair(b.add(name + ".re", "convert", part, (x.re,), (), instr),
-                               b.add(name + ".im", "convert", part, (x.im,), (), instr))
-        elif isinstance(shape, ArrayShape) and shape.element_type.is_complex:
-            re = b.add(name + ".re", "convert", part, (x,), (), instr)
-            b.env[name] = Pair(re, b.scalar_like(0.0, re, name + ".im"))
-        else:
-            raise _unsupported(instr, "XLA converts complex values only to complex types")
-        return
-    if op == "select":
-        p, x, y = args
-        if isinstance(p, Pair):
-            raise _unsupported(instr, "a complex predicate")
-        b.env[name] = Pair(b.select(p, x.re, y.re, name + ".re"), b.select(p, x.im, y.im, name + ".im"))
-        return
-    rule = _ARITHMETIC.get(op)
+    rule = _EXPANSIONS.get(instr.opcode)
     if rule is None:
         raise _unsupported(instr, "no expansion into real parts for this op")
-    b.env[name] = rule(b, instr, args)
+    b.env[instr.name] = rule(b, instr, args)
+
+
+#: Ops that group values: they take and give parts as they are, complex or not.
+_GROUPING = {
+    "get-tuple-element": lambda instr, args: args[0][instr.attr("index")],
+    "tuple": lambda instr, args: tuple(args),
+}
+
+
+def _per_part(b: _Builder, instr: HloInstruction, args: list) -> Pair:
+    """A data-movement op applied to each part with the same attributes (its other operands
+    are indices)."""
+    part = _part_shape(instr.shape)
+    return Pair(*(
+        b.add(f"{instr.name}.{k}", instr.opcode, part,
+              tuple(getattr(a, k) if isinstance(a, Pair) else a for a in args),
+              instr.attributes, instr)
+        for k in ("re", "im")))
+
+
+def _constant(b, instr, args):
+    name, part = instr.name, _part_shape(instr.shape)
+    literal = instr.attr("literal")
+    values = [complex(v) for v in literal.values]
+    parts = [Literal(literal.dims, tuple(v.real for v in values)),
+             Literal(literal.dims, tuple(v.imag for v in values))]
+    return Pair(*(b.add(f"{name}.{k}", "constant", part, (), (("literal", p),), instr)
+                  for k, p in zip(("re", "im"), parts)))
+
+
+def _complex(b, instr, args):
+    return Pair(args[0], args[1])
+
+
+def _real(b, instr, args):
+    x = args[0]
+    return x.re if isinstance(x, Pair) else x
+
+
+def _imag(b, instr, args):
+    x = args[0]
+    return x.im if isinstance(x, Pair) else b.scalar_like(0.0, x, instr.name)
+
+
+def _convert(b, instr, args):
+    name, shape = instr.name, instr.shape
+    part = _part_shape(shape)
+    x = args[0]
+    if isinstance(x, Pair) and not is_complex_shape(shape):
+        return b.add(name, "convert", shape, (x.re,), (), instr)  # the real part
+    if isinstance(x, Pair):
+        return Pair(b.add(name + ".re", "convert", part, (x.re,), (), instr),
+                    b.add(name + ".im", "convert", part, (x.im,), (), instr))
+    if isinstance(shape, ArrayShape) and shape.element_type.is_complex:
+        re = b.add(name + ".re", "convert", part, (x,), (), instr)
+        return Pair(re, b.scalar_like(0.0, re, name + ".im"))
+    raise _unsupported(instr, "XLA converts complex values only to complex types")
+
+
+def _select(b, instr, args):
+    name = instr.name
+    p, x, y = args
+    if isinstance(p, Pair):
+        raise _unsupported(instr, "a complex predicate")
+    return Pair(b.select(p, x.re, y.re, name + ".re"), b.select(p, x.im, y.im, name + ".im"))
 
 
 def _copy(b: _Builder, instr: HloInstruction, args: list) -> None:
@@ -321,8 +336,8 @@ def _divide(b, instr, args):
     x, y = args
     n = instr.name
 
-    def op(kind: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
-        return b.binary(kind, lhs, rhs, f"{n}.{hint}", attrs)
+    def op(opcode: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
+        return b.binary(opcode, lhs, rhs, f"{n}.{hint}", attrs)
 
     def cmp(lhs: str, rhs: str, direction: str, hint: str) -> str:
         return op("compare", lhs, rhs, hint, (("direction", direction),))
@@ -344,8 +359,8 @@ def _divide(b, instr, args):
     def isnan(v: str, hint: str) -> str:
         return cmp(v, v, "NE", hint)
 
-    def both(kind: str, p: str, q: str, hint: str) -> str:
-        return b.add(f"{n}.{hint}", kind, b.shape(p), (p, q))
+    def both(opcode: str, p: str, q: str, hint: str) -> str:
+        return b.add(f"{n}.{hint}", opcode, b.shape(p), (p, q))
 
     # Case 1: a zero divisor (and a dividend not NaN in both parts): copysign(inf, yr) * x.
     zero_divisor = both("and", both("and", cmp(absr, zero, "EQ", "zr"), cmp(absi, zero, "EQ", "zi"), "z"),
@@ -459,14 +474,21 @@ def _compare(b, instr, args):
     return b.add(n, "and" if direction == "EQ" else "or", b.shape(re), (re, im), (), instr)
 
 
-_ARITHMETIC = {
+#: The ops on complex values other than data movement -> their expansion into parts.
+_EXPANSIONS = {
     "abs": _abs,
     "add": _add,
     "compare": _compare,
+    "complex": _complex,
+    "constant": _constant,
+    "convert": _convert,
     "divide": _divide,
     "exponential": _exponential,
+    "imag": _imag,
     "multiply": _multiply,
     "negate": _negate,
+    "real": _real,
+    "select": _select,
     "sqrt": _sqrt,
     "subtract": _add,
 }

@@ -52,7 +52,7 @@ def _kernels(module):
         for instr in comp.instructions:
             if instr.opcode == "fusion":
                 tiles, chunk, _ = choose_fusion_tiling(module, instr, None, None)
-                kind = emitter_analysis(module, instr).kind.value
+                kind = emitter_analysis(module, instr).kind
                 yield render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk)
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, const, d
 from tiling.maps.expr_variables import substitute, used_variables
 from tiling.indexing_analysis import output_to_input_indexing
@@ -130,7 +131,7 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     if not reduces:
         raise NotAttention("no normalization (no reduction over the key dim) between the dots")
     for instr in comp.instructions:
-        if instr.name not in roles and instr.opcode not in ("parameter", "constant"):
+        if instr.name not in roles and not traits(instr.opcode).given_value:
             raise NotAttention(f"{instr.name} does not reach the root")
     lhs1, rhs1 = (comp.instruction(o).shape for o in first.operands)
     rhs2 = comp.instruction(second.operands[1]).shape

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fusion.analysis.emitter_kind import analyze_computation
 from fusion.errors import FusionCompilerError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
+from fusion.opcodes import opcodes_with, traits
 from fusion.ir.shape import ArrayShape, Shape, flatten_shape
 from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 from tiling.maps.range_evaluator import RangeEvaluator
@@ -312,10 +312,6 @@ def broadcast_reuse(fused: HloComputation, name: str) -> bool:
     return False
 
 
-_EPILOGUE_OPCODES = frozenset(ELEMENTWISE_OPCODES) | {"bitcast", "broadcast", "constant",
-                                                      "reshape"}
-
-
 def epilogue_problem(comp: HloComputation, producer: Node, consumer: Node) -> str | None:
     """Why a reduction node cannot take ``consumer`` as its epilogue (None if it can): the
     epilogue must be elementwise work on the reduction's output shape."""
@@ -324,7 +320,9 @@ def epilogue_problem(comp: HloComputation, producer: Node, consumer: Node) -> st
     count = elements(comp, producer.root)
     for m in consumer.members:
         instr = comp.instruction(m)
-        if instr.opcode not in _EPILOGUE_OPCODES:
+        # Elementwise work, what only repeats or reshapes a value, and constants.
+        t = traits(instr.opcode)
+        if not (t.elementwise or t.keeps_constant or instr.opcode == "constant"):
             return f"{instr.opcode} {m} is no elementwise epilogue op"
         if instr.opcode == "constant" and elements(comp, m) == 1:
             continue  # a scalar constant is read once per element anyway

@@ -13,6 +13,7 @@ third.  Each merge must save bytes under the traffic model.
 from __future__ import annotations
 
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from tiling.fusion_pass.decisions import (
     FusionDecision,
     Node,
@@ -58,7 +59,7 @@ def _producer_candidates(graph: FusionGraph):
     for pid, producer in graph.nodes.items():
         if (not producer.fusible or len(producer.outputs) != 1 or producer.root == comp.root_name
                 or reduce_members(comp, producer.members)
-                or any(comp.instruction(m).opcode in ("convolution", "dot")
+                or any(traits(comp.instruction(m).opcode).contraction
                        for m in producer.members)
                 or not isinstance(comp.instruction(producer.root).shape, ArrayShape)):
             continue

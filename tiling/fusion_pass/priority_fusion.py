@@ -46,6 +46,7 @@ from fusion.transforms.canonicalize import canonicalize
 from fusion.gc_pause import paused_gc
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import in_dependency_order
+from fusion.opcodes import PLUMBING_OPCODES
 from tiling.fusion_pass.builder import NameAllocator, rebuild_computation
 from tiling.fusion_pass.decisions import (
     FusionDecision,
@@ -86,8 +87,7 @@ def evaluate_producer(graph: FusionGraph, pid: int, readers: dict[str, list[int]
     consumers = sorted(set(readers.get(producer.root, ())))
     if not consumers:
         return None
-    opcode = comp.instruction(producer.root).opcode
-    if opcode in ("get-tuple-element", "parameter", "tuple"):
+    if comp.instruction(producer.root).opcode in PLUMBING_OPCODES:
         return None
     names = tuple(graph.nodes[c].root for c in consumers)
     key = (producer, tuple(graph.nodes[c] for c in consumers))

@@ -34,13 +34,17 @@ from dataclasses import dataclass, field
 
 from fusion.errors import FusionCompilerError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape
 from tiling.fusion_pass.decisions import Node, structural_tile_check
 from tiling.policy.choice import choose_tiling
 from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
 
-_ELEMENTWISE_LIKE = ELEMENTWISE_OPCODES | {"constant", "iota", "parameter"}
+
+def _elementwise_like(opcode: str) -> bool:
+    """Reads its operands at its own index, or reads none (a parameter, a constant, an iota)."""
+    t = traits(opcode)
+    return t.elementwise or t.given_value or opcode == "iota"
 
 
 def legal_tiling_problem(analysis: SymbolicTiledFusion) -> str | None:
@@ -116,16 +120,13 @@ def elementwise_dims(comp: HloComputation, node: Node) -> tuple[int, ...] | None
         if instr.opcode == "broadcast":
             if _dims(comp.instruction(instr.operands[0])) != ():
                 return None
-        elif instr.opcode not in _ELEMENTWISE_LIKE:
+        elif not _elementwise_like(instr.opcode):
             return None
         if any(_dims(comp.instruction(o)) not in (out, ()) for o in instr.operands):
             return None
     return out
 
 
-# Ops whose maps carry runtime variables naming other instructions: their analysis (the
-# order its maps sort in) may see names, so their fusions are not shared by structure.
-_NAMED_INDEXING = frozenset({"dynamic-slice", "dynamic-update-slice", "gather"})
 # Attributes that never change indexing: JAX gives every op its own ``metadata``, which
 # would make the layers of a model look different.
 _UNSEMANTIC_ATTRIBUTES = frozenset({"metadata"})
@@ -159,7 +160,9 @@ def candidate_structure(comp: HloComputation, node: Node) -> tuple | None:
     items: list[tuple] = []
     for k, name in enumerate(node.members):
         instr = comp.instruction(name)
-        if instr.opcode in _NAMED_INDEXING:
+        if traits(instr.opcode).rt_var_indexing:
+            # Its maps' runtime variables name other instructions: the analysis (the order
+            # its maps sort in) may see names, so such fusions are not shared by structure.
             return None
         operands = []
         for o in instr.operands:

@@ -42,7 +42,7 @@ import heapq
 from dataclasses import dataclass, field
 from fusion.errors import FusionCompilerError
 from fusion.ir.hlo_module import HloComputation
-from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.opcodes import ELEMENTWISE_OPCODES, traits
 from tiling.fusion_pass.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_pass.decisions import (
     FUSIBLE_OPCODES,
@@ -61,17 +61,14 @@ from tiling.policy.limits import NUM_SMS
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 
 
-#: The contractions a ``tl.dot`` template takes with prologues and an elementwise epilogue
-#: (a convolution is an implicit GEMM: ``templates/conv_template``).
-_CONTRACTIONS = frozenset({"convolution", "dot"})
-
-
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
     member fusible and no reduction, and what is computed from the dot elementwise at its
     index (the dot template takes elementwise and data-movement prologues and elementwise
     epilogues); None for any other node."""
-    dots = [m for m in node.members if comp.instruction(m).opcode in _CONTRACTIONS]
+    # A ``contraction`` (a dot, or a convolution as an implicit GEMM): its ``tl.dot``
+    # template takes prologues and an elementwise epilogue.
+    dots = [m for m in node.members if traits(comp.instruction(m).opcode).contraction]
     if len(dots) != 1:
         return None
     for m in node.members:
@@ -93,7 +90,7 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
 
 
 def _dot_count(comp: HloComputation, node: Node) -> int:
-    return sum(comp.instruction(m).opcode in _CONTRACTIONS for m in node.members)
+    return sum(traits(comp.instruction(m).opcode).contraction for m in node.members)
 
 
 def mergeable(comp: HloComputation, node: Node) -> bool:
@@ -193,7 +190,8 @@ def idle_factor(num_blocks: int) -> int:
 
 def _holds_hero(comp: HloComputation, node: Node) -> bool:
     """Whether the node holds a reduce or a dot: what producer-consumer fusion keeps apart."""
-    return any(comp.instruction(m).opcode in _CONTRACTIONS | {"reduce"} for m in node.members)
+    return any(traits(opcode).contraction or opcode == "reduce"
+               for opcode in (comp.instruction(m).opcode for m in node.members))
 
 
 def _merged(graph: FusionGraph, pid: int, cid: int, readers: dict[str, list[int]]) -> Node:

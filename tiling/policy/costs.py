@@ -35,7 +35,7 @@ from typing import Sequence
 
 from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.ir.hlo_module import HloInstruction
-from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
+from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape
 from tiling.policy.legality import node_sizes
 from tiling.policy.limits import COALESCED_BYTES, L2_RESIDENT_BYTES, UNCOALESCED_TOLERANCE
@@ -46,8 +46,6 @@ from tiling.symbolic.tiled_fusion import (
     leaf_dims,
     next_power_of_two,
 )
-
-_NO_FLOP_OPCODES = opcodes_with("elementwise", "flop_free")
 
 
 def element_bytes(instr: HloInstruction) -> int:
@@ -165,9 +163,9 @@ def _plan(analysis: SymbolicTiledFusion) -> _BlockPlan:
         sizes.append(element_bytes(instr))
         if instr.opcode == "parameter":
             parameters.append((node.index, instr.name))
-        elif instr.opcode in ELEMENTWISE_OPCODES and instr.opcode not in _NO_FLOP_OPCODES:
+        elif traits(instr.opcode).elementwise and not traits(instr.opcode).flop_free:
             flops.append(("elementwise", node.index, node.index))
-        elif instr.opcode in ("reduce", "reduce-window") and node.operands:
+        elif traits(instr.opcode).reduction and node.operands:
             flops.append(("reduce", node.index, node.operands[0]))
         elif instr.opcode == "dot" and node.operands:
             flops.append(("dot", node.index, node.operands[0]))

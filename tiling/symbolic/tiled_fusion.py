@@ -36,7 +36,7 @@ from fusion.errors import (  # TilingError: defined there with every user error,
     TilingError,
 )
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
-from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.opcodes import ELEMENTWISE_OPCODES, traits
 from fusion.analysis.reduction_kind import kept_and_reduced
 from fusion.ir.shape import ArrayShape, TupleShape
 from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, const, d
@@ -370,13 +370,13 @@ def reduce_projection(computation: HloComputation, name: str, space: tuple[int, 
             continue
         if element is not None:  # only a reduce may sit under a get-tuple-element
             return None
-        if instr.opcode in ("bitcast", "reshape"):
+        if traits(instr.opcode).reshape_like:
             pos = _through_unit_reshape(computation, instr, pos)
             if pos is None:
                 return None
             name = instr.operands[0]
             continue
-        if instr.opcode not in ELEMENTWISE_OPCODES and instr.opcode != "copy":
+        if instr.opcode not in ELEMENTWISE_OPCODES:  # a copy is elementwise
             return None
         same = [o for o in instr.operands
                 if getattr(computation.instruction(o).shape, "dims", None) == shape.dims]

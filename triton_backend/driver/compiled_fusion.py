@@ -13,7 +13,7 @@
 >>> compiled = compile_fusion(m, "r")
 >>> compiled(torch.tensor([1.0, -2.0, 0.5]))[0].tolist()
 [-1.0, 2.0, -0.5]
->>> compiled.kind, compiled.tile_sizes, compiled.grid
+>>> compiled.kind.value, compiled.tile_sizes, compiled.grid
 ('loop', (3,), (1,))
 >>> compiled.tiling_reason.split(":")[0]
 'tile analysis'
@@ -34,6 +34,7 @@ from triton_backend.templates.dot.driver import compile_dot_fusion, is_dot_fusio
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.runtime.kernel_loading import (  # re-exported: callers import them from here
     CompiledFusion,
+    TemplateKind,
     find_fusion,
     load_kernel,
 )
@@ -64,23 +65,25 @@ from triton_backend.runtime.kernel_cache import KernelCache
 from fusion.analysis.emitter_kind import EmitterKind, analyze_computation
 
 #: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
-SUPPORTED_KINDS = ("concatenate", "in_place_dynamic_update_slice", "input_slices", "loop",
-                   "reduction", "transpose")
+SUPPORTED_KINDS: frozenset[EmitterKind] = frozenset({
+    EmitterKind.CONCATENATE, EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE, EmitterKind.INPUT_SLICES,
+    EmitterKind.LOOP, EmitterKind.REDUCTION, EmitterKind.TRANSPOSE})
 
 #: Fusions with a template of their own, recognized (in this order) before the emitter kind:
 #: ``(kind, predicate(module, instr) -> bool, compiler(module, instr, *, tile_sizes,
 #: target, cache) -> CompiledFusion)``.  A new template is one line here.
 SPECIAL_FUSIONS = (
-    ("attention", is_attention_fusion, compile_attention_fusion),
-    ("convolution", is_conv_fusion, compile_conv_fusion),
-    ("dot", is_dot_fusion, compile_dot_fusion),
-    ("select_and_scatter", is_select_and_scatter_fusion, compile_select_and_scatter_fusion),
-    ("sort", is_sort_fusion, compile_sort_fusion),
+    (TemplateKind.ATTENTION, is_attention_fusion, compile_attention_fusion),
+    (TemplateKind.CONVOLUTION, is_conv_fusion, compile_conv_fusion),
+    (TemplateKind.DOT, is_dot_fusion, compile_dot_fusion),
+    (TemplateKind.SELECT_AND_SCATTER, is_select_and_scatter_fusion,
+     compile_select_and_scatter_fusion),
+    (TemplateKind.SORT, is_sort_fusion, compile_sort_fusion),
 )
 
 #: Emitter kinds with a template of their own: kind -> compiler, as above.
 KIND_COMPILERS = {
-    "scatter": compile_scatter_fusion,
+    EmitterKind.SCATTER: compile_scatter_fusion,
 }
 
 
@@ -115,13 +118,13 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
         if predicate(module, instr):
             return compiler(module, instr, tile_sizes=tile_sizes, target=target, cache=cache)
     analysis = emitter_analysis(module, instr)
-    kind = analysis.kind.value
+    kind = analysis.kind
     if kind in KIND_COMPILERS:
         return KIND_COMPILERS[kind](module, instr, tile_sizes=tile_sizes, target=target,
                                     cache=cache)
     if kind not in SUPPORTED_KINDS:
-        raise UnsupportedOpError(f"fusion {instr.name}: {kind} fusions are not emitted by the "
-                                 f"Triton backend ({analysis.reason})", where=instr.name)
+        raise UnsupportedOpError(f"fusion {instr.name}: {kind.value} fusions are not emitted by "
+                                 f"the Triton backend ({analysis.reason})", where=instr.name)
     tiles, chunk, reason = choose_fusion_tiling(module, instr, tile_sizes, reduction_chunk, target)
     num_warps, num_stages = _launch_options(instr, tiles, num_warps, num_stages)
     rendered = render_kernel_file(module, instr, tiles, kind, reduction_chunk=chunk,

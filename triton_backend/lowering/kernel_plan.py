@@ -35,6 +35,7 @@ from fusion.ir.hlo_module import HloComputation
 from fusion.ir.instruction_order import operands_first
 from fusion.analysis.reduction_kind import kept_and_reduced
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from tiling.policy.choice import choose_tiling
 from tiling.policy.legality import reduced_extent
 from tiling.policy.limits import (
@@ -180,7 +181,7 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     """
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
-                if computation.instruction(n).opcode in ("reduce", "reduce-window")]
+                if traits(computation.instruction(n).opcode).reduction]
     extents = [reduced_extents(computation, n) for n in reducers]
     analysis = _tile_analysis(computation) if reducers else None
     persistent = persistent_extent(analysis, extents) if reducers else 1

@@ -47,6 +47,7 @@ from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report
 from triton_backend.runtime.device_specs import device_spec
+from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
 from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, estimate
@@ -293,7 +294,7 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
             num_warps = getattr(kernel.module, "NUM_WARPS", None)
             num_stages = getattr(kernel.module, "NUM_STAGES", None)
             fusions.append(FusionReport(
-                instr.name, comp_name, kernel.kind, analysis.reason, tuple(kernel.tile_sizes),
+                instr.name, comp_name, kernel.kind.value, analysis.reason, tuple(kernel.tile_sizes),
                 tuple(kernel.grid), read, _array_bytes(instr.shape),
                 kernel_file_name(instr.name, taken) + ".py",
                 input_shapes=_shape_texts(operands),
@@ -328,7 +329,7 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
     over the lhs (rhs) free dims from the minor one out.
     """
     sizes = tuple(kernel.tile_sizes)
-    if kernel.kind == "dot" and len(sizes) == 3 and len(output_dims) != 2:
+    if kernel.kind is TemplateKind.DOT and len(sizes) == 3 and len(output_dims) != 2:
         spec = dot_spec(module, instr)
         nb, nm, nn = len(spec.batch_sizes), len(spec.m_sizes), len(spec.n_sizes)
         if nb + nm + nn == len(output_dims):
@@ -343,7 +344,7 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
 
             sizes = (*([1] * nb), *spread(sizes[0], output_dims[nb:nb + nm]),
                      *spread(sizes[1], output_dims[nb + nm:]))
-    elif kernel.kind == "dot" and len(sizes) == 3:
+    elif kernel.kind is TemplateKind.DOT and len(sizes) == 3:
         sizes = sizes[:2]
     return tuple(min(t, max(n, 1)) for t, n in zip(sizes, output_dims))
 

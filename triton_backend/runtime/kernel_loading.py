@@ -9,17 +9,48 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from types import ModuleType
+from typing import Union
 
+from fusion.analysis.emitter_kind import EmitterKind
 from fusion.errors import UnsupportedOpError
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import traits
 from fusion.text.printer import print_computation, print_instruction
 from tiling.policy.limits import grid_limit_problem
 from triton_backend.runtime.launch_mode import INTERPRETER_LOCK
 from triton_backend.lowering.numerics_policy import pin_triton_environment
 from triton_backend.runtime.kernel_cache import KernelCache, import_checked_text
 from triton_backend.runtime.cache_files import render_entry
+
+
+class TemplateKind(str, Enum):
+    """The fusions compiled by a template of their own rather than by an emitter kind's
+    kernel (a scatter fusion's template is its emitter kind's, ``EmitterKind.SCATTER``)."""
+
+    ATTENTION = "attention"
+    CONVOLUTION = "convolution"
+    DOT = "dot"
+    SELECT_AND_SCATTER = "select_and_scatter"
+    SORT = "sort"
+
+
+#: What made a kernel: the emitter kind of an index-expression kernel, or a template.
+KernelKind = Union[EmitterKind, TemplateKind]
+
+
+def kernel_kind(value: str) -> KernelKind:
+    """The kernel kind spelled ``value`` (a record read back from JSON).
+
+    >>> kernel_kind("loop"), kernel_kind("dot")
+    (<EmitterKind.LOOP: 'loop'>, <TemplateKind.DOT: 'dot'>)
+    """
+    try:
+        return TemplateKind(value)
+    except ValueError:
+        return EmitterKind(value)
 
 
 @dataclass(frozen=True)
@@ -36,7 +67,7 @@ class CompiledFusion:
     """
 
     fusion_name: str
-    kind: str
+    kind: KernelKind
     kernel_path: Path
     source: str
     grid: tuple[int, ...]
@@ -46,6 +77,9 @@ class CompiledFusion:
     reduction_chunk: int | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kind, (EmitterKind, TemplateKind)):
+            # The module cache rebuilds a record from its JSON text, where the kind is a string.
+            object.__setattr__(self, "kind", kernel_kind(self.kind))
         # Every template builds its record here: none may hand over a grid no device launches.
         problem = grid_limit_problem(self.grid)
         if problem is not None:
@@ -94,6 +128,17 @@ def fused_ops(module: HloModule, fusion_instr: HloInstruction, opcode: str) -> l
             or not module.has_computation(called):
         return []
     return [i for i in module.computation(called) if i.opcode == opcode]
+
+
+def refuse_other_loops(computation: HloComputation, hero: HloInstruction) -> None:
+    """``UnsupportedOpError`` at the first op of ``computation`` other than ``hero`` (a dot or
+    a convolution) with a loop or template of its own (the ``own_loop`` trait): a contraction
+    template renders everything else at an index of the hero's tile."""
+    for instr in computation:
+        if traits(instr.opcode).own_loop and instr.name != hero.name:
+            raise UnsupportedOpError(f"{instr.opcode} {instr.name} cannot be fused with "
+                                     f"{hero.opcode} {hero.name} (only elementwise/data-movement "
+                                     "prologues and elementwise epilogues are)", where=instr.name)
 
 
 def hero_count(module: HloModule, fusion_instr: HloInstruction | str, opcode: str) -> int:

@@ -63,7 +63,7 @@ from triton_backend.tuning.cost_model import CostEstimate, InfeasibleLaunch, Wor
 from triton_backend.runtime.device_specs import DeviceSpec, device_spec
 from triton_backend.runtime.tuning_db import TuningDb, find_fusion, fusion_key
 from tiling.policy.candidates import tiling_candidates
-from fusion.analysis.emitter_kind import analyze_fusion
+from fusion.analysis.emitter_kind import EmitterKind, analyze_fusion
 from fusion.logs import get_logger
 
 DEFAULT_NUM_WARPS = (1, 2, 4, 8)
@@ -285,8 +285,8 @@ def measure(module: HloModule, fusion_instr: HloInstruction, trial: Trial) -> Tr
                                               tile_sizes=trial.config.tile_sizes)
     inputs = [t.cuda() for t in compiled.module.example_inputs()]
     warps, stages = trial.config.num_warps, trial.config.num_stages
-    in_place = analyze_fusion(module, fusion_instr, ignore_constant_operands=True).kind.value \
-        == "in_place_dynamic_update_slice"
+    in_place = analyze_fusion(module, fusion_instr, ignore_constant_operands=True).kind \
+        is EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE
     quantiles = [0.5, 0.2, 0.8]
     if not in_place:
         times = do_bench(lambda: launch(compiled.module, inputs, num_warps=warps,

@@ -23,6 +23,7 @@ from fusion.ir.element_types import ElementType
 from fusion.errors import FusionCompilerError, LoweringError, UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from tiling.maps.affine_expr import (
     AffineExpr,
     Constant,
@@ -315,7 +316,7 @@ class ValueEmitter:
     def _compute(self, key: tuple) -> Value:
         name, indices = key
         instr = self.instruction(name)
-        if instr.opcode in ("parameter", "constant"):
+        if traits(instr.opcode).given_value:  # read from memory (or the HLO text)
             self.reads.add(key)
         rule = self.rule_for(instr)
         try:

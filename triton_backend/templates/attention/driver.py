@@ -37,7 +37,8 @@ from __future__ import annotations
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from tiling.fusion_pass.attention_pattern import AttentionPattern, NotAttention, analyze_attention
-from triton_backend.runtime.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
+                                                   load_kernel)
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.templates.dot.driver import dot_numerics, target_arch
 from triton_backend.templates.attention.kernel import DotNumerics, render_attention_kernel
@@ -112,7 +113,7 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
     source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics,
                                            interpreter=runs_on_interpreter(target))
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
-    return CompiledFusion(fusion_instr.name, "attention", path, source, grid, tiling.tile_sizes,
+    return CompiledFusion(fusion_instr.name, TemplateKind.ATTENTION, path, source, grid, tiling.tile_sizes,
                           loaded)
 
 

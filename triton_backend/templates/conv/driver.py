@@ -30,18 +30,15 @@ from __future__ import annotations
 from fusion.ir.convolution import conv_dims
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
-from fusion.opcodes import opcodes_with, traits
+from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape
 from triton_backend.templates.dot.driver import dot_numerics, target_arch
-from triton_backend.runtime.kernel_loading import (CompiledFusion, find_fusion, fused_ops,
-                                                   hero_count, load_kernel)
+from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
+                                                   fused_ops, hero_count, load_kernel,
+                                                   refuse_other_loops)
 from triton_backend.templates.conv.kernel import ConvSpec, render_conv_kernel
 from triton_backend.templates.dot.tiling import DotProblem, tiling_from
 from triton_backend.runtime.kernel_cache import KernelCache
-
-#: Ops with a loop or template of their own: none may share a kernel with the convolution.
-_NOT_FUSIBLE = opcodes_with("own_loop")
-
 
 def is_conv_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one convolution."""
@@ -58,11 +55,7 @@ def conv_spec(module: HloModule, fusion_instr: HloInstruction | str) -> ConvSpec
                                  "a convolution fusion holds exactly one", where=fusion_instr.name)
     conv = convs[0]
     comp = module.computation(fusion_instr.attr("calls"))
-    for instr in comp:
-        if instr.opcode in _NOT_FUSIBLE and instr.name != conv.name:
-            raise UnsupportedOpError(f"{instr.opcode} {instr.name} cannot be fused with "
-                                     f"convolution {conv.name} (only elementwise/data-movement "
-                                     "prologues and elementwise epilogues are)", where=instr.name)
+    refuse_other_loops(comp, conv)
     lhs, rhs = (comp.instruction(o).shape for o in conv.operands)
     out = conv.shape
     if not all(isinstance(s, ArrayShape) for s in (lhs, rhs, out)):
@@ -114,7 +107,7 @@ def compile_conv_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     tiling = tiling_from(tile_sizes, conv_problem(module, fusion_instr), target_arch(target))
     source, grid = render_conv_kernel(module, fusion_instr, spec, tiling)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
-    return CompiledFusion(fusion_instr.name, "convolution", path, source, grid,
+    return CompiledFusion(fusion_instr.name, TemplateKind.CONVOLUTION, path, source, grid,
                           tiling.tile_sizes, loaded)
 
 

@@ -44,7 +44,6 @@ import math
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.opcodes import traits
-from fusion.opcodes import opcodes_with
 from fusion.ir.shape import ArrayShape
 from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
@@ -55,8 +54,9 @@ from triton_backend.templates.dot.tiling import (
     interpreter_tiling,
     tiling_from,
 )
-from triton_backend.runtime.kernel_loading import (CompiledFusion, find_fusion, fused_ops,
-                                                   hero_count, load_kernel)
+from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
+                                                   fused_ops, hero_count, load_kernel,
+                                                   refuse_other_loops)
 from triton_backend.runtime.kernel_cache import KernelCache
 
 _ALGORITHM_PRECISION = {
@@ -66,10 +66,6 @@ _ALGORITHM_PRECISION = {
 }
 
 _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8"}
-
-#: Ops a dot fusion may hold besides the dot (anything the value emitter renders at an index).
-_NOT_FUSIBLE = opcodes_with("own_loop")
-
 
 def is_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one dot."""
@@ -89,11 +85,7 @@ def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
     fusion_instr = find_fusion(module, fusion_instr)
     dot = _the_dot(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
-    for instr in comp:
-        if instr.opcode in _NOT_FUSIBLE and instr.name != dot.name:
-            raise UnsupportedOpError(f"{instr.opcode} {instr.name} cannot be fused with dot "
-                                     f"{dot.name} (only elementwise/data-movement prologues and "
-                                     "elementwise epilogues are)", where=instr.name)
+    refuse_other_loops(comp, dot)
     lhs, rhs = (comp.instruction(o).shape for o in dot.operands)
     out = dot.shape
     if not all(isinstance(s, ArrayShape) for s in (lhs, rhs, out)):
@@ -217,7 +209,7 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     tiling = tiling_from(tile_sizes, problem, arch)
     source, grid = render_dot_kernel(module, fusion_instr, spec, tiling)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
-    return CompiledFusion(fusion_instr.name, "dot", path, source, grid, tiling.tile_sizes, loaded)
+    return CompiledFusion(fusion_instr.name, TemplateKind.DOT, path, source, grid, tiling.tile_sizes, loaded)
 
 
 __all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_numerics",

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fusion.analysis.emitter_kind import EmitterKind
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
@@ -296,7 +297,7 @@ def compile_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
     reason = (f"scatter template ({plan.mode}): "
               + ("explicit tile sizes" if tile_sizes is not None else
                  f"{plan.row_block} rows x {plan.window_block} window elements per program"))
-    return CompiledFusion(fusion_instr.name, "scatter", path, source, plan.grid,
+    return CompiledFusion(fusion_instr.name, EmitterKind.SCATTER, path, source, plan.grid,
                           (plan.row_block, plan.window_block), loaded, reason)
 
 

@@ -41,10 +41,11 @@ import numpy as np
 
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator.interpreter import Evaluator
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, TupleShape
 from triton_backend.templates.sort.kernel import SortOperand, SortOrder, render_sort_kernel
-from triton_backend.runtime.kernel_loading import CompiledFusion, find_fusion, load_kernel
+from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
+                                                   load_kernel)
 from triton_backend.runtime.kernel_cache import KernelCache
 
 #: The longest row sorted in one tile (a bitonic sort of int64 keys held in registers).
@@ -65,18 +66,21 @@ def sort_of(module: HloModule, fusion_instr: HloInstruction | str) -> HloInstruc
     root = comp.root
     if root.opcode == "sort":
         return root
-    if root.opcode == "tuple":
-        sources = {comp.instruction(o).operands[0] for o in root.operands
-                   if comp.instruction(o).opcode == "get-tuple-element"}
-        if len(sources) == 1 and all(comp.instruction(o).opcode == "get-tuple-element"
-                                     for o in root.operands):
-            candidate = comp.instruction(sources.pop())
-            if candidate.opcode == "sort":
-                return candidate
-    if root.opcode == "get-tuple-element" and comp.instruction(root.operands[0]).opcode == "sort":
-        return comp.instruction(root.operands[0])
+    # Else the root picks elements of one sort: one get-tuple-element, or a tuple of them.
+    picks = root.operands if root.opcode == "tuple" else (root.name,)
+    sources = {_picked_from(comp, p) for p in picks}
+    if len(sources) == 1 and None not in sources:
+        source = comp.instruction(sources.pop())
+        if source.opcode == "sort":
+            return source
     raise UnsupportedOpError(f"fusion {fusion_instr.name}'s root {root.name} is not a sort",
                              where=fusion_instr.name)
+
+
+def _picked_from(comp: HloComputation, name: str) -> str | None:
+    """The tuple-shaped op whose element ``name`` is, when ``name`` is a get-tuple-element."""
+    instr = comp.instruction(name)
+    return instr.operands[0] if instr.opcode == "get-tuple-element" else None
 
 
 def is_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
@@ -221,7 +225,7 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     outputs = _outputs(module, fusion_instr, sort)
     source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order, block)
     loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
-    return CompiledFusion(fusion_instr.name, "sort", path, source, grid, (block,), loaded)
+    return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)
 
 
 __all__ = ["MAX_SORT_LENGTH", "SortOrder", "comparator_order", "compile_sort_fusion",
