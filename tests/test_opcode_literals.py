@@ -33,18 +33,6 @@ PACKAGES = ("fusion", "tiling", "triton_backend")
 #: The table itself: the one place that lists opcodes by hand.
 TABLE = "fusion/opcodes.py"
 
-#: Files whose hand-written opcode collections are tolerated for now; their literals are still
-#: checked against the table.  Converted after the split (another change is splitting them).
-COLLECTIONS_CONVERTED_AFTER_THE_SPLIT = frozenset({
-    "triton_backend/driver/module_runner.py",
-    "triton_backend/driver/op_coverage.py",
-    "tiling/maps/affine_expr.py",
-    "triton_backend/runtime/kernel_cache.py",
-    "triton_backend/runtime/module_cache.py",
-    "triton_backend/templates/conv/kernel.py",
-    "triton_backend/templates/dot/kernel.py",
-    "triton_backend/templates/select_and_scatter/kernel.py",
-})
 
 _COLLECTIONS = (ast.Tuple, ast.List, ast.Set)
 _COLLECTION_CALLS = frozenset({"frozenset", "set", "tuple", "list"})
@@ -213,8 +201,6 @@ class _Checker(ast.NodeVisitor):
                 self._report(s, f"{s.value!r} is not an opcode of {TABLE}", module)
 
     def _check_collection(self, node: ast.AST, where: ast.AST, module: _Module | None = None):
-        if (module or self.module).path in COLLECTIONS_CONVERTED_AFTER_THE_SPLIT:
-            return
         if (module or self.module).path == TABLE:
             return
         self._report(where, f"a hand-written opcode collection ({ast.unparse(node)[:60]}): "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusion.analysis.emitter_kind import EmitterKind
 from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import random_array, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
@@ -105,7 +106,7 @@ def test_sixty_four_bit_offsets_for_huge_buffers_and_forced_on_small_ones():
     assert render_kernel_file(small, instr).plan.index_bits == 32
     rendered = render_kernel_file(small, instr, (2, 4), index_bits=64)
     loaded, path = load_kernel(small, instr, rendered.source, "int64", None, None)
-    compiled = CompiledFusion("fusion", "loop", path, rendered.source, rendered.plan.grid,
+    compiled = CompiledFusion("fusion", EmitterKind.LOOP, path, rendered.source, rendered.plan.grid,
                               rendered.plan.tile_sizes, loaded)
     x = np.arange(35, dtype=np.float32).reshape(5, 7)
     start = np.array(1, np.int32)

@@ -42,6 +42,7 @@ from triton_backend.templates.select_and_scatter.kernel import (
 )
 from triton_backend.templates.sort.driver import (
     MAX_SORT_LENGTH,
+    SORT_OPERANDS,
     comparator_order,
     is_sort_fusion,
     sort_of,
@@ -143,7 +144,7 @@ def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
     sort = sort_of(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
     for name in sort.operands:
-        if comp.instruction(name).opcode not in ("parameter", "iota"):
+        if comp.instruction(name).opcode not in SORT_OPERANDS:
             return (f"sort operand {name} is a {comp.instruction(name).opcode}; sort fusions take "
                     "parameters or iotas as operands")
     (dim,) = sort.attr("dimensions")

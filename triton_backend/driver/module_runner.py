@@ -190,7 +190,7 @@ def host_program(module: HloModule, comp: HloComputation, fusions: Mapping[str, 
     steps = []
     for k, name in enumerate(order):
         instr = comp.instruction(name)
-        if instr.opcode in CONTROL_FLOW_OPCODES or instr.opcode in _PASS_THROUGH_OPCODES:
+        if instr.opcode in _CARRIED:
             _check_carried_layouts(module, comp, instr)
         if instr.opcode == "fusion" and name not in fusions:
             execute = _empty_executor(instr, empty_outputs(instr), device)
@@ -209,43 +209,7 @@ def host_program(module: HloModule, comp: HloComputation, fusions: Mapping[str, 
 def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:
     """Values in a tiled layout are physical buffers: a callee must declare the same layout
     for what it receives and returns, or it would read one buffer format as another."""
-    def shape_of(name: str) -> Shape:
-        return comp.instruction(name).shape
-
-    pairs: list[tuple[Shape, Shape, str]] = []
-    if instr.opcode in ("call", "fusion"):
-        callee = module.computation(instr.attr("to_apply" if instr.opcode == "call" else "calls"))
-        pairs += [(shape_of(o), p.shape, f"operand {k} and parameter {k} of {callee.name}")
-                  for k, (o, p) in enumerate(zip(instr.operands, callee.parameters))]
-        pairs.append((callee.root.shape, instr.shape, f"the result of {callee.name}"))
-    elif instr.opcode == "while":
-        body = module.computation(instr.attr("body"))
-        cond = module.computation(instr.attr("condition"))
-        state = shape_of(instr.operands[0])
-        pairs += [(state, body.parameters[0].shape, f"the state and {body.name}'s parameter"),
-                  (state, cond.parameters[0].shape, f"the state and {cond.name}'s parameter"),
-                  (body.root.shape, state, f"the result of {body.name} and the state")]
-        if any(_is_tiled(s) for s in flatten_shape(cond.root.shape)):
-            raise located(UnsupportedOpError, f"the predicate of condition {cond.name} has the "
-                           f"tiled layout {cond.root.shape}; a while predicate must be untiled",
-                           instr)
-    elif instr.opcode == "tuple":  # the host groups values as they are: no relayout
-        pairs += [(shape_of(o), e, f"operand {k} as tuple element {k}")
-                  for k, (o, e) in enumerate(zip(instr.operands, instr.shape.elements))]
-    elif instr.opcode == "get-tuple-element":
-        index = instr.attr("index")
-        pairs.append((shape_of(instr.operands[0]).elements[index], instr.shape,
-                      f"tuple element {index} as its result"))
-    else:
-        branches = (tuple(instr.attr("branch_computations"))
-                    if instr.has_attr("branch_computations")
-                    else (instr.attr("true_computation"), instr.attr("false_computation")))
-        for k, name in enumerate(branches):
-            branch = module.computation(name)
-            pairs += [(shape_of(instr.operands[1 + k]), p.shape,
-                       f"operand {1 + k} and {name}'s parameter") for p in branch.parameters[:1]]
-            pairs.append((branch.root.shape, instr.shape, f"the result of {name}"))
-    for given, declared, what in pairs:
+    for given, declared, what in _CARRIED[instr.opcode](module, comp, instr):
         for a, b in zip(flatten_shape(given), flatten_shape(declared)):
             if (_is_tiled(a) or _is_tiled(b)) and (a.layout, a.dims) != (b.layout, b.dims):
                 raise located(UnsupportedOpError, f"{instr.opcode} passes {what} in different "
@@ -253,9 +217,64 @@ def _check_carried_layouts(module: HloModule, comp: HloComputation, instr: HloIn
                                "both sides must declare the same one", instr)
 
 
-#: Ops whose operands reach a computation or a result as the host holds them (a fusion's
-#: kernel reads its parameters' buffer format), so their layouts must agree like a call's.
-_PASS_THROUGH_OPCODES = ("fusion", "get-tuple-element", "tuple")
+#: ``(given shape, declared shape, what)`` pairs a carrying op's layouts must agree on.
+Pairs = list[tuple[Shape, Shape, str]]
+
+
+def _called_pairs(module: HloModule, comp: HloComputation, instr: HloInstruction) -> Pairs:
+    callee = module.computation(instr.attr("to_apply" if instr.has_attr("to_apply") else "calls"))
+    pairs = [(comp.instruction(o).shape, p.shape, f"operand {k} and parameter {k} of {callee.name}")
+             for k, (o, p) in enumerate(zip(instr.operands, callee.parameters))]
+    return pairs + [(callee.root.shape, instr.shape, f"the result of {callee.name}")]
+
+
+def _while_pairs(module: HloModule, comp: HloComputation, instr: HloInstruction) -> Pairs:
+    body = module.computation(instr.attr("body"))
+    cond = module.computation(instr.attr("condition"))
+    state = comp.instruction(instr.operands[0]).shape
+    if any(_is_tiled(s) for s in flatten_shape(cond.root.shape)):
+        raise located(UnsupportedOpError, f"the predicate of condition {cond.name} has the "
+                       f"tiled layout {cond.root.shape}; a while predicate must be untiled", instr)
+    return [(state, body.parameters[0].shape, f"the state and {body.name}'s parameter"),
+            (state, cond.parameters[0].shape, f"the state and {cond.name}'s parameter"),
+            (body.root.shape, state, f"the result of {body.name} and the state")]
+
+
+def _tuple_pairs(module: HloModule, comp: HloComputation, instr: HloInstruction) -> Pairs:
+    # The host groups values as they are: no relayout.
+    return [(comp.instruction(o).shape, e, f"operand {k} as tuple element {k}")
+            for k, (o, e) in enumerate(zip(instr.operands, instr.shape.elements))]
+
+
+def _element_pairs(module: HloModule, comp: HloComputation, instr: HloInstruction) -> Pairs:
+    index = instr.attr("index")
+    return [(comp.instruction(instr.operands[0]).shape.elements[index], instr.shape,
+             f"tuple element {index} as its result")]
+
+
+def _branch_pairs(module: HloModule, comp: HloComputation, instr: HloInstruction) -> Pairs:
+    branches = (tuple(instr.attr("branch_computations"))
+                if instr.has_attr("branch_computations")
+                else (instr.attr("true_computation"), instr.attr("false_computation")))
+    pairs: Pairs = []
+    for k, name in enumerate(branches):
+        branch = module.computation(name)
+        pairs += [(comp.instruction(instr.operands[1 + k]).shape, p.shape,
+                   f"operand {1 + k} and {name}'s parameter") for p in branch.parameters[:1]]
+        pairs.append((branch.root.shape, instr.shape, f"the result of {name}"))
+    return pairs
+
+
+#: The ops whose operands reach a computation or a result as the host holds them (control
+#: flow, and a fusion, whose kernel reads its parameters' buffer format), one rule each.
+_CARRIED = {
+    "call": _called_pairs,
+    "conditional": _branch_pairs,
+    "fusion": _called_pairs,
+    "get-tuple-element": _element_pairs,
+    "tuple": _tuple_pairs,
+    "while": _while_pairs,
+}
 
 
 def _is_tiled(shape: ArrayShape) -> bool:

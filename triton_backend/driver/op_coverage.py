@@ -45,10 +45,11 @@ from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
-from fusion.opcodes import opcodes_with
+from fusion.opcodes import opcodes_with, traits
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
+from triton_backend.lowering.rules.combine_function import lowers_in_reducer
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
 from triton_backend.driver.coverage_checks import (
     KERNEL_ELEMENT_TYPES,
@@ -103,8 +104,6 @@ class Uncovered(NamedTuple):
     reason: str
 
 
-#: Ops a reducer (``to_apply`` of reduce, reduce-window, scatter) may hold (``combine_function``).
-REDUCER_OPCODES = frozenset({"constant", "parameter", "tuple", *ELEMENTWISE_RULES})
 #: Ops that only ever run on the host: they move values, never compute them.
 _HOST_ONLY = opcodes_with("host_only")
 _CONTROL_FLOW = opcodes_with("control_flow")
@@ -232,7 +231,7 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
     if not coverage.covered:
         return coverage.limits
     if role == "reducer":
-        if instr.opcode not in REDUCER_OPCODES:
+        if not lowers_in_reducer(instr.opcode):
             return (f"op {instr.opcode} in reducer {comp.name}: " + _REDUCER_LIMIT)
         if instr.opcode in ELEMENTWISE_RULES:
             reason = elementwise_check(module, comp, instr, widen=True)
@@ -244,7 +243,7 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
             return None  # a fusion is judged by its template (``fusion_template``)
         if instr.opcode == "constant":
             return _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor")
-        if instr.opcode in ("bitcast", "reshape") and \
+        if traits(instr.opcode).reshape_like and \
                 is_host_view(comp.instruction(instr.operands[0]).shape, instr.shape):
             return None
         if instr.opcode == "reduce" and _zero_elements(comp, instr):
@@ -416,7 +415,6 @@ def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> 
 __all__ = [
     "COVERAGE",
     "LibraryCallSite",
-    "REDUCER_OPCODES",
     "OpCoverage",
     "Uncovered",
     "check_triton_coverage",

@@ -77,9 +77,6 @@ class CompiledFusion:
     reduction_chunk: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, (EmitterKind, TemplateKind)):
-            # The module cache rebuilds a record from its JSON text, where the kind is a string.
-            object.__setattr__(self, "kind", kernel_kind(self.kind))
         # Every template builds its record here: none may hand over a grid no device launches.
         problem = grid_limit_problem(self.grid)
         if problem is not None:

@@ -39,7 +39,7 @@ from tiling.fusion_pass.decisions import FusionDecision
 from triton_backend.runtime import cache_files, kernel_cache
 from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 from triton_backend.runtime.complex_fusion import ComplexPairFusion
-from triton_backend.runtime.kernel_loading import CompiledFusion
+from triton_backend.runtime.kernel_loading import CompiledFusion, kernel_kind
 
 #: Bump when the plan's data or its meaning changes.
 PLAN_FORMAT = "2"
@@ -83,7 +83,7 @@ class FusionPlan:
             parts = None
         else:
             return None
-        return cls(compiled.fusion_name, compiled.kind, compiled.kernel_path.name,
+        return cls(compiled.fusion_name, compiled.kind.value, compiled.kernel_path.name,
                    content_hash(cache_files.canonical_source(compiled.source)),
                    tuple(compiled.grid), tuple(compiled.tile_sizes), compiled.tiling_reason,
                    compiled.reduction_chunk, parts)
@@ -98,7 +98,7 @@ class FusionPlan:
             _log.info("module cache: kernel file %s of fusion %s is missing or does not match "
                       "the plan; compiling again", path, self.name)
             return None
-        compiled = CompiledFusion(self.name, self.kind, path, text.partition("\n")[2],
+        compiled = CompiledFusion(self.name, kernel_kind(self.kind), path, text.partition("\n")[2],
                                   self.grid, self.tile_sizes, CheckedKernel(path, text),
                                   self.tiling_reason, self.reduction_chunk)
         if self.complex_parts is None:

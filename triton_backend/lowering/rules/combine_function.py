@@ -15,9 +15,21 @@ from fusion.ir.hlo_module import HloComputation
 from fusion.ir.instruction_order import dependency_order
 from fusion.text.printer import print_computation
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from triton_backend.lowering.rules.memory_rules import scalar_literal
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block
+
+
+def lowers_in_reducer(opcode: str) -> bool:
+    """Whether a reducer (``to_apply`` of reduce, reduce-window, scatter) holding ``opcode``
+    renders as a combine function: its parameters, constants, the tuple of its results, and
+    elementwise ops (what ``render_combine_function`` takes).
+
+    >>> lowers_in_reducer("maximum"), lowers_in_reducer("parameter"), lowers_in_reducer("dot")
+    (True, True, False)
+    """
+    return traits(opcode).given_value or opcode == "tuple" or opcode in ELEMENTWISE_RULES
 
 
 def accumulator_type(t: ElementType) -> ElementType:

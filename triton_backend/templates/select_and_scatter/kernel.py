@@ -57,7 +57,7 @@ from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
 from tiling.symbolic.tiled_fusion import next_power_of_two
-from triton_backend.runtime.kernel_loading import CompiledFusion, load_kernel
+from triton_backend.runtime.kernel_loading import CompiledFusion, TemplateKind, load_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.lowering.emitter.addressing import buffer_addressing
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
@@ -242,7 +242,7 @@ def compile_select_and_scatter_fusion(module: HloModule, fusion_instr: HloInstru
     reason = ("select-and-scatter template: "
               + ("explicit tile sizes" if tile_sizes is not None else
                  f"{plan.block} output elements per program"))
-    return CompiledFusion(fusion_instr.name, "select_and_scatter", path, source, plan.grid,
+    return CompiledFusion(fusion_instr.name, TemplateKind.SELECT_AND_SCATTER, path, source, plan.grid,
                           (plan.block,), loaded, reason)
 
 

@@ -169,18 +169,23 @@ def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
         "TOTALORDER or JAX's canonical NaN order); custom orders are not supported", where=sort.name)
 
 
+#: What a sort fusion's sort may take as an operand, and how the template reads it: a
+#: parameter from memory, an iota from its index (argsort).
+SORT_OPERANDS = {
+    "iota": lambda instr: SortOperand(None, instr.attr("iota_dimension"), instr.shape),
+    "parameter": lambda instr: SortOperand(instr, None, instr.shape),
+}
+
+
 def _operands(module, fusion_instr, sort) -> tuple[SortOperand, ...]:
     comp = module.computation(fusion_instr.attr("calls"))
     result = []
     for name in sort.operands:
         instr = comp.instruction(name)
-        if instr.opcode == "parameter":
-            result.append(SortOperand(instr, None, instr.shape))
-        elif instr.opcode == "iota":
-            result.append(SortOperand(None, instr.attr("iota_dimension"), instr.shape))
-        else:
+        if instr.opcode not in SORT_OPERANDS:
             raise UnsupportedOpError(f"sort operand {name} is a {instr.opcode}; sort fusions take "
                                      "parameters or iotas as operands", where=name)
+        result.append(SORT_OPERANDS[instr.opcode](instr))
     return tuple(result)
 
 
@@ -228,5 +233,5 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)
 
 
-__all__ = ["MAX_SORT_LENGTH", "SortOrder", "comparator_order", "compile_sort_fusion",
+__all__ = ["MAX_SORT_LENGTH", "SORT_OPERANDS", "SortOrder", "comparator_order", "compile_sort_fusion",
            "is_sort_fusion", "sort_of"]
