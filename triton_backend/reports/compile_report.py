@@ -42,6 +42,7 @@ from fusion.errors import FusionCompilerError
 from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
+from triton_backend.templates.attention.driver import attention_form, attention_pattern
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
@@ -116,6 +117,11 @@ class FusionReport:
     num_warps: int | None = None
     num_stages: int | None = None
     model: KernelModel | None = None
+    #: Attention kernels: ``one-pass`` (online softmax) or ``multi-pass``, and why not one-pass.
+    attention_form: str | None = None
+    attention_form_reason: str = ""
+    #: Attention kernels: the mean fraction of key/value blocks a program visits.
+    kv_blocks_visited_fraction: float | None = None
 
     @property
     def programs(self) -> int:
@@ -300,7 +306,8 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                 output_shapes=_shape_texts(flatten_shape(instr.shape)),
                 num_warps=num_warps, num_stages=num_stages,
                 model=None if spec is None else kernel_model(module, instr, kernel, spec,
-                                                            num_warps or 4, num_stages or 1)))
+                                                            num_warps or 4, num_stages or 1),
+                **_attention_fields(module, instr, kernel)))
     calls = tuple(
         LibraryCallReport(site.instruction.name, site.computation.name, site.instruction.opcode,
                           site.routine, site.target, TORCH_ROUTINES[site.routine],
@@ -433,6 +440,17 @@ def _ratio(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
 
 
+def _attention_fields(module, instr, kernel) -> dict[str, Any]:
+    """The attention form and the key/value blocks visited, for an attention kernel."""
+    if kernel.kind != "attention":
+        return {}
+    form = attention_form(module, instr)
+    block_m, block_n = kernel.tile_sizes[:2]
+    return {"attention_form": form.name, "attention_form_reason": form.reason,
+            "kv_blocks_visited_fraction":
+                form.visited_fraction(attention_pattern(module, instr), block_m, block_n)}
+
+
 def render_text(report: ModuleReport) -> str:
     """The readable report (``report.txt``): the same numbers as ``report.json``."""
     lines = [f"module {report.module}: {len(report.fusions)} kernel(s), {report.fusion_mode}"
@@ -449,6 +467,10 @@ def render_text(report: ModuleReport) -> str:
         warps = "" if f.num_warps is None else f"   num_warps: {f.num_warps}"
         lines.append(f"  tiling:   {list(f.tile_sizes)}   grid: {list(f.grid)} ({f.programs} programs)"
                      + warps)
+        if f.attention_form is not None:
+            why = f" ({f.attention_form_reason})" if f.attention_form_reason else ""
+            lines.append(f"  attention: {f.attention_form}{why}; key/value blocks visited: "
+                         f"{100 * f.kv_blocks_visited_fraction:.1f}%")
         lines.append(f"  bytes:    {f.bytes_read} read + {f.bytes_written} written = "
                      f"{f.compulsory_bytes} compulsory")
         m = f.model

@@ -37,12 +37,15 @@ from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from tiling.fusion_pass.attention_pattern import AttentionPattern
+from tiling.fusion_pass.attention_mask import KeyBand
+from tiling.fusion_pass.online_softmax import OnlineSoftmax
 from tiling.policy.limits import MAX_GRID_YZ
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
 from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.rules.reduction_rules import combine_function, reduce_chunk
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention.tiling import AttentionTiling
@@ -115,6 +118,12 @@ class _Kernel:
     numerics: tuple[DotNumerics, DotNumerics]
     #: For the Triton interpreter: reductions by halving steps (``ValueEmitter.tree_reductions``).
     interpreter: bool = False
+    #: The softmax reductions when the normalization is one (``tiling.fusion_pass.online_softmax``):
+    #: then one loop over the keys computes everything (``online_output``).
+    online: OnlineSoftmax | None = None
+    #: The keys the mask lets each query row see (``tiling.fusion_pass.attention_mask``): the
+    #: one-pass loop visits only the key blocks that hold some of them.
+    band: KeyBand | None = None
 
     def __post_init__(self) -> None:
         self.comp = self.module.computation(self.fusion_instr.attr("calls"))
@@ -131,7 +140,8 @@ class _Kernel:
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
             index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
-            hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
+            hooks={self.dot1.name: self.scores,
+                   self.dot2.name: self.online_output if self.online else self.output})
 
     # --- shapes -----------------------------------------------------------------------------
     def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
@@ -223,6 +233,101 @@ class _Kernel:
         view = em.bind(f"tl.reshape({acc}, {out_shape})", "acc")
         return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
 
+    def online_output(self, indices: tuple[AffineExpr, ...]) -> str:
+        """The second dot at the output tile, in one loop over key blocks (online softmax).
+
+        Per block: the max's chunk updates the running max ``m``; the sum's operand ``e`` is
+        rendered with the reduction read as the running max (so it is ``exp(a - m)``, as
+        ``online_softmax`` checked); the running sum and the accumulator are rescaled by
+        ``alpha = exp(m_before - m)`` and ``e`` (converted to the dot's operand type) is
+        multiplied into the accumulator.  After the loop the output is the accumulator over the
+        sum, as the normalization's ``p = e / sum`` says.  A max still at ``-inf`` (no finite
+        score yet) is read as 0, so the scores seen so far, all ``-inf``, add ``exp(-inf) = 0``
+        and not NaN; ``alpha`` is at most 1 (the rescaled values are then still 0).
+        """
+        if tuple(indices) != self.out_indices:
+            raise UnsupportedOpError(f"{self.dot2.name} is read at {indices}, not at its own "
+                                     "index (only elementwise epilogues are fused)",
+                                     where=self.dot2.name)
+        em, t, numerics = self.em, self.tiling, self.numerics[1]
+        top = self.comp.instruction(self.online.max_reduce)
+        total = self.comp.instruction(self.online.sum_reduce)
+        m_row, l_row = self._row(top.name), self._row(total.name)
+        row = em.shape_of(m_row)
+        max_of = combine_function(em, top.attr("to_apply"), 1)
+        sum_of = combine_function(em, total.attr("to_apply"), 1)
+        every = em.bind(f"tl.full({row}, 1, tl.int8)", "row_valid")
+        ninf = em.bind("tl.full([], -8388608, tl.int32).to(tl.float32, bitcast=True)", "ninf")
+        m_init = em.bind(f"tl.broadcast_to({em.scalar_value(top.operands[1])}, {row})", "m_init")
+        l_init = em.bind(f"tl.broadcast_to({em.scalar_value(total.operands[1])}, {row})", "l_init")
+        m_acc = em.bind(f"tl.zeros({row}, tl.float32)", "m_acc")
+        m_valid = em.bind(f"tl.zeros({row}, tl.int8)", "m_acc_valid")
+        l_acc = em.bind(f"tl.zeros({row}, tl.float32)", "l_acc")
+        l_valid = em.bind(f"tl.zeros({row}, tl.int8)", "l_acc_valid")
+        m_used = em.bind(f"tl.where({m_init} == {ninf}, 0.0, {m_init})", "m_used")
+        acc = em.bind(f"tl.zeros(({t.block_m}, {t.block_d}), dtype={numerics.acc_dtype})", "acc")
+        start = self.names.fresh("key_start")
+        keys = self.pattern.keys
+        first, end = self._key_blocks()
+        with em.block(f"for {start} in range({first}, {end}, {t.block_n}):"):
+            key = em.new_dim("key", self.ka, keys, start, -(-keys // t.block_n) * t.block_n - 1)
+            block_max, block_valid = reduce_chunk(em, top, m_row, [key])
+            em.emit(f"{m_acc}, {m_valid} = {max_of}({m_acc}, {m_valid}, {block_max}, {block_valid})")
+            m_now = em.names.fresh("m_now")
+            em.emit(f"{m_now}, _ = {max_of}({m_init}, {every}, {m_acc}, {m_valid})")
+            m_new = em.bind(f"tl.where({m_now} == {ninf}, 0.0, {m_now})", "m_new")
+            alpha = em.bind(f"tl.exp(tl.minimum({m_used} - {m_new}, 0.0))", "alpha")
+            self._set(top.name, m_row, m_new)
+            block_sum, sum_valid = reduce_chunk(em, total, l_row, [key])
+            em.emit(f"{l_acc}, {l_valid} = {sum_of}({l_acc} * {alpha}, {l_valid}, {block_sum}, "
+                    f"{sum_valid})")
+            numerator = total.operands[0]
+            e = self._single(numerator, tuple(self._index_of(r, key)
+                                              for r in self.pattern.roles[numerator]))
+            lhs, rhs = self.dot2.operands
+            v_at = _operand_indices(self.dot2, "rhs", self.comp.instruction(rhs).shape.rank,
+                                    self.batch, self.dv, key)
+            p = self._tile(e, (self.qa, self.ka), self._key_mask(key), numerics.operand_dtype, "p")
+            v = self._tile(self._single(rhs, v_at), (self.ka, self.da), self._key_mask(key),
+                           numerics.operand_dtype, "v")
+            scale = em.bind(f"tl.reshape({alpha}, ({t.block_m}, 1))", "alpha")
+            precision = f", input_precision={numerics.input_precision!r}" \
+                if numerics.input_precision else ""
+            em.emit(f"{acc} = tl.dot({p}, {v}, {acc} * {scale}{precision}, "
+                    f"out_dtype={numerics.acc_dtype})")
+            em.emit(f"{m_used} = {m_new}")
+        m_final, l_final = em.names.fresh(f"{top.name}_r0"), em.names.fresh(f"{total.name}_r0")
+        em.emit(f"{m_final}, _ = {max_of}({m_init}, {every}, {m_acc}, {m_valid})")
+        em.emit(f"{l_final}, _ = {sum_of}({l_init}, {every}, {l_acc}, {l_valid})")
+        self._set(top.name, m_row, m_final)
+        self._set(total.name, l_row, l_final)
+        out = em.bind(f"{acc} / tl.reshape({l_final}, ({t.block_m}, 1))", "acc")
+        out_shape = self._full({self.qa: t.block_m, self.da: t.block_d})
+        view = em.bind(f"tl.reshape({out}, {out_shape})", "acc")
+        return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
+
+    def _key_blocks(self) -> tuple[str, str]:
+        """The first and the end key of the blocks this program's query rows may see (the
+        mask's band; every key without one)."""
+        band, t, keys = self.band, self.tiling, self.pattern.keys
+        if band is None:
+            return "0", str(keys)
+        em, q0 = self.em, f"{self.pid_m} * {t.block_m}"
+        first, end = "0", str(keys)
+        if band.low is not None:
+            first = em.bind(f"tl.minimum(tl.maximum({q0} + {band.low}, 0), {keys}) "
+                            f"// {t.block_n} * {t.block_n}", "first_key")
+        if band.high is not None:
+            end = em.bind(f"tl.minimum(tl.maximum({q0} + {t.block_m + band.high}, 0), {keys})",
+                          "end_key")
+        em.emit("# key blocks the mask hides from every row of this program are not visited")
+        return first, end
+
+    def _set(self, name: str, indices: tuple[AffineExpr, ...], value: str) -> None:
+        """Make ``value`` the emitter's answer for ``name`` at ``indices`` (in this block)."""
+        self.em.memo[(name, tuple(indices))] = value
+        self.em.value_axes.setdefault(value, frozenset(self.em._axes_of(tuple(indices))))
+
     def _single(self, name: str, indices) -> str:
         value = self.em.value(name, indices)
         if not isinstance(value, str):
@@ -249,6 +354,7 @@ class _Kernel:
             pid_m = em.bind("tl.program_id(0)", "pid_m")
             pid_b = em.bind("tl.program_id(1)", "pid_batch")
             grid = (tiles_m, batch)
+        self.pid_m = pid_m
         self.batch: list[AffineExpr] = []
         if self.lead:
             # The batch element is a dim variable of one lane, so loads know its bounds.
@@ -260,11 +366,14 @@ class _Kernel:
         self.dv = em.new_dim("dv", self.da, pattern.value_dim)
         self.out_indices = tuple(self.batch) + (self.q, self.dv)
         self.q_tile = self.query_tile()
-        em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
-        for name in pattern.reduces:
-            reduce_roles = pattern.roles[name]
-            em.value(name, tuple(self._index_of(r) for r in reduce_roles))
-        em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
+        if self.online is None:
+            em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
+            for name in pattern.reduces:
+                em.value(name, self._row(name))
+            em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
+        else:
+            em.emit("# one pass over the keys: a running max and sum (online softmax), the "
+                    "output rescaled as the max grows")
         value = em.value(self.comp.root_name, self.out_indices)
         if not isinstance(value, str):
             raise UnsupportedOpError("tuple-shaped attention root", where=self.comp.root_name)
@@ -274,11 +383,18 @@ class _Kernel:
         store_output(em, value, out_shape, out_pointer, self.out_indices, mask, zero, "output 0")
         return self._source(out_pointer, out_shape, grid), grid
 
-    def _index_of(self, role) -> AffineExpr:
+    def _row(self, name: str) -> tuple[AffineExpr, ...]:
+        """The indices of a per-row value (a reduction of the normalization) at this program's
+        rows."""
+        return tuple(self._index_of(r) for r in self.pattern.roles[name])
+
+    def _index_of(self, role, key: DimExpr | None = None) -> AffineExpr:
         if isinstance(role, tuple):
             return self.batch[role[1]]
         if role == "q":
             return self.q
+        if role == "k" and key is not None:
+            return key
         if role is None:
             return const(0)
         raise UnsupportedOpError(f"a reduction's result varies along {role!r}",
@@ -311,10 +427,14 @@ class _Kernel:
 def render_attention_kernel(module: HloModule, fusion_instr: HloInstruction,
                             pattern: AttentionPattern, tiling: AttentionTiling,
                             numerics: tuple[DotNumerics, DotNumerics],
-                            interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+                            interpreter: bool = False, online: OnlineSoftmax | None = None,
+                            band: KeyBand | None = None) -> tuple[str, tuple[int, ...]]:
     """The kernel file source of the attention fusion ``fusion_instr``, and its grid
-    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps)."""
-    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter).render()
+    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps;
+    ``online``: the softmax reductions, for the one-pass form; ``band``: the keys its mask
+    lets each query see, whose blocks alone the one-pass form visits)."""
+    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter,
+                   online, band).render()
 
 
 __all__ = ["DotNumerics", "render_attention_kernel"]
