@@ -54,15 +54,19 @@ MASKS = {
 }
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 @pytest.mark.parametrize("name", sorted(MASKS))
-def test_one_pass_attention_matches_and_skips_only_hidden_key_blocks(name):
+def test_one_pass_attention_matches_and_skips_only_hidden_key_blocks(name, dtype):
+    """bf16 (tensor-core dots) also runs the blocks inside the band in a loop without the
+    mask (``KeyBand.unmasked_at``)."""
     visible, band = MASKS[name]
-    text = hlo(masked_attention(visible), *_shapes())
+    text = hlo(masked_attention(visible), *_shapes(dtype))
     module, fusion_name = compiled_attention(text)
     form = attention_form(module, fusion_name)
     assert form.name == "one-pass" and form.reason == "", form.reason
-    assert form.band == band
-    if band is not None:  # every skipped block is hidden from every row of its program
+    assert (form.band and (form.band.low, form.band.high)) == (band and (band.low, band.high))
+    if band is not None:
+        assert form.band.unmasked_at is not None  # the blocks inside the band skip the mask  # every skipped block is hidden from every row of its program
         pattern = attention_pattern(module, fusion_name)
         truth = np.asarray(visible(np.arange(48)[:, None], np.arange(48)[None, :]))
         truth = np.broadcast_to(truth, (48, 48))
@@ -77,7 +81,7 @@ def test_causal_bf16_and_a_huge_negative_fill_skip_too():
     text = hlo(masked_attention(lambda q, k: k <= q, fill=-1e30), *_shapes(jnp.bfloat16))
     module, fusion_name = compiled_attention(text)
     form = attention_form(module, fusion_name)
-    assert form.name == "one-pass" and form.band == KeyBand(None, 0)
+    assert form.name == "one-pass" and (form.band.low, form.band.high) == (None, 0)
 
 
 def test_a_small_fill_hides_nothing():

@@ -50,9 +50,11 @@ block is visited, as without a mask.
 ... }''')
 >>> band = key_band(m, m.entry, analyze_attention(m.entry), "mx")
 >>> band
-KeyBand(low=None, high=0)
+KeyBand(low=None, high=0, unmasked_at=(0, 0))
 >>> band.key_range(32, 16, 64), band.visited_fraction(64, 64, 16, 16)
 ((0, 48), 0.625)
+>>> band.inside_range(32, 16, 0, 48, 16)  # the blocks left of the diagonal need no mask
+(0, 32)
 """
 from __future__ import annotations
 
@@ -78,16 +80,33 @@ _CHUNK = 1 << 21
 
 @dataclass(frozen=True)
 class KeyBand:
-    """The keys each query row ``q`` sees: ``q + low <= k <= q + high`` (None: unbounded)."""
+    """The keys each query row ``q`` sees: ``q + low <= k <= q + high`` (None: unbounded).
+
+    ``unmasked_at``: when every key inside the band is visible and its masked score is the same
+    function of the score as at this one (query, key) point, that point; a key block inside
+    the band for every row of a program is then computed at its coordinates, where the mask's
+    arithmetic folds away.  None otherwise.
+    """
 
     low: int | None
     high: int | None
+    unmasked_at: tuple[int, int] | None = None
 
     def key_range(self, q0: int, block_m: int, keys: int) -> tuple[int, int]:
         """The keys ``[first, end)`` any of the rows ``[q0, q0 + block_m)`` may see."""
         first = 0 if self.low is None else min(max(q0 + self.low, 0), keys)
         end = keys if self.high is None else min(max(q0 + block_m + self.high, 0), keys)
         return first, max(first, end)
+
+    def inside_range(self, q0: int, block_m: int, first: int, end: int, block_n: int
+                     ) -> tuple[int, int]:
+        """The key blocks ``[start, stop)`` of ``[first, end)`` that are inside the band for
+        every row of ``[q0, q0 + block_m)`` (``start`` and ``stop`` multiples of ``block_n``,
+        ``first <= start <= stop <= end`` up to the last block)."""
+        start = first if self.low is None else max(first, q0 + block_m - 1 + self.low)
+        start = -(-start // block_n) * block_n
+        stop = end if self.high is None else max(q0 + self.high + 1, 0) // block_n * block_n
+        return start, max(start, min(stop, -(-end // block_n) * block_n))
 
     def visited_fraction(self, queries: int, keys: int, block_m: int, block_n: int) -> float:
         """The mean fraction of key blocks a program of ``block_m`` query rows visits."""
@@ -105,41 +124,91 @@ def key_band(module: HloModule, comp: HloComputation, pattern: AttentionPattern,
     (the masked scores); None when no key block can be skipped.  See the module docstring."""
     if pattern.queries * pattern.keys > MAX_POINTS:
         return None
-    hidden = _hidden(module, comp, pattern, comp.instruction(max_reduce).operands[0])
+    probe = _masked_scores(module, comp, pattern, comp.instruction(max_reduce).operands[0])
+    if probe is None:
+        return None
+    hidden = _hidden(probe, pattern)
     if hidden is None or hidden.all(axis=1).any():
         return None
-    return _band(~hidden)
+    band = _band(~hidden)
+    if band is None:
+        return None
+    return KeyBand(band.low, band.high, _unmasked_point(probe, pattern, band, ~hidden))
 
 
-def _hidden(module: HloModule, comp: HloComputation, pattern: AttentionPattern,
-            scores: str) -> np.ndarray | None:
-    """``[queries, keys]``: True where the masked scores are the same huge fill for two
-    different score values."""
+def iota_roles(comp: HloComputation, pattern: AttentionPattern) -> dict[str, object] | None:
+    """The role (``"q"``, ``"k"`` or None for a unit dim) of the dim each iota counts along;
+    None when one counts along a batch dim (a mask that differs per batch element)."""
     roles = {}
     for instr in comp.instructions:
         if instr.opcode == "iota" and instr.name in pattern.roles:
             role = pattern.roles[instr.name][instr.attr("iota_dimension")]
             if role not in ("q", "k", None):
-                return None  # a mask that differs per batch element
+                return None
             roles[instr.name] = role
+    return roles
+
+
+def _masked_scores(module, comp, pattern, scores: str):
+    roles = iota_roles(comp, pattern)
+    if roles is None:
+        return None
     try:
-        masked = pointwise(module, comp, scores, (pattern.dot1,), roles,
-                           parameters_as_inputs=True)
+        return pointwise(module, comp, scores, (pattern.dot1,), roles, parameters_as_inputs=True)
     except NotPointwise:
         return None
+
+
+def _at(probe, pattern: AttentionPattern, q: np.ndarray, k: np.ndarray,
+        score: np.ndarray | float) -> np.ndarray:
+    """The masked scores at the points ``(q, k)`` for ``score`` (every other load too)."""
+    out = []
+    for start in range(0, q.size, _CHUNK):
+        at = {"q": q[start:start + _CHUNK], "k": k[start:start + _CHUNK]}
+        at[None] = np.zeros_like(at["q"])
+        s = score if np.ndim(score) == 0 else score[start:start + _CHUNK]
+        value = probe({pattern.dot1: np.float32(s), None: np.float32(s)}, at)
+        out.append(np.broadcast_to(np.asarray(value, np.float64), at["q"].shape))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _hidden(probe, pattern: AttentionPattern) -> np.ndarray | None:
+    """``[queries, keys]``: True where the masked scores are the same huge fill for two
+    different score values."""
     q, k = np.divmod(np.arange(pattern.queries * pattern.keys, dtype=np.int64), pattern.keys)
-    hidden = np.empty(q.shape, bool)
     try:
-        for start in range(0, q.size, _CHUNK):
-            at = {"q": q[start:start + _CHUNK], "k": k[start:start + _CHUNK]}
-            at[None] = np.zeros_like(at["q"])
-            one = masked({pattern.dot1: np.float32(1.0), None: np.float32(1.0)}, at)
-            two = masked({pattern.dot1: np.float32(2.0), None: np.float32(2.0)}, at)
-            one, two = (np.broadcast_to(x, at["q"].shape) for x in (one, two))
-            hidden[start:start + _CHUNK] = (one == two) & (one <= FILL_LIMIT)
+        one, two = _at(probe, pattern, q, k, 1.0), _at(probe, pattern, q, k, 2.0)
     except NotPointwise:
         return None
-    return hidden.reshape(pattern.queries, pattern.keys)
+    return ((one == two) & (one <= FILL_LIMIT)).reshape(pattern.queries, pattern.keys)
+
+
+def _unmasked_point(probe, pattern: AttentionPattern, band: KeyBand,
+                    visible: np.ndarray) -> tuple[int, int] | None:
+    """A point whose masked score every point inside the band shares, for several scores;
+    None when a key inside the band is hidden or computes its score differently."""
+    q, k = np.nonzero(_inside(band, *visible.shape))
+    if q.size == 0 or not visible[q, k].all():
+        return None
+    point = (int(q[0]), int(k[0]))
+    one_q, one_k = np.full(1, point[0]), np.full(1, point[1])
+    scores = np.float32([0.5, -3.25, 1e4])
+    try:
+        for s in scores:
+            there = _at(probe, pattern, one_q, one_k, s)[0]
+            if not np.array_equal(_at(probe, pattern, q, k, s), np.full(q.size, there),
+                                  equal_nan=True):
+                return None
+    except NotPointwise:
+        return None
+    return point
+
+
+def _inside(band: KeyBand, queries: int, keys: int) -> np.ndarray:
+    rows, cols = np.arange(queries)[:, None], np.arange(keys)[None, :]
+    low = -keys if band.low is None else band.low
+    high = keys if band.high is None else band.high
+    return (cols >= rows + low) & (cols <= rows + high)
 
 
 def _band(visible: np.ndarray) -> KeyBand | None:

@@ -34,7 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from triton_backend.templates.attention.driver import attention_form, attention_
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
-from triton_backend.reports import ptx_report
+from triton_backend.reports import ptx_report, sass_loops
 from triton_backend.runtime.device_specs import device_spec
 from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
@@ -67,6 +67,10 @@ class TargetResources:
     ptx_file: str
     cubin_file: str
     vectorized_global_accesses: dict[str, int]
+    #: ``wgmma``/``mma``/``cp.async``/``tma`` counts in the PTX (``sass_loops.count_ptx_features``).
+    ptx_features: dict[str, int] = field(default_factory=dict)
+    #: The main loop from the SASS: instructions per iteration, tensor-core ops, async copies.
+    main_loop: dict[str, int] | None = None
 
     @property
     def spills(self) -> int:
@@ -488,6 +492,10 @@ def render_text(report: ModuleReport) -> str:
             lines.append(f"  sm_{t.arch}:    {t.registers} registers, spills {t.spill_store_bytes} B "
                          f"stored / {t.spill_load_bytes} B loaded, {t.shared_bytes} B shared memory")
             lines.append(f"            vector accesses: {vec}; {t.ptx_file}, {t.cubin_file}")
+            if t.ptx_features.get("wgmma") or t.ptx_features.get("mma"):
+                loop = t.main_loop or {}
+                lines.append(f"            tensor cores: {t.ptx_features}; main loop: "
+                             f"{loop.get('instructions', '?')} instructions per iteration")
         lines.append("")
     for c in report.library_calls:
         lines.append(f"library call {c.name} (computation {c.computation}): {c.routine} "
@@ -545,6 +553,16 @@ def kernel_signature(kernel_module) -> dict[str, str]:
     return {n: "*" + _TRITON_TYPES[str(spec[1]).removeprefix("torch.")] for n, spec in zip(names, specs)}
 
 
+def _loop_fields(sass: str) -> dict[str, int] | None:
+    """The main loop (``unrolled``: the compiler unrolled it, the whole kernel is counted)."""
+    instructions = sass_loops.parse_sass(sass)
+    loop = sass_loops.main_loop(instructions)
+    whole = sass_loops.whole_kernel(instructions)
+    if (loop is None or not loop.tensor_core) and whole.tensor_core:
+        return dict(asdict(whole), unrolled=1)
+    return None if loop is None else asdict(loop)
+
+
 def _child(request: dict) -> list[dict]:
     import importlib.util  # noqa: PLC0415
 
@@ -567,7 +585,9 @@ def _child(request: dict) -> list[dict]:
                     "spill_store_bytes": r.spill_store_bytes, "spill_load_bytes": r.spill_load_bytes,
                     "shared_bytes": r.shared_bytes, "ptx_file": ptx_path.name,
                     "cubin_file": cubin_path.name,
-                    "vectorized_global_accesses": dict(r.vectorized_global_accesses)})
+                    "vectorized_global_accesses": dict(r.vectorized_global_accesses),
+                    "ptx_features": sass_loops.count_ptx_features(r.ptx),
+                    "main_loop": _loop_fields(sass_loops.disassemble(r.cubin))})
     return out
 
 

@@ -181,16 +181,16 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     return accumulators
 
 
-def _lanes(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Lanes:
-    """The operands of the reduce ``instr`` at output ``indices``, at a chunk's fresh dims."""
+def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
+    """Emit ``instr`` (a possibly variadic reduce) at its output ``indices``."""
     arity = len(instr.operands) // 2
-    inputs = instr.operands[:arity]
-    rank = array_shape(em.instruction(inputs[0])).rank
-    kept, dims = kept_and_reduced(rank, instr.attr("dimensions"))
+    inputs, inits = instr.operands[:arity], instr.operands[arity:]
+    in_shape = array_shape(em.instruction(inputs[0]))
+    kept, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
 
     def lanes(fresh: list[DimExpr]) -> tuple[list[str], None]:
         at = {**dict(zip(dims, fresh)), **dict(zip(kept, indices))}
-        operand_indices = tuple(at[k] for k in range(rank))
+        operand_indices = tuple(at[k] for k in range(in_shape.rank))
         values = []
         for name in inputs:
             value = em.value(name, operand_indices)
@@ -198,36 +198,9 @@ def _lanes(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, .
                 raise UnsupportedOpError("reduce of a tuple-shaped operand", where=instr.name)
             values.append(value)
         return values, None
-    return lanes
 
-
-def _reduced_extents(em: ValueEmitter, instr: HloInstruction) -> list[int]:
-    in_shape = array_shape(em.instruction(instr.operands[0]))
-    _, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
-    return [in_shape.dims[d] for d in dims]
-
-
-def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
-    """Emit ``instr`` (a possibly variadic reduce) at its output ``indices``."""
-    arity = len(instr.operands) // 2
-    inputs, inits = instr.operands[:arity], instr.operands[arity:]
     types = [array_shape(em.instruction(n)).element_type for n in inputs]
-    return emit_reduction(em, instr, indices, _reduced_extents(em, instr),
-                          _lanes(em, instr, indices), types, inits)
+    return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits)
 
 
-def reduce_chunk(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...],
-                 fresh: list[DimExpr]) -> list[str]:
-    """The reduce ``instr`` (at output ``indices``) over one chunk: its operands at ``fresh``
-    (one dim per reduced dim, each over one block of its axis), reduced over those axes, as
-    ``(values..., valid)`` for the generated combiner (``combine_function``).  For a template
-    that carries the accumulator itself (the attention template's online softmax)."""
-    axes = em.reduce_axes[instr.name]
-    combine = combine_function(em, instr.attr("to_apply"), len(instr.operands) // 2)
-    reduced_shape = em.shape_of(indices)
-    full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
-    return _reduced_chunk(em, instr, fresh, _reduced_extents(em, instr),
-                          _lanes(em, instr, indices), full_shape, axes, combine)
-
-
-__all__ = ["combine_function", "emit_reduction", "emit_tree_reduce", "lower_reduce", "reduce_chunk"]
+__all__ = ["combine_function", "emit_reduction", "emit_tree_reduce", "lower_reduce"]
