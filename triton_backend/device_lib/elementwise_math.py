@@ -34,16 +34,28 @@ def _nan_like(d):
     return (d.to(tl.int64, bitcast=True) * 0 + 0x7FF8000000000000).to(tl.float64, bitcast=True)
 
 
-@triton.jit
-def bf16_to_f32(x):
-    """Widen bf16 exactly by moving its bits (the interpreter's conversion loses denormals)."""
-    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+if INTERPRETED:
+    @triton.jit
+    def bf16_to_f32(x):
+        """Widen bf16 exactly by moving its bits (the interpreter's conversion loses denormals)."""
+        return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
 
+    @triton.jit
+    def f32_to_bf16_exact(x):
+        """Narrow an fp32 that holds a bf16 value (see ``round_to_bf16``) by dropping low bits."""
+        return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+else:
+    @triton.jit
+    def bf16_to_f32(x):
+        """Widen bf16 exactly: a plain conversion, which the GPU does exactly (denormals
+        included), so that a loaded bf16 tile converted back for ``tl.dot`` folds away and
+        reaches the tensor cores as loaded, not through registers."""
+        return x.to(tl.float32)
 
-@triton.jit
-def f32_to_bf16_exact(x):
-    """Narrow an fp32 that holds a bf16 value (see ``round_to_bf16``) by dropping low bits."""
-    return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    @triton.jit
+    def f32_to_bf16_exact(x):
+        """Narrow an fp32 that holds a bf16 value (exact: it is representable)."""
+        return x.to(tl.bfloat16)
 
 
 if INTERPRETED:

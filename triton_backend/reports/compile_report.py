@@ -34,7 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,11 @@ from fusion.errors import FusionCompilerError
 from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
+from triton_backend.templates.attention.driver import attention_form, attention_pattern
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
-from triton_backend.reports import ptx_report
+from triton_backend.reports import ptx_report, sass_loops
 from triton_backend.runtime.device_specs import device_spec
 from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
@@ -67,6 +68,10 @@ class TargetResources:
     ptx_file: str
     cubin_file: str
     vectorized_global_accesses: dict[str, int]
+    #: ``wgmma``/``mma``/``cp.async``/``tma`` counts in the PTX (``sass_loops.count_ptx_features``).
+    ptx_features: dict[str, int] = field(default_factory=dict)
+    #: The main loop from the SASS: instructions per iteration, tensor-core ops, async copies.
+    main_loop: dict[str, int] | None = None
 
     @property
     def spills(self) -> int:
@@ -117,6 +122,11 @@ class FusionReport:
     num_warps: int | None = None
     num_stages: int | None = None
     model: KernelModel | None = None
+    #: Attention kernels: ``one-pass`` (online softmax) or ``multi-pass``, and why not one-pass.
+    attention_form: str | None = None
+    attention_form_reason: str = ""
+    #: Attention kernels: the mean fraction of key/value blocks a program visits.
+    kv_blocks_visited_fraction: float | None = None
 
     @property
     def programs(self) -> int:
@@ -301,7 +311,8 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                 output_shapes=_shape_texts(flatten_shape(instr.shape)),
                 num_warps=num_warps, num_stages=num_stages,
                 model=None if spec is None else kernel_model(module, instr, kernel, spec,
-                                                            num_warps or 4, num_stages or 1)))
+                                                            num_warps or 4, num_stages or 1),
+                **_attention_fields(module, instr, kernel)))
     calls = tuple(
         LibraryCallReport(site.instruction.name, site.computation.name, site.instruction.opcode,
                           site.routine, site.target, TORCH_ROUTINES[site.routine],
@@ -434,6 +445,17 @@ def _ratio(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
 
 
+def _attention_fields(module, instr, kernel) -> dict[str, Any]:
+    """The attention form and the key/value blocks visited, for an attention kernel."""
+    if kernel.kind is not TemplateKind.ATTENTION:
+        return {}
+    form = attention_form(module, instr)
+    block_m, block_n = kernel.tile_sizes[:2]
+    return {"attention_form": form.name, "attention_form_reason": form.reason,
+            "kv_blocks_visited_fraction":
+                form.visited_fraction(attention_pattern(module, instr), block_m, block_n)}
+
+
 def render_text(report: ModuleReport) -> str:
     """The readable report (``report.txt``): the same numbers as ``report.json``."""
     lines = [f"module {report.module}: {len(report.fusions)} kernel(s), {report.fusion_mode}"
@@ -450,6 +472,10 @@ def render_text(report: ModuleReport) -> str:
         warps = "" if f.num_warps is None else f"   num_warps: {f.num_warps}"
         lines.append(f"  tiling:   {list(f.tile_sizes)}   grid: {list(f.grid)} ({f.programs} programs)"
                      + warps)
+        if f.attention_form is not None:
+            why = f" ({f.attention_form_reason})" if f.attention_form_reason else ""
+            lines.append(f"  attention: {f.attention_form}{why}; key/value blocks visited: "
+                         f"{100 * f.kv_blocks_visited_fraction:.1f}%")
         lines.append(f"  bytes:    {f.bytes_read} read + {f.bytes_written} written = "
                      f"{f.compulsory_bytes} compulsory")
         m = f.model
@@ -467,6 +493,10 @@ def render_text(report: ModuleReport) -> str:
             lines.append(f"  sm_{t.arch}:    {t.registers} registers, spills {t.spill_store_bytes} B "
                          f"stored / {t.spill_load_bytes} B loaded, {t.shared_bytes} B shared memory")
             lines.append(f"            vector accesses: {vec}; {t.ptx_file}, {t.cubin_file}")
+            if t.ptx_features.get("wgmma") or t.ptx_features.get("mma"):
+                loop = t.main_loop or {}
+                lines.append(f"            tensor cores: {t.ptx_features}; main loop: "
+                             f"{loop.get('instructions', '?')} instructions per iteration")
         lines.append("")
     for c in report.library_calls:
         lines.append(f"library call {c.name} (computation {c.computation}): {c.routine} "
@@ -524,6 +554,16 @@ def kernel_signature(kernel_module) -> dict[str, str]:
     return {n: "*" + _TRITON_TYPES[str(spec[1]).removeprefix("torch.")] for n, spec in zip(names, specs)}
 
 
+def _loop_fields(sass: str) -> dict[str, int] | None:
+    """The main loop (``unrolled``: the compiler unrolled it, the whole kernel is counted)."""
+    instructions = sass_loops.parse_sass(sass)
+    loop = sass_loops.main_loop(instructions)
+    whole = sass_loops.whole_kernel(instructions)
+    if (loop is None or not loop.tensor_core) and whole.tensor_core:
+        return dict(asdict(whole), unrolled=1)
+    return None if loop is None else asdict(loop)
+
+
 def _child(request: dict) -> list[dict]:
     import importlib.util  # noqa: PLC0415
 
@@ -546,7 +586,9 @@ def _child(request: dict) -> list[dict]:
                     "spill_store_bytes": r.spill_store_bytes, "spill_load_bytes": r.spill_load_bytes,
                     "shared_bytes": r.shared_bytes, "ptx_file": ptx_path.name,
                     "cubin_file": cubin_path.name,
-                    "vectorized_global_accesses": dict(r.vectorized_global_accesses)})
+                    "vectorized_global_accesses": dict(r.vectorized_global_accesses),
+                    "ptx_features": sass_loops.count_ptx_features(r.ptx),
+                    "main_loop": _loop_fields(sass_loops.disassemble(r.cubin))})
     return out
 
 

@@ -15,8 +15,11 @@ output, so pass identifiers (or cheap expressions), not calls with side effects.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import ml_dtypes
 
 from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
@@ -35,6 +38,8 @@ class ElementwiseCall:
     operand_types: tuple[ElementType, ...]
     result_type: ElementType
     attributes: Mapping[str, object]
+    #: Per operand, its value where the operand is one constant everywhere (a splat), else None.
+    splats: tuple[object, ...] = ()
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         types = ", ".join(t.name for t in self.operand_types)
@@ -214,6 +219,11 @@ def lower_count_leading_zeros(call: ElementwiseCall) -> str:
 def lower_divide(call: ElementwiseCall) -> str:
     x, y = (_p(o) for o in call.operands)
     t = call.result_type
+    reciprocal = _exact_reciprocal(call.splats[1] if len(call.splats) > 1 else None, t)
+    if reciprocal is not None:
+        # x / 2^k and x * 2^-k round the same real number once: the same bits (XLA's
+        # AlgebraicSimplifier makes this rewrite), without a division's Newton steps.
+        return f"{x} * {reciprocal!r}"
     if t.name == "f64":
         return f"{x} / {y}"  # div.rn.f64; div_rn only takes fp32
     if _is_float(t):
@@ -225,6 +235,22 @@ def lower_divide(call: ElementwiseCall) -> str:
     overflow = f"(({x} == {_int_min(t)}) & ({y} == -1))"
     safe_y = f"tl.where(({y} == 0) | {overflow}, {y} * 0 + 1, {y})"
     return f"tl.where({y} == 0, {y} * 0 - 1, {x} // {safe_y})"
+
+
+def _exact_reciprocal(divisor: object, t: ElementType) -> float | None:
+    """``1 / divisor`` when the divisor is a power of two whose reciprocal is a normal number
+    of ``t`` (a float type), else None.
+
+    >>> from fusion.ir.element_types import ELEMENT_TYPES as T
+    >>> _exact_reciprocal(8.0, T["bf16"]), _exact_reciprocal(3.0, T["f32"]), _exact_reciprocal(2.0 ** 127, T["f32"])
+    (0.125, None, None)
+    """
+    if not _is_float(t) or not isinstance(divisor, float) or not math.isfinite(divisor) \
+            or divisor == 0.0 or math.frexp(abs(divisor))[0] != 0.5:
+        return None
+    reciprocal = 1.0 / divisor
+    info = ml_dtypes.finfo(t.numpy_dtype())
+    return reciprocal if float(info.tiny) <= abs(reciprocal) <= float(info.max) else None
 
 
 def lower_is_finite(call: ElementwiseCall) -> str:
@@ -446,8 +472,10 @@ ELEMENTWISE_RULES: dict[str, Rule] = {
 
 
 def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequence[ElementType],
-                       result_type: ElementType, attributes: Mapping[str, object] | None = None) -> str:
-    """The expression computing ``opcode`` in register representation, rounded as XLA rounds.
+                       result_type: ElementType, attributes: Mapping[str, object] | None = None,
+                       splats: Sequence[object] = ()) -> str:
+    """The expression computing ``opcode`` in register representation, rounded as XLA rounds
+    (``splats``: per operand, its value where it is one constant everywhere, else None).
 
     >>> from fusion.ir.element_types import ELEMENT_TYPES as T
     >>> render_elementwise("maximum", ("a", "b"), (T["f32"],) * 2, T["f32"])
@@ -458,7 +486,8 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
         raise UnsupportedOpError(f"no elementwise lowering for opcode {opcode!r}", where=opcode)
     for t in (*operand_types, result_type):
         storage_dtype(t)
-    call = ElementwiseCall(opcode, tuple(operands), tuple(operand_types), result_type, dict(attributes or {}))
+    call = ElementwiseCall(opcode, tuple(operands), tuple(operand_types), result_type,
+                           dict(attributes or {}), tuple(splats))
     expr = rule(call)
     if result_type.is_pred:
         # Triton 3.9's interpreter labels a comparison's result with the operands' dtype, so a

@@ -34,9 +34,13 @@ with fp32 accumulation).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from tiling.fusion_pass.attention_pattern import AttentionPattern, NotAttention, analyze_attention
+from tiling.fusion_pass.attention_mask import KeyBand, key_band
+from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_softmax, why_not_online
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
 from triton_backend.runtime.launch_mode import runs_on_interpreter
@@ -82,6 +86,39 @@ def attention_pattern(module: HloModule, fusion_instr: HloInstruction | str) -> 
                                  where=fusion_instr.name) from None
 
 
+@dataclass(frozen=True)
+class AttentionForm:
+    """How the attention kernel computes its normalization: ``one-pass`` (online softmax, and
+    only the key blocks the mask's ``band`` leaves visible) or ``multi-pass`` (one loop over the
+    keys per reduction, then one for the output; ``reason`` says why)."""
+
+    online: OnlineSoftmax | None
+    band: KeyBand | None
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return "one-pass" if self.online is not None else "multi-pass"
+
+    def visited_fraction(self, pattern: AttentionPattern, block_m: int, block_n: int) -> float:
+        """The mean fraction of the key blocks a program of ``block_m`` query rows visits."""
+        if self.band is None:
+            return 1.0
+        return self.band.visited_fraction(pattern.queries, pattern.keys, block_m, block_n)
+
+
+def attention_form(module: HloModule, fusion_instr: HloInstruction | str) -> AttentionForm:
+    """The form of the attention fusion's kernel, and why (see :class:`AttentionForm`)."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    pattern = attention_pattern(module, fusion_instr)
+    comp = module.computation(fusion_instr.attr("calls"))
+    online = online_softmax(module, comp, pattern)
+    if online is None:
+        return AttentionForm(None, None, why_not_online(module, comp, pattern))
+    band = key_band(module, comp, pattern, online.max_reduce)
+    return AttentionForm(online, band, "")
+
+
 def _numerics(module: HloModule, fusion_instr: HloInstruction, name: str) -> DotNumerics:
     comp = module.computation(fusion_instr.attr("calls"))
     dot = comp.instruction(name)
@@ -110,11 +147,14 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
                          pattern.value_dim, operand_bytes, target_arch(target))
     numerics = (_numerics(module, fusion_instr, pattern.dot1),
                 _numerics(module, fusion_instr, pattern.dot2))
+    form = attention_form(module, fusion_instr)
     source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics,
-                                           interpreter=runs_on_interpreter(target))
+                                           interpreter=runs_on_interpreter(target),
+                                           online=form.online, band=form.band)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.ATTENTION, path, source, grid, tiling.tile_sizes,
                           loaded)
 
 
-__all__ = ["attention_pattern", "compile_attention_fusion", "is_attention_fusion"]
+__all__ = ["AttentionForm", "attention_form", "attention_pattern", "compile_attention_fusion",
+           "is_attention_fusion"]

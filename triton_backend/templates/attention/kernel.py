@@ -4,31 +4,33 @@ leave registers.
 
 The kernel space has the axes ``[batch (1 lane)], query (BLOCK_M), key (BLOCK_N), head
 (BLOCK_D)``, and one :class:`ValueEmitter` renders every value of the fused computation in it
-(the same rules as every other kernel: masks, converts, iota masks, combiners).  Two values
-are the template's own:
+(the same rules as every other kernel: masks, converts, iota masks, combiners).  The first dot
+at ``(batch, query, key)`` is the template's own: ``tl.dot`` of the query tile (loaded once,
+before any loop) and the key tile at that key block, rounded to the dot's type.  The second
+dot takes one of two forms (``attention_form`` in the driver says which, and why):
 
-* the first dot at ``(batch, query, key)``: ``tl.dot`` of the query tile (loaded once, before
-  any loop) and the key tile at that key block, rounded to the dot's type;
-* the second dot at ``(batch, query, value)``: a loop over key blocks that renders the second
-  dot's lhs (the normalized scores, recomputed from the first dot) and rhs at the block and
-  accumulates ``tl.dot(p, v)``.
+* **one-pass** (``online_output``), when the normalization is a softmax
+  (``tiling.fusion_pass.online_softmax``): FlashAttention's loop over key blocks, with a
+  running max and sum and an accumulator rescaled as the max grows; only the masked scores are
+  rendered from the HLO.  A mask whose hidden keys form a band (``attention_mask``) bounds the
+  loop to the key blocks this program's rows may see, and the blocks inside the band for every
+  row run in a loop of their own without the mask's arithmetic;
+* **multi-pass** (``output``), for any other normalization the pattern accepts (plain sums,
+  several reductions...): each reduction rendered first, in dependency order, by the reduction
+  rule's own loop over key blocks (recomputing the score tile and combining it into a per-row
+  accumulator with the generated combiner), then a last loop reads those per-row results from
+  registers and accumulates ``tl.dot(p, v)``: ``q @ k`` once per reduction and once more.
 
-Each reduction of the normalization (the reduced dim is the key axis) is rendered first, in
-dependency order, at the top level: the reduction rule's own loop over key blocks, each
-recomputing the score tile and combining it into a per-row accumulator with the reduction's
-generated combiner.  The final loop then reads those per-row results from registers.  This
-multi-pass form is right for any normalization the pattern accepts (max then sum of exp,
-plain sums, several reductions...), at the price of computing ``q @ k`` once per reduction
-plus once more for the output.
-
-Lanes past the key extent are dropped by the reductions' validity masks and zeroed in ``p``
-and ``v``; lanes past the head dim are zeroed in ``q`` and ``k``; lanes past the query extent
-or the value dim are masked at the store.
+Lanes past the key extent are dropped (-inf in the max, 0 in the sums and in ``p`` and ``v``);
+lanes past the head dim are zeroed in ``q`` and ``k``; lanes past the query extent or the value
+dim are masked at the store.
 """
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from fusion.errors import UnsupportedOpError
@@ -37,16 +39,21 @@ from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from tiling.fusion_pass.attention_pattern import AttentionPattern
+from tiling.fusion_pass.attention_mask import KeyBand, iota_roles
+from tiling.fusion_pass.online_softmax import OnlineSoftmax
 from tiling.policy.limits import MAX_GRID_YZ
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.kernel_plan import index_bits_for
-from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, storage_dtype
 from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention.tiling import AttentionTiling
 from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
+
+#: log2(e): ``exp(x) = exp2(x * LOG2E)``, one multiply folded into the ``exp2``'s operand.
+_LOG2E = 1.4426950408889634
 
 
 class DotNumerics(NamedTuple):
@@ -56,6 +63,17 @@ class DotNumerics(NamedTuple):
     acc_dtype: str
     input_precision: str | None
     result_rounding: str  # template turning the fp32 accumulator into the register value
+
+
+@dataclass
+class _OnlineState:
+    """The loop-carried values of the online softmax: the running max ``m`` (and, scaled by
+    ``log2(e)`` with ``-inf`` read as 0, ``m_used``), the running sum ``l``, the accumulator."""
+
+    m: str
+    l: str
+    acc: str
+    m_used: str
 
 
 @dataclass
@@ -115,6 +133,12 @@ class _Kernel:
     numerics: tuple[DotNumerics, DotNumerics]
     #: For the Triton interpreter: reductions by halving steps (``ValueEmitter.tree_reductions``).
     interpreter: bool = False
+    #: The softmax reductions when the normalization is one (``tiling.fusion_pass.online_softmax``):
+    #: then one loop over the keys computes everything (``online_output``).
+    online: OnlineSoftmax | None = None
+    #: The keys the mask lets each query row see (``tiling.fusion_pass.attention_mask``): the
+    #: one-pass loop visits only the key blocks that hold some of them.
+    band: KeyBand | None = None
 
     def __post_init__(self) -> None:
         self.comp = self.module.computation(self.fusion_instr.attr("calls"))
@@ -131,7 +155,8 @@ class _Kernel:
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
             index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
-            hooks={self.dot1.name: self.scores, self.dot2.name: self.output})
+            hooks={self.dot1.name: self.scores,
+                   self.dot2.name: self.online_output if self.online else self.output})
 
     # --- shapes -----------------------------------------------------------------------------
     def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
@@ -223,6 +248,155 @@ class _Kernel:
         view = em.bind(f"tl.reshape({acc}, {out_shape})", "acc")
         return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
 
+    def online_output(self, indices: tuple[AffineExpr, ...]) -> str:
+        """The second dot at the output tile, in one pass over key blocks (online softmax).
+
+        ``online_softmax`` checked what the fusion computes between its reductions: the sum's
+        operand is ``exp(a - m)`` and the second dot's lhs ``exp(a - m) / sum``, ``a`` the
+        max's operand (the masked scores).  So per block only ``a`` is rendered from the HLO;
+        the rest is FlashAttention's loop (``_online_loop``).  After the loop the output is the
+        accumulator over the sum.  With a mask band whose inside computes its scores alike
+        (``KeyBand.unmasked_at``), the blocks inside the band for every row of the program run
+        in a loop of their own, rendered at that point's coordinates, where the mask's
+        arithmetic folds away; the blocks before and after it keep the mask.
+        """
+        if tuple(indices) != self.out_indices:
+            raise UnsupportedOpError(f"{self.dot2.name} is read at {indices}, not at its own "
+                                     "index (only elementwise epilogues are fused)",
+                                     where=self.dot2.name)
+        em, t, numerics = self.em, self.tiling, self.numerics[1]
+        top = self.comp.instruction(self.online.max_reduce)
+        total = self.comp.instruction(self.online.sum_reduce)
+        bm = t.block_m
+        init = em.scalar_value(top.operands[1])
+        state = _OnlineState(
+            em.bind(f"tl.full(({bm},), {init}, tl.float32)", "m"),
+            em.bind(f"tl.zeros(({bm},), tl.float32)", "l"),
+            em.bind(f"tl.zeros(({bm}, {t.block_d}), dtype={numerics.acc_dtype})", "acc"),
+            self.names.fresh("m_used"))
+        em.emit(f"{state.m_used} = tl.where({state.m} == -float('inf'), 0.0, {state.m}) "
+                f"* {_LOG2E}")
+        first, end = self._key_blocks()
+        # A second copy of the loop body costs registers; worth it where the dots are cheap
+        # (tensor cores), not for an IEEE f32 dot on the FMA units (which then spilled).
+        if self.band is not None and self.band.unmasked_at is not None \
+                and self.numerics[0].operand_dtype not in ("tl.float32", "tl.float64"):
+            start, stop = self._inside_blocks(first, end)
+            self._online_loop(state, first, start)
+            em.emit("# key blocks inside the mask's band for every row: no mask arithmetic")
+            self._online_loop(state, start, stop, unmasked=True)
+            self._online_loop(state, stop, end)
+        else:
+            self._online_loop(state, first, end)
+        row = em.shape_of(self._row(top.name))
+        self._set(top.name, self._row(top.name), em.bind(f"tl.reshape({state.m}, {row})", top.name))
+        self._set(total.name, self._row(total.name),
+                  em.bind(f"tl.reshape({state.l}, {row})", total.name))
+        out = em.bind(f"{state.acc} / {state.l}[:, None]", "acc")
+        out_shape = self._full({self.qa: bm, self.da: t.block_d})
+        view = em.bind(f"tl.reshape({out}, {out_shape})", "acc")
+        return em.bind(numerics.result_rounding.format(acc=view), self.dot2.name)
+
+    def _online_loop(self, state: "_OnlineState", first: str, end: str,
+                     unmasked: bool = False) -> None:
+        """One loop of the online softmax over the key blocks ``[first, end)``.
+
+        Per block: the running max grows by the block's ``tl.max`` of ``a``; the running sum
+        and the accumulator are rescaled by ``alpha = exp(m_before - m)``; ``e = exp(a - m)``
+        (one ``exp2``, the ``log2(e)`` factor fused) is summed and, converted to the dot's
+        operand type, multiplied into the accumulator.  A max still at ``-inf`` (no finite
+        score yet) is read as 0, so the scores seen so far, all ``-inf``, add ``exp(-inf) =
+        0`` and not NaN, and ``alpha`` is at most 1 (the rescaled values are still 0 then).
+        NaN scores make the sum NaN, hence the whole row, as in the HLO.  ``unmasked``: the
+        scores are rendered with every ``iota`` at ``KeyBand.unmasked_at``'s coordinates.
+        """
+        em, t, numerics = self.em, self.tiling, self.numerics[1]
+        bm, bn, keys = t.block_m, t.block_n, self.pattern.keys
+        start = self.names.fresh("key_start")
+        with em.block(f"for {start} in range({first}, {end}, {bn}):"):
+            key = em.new_dim("key", self.ka, keys, start, -(-keys // bn) * bn - 1)
+            score = self.comp.instruction(self.online.max_reduce).operands[0]
+            at = tuple(self._index_of(r, key) for r in self.pattern.roles[score])
+            with self._iotas_at(self.band.unmasked_at if unmasked else None):
+                a = self._single(score, at)
+            shape = self._full({self.qa: bm, self.ka: bn})
+            a = em.bind(f"tl.reshape(tl.broadcast_to({a}, {shape}), ({bm}, {bn}))", "a")
+            if keys % bn:
+                valid = em.bind(f"tl.reshape({self._var(key)} < {keys}, (1, {bn}))", "key_valid")
+                a = em.bind(f"tl.where({valid}, {a}, -float('inf'))", "a")
+            m_new = em.bind(f"tl.maximum({state.m}, tl.max({a}, 1))", "m_new")
+            scaled = em.bind(f"tl.where({m_new} == -float('inf'), 0.0, {m_new}) * {_LOG2E}",
+                             "m_scaled")
+            alpha = em.bind(f"tl.math.exp2(tl.minimum({state.m_used} - {scaled}, 0.0))", "alpha")
+            e = em.bind(f"tl.math.exp2({a} * {_LOG2E} - {scaled}[:, None])", "e")
+            em.emit(f"{state.l} = {state.l} * {alpha} + tl.sum({e}, 1)")
+            rhs = self.dot2.operands[1]
+            v_at = _operand_indices(self.dot2, "rhs", self.comp.instruction(rhs).shape.rank,
+                                    self.batch, self.dv, key)
+            p = em.bind(f"{e}.to({numerics.operand_dtype})", "p")
+            v = self._tile(self._single(rhs, v_at), (self.ka, self.da), self._key_mask(key),
+                           numerics.operand_dtype, "v")
+            precision = f", input_precision={numerics.input_precision!r}" \
+                if numerics.input_precision else ""
+            em.emit(f"{state.acc} = tl.dot({p}, {v}, {state.acc} * {alpha}[:, None]{precision}, "
+                    f"out_dtype={numerics.acc_dtype})")
+            em.emit(f"{state.m} = {m_new}")
+            em.emit(f"{state.m_used} = {scaled}")
+
+    @contextmanager
+    def _iotas_at(self, point: tuple[int, int] | None):
+        """While rendering: every ``iota`` of the computation at ``point``'s (query, key)
+        coordinates, a constant (nothing changes for ``None``)."""
+        if point is None:
+            yield
+            return
+        hooks = self.em.hooks
+        for name, role in iota_roles(self.comp, self.pattern).items():
+            value = {"q": point[0], "k": point[1]}.get(role, 0)
+            hooks[name] = partial(self._constant, name, value)
+        try:
+            yield
+        finally:
+            for name in iota_roles(self.comp, self.pattern):
+                hooks.pop(name, None)
+
+    def _constant(self, name: str, value: int, indices: tuple[AffineExpr, ...]) -> str:
+        dtype = storage_dtype(self.comp.instruction(name).shape.element_type)
+        return self.em.bind(f"tl.full({self.em.shape_of(indices)}, {value}, {dtype})", name)
+
+    def _inside_blocks(self, first: str, end: str) -> tuple[str, str]:
+        """In the kernel: ``KeyBand.inside_range`` of this program's rows."""
+        band, t, em = self.band, self.tiling, self.em
+        q0, bn = f"{self.pid_m} * {t.block_m}", t.block_n
+        start = first if band.low is None else f"tl.maximum({first}, {q0} + {t.block_m - 1 + band.low})"
+        start = em.bind(f"({start} + {bn - 1}) // {bn} * {bn}", "inside_start")
+        stop = end if band.high is None else f"tl.maximum({q0} + {band.high + 1}, 0) // {bn} * {bn}"
+        last = f"({end} + {bn - 1}) // {bn} * {bn}"
+        stop = em.bind(f"tl.maximum({start}, tl.minimum({stop}, {last}))", "inside_stop")
+        return start, stop
+
+    def _key_blocks(self) -> tuple[str, str]:
+        """The first and the end key of the blocks this program's query rows may see (the
+        mask's band; every key without one)."""
+        band, t, keys = self.band, self.tiling, self.pattern.keys
+        if band is None:
+            return "0", str(keys)
+        em, q0 = self.em, f"{self.pid_m} * {t.block_m}"
+        first, end = "0", str(keys)
+        if band.low is not None:
+            first = em.bind(f"tl.minimum(tl.maximum({q0} + {band.low}, 0), {keys}) "
+                            f"// {t.block_n} * {t.block_n}", "first_key")
+        if band.high is not None:
+            end = em.bind(f"tl.minimum(tl.maximum({q0} + {t.block_m + band.high}, 0), {keys})",
+                          "end_key")
+        em.emit("# key blocks the mask hides from every row of this program are not visited")
+        return first, end
+
+    def _set(self, name: str, indices: tuple[AffineExpr, ...], value: str) -> None:
+        """Make ``value`` the emitter's answer for ``name`` at ``indices`` (in this block)."""
+        self.em.memo[(name, tuple(indices))] = value
+        self.em.value_axes.setdefault(value, frozenset(self.em._axes_of(tuple(indices))))
+
     def _single(self, name: str, indices) -> str:
         value = self.em.value(name, indices)
         if not isinstance(value, str):
@@ -249,6 +423,7 @@ class _Kernel:
             pid_m = em.bind("tl.program_id(0)", "pid_m")
             pid_b = em.bind("tl.program_id(1)", "pid_batch")
             grid = (tiles_m, batch)
+        self.pid_m = pid_m
         self.batch: list[AffineExpr] = []
         if self.lead:
             # The batch element is a dim variable of one lane, so loads know its bounds.
@@ -260,11 +435,14 @@ class _Kernel:
         self.dv = em.new_dim("dv", self.da, pattern.value_dim)
         self.out_indices = tuple(self.batch) + (self.q, self.dv)
         self.q_tile = self.query_tile()
-        em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
-        for name in pattern.reduces:
-            reduce_roles = pattern.roles[name]
-            em.value(name, tuple(self._index_of(r) for r in reduce_roles))
-        em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
+        if self.online is None:
+            em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
+            for name in pattern.reduces:
+                em.value(name, self._row(name))
+            em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
+        else:
+            em.emit("# one pass over the keys: a running max and sum (online softmax), the "
+                    "output rescaled as the max grows")
         value = em.value(self.comp.root_name, self.out_indices)
         if not isinstance(value, str):
             raise UnsupportedOpError("tuple-shaped attention root", where=self.comp.root_name)
@@ -274,11 +452,18 @@ class _Kernel:
         store_output(em, value, out_shape, out_pointer, self.out_indices, mask, zero, "output 0")
         return self._source(out_pointer, out_shape, grid), grid
 
-    def _index_of(self, role) -> AffineExpr:
+    def _row(self, name: str) -> tuple[AffineExpr, ...]:
+        """The indices of a per-row value (a reduction of the normalization) at this program's
+        rows."""
+        return tuple(self._index_of(r) for r in self.pattern.roles[name])
+
+    def _index_of(self, role, key: DimExpr | None = None) -> AffineExpr:
         if isinstance(role, tuple):
             return self.batch[role[1]]
         if role == "q":
             return self.q
+        if role == "k" and key is not None:
+            return key
         if role is None:
             return const(0)
         raise UnsupportedOpError(f"a reduction's result varies along {role!r}",
@@ -311,10 +496,14 @@ class _Kernel:
 def render_attention_kernel(module: HloModule, fusion_instr: HloInstruction,
                             pattern: AttentionPattern, tiling: AttentionTiling,
                             numerics: tuple[DotNumerics, DotNumerics],
-                            interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+                            interpreter: bool = False, online: OnlineSoftmax | None = None,
+                            band: KeyBand | None = None) -> tuple[str, tuple[int, ...]]:
     """The kernel file source of the attention fusion ``fusion_instr``, and its grid
-    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps)."""
-    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter).render()
+    (``interpreter``: shaped for the Triton interpreter, reductions by halving steps;
+    ``online``: the softmax reductions, for the one-pass form; ``band``: the keys its mask
+    lets each query see, whose blocks alone the one-pass form visits)."""
+    return _Kernel(module, fusion_instr, pattern, tiling, numerics, interpreter,
+                   online, band).render()
 
 
 __all__ = ["DotNumerics", "render_attention_kernel"]

@@ -1,0 +1,48 @@
+"""``bench/loop_instructions.py`` and the compile report's loop facts, compiled for sm_90
+without a GPU: our one-pass attention's main loop against FlashAttention-2's (the tutorial's
+structure) at the same tiles, read from both kernels' SASS."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tests.triton_backend.test_attention_one_pass import masked_attention
+from triton_backend.reports.ptx_report import find_ptxas
+from triton_backend.reports.sass_loops import find_cuobjdump
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(find_ptxas(90) is None or find_cuobjdump() is None,
+                                reason="the Triton wheel's ptxas/cuobjdump are missing")
+
+
+def _bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_loop_instructions",
+                                                      ROOT / "bench" / "loop_instructions.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def test_causal_bf16_attention_loop_is_within_the_target_of_the_reference(tmp_path, capsys):
+    shape = jax.ShapeDtypeStruct((1, 4, 256, 64), jnp.bfloat16)
+    text = jax.jit(masked_attention(lambda q, k: k <= q, fill=-1e30)).lower(
+        shape, shape, shape).as_text(dialect="hlo")
+    program = tmp_path / "attention_causal.hlo"
+    program.write_text(text)
+    assert _bench().main([str(program), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    ours, ref = row["main_loop"], row["reference"]["main_loop"]
+    assert row["kind"] == "attention" and row["request"]["causal"]
+    assert ours["tensor_core"] == ref["tensor_core"] > 0  # wgmma, as the reference
+    assert ours["async_copies"] > 0 and row["ptx"]["wgmma"] > 0 and row["ptx"]["cp.async"] > 0
+    assert ours["instructions"] <= 1.5 * ref["instructions"], (ours, ref)
