@@ -12,7 +12,8 @@ from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 from triton_backend.driver.op_coverage import library_call_sites, uncovered_ops
-from triton_backend.reports.compile_report import build_report, render_text
+from triton_backend.reports.compile_report import build_report
+from triton_backend.reports.report_text import render_text
 
 pytest.importorskip("jax")
 from tests.conformance.xla_oracle import run_xla  # noqa: E402

@@ -30,13 +30,8 @@ from fusion.logs import get_logger
 from triton_backend.cli.run_command import add_compile_options, parse_tiling
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
-from triton_backend.reports.compile_report import (
-    build_report,
-    compile_for_target,
-    render_text,
-    write_kernels,
-    write_report,
-)
+from triton_backend.reports.compile_report import build_report, compile_for_target, write_kernels
+from triton_backend.reports.report_text import render_text, write_report
 from triton_backend.runtime.device_specs import device_spec
 
 HELP = "compile an HLO module's fusions to Triton kernel files, with a report (and PTX/cubin)"
