@@ -185,11 +185,17 @@ def _flat_space(outputs: tuple[ArrayShape, ...]
     >>> space, coords = _flat_space((ArrayShape("f32", (2, 3)), ArrayShape("f32", (4,))))
     >>> space, [[str(e) for e in c] for c in coords]
     ((6,), [['d0 floordiv 3', 'd0 mod 3'], ['d0']])
+    >>> [[str(e) for e in c] for c in _flat_space((ArrayShape("f32", (2, 3)),
+    ...                                             ArrayShape("f32", (2, 0))))[1]]
+    [['d0 floordiv 3', 'd0 mod 3'], ['0', '0']]
     """
     size = max(math.prod(o.dims) for o in outputs)
     projections = []
     for shape in outputs:
         coords, stride = [], math.prod(shape.dims)
+        if stride == 0:  # an empty output is never stored (its limit is 0): any coordinates
+            projections.append(tuple(Constant(0) for _ in shape.dims))
+            continue
         for k, n in enumerate(shape.dims):
             stride //= n
             q = d(0) // stride if stride > 1 else d(0)
