@@ -2,6 +2,7 @@
 kernel file names that cannot shadow a package."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
@@ -12,6 +13,7 @@ import pytest
 
 from triton_backend.cli import main
 from triton_backend.reports.compile_report import kernel_file_name
+from triton_backend.runtime import atomic_files
 
 ROOT = pathlib.Path(__file__).parents[2]
 HLO = ROOT / "tests" / "data" / "hlo"
@@ -96,3 +98,62 @@ def test_a_report_cannot_make_compile_delete_outside_its_directory(in_tmp, capsy
         {"fusions": [{"kernel_file": "../victim.txt", "target": None}]}))
     assert main(["compile", str(HLO / "gelu.after.hlo"), "-o", "out"]) == 0
     assert (in_tmp / "victim.txt").read_text() == "keep"
+
+
+class _FullDisk:
+    """A file object that writes half of what it is given, then fails as a full disk does."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def write(self, data):
+        self._handle.write(data[: len(data) // 2])
+        self._handle.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._handle.__exit__(*exc)
+
+
+def _disk_fills_at(monkeypatch, nth: int) -> list[int]:
+    """From the ``nth`` file opened for writing on (1-based), writes fail halfway."""
+    real_fdopen, opened = os.fdopen, [0]
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        handle = real_fdopen(fd, mode, *args, **kwargs)
+        if "w" not in mode:
+            return handle
+        opened[0] += 1
+        return _FullDisk(handle) if opened[0] >= nth else handle
+
+    monkeypatch.setattr(atomic_files.os, "fdopen", fdopen)
+    return opened
+
+
+def test_a_write_failing_midway_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "kernel_f.py"
+    target.write_bytes(b"old\n")
+    _disk_fills_at(monkeypatch, 1)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_files.write_bytes_atomic(target, b"new kernel text\n" * 100)
+    assert target.read_bytes() == b"old\n" and _names(tmp_path) == ["kernel_f.py"]
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_compile_on_a_full_disk_leaves_no_file_behind(in_tmp, capsys, monkeypatch, nth):
+    # softmax.after.hlo has two kernels: the disk fills at the first kernel, the second one,
+    # or the report, after complete kernel files were written.
+    (in_tmp / "out").mkdir()
+    opened = _disk_fills_at(monkeypatch, nth)
+    assert main(["compile", str(HLO / "softmax.after.hlo"), "-o", "out"]) == 1
+    assert opened[0] == nth  # the failure stopped the writing
+    err = capsys.readouterr().err
+    assert "-o" in err and "cannot write the files of this compile into out" in err
+    assert "No space left on device" in err and "Traceback" not in err
+    assert _names(in_tmp / "out") == []  # no empty, truncated or temporary file

@@ -133,10 +133,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(compiled, device=args.device)
     # Only now, with everything compiled: a failed compile leaves the directory as it was.
     prepare_output_dir(out_dir, removed)
-    write_kernels(compiled, report, out_dir)
-    if args.target:
-        report = compile_for_target(report, out_dir, TARGETS[args.target])
-    json_path, text_path = write_report(report, out_dir)
+    report, (json_path, text_path) = write_output_files(compiled, report, out_dir, args.target)
     written = files_written(report.to_json())
     if args.json:
         emit("compile", {"output_dir": str(out_dir), "files": written, "removed": removed,
@@ -148,6 +145,33 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(report.fusions)} kernel file(s), {json_path.name} and {text_path.name} "
           f"written to {out_dir}")
     return 0
+
+
+def write_output_files(compiled, report, out_dir: Path, target: str | None):
+    """Write the kernels (and with ``target`` their PTX and cubin), then the reports; returns
+    the report (with the target's numbers) and the reports' paths.
+
+    Each file is written whole or not at all (``runtime.atomic_files``); if one cannot be (a
+    full disk), the files this compile already wrote are removed too, so DIR never holds a
+    kernel set without its report, and the error names DIR and why.
+    """
+    try:
+        write_kernels(compiled, report, out_dir)
+        if target:
+            report = compile_for_target(report, out_dir, TARGETS[target])
+        return report, write_report(report, out_dir)
+    except BaseException as err:
+        names = files_written(report.to_json())
+        if target:  # the child may have written some before failing; the report lists none
+            names += [Path(f.kernel_file).with_suffix(f".{target}.{kind}").name
+                      for f in report.fusions for kind in ("ptx", "cubin")]
+        for name in names:
+            (out_dir / name).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            why = err.strerror or str(err)
+            raise OutputPathError(f"cannot write the files of this compile into {out_dir}: "
+                                  f"{why}; none of them was left there", where="-o") from None
+        raise
 
 
 def files_written(report_json: dict[str, Any]) -> list[str]:

@@ -3,7 +3,8 @@
 An output path is used exactly as given (``np.savez`` would append ``.npz`` to a name without
 it, so archives are written through a file object).  The bytes go to a temporary file in the
 same directory, which replaces the target only once complete: a failure or Ctrl-C leaves the
-old file (or none), never half of a new one.
+old file (or none), never half of a new one (``runtime.atomic_files``, which ``compile -o``
+uses too).
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
@@ -14,17 +15,11 @@ old file (or none), never half of a new one.
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from fusion.errors import OutputPathError
-from fusion.logs import get_logger
-
-_log = get_logger("triton_backend.cli")
+from triton_backend.runtime.atomic_files import atomic_output
 
 
 def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
@@ -52,28 +47,4 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     return target
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]:
-    """A file object whose content replaces ``path`` when the block ends without error."""
-    target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                    dir=target.parent if str(target.parent) else ".")
-    try:
-        # mkstemp makes the file private (0600); an output gets the usual umask permissions.
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-        _log.debug("wrote %s", target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+__all__ = ["atomic_output", "check_output_path"]

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -47,6 +46,7 @@ from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report, sass_loops
+from triton_backend.runtime.atomic_files import write_bytes_atomic, write_text_atomic
 from triton_backend.runtime.device_specs import device_spec
 from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
@@ -398,10 +398,12 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
 
 
 def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:
-    """Copy each fusion's kernel file from the cache to ``out_dir/<kernel_file>``."""
+    """Copy each fusion's kernel file from the cache to ``out_dir/<kernel_file>``, each whole
+    or not at all (a full disk leaves no empty or truncated kernel file behind)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for fusion in report.fusions:
-        shutil.copyfile(compiled.fusions[fusion.name].kernel_path, out_dir / fusion.kernel_file)
+        source = Path(compiled.fusions[fusion.name].kernel_path).read_bytes()
+        write_bytes_atomic(out_dir / fusion.kernel_file, source)
 
 
 def compile_kernel_files(paths, arch: int) -> list[dict]:
@@ -494,8 +496,8 @@ def _child(request: dict) -> list[dict]:
                                           arch=arch, num_warps=getattr(module, "NUM_WARPS", 4),
                                           num_stages=getattr(module, "NUM_STAGES", 3))
         ptx_path, cubin_path = path.with_suffix(f".sm_{arch}.ptx"), path.with_suffix(f".sm_{arch}.cubin")
-        ptx_path.write_text(r.ptx)
-        cubin_path.write_bytes(r.cubin)
+        write_text_atomic(ptx_path, r.ptx)
+        write_bytes_atomic(cubin_path, r.cubin)
         out.append({"arch": arch, "registers": r.registers,
                     "spill_store_bytes": r.spill_store_bytes, "spill_load_bytes": r.spill_load_bytes,
                     "shared_bytes": r.shared_bytes, "ptx_file": ptx_path.name,

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from triton_backend.reports.compile_report import ModuleReport
+from triton_backend.runtime.atomic_files import write_text_atomic
 
 
 def _mb(n: int) -> str:
@@ -95,8 +96,8 @@ def write_report(report: ModuleReport, out_dir: Path) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.txt`` to ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, text_path = out_dir / "report.json", out_dir / "report.txt"
-    json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    text_path.write_text(render_text(report))
+    write_text_atomic(json_path, json.dumps(report.to_json(), indent=2) + "\n")
+    write_text_atomic(text_path, render_text(report))
     return json_path, text_path
 
 
