@@ -31,7 +31,8 @@ from fusion.ir.hlo_module import HloModule
 from fusion.logs import get_logger
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
-from triton_backend.cli.output_files import atomic_output, check_output_path
+from triton_backend.cli.output_files import check_output_path
+from triton_backend.runtime.atomic_files import atomic_output
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.tuning.autotune import AutotuneResult, Trial, autotune
 from triton_backend.runtime.device_specs import device_spec

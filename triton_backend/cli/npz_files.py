@@ -19,7 +19,8 @@ from fusion.ir.hlo_module import HloModule
 from fusion.logs import get_logger
 from fusion.evaluator.npz_io import input_arrays, load_arrays, random_inputs, save_arrays
 from fusion.ir.shape import flatten_shape
-from triton_backend.cli.output_files import atomic_output, check_output_path
+from triton_backend.cli.output_files import check_output_path
+from triton_backend.runtime.atomic_files import atomic_output
 
 _log = get_logger("triton_backend.cli")
 

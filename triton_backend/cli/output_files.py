@@ -7,6 +7,7 @@ old file (or none), never half of a new one (``runtime.atomic_files``, which ``c
 uses too).
 
 >>> import os, tempfile
+>>> from triton_backend.runtime.atomic_files import atomic_output
 >>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
 >>> with atomic_output(path) as handle:
 ...     _ = handle.write(b"ok")
@@ -19,7 +20,6 @@ import os
 from pathlib import Path
 
 from fusion.errors import OutputPathError
-from triton_backend.runtime.atomic_files import atomic_output
 
 
 def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
@@ -47,4 +47,4 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     return target
 
 
-__all__ = ["atomic_output", "check_output_path"]
+__all__ = ["check_output_path"]

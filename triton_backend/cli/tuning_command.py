@@ -15,7 +15,8 @@ import sys
 
 from fusion.errors import BadArgumentError, CacheError
 from triton_backend.cli.json_output import emit
-from triton_backend.cli.output_files import atomic_output, check_output_path
+from triton_backend.cli.output_files import check_output_path
+from triton_backend.runtime.atomic_files import atomic_output
 from triton_backend.runtime.tuning_db import TuningDb
 
 HELP = "list, export, import or clear the autotuning database"

@@ -18,7 +18,8 @@ from fusion.logs import get_logger
 from fusion.text.printer import print_hlo
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.json_output import emit
-from triton_backend.cli.output_files import atomic_output, check_output_path
+from triton_backend.cli.output_files import check_output_path
+from triton_backend.runtime.atomic_files import atomic_output
 
 _log = get_logger("triton_backend.cli")
 
