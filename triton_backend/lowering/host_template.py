@@ -51,16 +51,48 @@ OUTPUT_FROM_INPUT = ()  # (output, input) pairs: the output starts as a copy of 
 
 RUNTIME = '''
 
+def _to_physical(order):
+    """The permutation of a logical tensor to its physical buffer; None when it is row-major."""
+    perm = tuple(reversed(order))
+    return None if perm == tuple(range(len(order))) else perm
+
+
+def _to_logical(order):
+    """The permutation of a physical buffer back to the logical dims; None when row-major."""
+    major_to_minor = list(reversed(order))
+    perm = tuple(major_to_minor.index(k) for k in range(len(order)))
+    return None if perm == tuple(range(len(order))) else perm
+
+
 def _physical(tensor, order):
-    return tensor.permute(*reversed(order)).contiguous() if order else tensor.contiguous()
+    perm = _to_physical(order)
+    return (tensor if perm is None else tensor.permute(*perm)).contiguous()
 
 
 def _logical(buffer, order):
-    major_to_minor = list(reversed(order))
-    return buffer.permute(*[major_to_minor.index(k) for k in range(len(order))]) if order else buffer
+    perm = _to_logical(order)
+    return buffer if perm is None else buffer.permute(*perm)
 
+
+# Decided once at import, not on every call: the permutations (None: row-major, no permute)
+# and the physical shapes of the outputs.
+_INPUT_PERMS = tuple(_to_physical(spec[3]) for spec in INPUT_SPECS)
+_OUTPUT_PERMS = tuple(_to_logical(spec[3]) for spec in OUTPUT_SPECS)
+_OUTPUT_ALLOCATIONS = tuple(
+    (torch.zeros if i in PADDED_OUTPUTS else torch.empty, [dims[k] for k in reversed(order)], dtype)
+    for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS))
+_CONSTANTS = {}  # device -> the constant buffers, made on the first call on that device
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+def _constants(device):
+    buffers = _CONSTANTS.get(device)
+    if buffers is None:
+        buffers = _CONSTANTS[device] = [
+            _physical(torch.tensor(values, dtype=dtype, device=device).reshape(dims), order)
+            for name, dtype, dims, order, values in CONSTANT_SPECS]
+    return buffers
 
 
 def run(*inputs, **launch_options):
@@ -69,9 +101,10 @@ def run(*inputs, **launch_options):
     ``launch_options`` (``num_warps``, ``num_stages``) override the file's ``NUM_WARPS`` and
     ``NUM_STAGES``.
     """
-    unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
-    if unknown:
-        raise TypeError(f"run() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
+    if launch_options:
+        unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
+        if unknown:
+            raise TypeError(f"run() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
     # NUM_WARPS / NUM_STAGES where the file sets them (templates that do not: Triton's defaults).
     options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
     options.update(launch_options)
@@ -79,15 +112,16 @@ def run(*inputs, **launch_options):
         raise ValueError(f"expected {len(INPUT_SPECS)} inputs, got {len(inputs)}")
     device = inputs[0].device if inputs else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args = []
-    for tensor, (name, dtype, dims, order) in zip(inputs, INPUT_SPECS):
-        if tuple(tensor.shape) != dims or tensor.dtype != dtype:
+    for tensor, (name, dtype, dims, order), perm in zip(inputs, INPUT_SPECS, _INPUT_PERMS):
+        if tensor.shape != dims or tensor.dtype != dtype:
             raise ValueError(f"input {name}: expected {dtype} {list(dims)}, got {tensor.dtype} {list(tensor.shape)}")
-        args.append(_physical(tensor.to(device), order))
-    for name, dtype, dims, order, values in CONSTANT_SPECS:
-        args.append(_physical(torch.tensor(values, dtype=dtype, device=device).reshape(dims), order))
-    outputs = [(torch.zeros if i in PADDED_OUTPUTS else torch.empty)(
-                   [dims[k] for k in reversed(order)], dtype=dtype, device=device)
-               for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS)]
+        if tensor.device != device:
+            tensor = tensor.to(device)
+        args.append((tensor if perm is None else tensor.permute(*perm)).contiguous())
+    if CONSTANT_SPECS:
+        args.extend(_constants(device))
+    outputs = [allocate(shape, dtype=dtype, device=device)
+               for allocate, shape, dtype in _OUTPUT_ALLOCATIONS]
     # An in-place output (scatter's) starts as a copy of the input it updates.
     for i, source in OUTPUT_FROM_INPUT:
         outputs[i].copy_(args[source])
@@ -95,7 +129,8 @@ def run(*inputs, **launch_options):
         KERNEL[GRID](*args, *outputs, **options)
     else:  # a file naming no launch options: Triton's defaults
         KERNEL[GRID](*args, *outputs)
-    return tuple(_logical(out, spec[3]) for out, spec in zip(outputs, OUTPUT_SPECS))
+    return tuple(out if perm is None else out.permute(*perm)
+                 for out, perm in zip(outputs, _OUTPUT_PERMS))
 
 
 def example_inputs(seed=0):

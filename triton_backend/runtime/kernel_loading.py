@@ -4,7 +4,6 @@ imports, so this lives below all of them).
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import sys
@@ -87,12 +86,27 @@ class CompiledFusion:
         """Run on ``tensors``; ``launch_options`` (``num_warps``, ``num_stages``) override the
         kernel file's for this launch (the autotuner's sweep).  Safe from several threads:
         interpreted launches run one at a time (``INTERPRETER_LOCK``)."""
-        runner = self.module
-        if any(t.device.type == "cpu" for t in tensors) and not _is_interpreted(runner):
-            runner = _interpreted_copy(self.kernel_path, self.source)
-        guard = INTERPRETER_LOCK if _is_interpreted(runner) else contextlib.nullcontext()
+        on_cpu = any(t.device.type == "cpu" for t in tensors)
+        prepared = self.__dict__.get("_launchers")
+        launcher = prepared.get(on_cpu) if prepared is not None else None
+        if launcher is None:
+            launcher = self._launcher(on_cpu)
+        run, guard = launcher
+        if guard is None:
+            return run(*tensors, **launch_options)
         with guard:
-            return runner.run(*tensors, **launch_options)
+            return run(*tensors, **launch_options)
+
+    def _launcher(self, on_cpu: bool):
+        """The kernel file's ``run`` for tensors on the CPU (the interpreter's copy) or on a
+        GPU, and the lock it needs, decided once per record: reading them through a lazily
+        imported module on every call cost more than the rest of a launch."""
+        runner = self.module
+        if on_cpu and not _is_interpreted(runner):
+            runner = _interpreted_copy(self.kernel_path, self.source)
+        launcher = (runner.run, INTERPRETER_LOCK if _is_interpreted(runner) else None)
+        self.__dict__.setdefault("_launchers", {})[on_cpu] = launcher
+        return launcher
 
 
 def load_kernel(module: HloModule, instr: HloInstruction, source: str, tiling: str,

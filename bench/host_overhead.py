@@ -1,0 +1,124 @@
+"""Host time per call of a compiled module, with every kernel launch replaced by a no-op.
+
+A call's time as a user feels it is the GPU's work plus the Python around it; this measures
+the Python: per program of ``bench/programs/`` (or the files given), ``compile_hlo`` once, then
+every kernel's launch (``KERNEL[GRID](...)`` in its kernel file) is stubbed and the call is
+timed (the minimum over repeats of the mean of many calls), with the Python function calls per
+call (``sys.setprofile``).  ``floor_us`` is what no wrapper can go below, measured in the same
+run: a plain function taking the same tensors and allocating the same final outputs with
+``torch.empty``, nothing else.  Runs on CPU (kernels under the interpreter are stubbed too);
+on a GPU the stubs make it the host part of a call.
+
+    python bench/host_overhead.py [--json] [--calls N] [FILES...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_PROGRAMS = sorted(str(p) for p in (ROOT / "bench" / "programs").glob("*.hlo"))
+
+
+class InterpretedFunction:
+    """A launch that does nothing (named as the interpreter's, so a CPU call uses it as is)."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def stub_launches(compiled) -> None:
+    """Replace every kernel's launch of ``compiled`` by a no-op."""
+    for fusion in compiled.fusions.values():
+        module = fusion.module
+        module = module.imported() if hasattr(type(module), "imported") else module
+        module.KERNEL = InterpretedFunction()
+
+
+def _inputs(module):
+    import torch
+    from triton_backend.host.input_validation import TORCH_DTYPES
+
+    return [torch.zeros(p.shape.dims, dtype=TORCH_DTYPES[p.shape.dtype])
+            for p in module.entry.parameters]
+
+
+def _per_call(function, args, calls: int, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(*args)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def _python_calls(function, args) -> int:
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        if event == "call":
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        function(*args)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def measure(path: str, calls: int) -> dict:
+    import torch
+    from fusion.ir.shape import flatten_shape
+    from fusion.text.parser import parse_hlo
+    from triton_backend import compile_hlo
+    from triton_backend.host.input_validation import TORCH_DTYPES
+
+    module = parse_hlo(Path(path).read_text())
+    compiled = compile_hlo(module)
+    stub_launches(compiled)
+    args = _inputs(module)
+    outputs = [(tuple(s.dims), TORCH_DTYPES[s.dtype]) for s in flatten_shape(module.entry.root.shape)]
+
+    def floor(*tensors):
+        return tuple(torch.empty(dims, dtype=dtype) for dims, dtype in outputs)
+
+    for _ in range(20):
+        compiled(*args)
+    return {"program": Path(path).stem, "kernels": len(compiled.fusions),
+            "host_us_per_call": round(_per_call(compiled, args, calls), 2),
+            "python_calls_per_call": _python_calls(compiled, args),
+            "floor_us": round(_per_call(floor, args, calls), 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("programs", nargs="*")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="one JSON document with the rows")
+    args = parser.parse_args(argv)
+    rows = []
+    for path in args.programs or DEFAULT_PROGRAMS:
+        row = measure(path, args.calls)
+        rows.append(row)
+        if not args.json:
+            print(f"{row['program']:40} {row['kernels']:>3} kernels {row['host_us_per_call']:>8.1f} us"
+                  f" {row['python_calls_per_call']:>5} calls  floor {row['floor_us']:>6.1f} us",
+                  flush=True)
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

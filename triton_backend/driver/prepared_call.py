@@ -1,0 +1,104 @@
+"""What a compiled module's call decides once, not on every call.
+
+A call validates its arguments (``validate_arguments``: type, layout, dtype, shape, device,
+contiguity, autograd, neg/conj views) and makes sure no output shares memory with an input, a
+constant or another output (``_fresh_outputs``).  Both cost microseconds per tensor, per call,
+and their outcome depends only on facts a cheap signature holds:
+
+* :class:`AcceptedSignatures`: a signature of the arguments (per tensor: its type, dtype,
+  shape, device, and whether it is contiguous, requires grad, or is a neg/conj view) that the
+  full validation passed unchanged once is passed again without it.  Only modules whose
+  parameters are plain arrays qualify (no tiled or packed layout, which validation packs, and
+  no sub-byte type, whose values validation range-checks); any other signature, and any
+  failure, takes the full validation with its clear error.
+* :func:`outputs_are_fresh`: the ENTRY root's values are the outputs of kernels (each
+  allocated by its launch, each once), which share memory with nothing: the aliasing check is
+  skipped (a call still returns contiguous tensors).
+
+>>> import torch
+>>> accepted = AcceptedSignatures(enabled=True)
+>>> x = torch.zeros(2, 3)
+>>> accepted.key((x,)) in accepted.known, accepted.remember((x,), [x]), accepted.key((x,)) in accepted.known
+(False, True, True)
+>>> accepted.remember((x.t(),), [x.t().contiguous()])  # changed by validation: not remembered
+False
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape
+from triton_backend.host.input_validation import SUB_BYTE_CARRIERS, physical_buffer
+
+#: Signatures remembered per module (a caller cycling through more shapes validates again).
+MAX_SIGNATURES = 64
+
+
+@dataclass
+class AcceptedSignatures:
+    """The argument signatures a module's full validation passed unchanged (see the module
+    docstring); ``enabled`` is False for a module with packed, tiled or sub-byte parameters."""
+
+    enabled: bool
+    known: set = field(default_factory=set)
+
+    @staticmethod
+    def key(args: Sequence[object]) -> tuple | None:
+        """The signature of ``args``; None when one is not a plain ``torch.Tensor``."""
+        out = []
+        for a in args:
+            if type(a) is not torch.Tensor:
+                return None
+            out.append((a.dtype, a.shape, a.device, a.is_contiguous(), a.requires_grad,
+                        a.is_neg(), a.is_conj()))
+        return tuple(out)
+
+    def remember(self, args: Sequence[object], validated: Sequence[torch.Tensor]) -> bool:
+        """Remember ``args``' signature when validation returned them as they were (the same
+        data, contiguous, no autograd); True when it did."""
+        if not self.enabled or len(self.known) >= MAX_SIGNATURES:
+            return False
+        key = self.key(args)
+        if key is None or any(a.requires_grad or not a.is_contiguous() or a.is_neg() or a.is_conj()
+                              or v.data_ptr() != a.data_ptr() or v.dtype != a.dtype
+                              or v.shape != a.shape for a, v in zip(args, validated)):
+            return False
+        self.known.add(key)
+        return True
+
+
+def accepted_signatures(parameters: Sequence[HloInstruction]) -> AcceptedSignatures:
+    """An empty record for a module with these ENTRY parameters."""
+    plain = all(isinstance(p.shape, ArrayShape) and physical_buffer(p.shape) is None
+                and p.shape.dtype not in SUB_BYTE_CARRIERS for p in parameters)
+    return AcceptedSignatures(enabled=plain)
+
+
+def outputs_are_fresh(module: HloModule, fusions: Mapping[str, object]) -> bool:
+    """True when every ENTRY result is an output of a launched kernel, each taken once: such
+    a value is a buffer its launch allocated, sharing memory with no input, constant or other
+    result."""
+    entry = module.entry
+    root = entry.root
+    if root.opcode == "fusion":
+        return root.name in fusions
+    if root.opcode != "tuple":
+        return False
+    seen = set()
+    for name in root.operands:
+        instr, index = entry.instruction(name), None
+        if instr.opcode == "get-tuple-element":
+            instr, index = entry.instruction(instr.operands[0]), instr.attr("index")
+        elif not isinstance(instr.shape, ArrayShape):
+            return False  # a whole tuple beside its own elements could repeat one
+        if instr.opcode != "fusion" or instr.name not in fusions or (instr.name, index) in seen:
+            return False
+        seen.add((instr.name, index))
+    return True
+
+
+__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "accepted_signatures", "outputs_are_fresh"]
