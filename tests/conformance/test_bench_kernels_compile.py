@@ -40,6 +40,7 @@ def _compiled(target_compiles, arch: int) -> dict[str, list[Path]]:
     return out
 
 
+@pytest.mark.slow
 @requires_ptxas
 @pytest.mark.parametrize("part", range(SHARDS))
 @pytest.mark.parametrize("arch", ARCHS)

@@ -37,6 +37,7 @@ def _compile_all(paths: list[Path], arch: int) -> list[dict]:
     return json.loads(lines[-1][len(_CHILD_MARKER):])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", range(SHARDS))
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_corpus_kernel_compiles_without_spills(target_compiles, arch, part):

@@ -155,6 +155,7 @@ def test_gradcheck_f64():
     assert torch.autograd.gradcheck(fn, (x, w))
 
 
+@pytest.mark.slow
 def test_trains_under_torch_compile(fns, inductor_without_vec_isa_probe):
     fn = fns["jax"]
 

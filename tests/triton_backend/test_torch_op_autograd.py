@@ -157,6 +157,7 @@ def _train(model, steps, xs, targets):
     return losses
 
 
+@pytest.mark.slow
 def test_training_under_torch_compile_matches_plain_pytorch(rmsnorm, mlp,
                                                           inductor_without_vec_isa_probe):
     gen = torch.Generator().manual_seed(1)
