@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -67,6 +68,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+# Parsed once per test process and shared by the tests (each used to parse every file of the
+# three packages again, a second or two each); the trees and graphs are only read.
+@functools.cache
 def _modules() -> dict[str, tuple[Path, ast.Module]]:
     out = {}
     for package in PACKAGES:
@@ -117,6 +121,7 @@ def _imports(tree: ast.Module, type_checking: bool = False):
     yield from walk(tree, None)
 
 
+@functools.cache
 def _graph(type_checking: bool = False):
     modules = _modules()
     known = set(modules)

@@ -4,8 +4,10 @@ register spills, and the normalizations, the matmul with its epilogue and attent
 kernel each.
 
 The tiling is the one ``compile_hlo(..., target=...)`` chooses for a GPU: interpreter-sized
-blocks never reach PTX.  One child process per architecture compiles every kernel (Triton's
-compiler and the wheel's ``ptxas``, no GPU needed).
+blocks never reach PTX.  A child process per shard and architecture compiles the kernels
+(Triton's compiler and the wheel's ``ptxas``, no GPU needed); the distinct kernel files of an
+architecture are split into ``SHARDS`` parts by their content hash, so xdist can run the parts
+on different workers.
 """
 from __future__ import annotations
 
@@ -13,53 +15,58 @@ from pathlib import Path
 
 import pytest
 
-from triton_backend import compile_hlo
-from triton_backend.reports.compile_report import build_report, compile_kernel_files, write_kernels
+from tests.conformance.target_kernels import distinct_kernel_files, names, shard
+from triton_backend.reports.compile_report import compile_kernel_files
 from triton_backend.reports.ptx_report import find_ptxas
 
-PROGRAMS = Path(__file__).resolve().parents[2] / "bench" / "programs"
+PROGRAMS = sorted((Path(__file__).resolve().parents[2] / "bench" / "programs").glob("*.hlo"))
 ARCHS = (90, 80)
+SHARDS = 2
 #: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16).
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
               "attention_causal", "gelu", "swiglu")
 
+requires_ptxas = pytest.mark.skipif(not all(find_ptxas(a) for a in ARCHS),
+                                    reason="ptxas is not in the Triton wheel")
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> dict[int, dict[str, list[Path]]]:
-    """arch -> program -> its kernel files, compiled with ``target=sm_<arch>``."""
-    if not all(find_ptxas(a) for a in ARCHS):
-        pytest.skip("ptxas is not in the Triton wheel")
-    out: dict[int, dict[str, list[Path]]] = {}
-    for arch in ARCHS:
-        out[arch] = {}
-        for path in sorted(PROGRAMS.glob("*.hlo")):
-            module = compile_hlo(path.read_text(), target=f"sm_{arch}")
-            report = build_report(module)
-            # The fusion pass's result compiles as made: no fallback to a less fused module.
-            assert report.fusion_mode == "fused", (path.stem, report.fusion_fallbacks)
-            directory = tmp_path_factory.mktemp(f"{path.stem}_sm{arch}")
-            write_kernels(module, report, directory)
-            out[arch][path.stem] = [directory / f.kernel_file for f in report.fusions]
+
+def _compiled(target_compiles, arch: int) -> dict[str, list[Path]]:
+    """Program -> its kernel files, compiled with ``target=sm_<arch>``."""
+    out = {}
+    for name, kernels in target_compiles.programs(PROGRAMS, arch).items():
+        # The fusion pass's result compiles as made: no fallback to a less fused module.
+        assert kernels.fusion_mode == "fused", (name, kernels.fusion_fallbacks)
+        out[name] = list(kernels.files)
     return out
 
 
+@pytest.mark.slow
+@requires_ptxas
+@pytest.mark.parametrize("part", range(SHARDS))
 @pytest.mark.parametrize("arch", ARCHS)
-def test_every_bench_kernel_compiles_without_spills(compiled, arch):
-    programs = compiled[arch]
+def test_every_bench_kernel_compiles_without_spills(target_compiles, arch, part):
+    programs = _compiled(target_compiles, arch)
     assert len(programs) >= 20  # every bench program, not a vacuous pass
-    paths = [p for files in programs.values() for p in files]
-    results = compile_kernel_files(paths, arch)
-    assert len(results) == len(paths)
-    spilled = [(p.parent.name, p.name, r["registers"], r["spill_store_bytes"], r["spill_load_bytes"])
-               for p, r in zip(paths, results)
+    distinct = distinct_kernel_files(p for files in programs.values() for p in files)
+    # The shards partition the distinct files: none is left out, none checked twice.
+    covered = [tuple(paths) for i in range(SHARDS) for paths in shard(distinct, i, SHARDS)]
+    assert sorted(covered) == sorted(map(tuple, distinct.values()))
+    groups = shard(distinct, part, SHARDS)
+    assert groups  # this shard checks something
+    results = compile_kernel_files([paths[0] for paths in groups], arch)
+    assert len(results) == len(groups)
+    spilled = [(names(paths), r["registers"], r["spill_store_bytes"], r["spill_load_bytes"])
+               for paths, r in zip(groups, results)
                if r["spill_store_bytes"] or r["spill_load_bytes"]]
     assert not spilled, spilled
     assert all(r["registers"] > 0 for r in results)
 
 
-def test_normalizations_matmul_epilogue_and_attention_are_one_kernel(compiled):
-    for name, files in compiled[90].items():
+@requires_ptxas
+def test_normalizations_matmul_epilogue_and_attention_are_one_kernel(target_compiles):
+    compiled = _compiled(target_compiles, 90)
+    for name, files in compiled.items():
         if name.startswith(ONE_KERNEL):
             assert len(files) == 1, (name, [f.name for f in files])
-    gpt2 = [files for name, files in compiled[90].items() if name.startswith("gpt2_block")]
+    gpt2 = [files for name, files in compiled.items() if name.startswith("gpt2_block")]
     assert gpt2 and all(len(files) <= 10 for files in gpt2)

@@ -1,9 +1,10 @@
 """Every kernel the corpus compiles to also compiles for a GPU: sm_90 and sm_80, no spills.
 
 The tests run kernels in the Triton interpreter; this checks the same kernel files go through
-Triton's real compiler and ``ptxas`` for an H100 and an A100, without a GPU.  One child process
-per architecture compiles all of them (a child: kernels decorated under ``TRITON_INTERPRET``
-cannot be compiled).
+Triton's real compiler and ``ptxas`` for an H100 and an A100, without a GPU.  A child process
+compiles them (a child: kernels decorated under ``TRITON_INTERPRET`` cannot be compiled), one
+per shard and architecture: the distinct kernel files of an architecture are split into
+``SHARDS`` parts by their content hash, so xdist can run the parts on different workers.
 """
 from __future__ import annotations
 
@@ -15,27 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from triton_backend import compile_hlo
-from triton_backend.reports.compile_report import _CHILD_MARKER, build_report, write_kernels
+from tests.conformance.target_kernels import distinct_kernel_files, names, shard
+from triton_backend.reports.compile_report import _CHILD_MARKER
 
 CORPUS = Path(__file__).parents[1] / "data" / "hlo"
-
-
-@pytest.fixture(scope="module")
-def kernel_files(tmp_path_factory) -> dict[int, list[Path]]:
-    """Per architecture, the kernel files of every corpus program (before and after XLA's
-    passes, fused by us) compiled for that target: the tiling a GPU gets, never the
-    interpreter's."""
-    out: dict[int, list[Path]] = {}
-    for arch in (90, 80):
-        out[arch] = []
-        for path in sorted(CORPUS.glob("*.hlo")):
-            compiled = compile_hlo(path.read_text(), target=f"sm_{arch}")
-            report = build_report(compiled)
-            directory = tmp_path_factory.mktemp(f"{path.stem.replace('.', '_')}_sm{arch}")
-            write_kernels(compiled, report, directory)
-            out[arch] += [directory / f.kernel_file for f in report.fusions]
-    return out
+#: Every corpus program, before and after XLA's passes (fused by us when unfused).
+PROGRAMS = sorted(CORPUS.glob("*.hlo"))
+ARCHS = (90, 80)
+SHARDS = 2
 
 
 def _compile_all(paths: list[Path], arch: int) -> list[dict]:
@@ -49,13 +37,24 @@ def _compile_all(paths: list[Path], arch: int) -> list[dict]:
     return json.loads(lines[-1][len(_CHILD_MARKER):])
 
 
-@pytest.mark.parametrize("arch", [90, 80])
-def test_every_corpus_kernel_compiles_without_spills(kernel_files, arch):
-    paths = kernel_files[arch]
-    assert len(paths) > 60  # the whole corpus, not a vacuous pass
-    results = _compile_all(paths, arch)
-    assert len(results) == len(paths)
-    for path, r in zip(paths, results):
-        assert r["registers"] > 0, path.name
-        assert r["spill_store_bytes"] == 0 and r["spill_load_bytes"] == 0, (path.name, r)
-        assert (path.parent / r["cubin_file"]).stat().st_size > 0
+@pytest.mark.slow
+@pytest.mark.parametrize("part", range(SHARDS))
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_corpus_kernel_compiles_without_spills(target_compiles, arch, part):
+    # The kernel files of every corpus program compiled for this target: the tiling a GPU
+    # gets, never the interpreter's.
+    programs = target_compiles.programs(PROGRAMS, arch)
+    files = [f for kernels in programs.values() for f in kernels.files]
+    assert len(files) > 60  # the whole corpus, not a vacuous pass
+    distinct = distinct_kernel_files(files)
+    # The shards partition the distinct files: none is left out, none checked twice.
+    covered = [tuple(paths) for i in range(SHARDS) for paths in shard(distinct, i, SHARDS)]
+    assert sorted(covered) == sorted(map(tuple, distinct.values()))
+    groups = shard(distinct, part, SHARDS)
+    assert groups  # this shard checks something
+    results = _compile_all([paths[0] for paths in groups], arch)
+    assert len(results) == len(groups)
+    for paths, r in zip(groups, results):
+        assert r["registers"] > 0, names(paths)
+        assert r["spill_store_bytes"] == 0 and r["spill_load_bytes"] == 0, (names(paths), r)
+        assert (paths[0].parent / r["cubin_file"]).stat().st_size > 0

@@ -155,7 +155,8 @@ def test_gradcheck_f64():
     assert torch.autograd.gradcheck(fn, (x, w))
 
 
-def test_trains_under_torch_compile(fns):
+@pytest.mark.slow
+def test_trains_under_torch_compile(fns, inductor_without_vec_isa_probe):
     fn = fns["jax"]
 
     class Model(torch.nn.Module):
