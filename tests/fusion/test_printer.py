@@ -1,6 +1,7 @@
 """The printer: XLA's style, and print -> parse gives back an equal module (hypothesis)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -79,7 +80,11 @@ def test_instruction_attributes_in_order():
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,5}(\.[0-9]{1,2})?(-[a-z]{1,3})?", fullmatch=True)
 small = st.integers(0, 5)
 
+# The composite strategies taking arguments are cached (functools.cache): one strategy object
+# per argument tuple, validated by hypothesis once instead of at every draw.  The examples
+# drawn are the same.
 
+@functools.cache
 @st.composite
 def layouts(draw, rank):
     minor_to_major = tuple(draw(st.permutations(range(rank))))
@@ -106,6 +111,7 @@ shapes = st.recursive(array_shapes(), lambda inner: st.lists(inner, max_size=3).
 _SPECIALS_OK = {"f16", "bf16", "f32", "f64"}
 
 
+@functools.cache
 @st.composite
 def literal_values(draw, dtype, count):
     etype = ELEMENT_TYPES[dtype]
@@ -132,6 +138,7 @@ def literal_values(draw, dtype, count):
     return tuple(cast)
 
 
+@functools.cache
 @st.composite
 def constants(draw, name):
     value_types = sorted(t for t, e in ELEMENT_TYPES.items() if e.has_values)

@@ -1,6 +1,7 @@
 """Hypothesis laws: expressions evaluate like Python integer arithmetic; canonical forms of
 equal sums are equal; simplification preserves every point; composition is pointwise
 composition; print -> parse is the identity."""
+import functools
 import itertools
 
 from hypothesis import given, settings, strategies as st
@@ -54,6 +55,10 @@ def _combine(children):
     )
 
 
+# One strategy object per arity, built once: indexing_maps draws from it for every result
+# and constraint, and a fresh recursive strategy is validated again on its first draw (a
+# third of this file's time).  The examples drawn are the same.
+@functools.cache
 def exprs_with_reference(num_dims, num_syms):
     """(AffineExpr, the same computation as a Python function of (dims, syms))."""
     return st.recursive(_leaf(num_dims, num_syms), _combine, max_leaves=6)
