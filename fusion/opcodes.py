@@ -66,6 +66,12 @@ class OpTraits:
     computation's parameters (call, fusion), so inlining it only renames.
     ``library_call``: XLA:GPU runs it as a library call (cuSOLVER, cuFFT, cuBLAS, a TopK
     kernel); here torch runs it on the host.
+    ``collective``: a cross-device collective (all-reduce, all-gather, reduce-scatter,
+    all-to-all, collective-permute, and the ``-start``/``-done`` halves XLA splits some into).
+    Modules run on one device here, where it has one participant and its value is defined
+    (``fusion.analysis.collectives``); the host copies it.
+    ``implied_shape``: its text may leave the result shape out, which follows from the
+    operands' shapes alone (``fusion.text.implied_shapes``); XLA's parser infers it too.
     """
 
     elementwise: bool = False
@@ -93,10 +99,12 @@ class OpTraits:
     given_value: bool = False
     inlinable: bool = False
     library_call: bool = False
+    collective: bool = False
+    implied_shape: bool = False
 
 
 _NONE = OpTraits()
-_ELEMENTWISE = OpTraits(elementwise=True, fusible=True, foldable=True)
+_ELEMENTWISE = OpTraits(elementwise=True, fusible=True, foldable=True, implied_shape=True)
 _EXPENSIVE_ELEMENTWISE = replace(_ELEMENTWISE, expensive=True)
 _FLOP_FREE_ELEMENTWISE = replace(_ELEMENTWISE, flop_free=True)
 # map calls a computation and stochastic-convert draws random bits: neither folds nor fuses.
@@ -109,30 +117,41 @@ _SIDE_EFFECT = OpTraits(side_effect=True)
 _MOVEMENT = replace(_INDEX_CHANGING, data_movement=True)
 _CONTRACTION = OpTraits(own_loop=True, contraction=True)
 _LIBRARY_CALL = OpTraits(library_call=True)
+_COLLECTIVE = OpTraits(collective=True)
 
 #: opcode -> traits, alphabetical, in XLA's HLO text spelling of the opcodes.
 OPCODES: dict[str, OpTraits] = {
     "abs": replace(_ELEMENTWISE, complex_to_real=True),
     "add": _ELEMENTWISE,
     "after-all": _SIDE_EFFECT,
-    "all-reduce": _SIDE_EFFECT,
+    "all-gather": _COLLECTIVE,
+    "all-gather-done": _COLLECTIVE,
+    "all-gather-start": _COLLECTIVE,
+    "all-reduce": _COLLECTIVE,
+    "all-reduce-done": _COLLECTIVE,
+    "all-reduce-start": _COLLECTIVE,
+    "all-to-all": _COLLECTIVE,
     "and": _ELEMENTWISE,
     "atan2": _EXPENSIVE_ELEMENTWISE,
     "bitcast": replace(_MOVEMENT, trivial=True, reshape_like=True, keeps_constant=True,
                        wraps_operands=True),
-    "bitcast-convert": _FLOP_FREE_ELEMENTWISE,
+    "bitcast-convert": replace(_FLOP_FREE_ELEMENTWISE, implied_shape=False),
     "broadcast": replace(_MOVEMENT, keeps_constant=True),
     "call": replace(_CONTROL_FLOW, inlinable=True),
     "cbrt": _EXPENSIVE_ELEMENTWISE,
     "ceil": _ELEMENTWISE,
     "cholesky": _LIBRARY_CALL,
     "clamp": _ELEMENTWISE,
+    "collective-permute": _COLLECTIVE,
+    "collective-permute-done": _COLLECTIVE,
+    "collective-permute-start": _COLLECTIVE,
     "compare": _ELEMENTWISE,
     "complex": _ELEMENTWISE,
     "concatenate": _MOVEMENT,
     "conditional": _CONTROL_FLOW,
     "constant": OpTraits(fusible=True, trivial=True, given_value=True),
-    "convert": replace(_FLOP_FREE_ELEMENTWISE, keeps_constant=True, passes_counter=True),
+    "convert": replace(_FLOP_FREE_ELEMENTWISE, keeps_constant=True, passes_counter=True,
+                       implied_shape=False),
     "convolution": _CONTRACTION,
     "copy": replace(_FLOP_FREE_ELEMENTWISE, physical_transpose=True, passes_counter=True,
                     data_movement=True),
@@ -150,7 +169,7 @@ OPCODES: dict[str, OpTraits] = {
     "floor": _ELEMENTWISE,
     "fusion": OpTraits(inlinable=True),
     "gather": OpTraits(data_movement=True, rt_var_indexing=True),
-    "get-tuple-element": _PLUMBING,
+    "get-tuple-element": replace(_PLUMBING, implied_shape=True),
     "imag": replace(_ELEMENTWISE, complex_to_real=True),
     "infeed": _SIDE_EFFECT,
     "iota": OpTraits(fusible=True),
@@ -175,7 +194,8 @@ OPCODES: dict[str, OpTraits] = {
     "recv-done": _SIDE_EFFECT,
     "reduce": replace(_INDEX_CHANGING, expensive=True, own_loop=True, kernel_reducer=True,
                       reduction=True),
-    "reduce-precision": _ELEMENTWISE,
+    "reduce-precision": replace(_ELEMENTWISE, implied_shape=False),
+    "reduce-scatter": _COLLECTIVE,
     "reduce-window": OpTraits(own_loop=True, kernel_reducer=True, reduction=True),
     "remainder": _EXPENSIVE_ELEMENTWISE,
     "reshape": replace(_MOVEMENT, reshape_like=True, keeps_constant=True, passes_counter=True),
@@ -206,7 +226,7 @@ OPCODES: dict[str, OpTraits] = {
     "topk": _LIBRARY_CALL,
     "transpose": replace(_MOVEMENT, physical_transpose=True),
     "triangular-solve": _LIBRARY_CALL,
-    "tuple": replace(_PLUMBING, wraps_operands=True),
+    "tuple": replace(_PLUMBING, wraps_operands=True, implied_shape=True),
     "while": _CONTROL_FLOW,
     "xor": _ELEMENTWISE,
 }

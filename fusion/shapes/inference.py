@@ -23,6 +23,16 @@ from fusion.errors import HloVerifyError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.shapes.checks import fail
+from fusion.shapes.rules_collective import (
+    shape_all_gather,
+    shape_all_gather_start,
+    shape_all_reduce,
+    shape_all_to_all,
+    shape_async_done,
+    shape_collective_permute,
+    shape_collective_permute_start,
+    shape_reduce_scatter,
+)
 from fusion.shapes.rules_control import (
     shape_call,
     shape_conditional,
@@ -75,12 +85,22 @@ from fusion.shapes.rules_reduce import shape_reduce, shape_reduce_window, shape_
 from fusion.shapes.rules_sort import shape_sort
 
 _STRUCTURAL_RULES: dict[str, Rule] = {
+    "all-gather": shape_all_gather,
+    "all-gather-done": shape_async_done,
+    "all-gather-start": shape_all_gather_start,
+    "all-reduce": shape_all_reduce,
+    "all-reduce-done": shape_async_done,
+    "all-reduce-start": shape_all_reduce,
+    "all-to-all": shape_all_to_all,
     "bitcast": shape_bitcast,
     "bitcast-convert": shape_bitcast_convert,
     "broadcast": shape_broadcast,
     "call": shape_call,
     "cholesky": shape_cholesky,
     "clamp": shape_clamp,
+    "collective-permute": shape_collective_permute,
+    "collective-permute-done": shape_async_done,
+    "collective-permute-start": shape_collective_permute_start,
     "compare": shape_compare,
     "concatenate": shape_concatenate,
     "conditional": shape_conditional,
@@ -102,6 +122,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "parameter": shape_parameter,
     "reduce": shape_reduce,
     "reduce-precision": shape_reduce_precision,
+    "reduce-scatter": shape_reduce_scatter,
     "reduce-window": shape_reduce_window,
     "reshape": shape_reshape,
     "reverse": shape_reverse,

@@ -75,14 +75,14 @@ UNARY_KINDS: dict[str, str] = {
 
 # Binary op -> the element-type kinds it accepts.
 BINARY_KINDS: dict[str, str] = {
-    "add": NUMERIC,
+    "add": "pred " + NUMERIC,  # on pred: or (XLA's EmitPredBinaryOp)
     "and": LOGICAL,
     "atan2": FLOATING,
     "complex": "float",
     "divide": NUMERIC,
     "maximum": "pred " + NUMERIC,
     "minimum": "pred " + NUMERIC,
-    "multiply": NUMERIC,
+    "multiply": "pred " + NUMERIC,  # on pred: and
     "or": LOGICAL,
     "power": NUMERIC,
     "remainder": NUMERIC,
@@ -122,6 +122,12 @@ def _two_alike(instr: HloInstruction, operands: Sequence[Shape]) -> tuple[ArrayS
 def shape_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """Result of a binary elementwise op: operands of equal dims and element type."""
     a, b = _two_alike(instr, operands)
+    if a.dtype == "pred" and "pred" not in BINARY_KINDS[instr.opcode].split():
+        # XLA's ShapeInference::InferBinaryOpShape: "Expected element type in shape to be
+        # arithmetic type for operation subtract; got PRED."
+        fail(instr, f"{instr.opcode} is not defined on pred operands (XLA defines add as or, "
+             "multiply as and, maximum as or, minimum as and; no other arithmetic)",
+             expected="element type of kind " + " or ".join(BINARY_KINDS[instr.opcode].split()))
     expect_kind(instr, a, BINARY_KINDS[instr.opcode], "the operands")
     if instr.opcode == "complex":
         if a.dtype not in _COMPLEX_OF:
@@ -216,11 +222,12 @@ def shape_reduce_precision(
 
 
 def shape_select(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
-    """``select(pred, on_true, on_false)``: pred has the branches' dims."""
+    """``select(pred, on_true, on_false)``: pred has the branches' dims, or is a scalar that
+    picks one whole branch (XLA's ``InferSelectShape`` takes a rank-0 pred)."""
     expect_operand_count(instr, operands, 3)
     p, t, f = (expect_array(instr, s, f"operand {n}") for n, s in enumerate(operands))
     if p.dtype != "pred":
         fail(instr, f"select predicate must be pred, got {p}")
     expect_same_type(instr, (t, f), "the branches")
-    expect_same_dims(instr, (p, t, f), "the predicate and branches")
+    expect_same_dims(instr, (t, f) if p.rank == 0 else (p, t, f), "the predicate and branches")
     return ArrayShape(t.dtype, t.dims)

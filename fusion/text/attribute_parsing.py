@@ -12,7 +12,10 @@ PaddingConfig(dims=(PaddingDim(low=1, high=2, interior=0), PaddingDim(low=0, hig
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
+
+import numpy as np
 
 from fusion.ir.attributes import PaddingConfig, PaddingDim, RawText, SliceDim, Window, WindowDim
 from fusion.text.lexer import Lexer, Token
@@ -87,6 +90,63 @@ def read_dims(lexer: Lexer, key: str) -> tuple[int, ...]:
         return (read_int(lexer, key),)
     lexer.next()
     return _items_to_brace(lexer, key, read_int)
+
+
+def read_int_lists(lexer: Lexer, key: str) -> tuple[tuple[int, ...], ...]:
+    """``{{0,1},{2,3}}``, ``{}`` (``source_target_pairs``, ``replica_groups``).
+
+    >>> read_int_lists(Lexer("{{0,1},{2}}"), "replica_groups"), read_int_lists(Lexer("{}"), "g")
+    (((0, 1), (2,)), ())
+    """
+    lexer.expect("{", f"'{{' opening {key}")
+    return _items_to_brace(lexer, key, _braced_ints)
+
+
+def _braced_ints(lexer: Lexer, key: str) -> tuple[int, ...]:
+    lexer.expect("{", f"'{{' opening a list of integers in {key}")
+    return _items_to_brace(lexer, key, read_int)
+
+
+def read_replica_groups(lexer: Lexer, key: str) -> tuple[tuple[int, ...], ...]:
+    """``{{0,1},{2,3}}``, or XLA's iota form ``[groups,size]<=[dims]`` with an optional
+    transpose ``T(perm)``, expanded to the explicit groups it stands for.
+
+    >>> read_replica_groups(Lexer("[2,2]<=[2,2]T(1,0)"), "replica_groups")
+    ((0, 2), (1, 3))
+    """
+    if lexer.peek().kind != "[":
+        return read_int_lists(lexer, key)
+    start = lexer.peek().pos
+    shape = _bracketed_ints(lexer, key)
+    lexer.expect("<=", f"'<=' in the iota form of {key}, e.g. [2,4]<=[8]")
+    dims = _bracketed_ints(lexer, key)
+    perm = tuple(range(len(dims)))
+    if lexer.peek().text == "T" and lexer.peek(1).kind == "(":
+        lexer.next()
+        lexer.next()
+        perm = tuple(_items_to_close(lexer, key, ")"))
+    ids = np.arange(math.prod(dims))
+    if len(shape) != 2 or sorted(perm) != list(range(len(dims))) \
+            or math.prod(shape) != ids.size:
+        raise lexer.error(f"bad iota {key}", start, expected="[groups,size]<=[dims] with "
+                          "groups*size elements, optionally T(permutation of the dims)")
+    groups = ids.reshape(dims).transpose(perm).reshape(shape)
+    return tuple(tuple(int(i) for i in group) for group in groups)
+
+
+def _bracketed_ints(lexer: Lexer, key: str) -> tuple[int, ...]:
+    lexer.expect("[", f"'[' in the iota form of {key}")
+    return _items_to_close(lexer, key, "]")
+
+
+def _items_to_close(lexer: Lexer, key: str, close: str) -> tuple[int, ...]:
+    items: list[int] = []
+    while lexer.peek().kind != close:
+        if items:
+            lexer.expect(",", f"',' or '{close}' in {key}")
+        items.append(read_int(lexer, key))
+    lexer.next()
+    return tuple(items)
 
 
 def read_words(lexer: Lexer, key: str) -> tuple[str, ...]:
@@ -263,6 +323,7 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "padding": read_padding,
     "padding_type": read_word,
     "precision_config": read_words,
+    "replica_groups": read_replica_groups,
     "rhs_batch_dims": _DIMS,
     "rhs_contracting_dims": _DIMS,
     "scatter": read_computation,
@@ -271,6 +332,7 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "select": read_computation,
     "slice": read_slice,
     "slice_sizes": _DIMS,
+    "source_target_pairs": read_int_lists,
     "start_index_map": _DIMS,
     "start_indices_batching_dims": _DIMS,
     "to_apply": read_computation,

@@ -33,6 +33,8 @@ from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.text.lexer import BLANKS, NAME_BODY, Lexer, Token
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.layout import Layout
+from fusion.opcodes import traits
+from fusion.text.implied_shapes import implied_shape
 from fusion.text.literal_parsing import read_literal
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.text.shape_parsing import is_shape_start, read_layout_at, read_shape
@@ -102,6 +104,23 @@ def _expect_end(lexer: Lexer, what: str) -> None:
     if tok.kind != "EOF":
         raise lexer.error(f"unexpected text {tok.text!r} after the {what}", tok.pos,
                           expected=f"the end of the {what}")
+
+
+def _default_scalar_broadcast_dims(instructions: list[HloInstruction], at: list[int],
+                                   shapes: dict[str, Shape]) -> None:
+    """Give ``dimensions={}`` to the broadcasts at ``at`` whose operand is a scalar, as XLA's
+    parser does (``dimensions`` is optional exactly then); any other stays without it, and the
+    verifier says the attribute is missing.
+
+    >>> m = parse_hlo("ENTRY e {\\n  x = f32[] parameter(0)\\n  ROOT b = f32[2] broadcast(x)\\n}")
+    >>> m.entry.root.attr("dimensions")
+    ()
+    """
+    for k in at:
+        instr = instructions[k]
+        operand = shapes.get(instr.operands[0]) if len(instr.operands) == 1 else None
+        if isinstance(operand, ArrayShape) and operand.rank == 0:
+            instructions[k] = instr.replace(attributes=instr.attributes + (("dimensions", ()),))
 
 
 #: Name XLA gives a computation written inline (uniquified ``_.1``, ``_.2``, ...).
@@ -216,8 +235,9 @@ class _Parser:
         lx = self.lexer
         self.lexer.expect("{", f"'{{' opening the body of computation {name_tok.text}")
         instructions: list[HloInstruction] = []
-        names: dict[str, int] = {}
+        names: dict[str, Shape] = {}
         root_name = None
+        defaulted: list[int] = []  # broadcasts without dimensions (XLA's default below)
         while lx.peek().kind != "}":
             if lx.peek().kind == "EOF":
                 raise lx.error(f"computation {name_tok.text} is not closed", lx.peek().pos,
@@ -227,7 +247,11 @@ class _Parser:
             if instr.name in names:
                 raise lx.error(f"duplicate instruction name {instr.name!r}", instr_pos,
                                expected="unique names within a computation")
-            names[instr.name] = 1
+            if instr.shape is None:
+                instr = instr.replace(shape=self.implied(instr, names, instr_pos))
+            names[instr.name] = instr.shape
+            if instr.opcode == "broadcast" and not instr.has_attr("dimensions"):
+                defaulted.append(len(instructions))
             if is_root:
                 if root_name is not None:
                     raise lx.error(f"second ROOT {instr.name!r} (first was {root_name!r})",
@@ -239,9 +263,22 @@ class _Parser:
         if not instructions:
             raise lx.error(f"computation {name_tok.text} has no instructions", name_tok.pos,
                            expected="at least one instruction")
+        if defaulted:
+            _default_scalar_broadcast_dims(instructions, defaulted, names)
         return HloComputation(name_tok.text.lstrip("%"), tuple(instructions),
                               root_name or instructions[-1].name, is_entry,
                               lx.location(first_pos))
+
+    def implied(self, instr: HloInstruction, shapes: dict[str, Shape], pos: int) -> Shape:
+        """The shape of ``instr``, written without one, from its operands' (``implied_shapes``)."""
+        missing = [o for o in instr.operands if o not in shapes]
+        shape = (f"its operand {missing[0]!r} is not defined before it" if missing else
+                 implied_shape(instr.opcode, [shapes[o] for o in instr.operands],
+                               instr.attributes))
+        if isinstance(shape, str):
+            raise self.lexer.error(f"cannot infer the shape of {instr.opcode} {instr.name!r}: "
+                                   f"{shape}", pos, expected=f"a shape before {instr.opcode}")
+        return shape
 
     def inline_follows(self) -> bool:
         """Whether a computation body (``{ name = ...`` or ``{ ROOT ...``) comes next."""
@@ -339,9 +376,15 @@ class _Parser:
             lx.next()
         name_tok = self.name("an instruction 'name = shape opcode(operands)' or '}'")
         self.lexer.expect("=", f"'=' after instruction name {name_tok.text}")
-        shape = read_shape(lx)
+        # XLA's parser infers a shape left out (``t = tuple(a, b)``): ``body`` fills it in.
+        left_out = lx.peek().kind == "NAME" and lx.peek(1).kind == "(" and not is_shape_start(lx)
+        shape = None if left_out else read_shape(lx)
         opcode_tok = self.name(f"the opcode of {name_tok.text}")
         opcode = opcode_tok.text
+        if shape is None and not traits(opcode).implied_shape:
+            raise lx.error(f"expected a shape: {opcode} cannot leave it out (only tuple, "
+                           "get-tuple-element and elementwise ops other than conversions can)",
+                           opcode_tok.pos, expected="a shape such as f32[2,3]{1,0} or (f32[], s32[])")
         self.lexer.expect("(", f"'(' opening the operands of {opcode}")
         operands: list[str] = []
         attributes: list[tuple[str, Any]] = []

@@ -74,7 +74,9 @@ def test_deeply_nested_array_literal_is_a_located_parse_error():
 # -- required attributes: KeyError in the indexing analysis ----------------------------------
 
 @pytest.mark.parametrize("line", [
-    "  ROOT b = f32[3,2] broadcast(p)",  # XLA requires dimensions={...} even for scalars
+    # XLA's parser defaults dimensions={} for a scalar operand only (tests/triton_backend/
+    # test_scalar_forms.py); a broadcast of an array must say where its dims go.
+    "  ROOT b = f32[3,2] broadcast(q)",
     "  ROOT r = f32[2] reverse(q)",
 ])
 def test_missing_dimensions_attribute_is_a_verify_error(line):

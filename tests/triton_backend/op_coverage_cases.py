@@ -33,7 +33,39 @@ MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32
 LT = ("lt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
       "  ROOT c = pred[] compare(a, b), direction=LT\n}\n")
 
+
+def _collective(body: str, reducer: str = "") -> str:
+    return f"HloModule m\n{reducer}ENTRY e {{\n  x = f32[2,3] parameter(0)\n{body}\n}}\n"
+
+
+#: The collectives, on the one device a module runs on (``replica_groups={}`` or ``{{0}}``).
+COLLECTIVES: dict[str, str] = {
+    "all-gather": _collective("  ROOT r = f32[2,3] all-gather(x), replica_groups={{0}}, "
+                              "dimensions={1}"),
+    "all-gather-done": _collective("  s = (f32[2,3], f32[2,3]) all-gather-start(x), "
+                                   "replica_groups={}, dimensions={0}\n"
+                                   "  ROOT r = f32[2,3] all-gather-done(s)"),
+    "all-reduce": _collective("  ROOT r = f32[2,3] all-reduce(x), channel_id=1, "
+                              "replica_groups={{0}}, use_global_device_ids=true, to_apply=add",
+                              ADD),
+    "all-reduce-done": _collective("  s = f32[2,3] all-reduce-start(x), replica_groups={}, "
+                                   "to_apply=add\n  ROOT r = f32[2,3] all-reduce-done(s)", ADD),
+    "all-to-all": _collective("  ROOT r = f32[2,3] all-to-all(x), replica_groups={{0}}, "
+                              "dimensions={0}"),
+    "collective-permute": _collective("  ROOT r = f32[2,3] collective-permute(x), "
+                                      "source_target_pairs={{0,0}}"),
+    "collective-permute-done": _collective(
+        "  s = (f32[2,3], f32[2,3], u32[], u32[]) collective-permute-start(x), "
+        "source_target_pairs={}\n  ROOT r = f32[2,3] collective-permute-done(s)"),
+    "reduce-scatter": _collective("  ROOT r = f32[2,3] reduce-scatter(x), replica_groups={}, "
+                                  "dimensions={1}, to_apply=add", ADD),
+}
+COLLECTIVES["all-gather-start"] = COLLECTIVES["all-gather-done"]
+COLLECTIVES["all-reduce-start"] = COLLECTIVES["all-reduce-done"]
+COLLECTIVES["collective-permute-start"] = COLLECTIVES["collective-permute-done"]
+
 WRITTEN: dict[str, str] = {
+    **COLLECTIVES,
     "bitcast": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[6] bitcast(x)\n}\n",
     "bitcast-convert": unary("bitcast-convert", "f32", "s32"),
     "broadcast": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
@@ -210,6 +242,9 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
         "  ROOT p = f32[2,3] map(n, a), dimensions={0,1}, to_apply=add\n}\n"
         "ENTRY e {\n  x = f32[2,3] parameter(0)\n"
         "  ROOT r = f32[2,3] fusion(x), kind=kLoop, calls=fused\n}\n"), "p", "map is not emitted"),
+    "collective_over_two_devices": (
+        _collective("  ROOT r = f32[2,3] all-reduce(x), replica_groups={{0,1}}, to_apply=add",
+                    ADD), "r", "needs 2 devices"),
     "custom_call": (
         ("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
         "  ROOT r = f32[4] custom-call(x), custom_call_target=\"foo\"\n}\n"), "r", "custom-call"),

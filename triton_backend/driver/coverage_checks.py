@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from fusion.analysis.collectives import single_device_problem
 from fusion.analysis.library_calls import TARGETS, layout_problem, library_call
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.element_types import ELEMENT_TYPES
@@ -71,6 +72,11 @@ KERNEL_ELEMENT_TYPES: frozenset[str] = _kernel_types()
 
 def _bits(shape: Shape) -> int | None:
     return shape.element_type.bits if isinstance(shape, ArrayShape) else None
+
+
+def collective_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
+    """A collective runs on one device: its groups may name device 0 alone."""
+    return single_device_problem(instr, module)
 
 
 def bitcast_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:

@@ -55,6 +55,7 @@ from triton_backend.driver.coverage_checks import (
     KERNEL_ELEMENT_TYPES,
     Check,
     bitcast_check,
+    collective_check,
     elementwise_check,
     fusion_template,
     library_check,
@@ -117,6 +118,10 @@ _TEMPLATES = {"convolution": "convolution", "dot": "dot", "sort": "sort", "scatt
 _PAIRS = ("complex values as pairs of floats: a fusion over c64/c128 compiles from its "
           "expansion into real parts (fusion.transforms.complex_expansion)")
 _REDUCER_LIMIT = ("its reducer may hold only elementwise ops, constants, parameters and tuples")
+_ONE_DEVICE = OpCoverage(HOST, "one device: its groups name device 0 alone (replica_groups={} "
+                         "or {{0}}; collective-permute pairs {} or {{0,0}}), where it copies "
+                         "its operands (a collective-permute receiving nothing gives zeros)",
+                         collective_check)
 
 _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
@@ -194,7 +199,7 @@ def has_kernel_rule(opcode: str) -> bool:
 
 
 def _build_table() -> dict[str, OpCoverage]:
-    table = dict(_EXPLICIT)
+    table = {**dict.fromkeys(opcodes_with("collective"), _ONE_DEVICE), **_EXPLICIT}
     for opcode in ELEMENTWISE_RULES:
         table.setdefault(opcode, OpCoverage(ELEMENTWISE, "element types as its lowering "
                                             "allows", elementwise_check))
@@ -241,6 +246,9 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
     if role == "host":
         if instr.opcode in _HOST_ONLY or instr.opcode == "fusion":
             return None  # a fusion is judged by its template (``fusion_template``)
+        if traits(instr.opcode).collective:
+            return (collective_check(module, comp, instr)
+                    or _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor"))
         if instr.opcode == "constant":
             return _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor")
         if traits(instr.opcode).reshape_like and \

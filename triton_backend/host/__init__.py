@@ -1,1 +1,2 @@
-"""Host-side work around kernel launches: host ops, layout packing, input and output checks."""
+"""Host-side work around kernel launches: host ops (collectives on one device
+among them), layout packing, input and output checks."""

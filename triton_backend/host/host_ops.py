@@ -14,6 +14,8 @@ zero, exactly as kernels read and write it (``input_validation.physical_buffer``
 * a ``reduce`` of zero-element operands is its init values broadcast (XLA's algebraic
   simplifier does the same), so no kernel ever loops over an empty reduced dim;
 * ``call`` runs the callee's compiled program (XLA inlines calls; so do we, at run time);
+* the collectives (``all-reduce``, ``all-gather``, ...) copy their operands, or give zeros
+  (``collective``s on one device, ``collectives``);
 * the library calls (``fft``, ``topk``, ``cholesky``, ``triangular-solve`` and the LAPACK /
   cuSOLVER custom-calls JAX emits) call ``torch.fft``/``torch.linalg``/``torch.sort`` on the
   device tensors (``library_calls``);
@@ -52,6 +54,7 @@ from triton_backend.host.input_validation import (
     TORCH_DTYPES, pack_logical, physical_buffer, tensor_from_numpy, unpack_physical,
 )
 from triton_backend.host.views import is_view_layout
+from triton_backend.host.collectives import COLLECTIVE_HOST_RULES
 from triton_backend.host.library_calls import (
     host_cholesky, host_custom_call, host_fft, host_topk, host_triangular_solve,
 )
@@ -226,7 +229,8 @@ def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device
     return run
 
 
-HOST_RULES: dict[str, Rule] = {
+HOST_RULES: dict[str, Rule] = dict(sorted({
+    **COLLECTIVE_HOST_RULES,
     "bitcast": host_bitcast,
     "call": host_call,
     "cholesky": host_cholesky,
@@ -242,7 +246,7 @@ HOST_RULES: dict[str, Rule] = {
     "triangular-solve": host_triangular_solve,
     "tuple": host_tuple,
     "while": host_while,
-}
+}.items()))
 
 #: Opcodes whose called computations run as host programs (their ops compiled in turn).
 CONTROL_FLOW_OPCODES = opcodes_with("control_flow")

@@ -113,10 +113,18 @@ def lower_abs(call: ElementwiseCall) -> str:
     return f"tl.abs({x})"
 
 
+#: Arithmetic XLA defines on pred (``EmitPredBinaryOp``): ``int8(x) op int8(y) != 0``, so add
+#: is or and multiply is and; shape inference refuses subtract on pred.
+_PRED_ARITH = {"+": "|", "*": "&"}
+
+
 def lower_arith(op: str) -> Rule:
     def rule(call: ElementwiseCall) -> str:
         if call.result_type.is_pred:
-            raise call.unsupported("arithmetic on pred")
+            if op not in _PRED_ARITH:
+                raise call.unsupported("arithmetic on pred")
+            op_on_pred = _PRED_ARITH[op]
+            return f"{_p(call.operands[0])} {op_on_pred} {_p(call.operands[1])}"
         return f"{_p(call.operands[0])} {op} {_p(call.operands[1])}"
     return rule
 

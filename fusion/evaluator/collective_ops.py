@@ -1,0 +1,83 @@
+"""Collectives on the one device the evaluator models (``fusion.analysis.collectives``).
+
+With one participant, ``all-reduce``, ``all-gather``, ``reduce-scatter`` and ``all-to-all``
+give their operands; ``collective-permute`` gives its operand when a pair sends device 0 to
+itself, zeros when none targets it.  A ``-start`` computes that value (``all-gather-start`` as
+``(operand, result)``, ``collective-permute-start`` as ``(operand, result, contexts...)`` with
+zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
+an ``EvaluationError`` at its line and column.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusion.analysis.collectives import (
+    async_result_index,
+    sends_to_self,
+    single_device_problem,
+)
+from fusion.evaluator.failures import op_error
+from fusion.ir.shape import TupleShape
+
+
+def _one_device(ev: Any, instr: Any) -> None:
+    problem = single_device_problem(instr, ev.module)
+    if problem is not None:
+        raise op_error(instr, problem)
+
+
+def _one_or_tuple(values: list) -> Any:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def eval_one_participant(ev: Any, instr: Any, args: list) -> Any:
+    """all-reduce, all-gather, reduce-scatter, all-to-all (and all-reduce-start): the operands."""
+    _one_device(ev, instr)
+    if instr.opcode == "all-to-all" and not instr.has_attr("dimensions"):
+        return tuple(args)  # the tuple form's result is a tuple even of one operand
+    return _one_or_tuple(args)
+
+
+def eval_collective_permute(ev: Any, instr: Any, args: list) -> Any:
+    _one_device(ev, instr)
+    if sends_to_self(instr):
+        return _one_or_tuple(args)
+    return _one_or_tuple([np.zeros_like(np.asarray(a)) for a in args])
+
+
+def eval_all_gather_start(ev: Any, instr: Any, args: list) -> Any:
+    result = eval_one_participant(ev, instr, args)
+    return (_one_or_tuple(args), result)
+
+
+def eval_collective_permute_start(ev: Any, instr: Any, args: list) -> Any:
+    result = eval_collective_permute(ev, instr, args)
+    declared = instr.shape.elements[2:] if isinstance(instr.shape, TupleShape) else ()
+    contexts = tuple(np.zeros((), c.element_type.numpy_dtype()) for c in declared)
+    return (args[0], result, *contexts)
+
+
+def eval_async_done(ev: Any, instr: Any, args: list) -> Any:
+    index = async_result_index(instr.opcode.removesuffix("-done") + "-start")
+    if index is None:
+        return args[0]
+    if not isinstance(args[0], tuple):
+        raise op_error(instr, f"the operand of {instr.opcode} must be its start's tuple")
+    return args[0][index]
+
+
+COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {
+    "all-gather": eval_one_participant,
+    "all-gather-done": eval_async_done,
+    "all-gather-start": eval_all_gather_start,
+    "all-reduce": eval_one_participant,
+    "all-reduce-done": eval_async_done,
+    "all-reduce-start": eval_one_participant,
+    "all-to-all": eval_one_participant,
+    "collective-permute": eval_collective_permute,
+    "collective-permute-done": eval_async_done,
+    "collective-permute-start": eval_collective_permute_start,
+    "reduce-scatter": eval_one_participant,
+}

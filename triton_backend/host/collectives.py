@@ -1,0 +1,76 @@
+"""Collectives on the host, on the one device a compiled module runs on.
+
+With one participant (``fusion.analysis.collectives``) every collective moves values without
+computing: ``all-reduce``, ``all-gather``, ``reduce-scatter`` and ``all-to-all`` copy their
+operands; ``collective-permute`` copies its operand when a pair sends device 0 to itself and
+gives zeros when none targets it.  The ``-start`` halves build XLA's value (the result, or
+``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
+Copies go through the logical tensors, so operand and result may have different layouts.  An
+op that names another device has no host rule: ``op_coverage`` refuses it, located, before any
+kernel (and also when the module's header asks for several devices).
+
+>>> import torch
+>>> from fusion.ir.shape import ArrayShape
+>>> x = HloInstruction("x", "parameter", ArrayShape("f32", (2,)), (), (("parameter_number", 0),))
+>>> p = HloInstruction("p", "collective-permute", ArrayShape("f32", (2,)), ("x",),
+...                    (("source_target_pairs", ()),))
+>>> host_collective(HloComputation("c", (x, p), "p"), p, torch.device("cpu"))(
+...     [torch.tensor([1.0, 2.0])], None).tolist()
+[0.0, 0.0]
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from fusion.analysis.collectives import async_result_index, sends_to_self, single_device_problem
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
+from fusion.opcodes import opcodes_with
+from triton_backend.host.input_validation import pack_logical, torch_dtype, unpack_physical
+
+
+def _copy(value: torch.Tensor, source: ArrayShape, result: ArrayShape) -> torch.Tensor:
+    logical = unpack_physical(value, source)
+    return pack_logical(logical.clone(memory_format=torch.contiguous_format), result)
+
+
+def _zeros(value: torch.Tensor, source: ArrayShape, result: ArrayShape) -> torch.Tensor:
+    return pack_logical(torch.zeros_like(unpack_physical(value, source),
+                                         memory_format=torch.contiguous_format), result)
+
+
+def host_collective(comp: HloComputation, instr: HloInstruction,
+                    device: torch.device) -> Callable[[Sequence, object], object] | None:
+    """The executor of a collective on one device (module docstring)."""
+    if single_device_problem(instr, None) is not None:
+        return None  # no host rule: ``op_coverage`` refuses it, located, saying why
+    if instr.opcode.endswith("-done"):
+        index = async_result_index(instr.opcode.removesuffix("-done") + "-start")
+        return lambda operands, ctx: operands[0] if index is None else operands[0][index]
+    sources = [comp.instruction(o).shape for o in instr.operands]
+    wrapped = async_result_index(instr.opcode) is not None
+    assert not wrapped or isinstance(instr.shape, TupleShape)
+    results = instr.shape.elements[1] if wrapped else instr.shape
+    leaves = flatten_shape(results)
+    move = _zeros if instr.opcode.startswith("collective-permute") \
+        and not sends_to_self(instr) else _copy
+    contexts = instr.shape.elements[2:] if wrapped else ()
+
+    def run(operands: Sequence, ctx) -> object:
+        out = [move(v, s, r) for v, s, r in zip(operands, sources, leaves)]
+        value = tuple(out) if isinstance(results, TupleShape) else out[0]
+        if not wrapped:
+            return value
+        given = operands[0] if len(operands) == 1 else tuple(operands)
+        zeros = tuple(torch.zeros((), dtype=torch_dtype(c.dtype), device=device) for c in contexts)
+        return (given, value, *zeros)
+
+    return run
+
+
+#: One rule for every collective (the ``collective`` trait).
+COLLECTIVE_HOST_RULES = {opcode: host_collective for opcode in sorted(opcodes_with("collective"))}
+
+__all__ = ["COLLECTIVE_HOST_RULES", "host_collective"]
