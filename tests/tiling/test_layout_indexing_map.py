@@ -8,7 +8,8 @@ import math
 import numpy as np
 from hypothesis import assume, given, settings
 
-from tiling.maps.affine_expr import Constant, const, d, substitute
+from tiling.maps.affine_expr import Constant, const, d
+from tiling.maps.expr_variables import substitute
 from tiling.maps.indexing_map import IndexingMap
 from tiling.layouts.tiled_layout import (
     TiledLayout,
