@@ -104,6 +104,10 @@ def _check_tiling(analysis: SymbolicTiledFusion, tile_sizes: tuple[int, ...],
     if problem is not None:
         return Illegal(IllegalKind.INEXACT, "inexact tile: " + problem)
     for node in analysis.concatenates:
+        if node.indexing.is_known_empty:
+            # Never read (it feeds an empty operand of a concatenate or pad): its tile is
+            # empty, there is nothing to split among its operands.
+            continue
         instr = node.instruction
         axis = instr.attr("dimensions")[0]
         size = node_sizes(node.tile, tile_sizes, reduction_chunk)[axis]
