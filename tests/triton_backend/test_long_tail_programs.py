@@ -49,3 +49,43 @@ def test_a_concatenate_the_fusion_never_reads_compiles(case):
     shapes = [tuple(int(n) for n in p[4:-1].split(",")) for p in params]
     compare_three_ways(_loop_fusion(params, body, root),
                        *(_rand(s, k) for k, s in enumerate(shapes)))
+
+
+# -- a dot fusion whose output is not shaped like the dot ---------------------------------------
+# The template renders the root at the dot's output indices; a root that broadcasts the dot to
+# another rank was lowered at indices of the wrong rank (a raw IndexError inside the broadcast
+# rule).  Such outputs are now refused first, located at the fusion.
+DOT_THEN_BROADCAST = """HloModule m
+fused {
+  p0 = f32[16,32] parameter(0)
+  p1 = f32[32,8] parameter(1)
+  d = f32[16,8] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT b = f32[2,16,8] broadcast(d), dimensions={1,2}
+}
+ENTRY e {
+  a0 = f32[16,32] parameter(0)
+  a1 = f32[32,8] parameter(1)
+  ROOT f = f32[2,16,8] fusion(a0, a1), kind=kOutput, calls=fused
+}"""
+
+
+def test_a_dot_fusion_broadcasting_the_dot_is_refused_at_the_fusion():
+    from fusion.errors import UnsupportedOpError
+    from triton_backend import compile_hlo
+
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_hlo(DOT_THEN_BROADCAST)
+    assert str(err.value) == ("11:3: output 0 [2, 16, 8] is not shaped like the dot [16, 8]"
+                              " (in fusion f of computation e)")
+
+
+def test_a_dot_with_a_lower_rank_broadcast_in_prologue_and_epilogue_matches_xla():
+    text = _loop_fusion(
+        ["f32[16,32]", "f32[4,32,8]", "f32[16]"],
+        "b = f32[4,16,32] broadcast(p0), dimensions={1,2}\n"
+        "  d = f32[4,16,8] dot(b, p1), lhs_batch_dims={0}, rhs_batch_dims={0},"
+        " lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+        "  c = f32[4,16,8] broadcast(p2), dimensions={1}\n"
+        "  ROOT r = f32[4,16,8] add(d, c)", "f32[4,16,8]").replace("kLoop", "kOutput")
+    compare_three_ways(text, _rand((16, 32)), _rand((4, 32, 8), 1), _rand((16,), 2),
+                       rtol=1e-4, atol=1e-4)

@@ -154,6 +154,14 @@ class GemmKernel:
                       hero_dims: tuple[int, ...]) -> None:
         """Render the fusion root at the output tile (the hero read as the accumulator,
         rounded by ``rounding``) and store every output, masked past M and N."""
+        # The root is rendered at the hero's output indices, so every output must have the
+        # hero's dims (checked first: a root of another rank, a broadcast of the dot, would
+        # otherwise be lowered at indices of the wrong rank).
+        for i, shape in enumerate(self.outputs):
+            if tuple(shape.dims) != tuple(hero_dims):
+                raise UnsupportedOpError(f"output {i} {list(shape.dims)} is not shaped like the "
+                                         f"{epi.hero_kind} {list(hero_dims)}",
+                                         where=self.fusion_instr.name)
         epi.hero_indices = out_indices
         bm, bn = self.tiling.block_m, self.tiling.block_n
         acc_view = f"tl.reshape({self.acc}, (1, {bm}, {bn}))" if lead else self.acc
@@ -169,10 +177,6 @@ class GemmKernel:
                         "out_mask")
         zero = epi.bind(f"{mn[0]} * 0 + {mn[1]} * 0", "tile_zero")
         for i, (v, shape, pointer) in enumerate(zip(values, self.outputs, self.out_pointers)):
-            if tuple(shape.dims) != tuple(hero_dims):
-                raise UnsupportedOpError(f"output {i} {list(shape.dims)} is not shaped like the "
-                                         f"{epi.hero_kind} {list(hero_dims)}",
-                                         where=self.fusion_instr.name)
             offset = epi.index_text(buffer_addressing(shape, f"output {i}").offset(out_indices))
             epi.emit(f"tl.store({pointer} + {offset} + {zero}, "
                      f"{render_store_narrow(v, shape.element_type)}, mask={mask})")
