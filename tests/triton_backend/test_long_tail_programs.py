@@ -89,3 +89,70 @@ def test_a_dot_with_a_lower_rank_broadcast_in_prologue_and_epilogue_matches_xla(
         "  ROOT r = f32[4,16,8] add(d, c)", "f32[4,16,8]").replace("kLoop", "kOutput")
     compare_three_ways(text, _rand((16, 32)), _rand((4, 32, 8), 1), _rand((16,), 2),
                        rtol=1e-4, atol=1e-4)
+
+
+# -- pred values in every position ---------------------------------------------------------------
+# Training steps (an AdamW step's finiteness checks, an attention mask) combine 0-d pred
+# parameters and constants, broadcasts of them, logical ops on compares, reduces of pred with
+# or/and reducers and selects on their results.
+PRED_PROGRAM = """HloModule m
+or_ { a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT s = pred[] or(a, b) }
+and_ { a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT s = pred[] and(a, b) }
+ENTRY e {
+  p = pred[] parameter(0)
+  x = f32[4,8] parameter(1)
+  k = pred[] constant(true)
+  z = f32[] constant(0)
+  bz = f32[4,8] broadcast(z), dimensions={}
+  c = pred[4,8] compare(x, bz), direction=GT
+  q = pred[] and(p, k)
+  bq = pred[4,8] broadcast(q), dimensions={}
+  o = pred[4,8] or(c, bq)
+  xo = pred[4,8] xor(o, c)
+  n = pred[4,8] not(xo)
+  f = pred[] constant(false)
+  any = pred[4] reduce(n, f), dimensions={1}, to_apply=or_
+  all = pred[] reduce(c, k), dimensions={0,1}, to_apply=and_
+  s = f32[4,8] select(n, x, bz)
+  i = s32[4,8] convert(n)
+  ROOT t = (pred[4], pred[], f32[4,8], s32[4,8]) tuple(any, all, s, i)
+}"""
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_pred_values_in_every_position_match_xla(flag):
+    compare_three_ways(PRED_PROGRAM, np.bool_(flag), _rand((4, 8)))
+
+
+# -- special float values ------------------------------------------------------------------------
+# inf, NaN and -0 through the ops where they land differently by convention (max/min propagate
+# NaN; remainder and atan2 of zeros and infinities; converts saturate).  Denormals are left
+# out: XLA:CPU flushes them to zero, which XLA's semantics (and its GPU backend) do not.
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -2.5, 1e30],
+                   np.float32)
+SPECIAL_PROGRAM = """HloModule m
+ENTRY e {
+  x = f32[100] parameter(0)
+  y = f32[100] parameter(1)
+  mx = f32[100] maximum(x, y)
+  mn = f32[100] minimum(x, y)
+  rm = f32[100] remainder(x, y)
+  at = f32[100] atan2(x, y)
+  dv = f32[100] divide(x, y)
+  pw = f32[100] power(x, y)
+  cl = f32[100] clamp(y, x, y)
+  ci = s32[100] convert(x)
+  rn = f32[100] round-nearest-even(x)
+  sg = f32[100] sign(x)
+  ROOT t = (f32[100], f32[100], f32[100], f32[100], f32[100], f32[100], f32[100], s32[100],
+            f32[100], f32[100]) tuple(mx, mn, rm, at, dv, pw, cl, ci, rn, sg)
+}"""
+
+
+def test_special_float_values_land_where_xla_puts_them():
+    x, y = np.repeat(SPECIAL, SPECIAL.size), np.tile(SPECIAL, SPECIAL.size)
+    compare_three_ways(SPECIAL_PROGRAM, x, y, rtol=2e-6, atol=0)
