@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion.analysis.splat import splat_value
 from fusion.ir.attributes import Literal
 from fusion.ir.call_graph import reachable_computations
 from fusion.ir.element_types import element_type
@@ -97,29 +98,6 @@ def _alias_if_same(instr: HloInstruction, operand: HloInstruction) -> Rewrite | 
     return Rewrite(alias=operand.name) if _same_shape(instr.shape, operand.shape) else None
 
 
-def splat_value(instr: HloInstruction, ctx: _Context) -> object | None:
-    """The single value of a constant, or of a broadcast of a scalar constant; else None."""
-    if instr.opcode == "broadcast":
-        instr = ctx.get(instr.operands[0])
-    if instr.opcode != "constant":
-        return None
-    literal = instr.attr("literal")
-    if literal.elements is not None or not literal.values:
-        return None
-    first = literal.values[0]
-    if all(_same_value(v, first) for v in literal.values):
-        return first
-    return None
-
-
-def _same_value(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    return a == b and type(a) is type(b)
-
-
 def _is(value: object, target: float) -> bool:
     """``value`` equals ``target`` including the sign of zero."""
     if isinstance(value, bool) or value is None:
@@ -138,7 +116,7 @@ def _identity_operand(instr: HloInstruction, ctx: _Context, operand_index: int,
                       accepts: Callable[[object, str], bool]) -> Rewrite | None:
     """Alias ``instr`` to its other operand when operand ``operand_index`` is an identity."""
     other = ctx.get(instr.operands[1 - operand_index])
-    value = splat_value(ctx.get(instr.operands[operand_index]), ctx)
+    value = splat_value(ctx.get(instr.operands[operand_index]), ctx.get)
     if value is None or not accepts(value, _kind(instr)):
         return None
     return _alias_if_same(instr, other)

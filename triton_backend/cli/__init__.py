@@ -18,6 +18,7 @@ else is caught, so internal bugs stay visible.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import logging
@@ -56,7 +57,10 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+@functools.cache
 def _available() -> dict[str, str]:
+    # Once per process: ``find_spec`` walks sys.path for each subcommand (a test suite or a
+    # notebook calls ``main`` many times).
     found = {}
     for name, module in SUBCOMMANDS.items():
         if importlib.util.find_spec(module) is not None:
@@ -117,8 +121,17 @@ def build_parser(only: str | None = None, json_mode: bool = False) -> argparse.A
                            json_mode=json_mode, command=name)
         module.add_arguments(p)
         _common_options(p, top=False)
-        p.set_defaults(_run=module.run)
+        # The module, not its ``run``: the parser is reused (``_parser``), the function
+        # is looked up per call.
+        p.set_defaults(_module=module_name)
     return parser
+
+
+@functools.cache
+def _parser(only: str | None, json_mode: bool) -> argparse.ArgumentParser:
+    # Built once per process and arguments: building costs about 9 ms (argparse looks up a
+    # translation of every help string), and a notebook or a test suite calls main often.
+    return build_parser(only=only, json_mode=json_mode)
 
 
 def _enable_logging(verbose: int) -> None:
@@ -146,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     only = command if command in SUBCOMMANDS else None
     if only is None and "--version" in argv:
         only = ""  # no subcommand module imported: --version works without numpy or torch
-    parser = build_parser(only=only, json_mode="--json" in argv)
+    parser = _parser(only, "--json" in argv)
     args = parser.parse_args(argv)
     _enable_logging(args.verbose)
     _log.info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
     with recording_sources() as sources:
         try:
-            return int(args._run(args) or 0)
+            return int(importlib.import_module(args._module).run(args) or 0)
         except BadArgumentError as err:
             return _report(args, err, sources, ExitStatus.USAGE)
         except FusionCompilerError as err:

@@ -406,14 +406,18 @@ def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:
         write_bytes_atomic(out_dir / fusion.kernel_file, source)
 
 
-def compile_kernel_files(paths, arch: int) -> list[dict]:
+def compile_kernel_files(paths, arch: int, *, loops: bool = True) -> list[dict]:
     """Compile generated kernel files for ``sm_<arch>`` in one child process without
     ``TRITON_INTERPRET``: writes ``<stem>.sm_<arch>.ptx`` and ``.cubin`` next to each, and
-    returns, per file, the fields of :class:`TargetResources`."""
+    returns, per file, the fields of :class:`TargetResources`.
+
+    ``loops=False`` leaves ``main_loop`` out: disassembling a cubin (``cuobjdump``) costs a
+    third of a second per kernel whatever its size, more than compiling a small one.
+    """
     paths = [str(p) for p in paths]
     if not paths:
         return []
-    request = {"arch": arch, "kernels": paths}
+    request = {"arch": arch, "kernels": paths, "loops": loops}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "0"
     result = subprocess.run([sys.executable, "-m", "triton_backend.reports.compile_report", json.dumps(request)],
@@ -426,9 +430,12 @@ def compile_kernel_files(paths, arch: int) -> list[dict]:
     return json.loads(lines[-1][len(_CHILD_MARKER):])
 
 
-def compile_for_target(report: ModuleReport, out_dir: Path, arch: int) -> ModuleReport:
-    """Compile the kernel files in ``out_dir`` for ``sm_<arch>``: PTX and cubin next to them."""
-    found = compile_kernel_files([out_dir / f.kernel_file for f in report.fusions], arch)
+def compile_for_target(report: ModuleReport, out_dir: Path, arch: int, *,
+                       loops: bool = True) -> ModuleReport:
+    """Compile the kernel files in ``out_dir`` for ``sm_<arch>``: PTX and cubin next to them
+    (``loops``: as in :func:`compile_kernel_files`)."""
+    found = compile_kernel_files([out_dir / f.kernel_file for f in report.fusions], arch,
+                                 loops=loops)
     return with_target(report, found, arch)
 
 
@@ -484,6 +491,7 @@ def _child(request: dict) -> list[dict]:
     import importlib.util  # noqa: PLC0415
 
     arch = int(request["arch"])
+    loops = bool(request.get("loops", True))
     out = []
     for n, path_text in enumerate(request["kernels"]):
         path = Path(path_text)
@@ -504,7 +512,7 @@ def _child(request: dict) -> list[dict]:
                     "cubin_file": cubin_path.name,
                     "vectorized_global_accesses": dict(r.vectorized_global_accesses),
                     "ptx_features": sass_loops.count_ptx_features(r.ptx),
-                    "main_loop": _loop_fields(sass_loops.disassemble(r.cubin))})
+                    "main_loop": _loop_fields(sass_loops.disassemble(r.cubin)) if loops else None})
     return out
 
 

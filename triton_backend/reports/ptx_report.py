@@ -12,21 +12,24 @@ Confirmed with Triton 3.9.0 (no GPU, no driver)::
 
 ``attrs`` keys are tuples of argument positions; ``tt.divisibility 16`` on a pointer is what
 lets Triton emit 128-bit ``ld.global.v4`` accesses.  ``metadata`` has no register or spill
-counts without a driver, so those come from running the wheel's own ``ptxas -v`` on the PTX
+counts without a driver, so those come from the ``ptxas -v`` log of the wheel's own ``ptxas``
 (``triton/backends/nvidia/bin/ptxas`` or ``ptxas-blackwell``, chosen per arch by
-``triton.backends.nvidia.compiler.get_ptxas``), with
-``--gpu-name`` taken from the PTX ``.target`` line (``sm_90a`` for arch 90).
+``triton.backends.nvidia.compiler.get_ptxas``): the log Triton prints while building the
+cubin (``knobs.nvidia.dump_ptxas_log``), or, when Triton's cache had the cubin, a run of our
+own with ``--gpu-name`` taken from the PTX ``.target`` line (``sm_90a`` for arch 90).
 
 The kernel must be a real ``JITFunction``: a function decorated while ``TRITON_INTERPRET=1``
 is an ``InterpretedFunction`` and cannot be compiled; compile in a process without it.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +171,22 @@ def _attrs_for(signature: Mapping[str, str], aligned: Iterable[str]) -> dict:
     return attrs
 
 
+@contextlib.contextmanager
+def _triton_ptxas_log() -> Iterator[io.StringIO]:
+    """The ``ptxas -v`` log of the cubin Triton builds inside the block.
+
+    Triton runs ``ptxas -v`` itself and prints the log when ``knobs.nvidia.dump_ptxas_log``
+    is set: reading it there spares a second ``ptxas`` run per kernel (a sixth of the compile
+    time of a large kernel), and the counts are those of the very cubin Triton returns.
+    """
+    from triton import knobs  # noqa: PLC0415 - triton only when compiling
+
+    captured = io.StringIO()
+    with knobs.nvidia.scope(), contextlib.redirect_stdout(captured):
+        knobs.nvidia.dump_ptxas_log = True
+        yield captured
+
+
 def compile_for_target(kernel_fn, signature: Mapping[str, str], constexprs: Mapping[str, object] | None = None,
                        *, aligned: Iterable[str] = (), arch: int = 90, num_warps: int = 4,
                        num_stages: int = 3) -> CompiledReport:
@@ -191,12 +210,16 @@ def compile_for_target(kernel_fn, signature: Mapping[str, str], constexprs: Mapp
         raise ValueError(f"unsupported arch {arch}; expected one of 80, 86, 89, 90")
     source = ASTSource(fn=kernel_fn, signature=dict(signature), constexprs=dict(constexprs or {}),
                        attrs=_attrs_for(signature, aligned))
-    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages,
-                                       "enable_fp_fusion": False})
+    with _triton_ptxas_log() as triton_log:
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages,
+                                           "enable_fp_fusion": False})
     ptx = compiled.asm["ptx"]
     name = compiled.metadata.name
-    log = run_ptxas(ptx, arch)
+    log = triton_log.getvalue()
+    if f"entry function '{name}'" not in log:
+        # Triton's cache had the cubin (ptxas did not run) or this Triton logs elsewhere.
+        log = run_ptxas(ptx, arch)
     resources = parse_ptxas_log(log, name)
     return CompiledReport(
         name=name, arch=arch, num_warps=num_warps, num_stages=num_stages, ptx=ptx,

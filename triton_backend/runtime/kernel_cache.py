@@ -29,6 +29,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -56,13 +57,21 @@ _PACKAGES = ("triton", "torch", "hlo-triton-fusion")
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages whose change must invalidate cached kernels."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    # Read once per process: ``importlib.metadata`` scans the environment's distributions
+    # (about 2 ms), and every kernel key asks; a package upgraded under a running process
+    # does not change the modules it has already imported either.
     versions = {}
     for name in _PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = "not-installed"
-    return versions
+    return tuple(versions.items())
 
 
 class KernelCache:

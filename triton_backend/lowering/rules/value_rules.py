@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fusion.analysis.splat import splat_value
 from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
@@ -62,21 +63,9 @@ def lower_elementwise(em: ValueEmitter, instr: HloInstruction, indices: Indices)
     types = tuple(element_type_of(em.instruction(o)) for o in instr.operands)
     expr = render_elementwise(instr.opcode, operands, types, element_type_of(instr),
                               dict(instr.attributes),
-                              tuple(_splat(em, o) for o in instr.operands))
+                              tuple(splat_value(em.instruction(o), em.instruction)
+                                    for o in instr.operands))
     return em.bind(expr, instr.name)
-
-
-def _splat(em: ValueEmitter, name: str) -> object | None:
-    """The value of a constant that is one value everywhere (a scalar constant, or one
-    broadcast), else None."""
-    instr = em.instruction(name)
-    while instr.opcode == "broadcast":
-        instr = em.instruction(instr.operands[0])
-    if instr.opcode != "constant":
-        return None
-    literal = instr.attr("literal")
-    values = set(literal.values or ())
-    return next(iter(values)) if len(values) == 1 and literal.elements is None else None
 
 
 def lower_through_map(em: ValueEmitter, instr: HloInstruction, indices: Indices) -> Value:

@@ -350,14 +350,14 @@ class _Kernel:
         if point is None:
             yield
             return
-        hooks = self.em.hooks
-        for name, role in iota_roles(self.comp, self.pattern).items():
+        hooks, roles = self.em.hooks, iota_roles(self.comp, self.pattern)
+        for name, role in roles.items():
             value = {"q": point[0], "k": point[1]}.get(role, 0)
             hooks[name] = partial(self._constant, name, value)
         try:
             yield
         finally:
-            for name in iota_roles(self.comp, self.pattern):
+            for name in roles:
                 hooks.pop(name, None)
 
     def _constant(self, name: str, value: int, indices: tuple[AffineExpr, ...]) -> str:
