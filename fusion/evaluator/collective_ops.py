@@ -5,7 +5,8 @@ give their operands; ``collective-permute`` gives its operand when a pair sends 
 itself, zeros when none targets it.  A ``-start`` computes that value (``all-gather-start`` as
 ``(operand, result)``, ``collective-permute-start`` as ``(operand, result, contexts...)`` with
 zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
-an ``EvaluationError`` at its line and column.
+an ``EvaluationError`` at its line and column.  The sharding custom calls
+(``fusion.analysis.sharding``) give their operands: :func:`eval_sharding_call`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fusion.analysis.collectives import (
     sends_to_self,
     single_device_problem,
 )
+from fusion.analysis.sharding import sharding_call_problem
 from fusion.evaluator.failures import op_error
 from fusion.ir.shape import TupleShape
 
@@ -57,6 +59,15 @@ def eval_collective_permute_start(ev: Any, instr: Any, args: list) -> Any:
     declared = instr.shape.elements[2:] if isinstance(instr.shape, TupleShape) else ()
     contexts = tuple(np.zeros((), c.element_type.numpy_dtype()) for c in declared)
     return (args[0], result, *contexts)
+
+
+def eval_sharding_call(ev: Any, instr: Any, args: list) -> Any:
+    """A sharding custom call (``fusion.analysis.sharding``): its operands, on one device."""
+    problem = sharding_call_problem(instr, ev.operand_shapes(instr))
+    if problem is not None:
+        raise op_error(instr, problem)
+    return args[0] if len(args) == 1 and not isinstance(instr.shape, TupleShape) \
+        else tuple(args)
 
 
 def eval_async_done(ev: Any, instr: Any, args: list) -> Any:

@@ -142,6 +142,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
                               "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "
+                              "the sharding annotations (Sharding, SPMDFullToShardShape, ...: "
+                              "fusion.analysis.sharding), copies on one device; "
                               "any other target is opaque and not covered", library_check),
     "dot": OpCoverage(DOT, "operands f32/bf16/f16 with an f32/bf16/f16 result, or s8 x s8 -> "
                       "s32/s16/s8; algorithm dot_f32_f32_f32, dot_tf32_tf32_f32 or "

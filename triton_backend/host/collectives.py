@@ -7,7 +7,8 @@ gives zeros when none targets it.  The ``-start`` halves build XLA's value (the 
 ``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
 Copies go through the logical tensors, so operand and result may have different layouts.  An
 op that names another device has no host rule: ``op_coverage`` refuses it, located, before any
-kernel (and also when the module's header asks for several devices).
+kernel (and also when the module's header asks for several devices).  The sharding custom
+calls (``fusion.analysis.sharding``) copy their operands too (:func:`host_sharding_call`).
 
 >>> import torch
 >>> from fusion.ir.shape import ArrayShape
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fusion.analysis.collectives import async_result_index, sends_to_self, single_device_problem
+from fusion.analysis.sharding import sharding_call_problem
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from fusion.opcodes import opcodes_with
@@ -70,7 +72,24 @@ def host_collective(comp: HloComputation, instr: HloInstruction,
     return run
 
 
+def host_sharding_call(comp: HloComputation, instr: HloInstruction,
+                       device: torch.device) -> Callable[[Sequence, object], object] | None:
+    """A sharding custom call (``fusion.analysis.sharding``) on one device: a copy of its
+    operands (``None``, no host rule, where a shard is not the whole value)."""
+    sources = [comp.instruction(o).shape for o in instr.operands]
+    if sharding_call_problem(instr, sources) is not None:
+        return None
+    leaves = flatten_shape(instr.shape)
+    is_tuple = isinstance(instr.shape, TupleShape)
+
+    def run(operands: Sequence, ctx) -> object:
+        out = [_copy(v, s, r) for v, s, r in zip(operands, sources, leaves)]
+        return tuple(out) if is_tuple else out[0]
+
+    return run
+
+
 #: One rule for every collective (the ``collective`` trait).
 COLLECTIVE_HOST_RULES = {opcode: host_collective for opcode in sorted(opcodes_with("collective"))}
 
-__all__ = ["COLLECTIVE_HOST_RULES", "host_collective"]
+__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_sharding_call"]
