@@ -6,7 +6,9 @@ itself, zeros when none targets it.  A ``-start`` computes that value (``all-gat
 ``(operand, result)``, ``collective-permute-start`` as ``(operand, result, contexts...)`` with
 zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
 an ``EvaluationError`` at its line and column.  The sharding custom calls
-(``fusion.analysis.sharding``) give their operands: :func:`eval_sharding_call`.
+(``fusion.analysis.sharding``) give their operands: :func:`eval_sharding_call`.  Under
+``fusion.evaluator.spmd`` (several devices in lockstep) the collectives are resolved across
+the devices instead.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from fusion.ir.shape import TupleShape
 
 
 def _one_device(ev: Any, instr: Any) -> None:
+    if getattr(ev, "spmd", None) is not None:
+        return  # several devices in lockstep (``spmd``): the groups are resolved there
     problem = single_device_problem(instr, ev.module)
     if problem is not None:
         raise op_error(instr, problem)
@@ -34,8 +38,43 @@ def _one_or_tuple(values: list) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
+def _reduced(ev: Any, instr: Any, values: list) -> list:
+    """The group's operands (one list per device) reduced element by element."""
+    out = [np.asarray(v) for v in values[0]]
+    for other in values[1:]:
+        out = [ev.call_scalar(instr.attr("to_apply"), [a, np.asarray(b)], caller=instr)[0]
+               for a, b in zip(out, other)]
+    return [np.asarray(o, dtype=np.asarray(a).dtype) for o, a in zip(out, values[0])]
+
+
+def _across_devices(ev: Any, instr: Any, args: list) -> Any:
+    """The op's value on this device of an SPMD evaluation (``fusion.evaluator.spmd``)."""
+    ctx = ev.spmd
+    values = ctx.exchange(instr, [np.asarray(a) for a in args])
+    me = ctx.group(instr).index(ctx.device) if instr.attr("replica_groups", ()) else ctx.device
+    kind = instr.opcode.removesuffix("-start")
+    if kind == "all-reduce":
+        return _one_or_tuple(_reduced(ev, instr, values))
+    if kind == "collective-permute":
+        sources = [s for s, t in instr.attr("source_target_pairs", ()) if t == ctx.device]
+        got = values[sources[0]] if sources else [np.zeros_like(a) for a in values[ctx.device]]
+        return _one_or_tuple(list(got))
+    if kind == "all-to-all" and not instr.has_attr("dimensions"):
+        return tuple(v[me] for v in values)
+    (dim,) = instr.attr("dimensions")
+    if kind == "all-gather":
+        return _one_or_tuple([np.concatenate([v[k] for v in values], axis=dim)
+                              for k in range(len(args))])
+    if kind == "reduce-scatter":
+        return _one_or_tuple([np.split(r, len(values), axis=dim)[me]
+                              for r in _reduced(ev, instr, values)])
+    return np.concatenate([np.split(v[0], len(values), axis=dim)[me] for v in values], axis=dim)
+
+
 def eval_one_participant(ev: Any, instr: Any, args: list) -> Any:
     """all-reduce, all-gather, reduce-scatter, all-to-all (and all-reduce-start): the operands."""
+    if getattr(ev, "spmd", None) is not None:
+        return _across_devices(ev, instr, args)
     _one_device(ev, instr)
     if instr.opcode == "all-to-all" and not instr.has_attr("dimensions"):
         return tuple(args)  # the tuple form's result is a tuple even of one operand
@@ -43,6 +82,8 @@ def eval_one_participant(ev: Any, instr: Any, args: list) -> Any:
 
 
 def eval_collective_permute(ev: Any, instr: Any, args: list) -> Any:
+    if getattr(ev, "spmd", None) is not None:
+        return _across_devices(ev, instr, args)
     _one_device(ev, instr)
     if sends_to_self(instr):
         return _one_or_tuple(args)
@@ -79,6 +120,12 @@ def eval_async_done(ev: Any, instr: Any, args: list) -> Any:
     return args[0][index]
 
 
+def eval_device_id(ev: Any, instr: Any, args: list) -> Any:
+    """``partition-id``, ``replica-id``: this device's id (0 on one device)."""
+    ctx = getattr(ev, "spmd", None)
+    return np.uint32(ctx.device if ctx is not None else 0)
+
+
 COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {
     "all-gather": eval_one_participant,
     "all-gather-done": eval_async_done,
@@ -90,5 +137,7 @@ COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {
     "collective-permute": eval_collective_permute,
     "collective-permute-done": eval_async_done,
     "collective-permute-start": eval_collective_permute_start,
+    "partition-id": eval_device_id,
     "reduce-scatter": eval_one_participant,
+    "replica-id": eval_device_id,
 }

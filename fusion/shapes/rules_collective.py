@@ -176,6 +176,13 @@ def shape_async_done(instr: HloInstruction, operands: Sequence[Shape],
     return strip_layout(start.elements[1])
 
 
+def shape_device_id(instr: HloInstruction, operands: Sequence[Shape],
+                    module: HloModule | None) -> Shape:
+    """``partition-id()``, ``replica-id()``: ``u32[]``."""
+    expect_operand_count(instr, operands, 0)
+    return ArrayShape("u32", ())
+
+
 def shape_sharding_call(instr: HloInstruction, operands: Sequence[Shape],
                         module: HloModule | None) -> Shape:
     """A sharding custom call (``fusion.analysis.sharding``): its declared shape, one array
@@ -195,4 +202,5 @@ def shape_sharding_call(instr: HloInstruction, operands: Sequence[Shape],
 
 __all__ = ["participants", "shape_all_gather", "shape_all_gather_start", "shape_all_reduce",
            "shape_all_to_all", "shape_async_done", "shape_collective_permute",
-           "shape_collective_permute_start", "shape_reduce_scatter", "shape_sharding_call"]
+           "shape_collective_permute_start", "shape_device_id", "shape_reduce_scatter",
+           "shape_sharding_call"]

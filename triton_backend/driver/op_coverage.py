@@ -123,6 +123,8 @@ _ONE_DEVICE = OpCoverage(HOST, "one device: its groups name device 0 alone (repl
                          "its operands (a collective-permute receiving nothing gives zeros)",
                          collective_check)
 
+_DEVICE_ID = OpCoverage(HOST, "one device: its id, 0")
+
 _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
@@ -201,7 +203,8 @@ def has_kernel_rule(opcode: str) -> bool:
 
 
 def _build_table() -> dict[str, OpCoverage]:
-    table = {**dict.fromkeys(opcodes_with("collective"), _ONE_DEVICE), **_EXPLICIT}
+    table = {**dict.fromkeys(opcodes_with("collective"), _ONE_DEVICE),
+             **dict.fromkeys(opcodes_with("device_id"), _DEVICE_ID), **_EXPLICIT}
     for opcode in ELEMENTWISE_RULES:
         table.setdefault(opcode, OpCoverage(ELEMENTWISE, "element types as its lowering "
                                             "allows", elementwise_check))

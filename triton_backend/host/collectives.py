@@ -89,7 +89,16 @@ def host_sharding_call(comp: HloComputation, instr: HloInstruction,
     return run
 
 
-#: One rule for every collective (the ``collective`` trait).
-COLLECTIVE_HOST_RULES = {opcode: host_collective for opcode in sorted(opcodes_with("collective"))}
+def host_device_id(comp: HloComputation, instr: HloInstruction,
+                   device: torch.device) -> Callable[[Sequence, object], object]:
+    """``partition-id``/``replica-id`` on the one device a module runs on: ``u32`` 0."""
+    return lambda operands, ctx: torch.zeros((), dtype=torch_dtype("u32"), device=device)
 
-__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_sharding_call"]
+
+#: One rule for every collective (the ``collective`` trait).
+COLLECTIVE_HOST_RULES = {
+    **{opcode: host_collective for opcode in sorted(opcodes_with("collective"))},
+    **{opcode: host_device_id for opcode in sorted(opcodes_with("device_id"))},
+}
+
+__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_device_id", "host_sharding_call"]
