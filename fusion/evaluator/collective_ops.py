@@ -22,6 +22,7 @@ from fusion.analysis.collectives import (
     single_device_problem,
 )
 from fusion.analysis.sharding import sharding_call_problem
+from fusion.analysis.spmd_groups import device_ids, rank_pairs
 from fusion.evaluator.failures import op_error
 from fusion.ir.shape import TupleShape
 
@@ -51,12 +52,12 @@ def _across_devices(ev: Any, instr: Any, args: list) -> Any:
     """The op's value on this device of an SPMD evaluation (``fusion.evaluator.spmd``)."""
     ctx = ev.spmd
     values = ctx.exchange(instr, [np.asarray(a) for a in args])
-    me = ctx.group(instr).index(ctx.device) if instr.attr("replica_groups", ()) else ctx.device
+    me = ctx.group(instr).index(ctx.device)
     kind = instr.opcode.removesuffix("-start")
     if kind == "all-reduce":
         return _one_or_tuple(_reduced(ev, instr, values))
     if kind == "collective-permute":
-        sources = [s for s, t in instr.attr("source_target_pairs", ()) if t == ctx.device]
+        sources = [s for s, t in rank_pairs(instr, ctx.counts) if t == ctx.device]
         got = values[sources[0]] if sources else [np.zeros_like(a) for a in values[ctx.device]]
         return _one_or_tuple(list(got))
     if kind == "all-to-all" and not instr.has_attr("dimensions"):
@@ -121,9 +122,12 @@ def eval_async_done(ev: Any, instr: Any, args: list) -> Any:
 
 
 def eval_device_id(ev: Any, instr: Any, args: list) -> Any:
-    """``partition-id``, ``replica-id``: this device's id (0 on one device)."""
+    """``partition-id``, ``replica-id``: this device's id of that kind (0 on one device)."""
     ctx = getattr(ev, "spmd", None)
-    return np.uint32(ctx.device if ctx is not None else 0)
+    if ctx is None:
+        return np.uint32(0)
+    replica, partition = device_ids(ctx.counts, ctx.device)
+    return np.uint32(replica if instr.opcode == "replica-id" else partition)
 
 
 COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {

@@ -9,8 +9,10 @@ element by element with ``to_apply``; ``all-gather`` concatenates them along its
 group order; ``reduce-scatter`` reduces, then keeps its block; ``all-to-all`` sends block
 ``j`` (or operand ``j``, in the tuple form) to the ``j``-th member and concatenates what it
 receives; ``collective-permute`` takes the value of the device whose pair targets it, zeros
-when none does.  ``replica_groups={}`` is one group of every device.  Device ids are the flat
-ids ``0..N-1`` the groups name (partition ids, or replica ids when ``num_partitions`` is 1).
+when none does.  Devices are the flat ids ``0..N-1`` (replica ``d // num_partitions``,
+partition ``d % num_partitions``); the groups name them as XLA reads each op's mode
+(``fusion.analysis.spmd_groups``: ``use_global_device_ids``, ``channel_id``), and
+``partition-id``/``replica-id`` give a device its own.
 
 Devices must reach the same collectives in the same order (SPMD); one that reaches another,
 fails, or waits longer than ``timeout`` seconds stops every device with an
@@ -38,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from fusion.analysis.collectives import group_key, module_devices
+from fusion.analysis.spmd_groups import DeviceCounts, device_counts, rank_groups
 from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.input_binding import bind_value
@@ -94,16 +97,14 @@ class DeviceContext:
     device: int
     devices: int
     rendezvous: Rendezvous
+    counts: DeviceCounts = DeviceCounts()
     steps: int = field(default=0)
 
     def group(self, instr: HloInstruction) -> tuple[int, ...]:
         """The members of this device's group at ``instr``, in group order."""
         if group_key(instr) == "source_target_pairs":
             return tuple(range(self.devices))
-        groups = instr.attr("replica_groups", ())
-        if not groups:
-            return tuple(range(self.devices))
-        for g in groups:
+        for g in rank_groups(instr, self.counts):
             if self.device in g:
                 return tuple(g)
         raise op_error(instr, f"replica_groups of {instr.opcode} do not name device "
@@ -148,10 +149,11 @@ def evaluate_spmd(module: HloModule, per_device: Sequence[Sequence[Any]],
                               f"num_partitions), got arguments for {len(per_device)}",
                               where=f"module {module.name}")
     rendezvous = Rendezvous(devices, timeout)
+    counts = device_counts(module)
     results: list = [None] * devices
     errors: list = []
     threads = [threading.Thread(target=_run_device, daemon=True,
-                                args=(module, DeviceContext(d, devices, rendezvous),
+                                args=(module, DeviceContext(d, devices, rendezvous, counts),
                                       per_device[d], results, errors))
                for d in range(devices)]
     for t in threads:
