@@ -125,3 +125,9 @@ class IndexingCommandError(BadArgumentError):
 class CacheError(FusionCompilerError):
     """A cache path that cannot be used (kernel cache, tuning database): not a directory, not
     writable, full, or an entry that is not a regular file; ``where`` names the path."""
+
+
+class DistributedError(FusionCompilerError):
+    """A module run on several processes (``torch.distributed``) that cannot go on: a world
+    size other than the module's devices, a collective whose groups do not cover the ranks, a
+    collective that failed or timed out, a process that died (``where`` names the op or rank)."""

@@ -70,6 +70,8 @@ class OpTraits:
     all-to-all, collective-permute, and the ``-start``/``-done`` halves XLA splits some into).
     Modules run on one device here, where it has one participant and its value is defined
     (``fusion.analysis.collectives``); the host copies it.
+    ``device_id``: its value is the id of the device running it (``partition-id``,
+    ``replica-id``: a ``u32[]``); 0 on one device, the rank among several processes.
     ``implied_shape``: its text may leave the result shape out, which follows from the
     operands' shapes alone (``fusion.text.implied_shapes``); XLA's parser infers it too.
     """
@@ -100,6 +102,7 @@ class OpTraits:
     inlinable: bool = False
     library_call: bool = False
     collective: bool = False
+    device_id: bool = False
     implied_shape: bool = False
 
 
@@ -118,6 +121,7 @@ _MOVEMENT = replace(_INDEX_CHANGING, data_movement=True)
 _CONTRACTION = OpTraits(own_loop=True, contraction=True)
 _LIBRARY_CALL = OpTraits(library_call=True)
 _COLLECTIVE = OpTraits(collective=True)
+_DEVICE_ID = OpTraits(device_id=True)
 
 #: opcode -> traits, alphabetical, in XLA's HLO text spelling of the opcodes.
 OPCODES: dict[str, OpTraits] = {
@@ -187,6 +191,7 @@ OPCODES: dict[str, OpTraits] = {
     "outfeed": _SIDE_EFFECT,
     "pad": _MOVEMENT,
     "parameter": replace(_PLUMBING, given_value=True),
+    "partition-id": _DEVICE_ID,
     "popcnt": _ELEMENTWISE,
     "power": _EXPENSIVE_ELEMENTWISE,
     "real": replace(_ELEMENTWISE, complex_to_real=True),
@@ -198,6 +203,7 @@ OPCODES: dict[str, OpTraits] = {
     "reduce-scatter": _COLLECTIVE,
     "reduce-window": OpTraits(own_loop=True, kernel_reducer=True, reduction=True),
     "remainder": _EXPENSIVE_ELEMENTWISE,
+    "replica-id": _DEVICE_ID,
     "reshape": replace(_MOVEMENT, reshape_like=True, keeps_constant=True, passes_counter=True),
     "reverse": _MOVEMENT,
     "rng": _SIDE_EFFECT,

@@ -53,6 +53,7 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     ("triton_backend.cli.compile_command", "run", "triton_backend.driver.module_compiler"),
     ("triton_backend.cli.run_command", "run", "triton_backend.driver.module_compiler"),
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
+    ("triton_backend.cli.world_run", "run_world", "triton_backend.driver.process_launch"),
     ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.runtime.launch_mode"),
     # triton: the @triton.jit math helpers, re-imported under the interpreter.
     ("triton_backend.runtime.kernel_loading", "_interpreted_copy",

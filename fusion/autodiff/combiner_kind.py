@@ -55,13 +55,17 @@ _CANDIDATES: dict[CombinerKind, Callable[[float, float], float]] = {
 
 # Exactly representable in every float type (bf16 included), with ties, signs and zeros.
 _SAMPLES = ((1.5, -2.25), (-0.75, 3.0), (2.0, 2.0), (0.0, -4.0), (-1.25, -0.5), (6.0, 0.25))
+# In every integer type, unsigned and 8-bit included; products and sums stay in range.
+_INTEGER_SAMPLES = ((3, 5), (7, 2), (4, 4), (0, 9), (6, 1), (2, 3))
 
 
-def combiner_kind(module: HloModule, name: str, output: int = 0) -> CombinerKind | None:
+def combiner_kind(module: HloModule, name: str, output: int = 0,
+                  integers: bool = False) -> CombinerKind | None:
     """The kind of the scalar computation ``name`` as a function of its float parameters
     ``output`` and ``n + output`` (``n`` the number of results), on its result ``output``;
     the other parameters (the indices of an argmax) are held at zero.  ``None`` when it is
-    no known function of them."""
+    no known function of them.  ``integers``: integer parameters are recognised too (an
+    all-reduce of ``s32``); otherwise they give None, as gradients need floats."""
     comp = module.computation(name)
     params = comp.parameters
     results = flatten_shape(comp.root.shape)
@@ -70,12 +74,15 @@ def combiner_kind(module: HloModule, name: str, output: int = 0) -> CombinerKind
         isinstance(p.shape, ArrayShape) and p.shape.rank == 0 for p in params):
         return None
     lhs, rhs = params[output].shape, params[count + output].shape
-    if not (lhs.element_type.is_float and rhs.element_type.is_float):
+    floats = lhs.element_type.is_float and rhs.element_type.is_float
+    ints = integers and lhs.element_type.is_integer and rhs.element_type.is_integer
+    if not (floats or ints):
         return None
+    samples = _SAMPLES if floats else _INTEGER_SAMPLES
     evaluator = Evaluator(module)
     outputs = []
     try:
-        for a, b in _SAMPLES:
+        for a, b in samples:
             args = [np.zeros((), numpy_dtype(p.shape)) for p in params]
             args[output] = np.asarray(a, numpy_dtype(lhs))
             args[count + output] = np.asarray(b, numpy_dtype(rhs))
@@ -84,6 +91,6 @@ def combiner_kind(module: HloModule, name: str, output: int = 0) -> CombinerKind
     except FusionCompilerError:
         return None
     for kind, function in _CANDIDATES.items():
-        if all(out == function(a, b) for out, (a, b) in zip(outputs, _SAMPLES)):
+        if all(out == function(a, b) for out, (a, b) in zip(outputs, samples)):
             return kind
     return None

@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 from fusion.autodiff.reverse_pass import Rule
+from fusion.autodiff.rules_collective import COLLECTIVE_VJP_RULES
 from fusion.autodiff.rules_control import CONTROL_VJP_RULES
 from fusion.autodiff.rules_convolution import CONVOLUTION_VJP_RULES
 from fusion.autodiff.rules_data import DATA_VJP_RULES
@@ -23,6 +24,7 @@ from fusion.rule_tables import merge_rule_families
 
 VJP_RULES: dict[str, Rule] = merge_rule_families(
     "VJP",
+    COLLECTIVE_VJP_RULES,
     CONTROL_VJP_RULES,
     CONVOLUTION_VJP_RULES,
     DATA_VJP_RULES,

@@ -31,6 +31,7 @@ from fusion.shapes.rules_collective import (
     shape_async_done,
     shape_collective_permute,
     shape_collective_permute_start,
+    shape_device_id,
     shape_reduce_scatter,
 )
 from fusion.shapes.rules_control import (
@@ -120,10 +121,12 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "map": shape_map,
     "pad": shape_pad,
     "parameter": shape_parameter,
+    "partition-id": shape_device_id,
     "reduce": shape_reduce,
     "reduce-precision": shape_reduce_precision,
     "reduce-scatter": shape_reduce_scatter,
     "reduce-window": shape_reduce_window,
+    "replica-id": shape_device_id,
     "reshape": shape_reshape,
     "reverse": shape_reverse,
     "scatter": shape_scatter,

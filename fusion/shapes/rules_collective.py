@@ -22,7 +22,7 @@ from typing import Sequence
 
 from fusion.analysis.collectives import group_key, module_devices
 from fusion.ir.hlo_module import HloInstruction, HloModule
-from fusion.ir.shape import ArrayShape, Shape, TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.shapes.checks import (
     expect_array,
     expect_dims_in_range,
@@ -176,6 +176,31 @@ def shape_async_done(instr: HloInstruction, operands: Sequence[Shape],
     return strip_layout(start.elements[1])
 
 
+def shape_device_id(instr: HloInstruction, operands: Sequence[Shape],
+                    module: HloModule | None) -> Shape:
+    """``partition-id()``, ``replica-id()``: ``u32[]``."""
+    expect_operand_count(instr, operands, 0)
+    return ArrayShape("u32", ())
+
+
+def shape_sharding_call(instr: HloInstruction, operands: Sequence[Shape],
+                        module: HloModule | None) -> Shape:
+    """A sharding custom call (``fusion.analysis.sharding``): its declared shape, one array
+    per operand with the operand's element type and rank (a shard's dims may differ)."""
+    xs = _arrays(instr, operands)
+    declared = flatten_shape(instr.shape)
+    if len(declared) != len(xs):
+        fail(instr, f"custom-call {instr.attr('custom_call_target')} takes {len(xs)} operands "
+             f"but declares {len(declared)} results; it gives one per operand")
+    for n, (result, x) in enumerate(zip(declared, xs)):
+        if result.dtype != x.dtype or result.rank != x.rank:
+            fail(instr, f"result {n} of custom-call {instr.attr('custom_call_target')} is "
+                 f"{strip_layout(result)}, but its operand is {x}: a sharding call keeps the "
+                 "element type and rank")
+    return strip_layout(instr.shape)
+
+
 __all__ = ["participants", "shape_all_gather", "shape_all_gather_start", "shape_all_reduce",
            "shape_all_to_all", "shape_async_done", "shape_collective_permute",
-           "shape_collective_permute_start", "shape_reduce_scatter"]
+           "shape_collective_permute_start", "shape_device_id", "shape_reduce_scatter",
+           "shape_sharding_call"]

@@ -23,6 +23,8 @@ from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.checks import (
     expect_array, expect_kind, expect_operand_count, fail, int_attr, int_list,
 )
+from fusion.analysis.sharding import is_sharding_call
+from fusion.shapes.rules_collective import shape_sharding_call
 from fusion.shapes.rules_control import shape_custom_call as shape_opaque_custom_call
 
 _REAL_OF = {"c64": "f32", "c128": "f64"}
@@ -256,6 +258,8 @@ def shape_custom_call(instr: HloInstruction, operands: Sequence[Shape],
                       module: HloModule | None) -> Shape:
     """A library target's shape (:data:`CUSTOM_CALL_SHAPE_RULES`); any other target's
     declared shape, accepted as is."""
+    if is_sharding_call(instr):
+        return shape_sharding_call(instr, operands, module)
     rule = CUSTOM_CALL_SHAPE_RULES.get(instr.attr("custom_call_target", None))
     if rule is None:
         return shape_opaque_custom_call(instr, operands, module)

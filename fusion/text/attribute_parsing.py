@@ -13,6 +13,7 @@ PaddingConfig(dims=(PaddingDim(low=1, high=2, interior=0), PaddingDim(low=0, hig
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -114,6 +115,8 @@ def read_replica_groups(lexer: Lexer, key: str) -> tuple[tuple[int, ...], ...]:
     >>> read_replica_groups(Lexer("[2,2]<=[2,2]T(1,0)"), "replica_groups")
     ((0, 2), (1, 3))
     """
+    if lexer.peek().text == "mesh" and lexer.peek(1).kind == "[":
+        return _mesh_replica_groups(lexer, key)
     if lexer.peek().kind != "[":
         return read_int_lists(lexer, key)
     start = lexer.peek().pos
@@ -131,6 +134,36 @@ def read_replica_groups(lexer: Lexer, key: str) -> tuple[tuple[int, ...], ...]:
         raise lexer.error(f"bad iota {key}", start, expected="[groups,size]<=[dims] with "
                           "groups*size elements, optionally T(permutation of the dims)")
     groups = ids.reshape(dims).transpose(perm).reshape(shape)
+    return tuple(tuple(int(i) for i in group) for group in groups)
+
+
+_MESH_GROUPS = re.compile(r"mesh\[(?P<axes>[^\]]*)\]\s*\{(?P<chosen>[^}]*)\}")
+_MESH_AXIS = re.compile(r"\s*'(?P<name>[^']+)'\s*=\s*(?P<size>\d+)\s*$")
+
+
+def _mesh_replica_groups(lexer: Lexer, key: str) -> tuple[tuple[int, ...], ...]:
+    """XLA's mesh form ``mesh['a'=2,'b'=2] {'a'}``: the devices of an iota mesh (ids
+    row-major over its axes) that differ only along the chosen axes form a group; it is
+    expanded to the explicit groups (and printed so).
+
+    >>> read_replica_groups(Lexer("mesh['a'=2,'b'=2] {'a'}"), "replica_groups")
+    ((0, 2), (1, 3))
+    """
+    start = lexer.skip_space(lexer.pos)
+    match = _MESH_GROUPS.match(lexer.text, start)
+    axes = [_MESH_AXIS.match(a) for a in match["axes"].split(",")] if match else [None]
+    chosen = [c.strip().strip("'") for c in match["chosen"].split(",")] if match else []
+    names = [a["name"] for a in axes if a is not None]
+    if None in axes or not chosen or any(c not in names for c in chosen) \
+            or len(set(chosen)) != len(chosen):
+        raise lexer.error(f"bad mesh form of {key}", start,
+                          expected="mesh['axis'=size,...] {'axis',...} naming mesh axes")
+    sizes = [int(a["size"]) for a in axes]
+    ids = np.arange(math.prod(sizes)).reshape(sizes)
+    order = [names.index(c) for c in chosen]
+    rest = [d for d in range(len(names)) if d not in order]
+    groups = ids.transpose(rest + order).reshape(-1, math.prod(sizes[d] for d in order))
+    lexer.seek(match.end())
     return tuple(tuple(int(i) for i in group) for group in groups)
 
 

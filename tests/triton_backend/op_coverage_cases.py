@@ -59,6 +59,12 @@ COLLECTIVES: dict[str, str] = {
         "source_target_pairs={}\n  ROOT r = f32[2,3] collective-permute-done(s)"),
     "reduce-scatter": _collective("  ROOT r = f32[2,3] reduce-scatter(x), replica_groups={}, "
                                   "dimensions={1}, to_apply=add", ADD),
+    "partition-id": _collective("  p = u32[] partition-id()\n  c = f32[] convert(p)\n"
+                                "  b = f32[2,3] broadcast(c), dimensions={}\n"
+                                "  ROOT r = f32[2,3] add(x, b)"),
+    "replica-id": _collective("  p = u32[] replica-id()\n  c = f32[] convert(p)\n"
+                              "  b = f32[2,3] broadcast(c), dimensions={}\n"
+                              "  ROOT r = f32[2,3] add(x, b)"),
 }
 COLLECTIVES["all-gather-start"] = COLLECTIVES["all-gather-done"]
 COLLECTIVES["all-reduce-start"] = COLLECTIVES["all-reduce-done"]

@@ -13,8 +13,9 @@ True
 """
 from __future__ import annotations
 
-from fusion.opcodes import ELEMENTWISE_OPCODES
+from fusion.opcodes import ELEMENTWISE_OPCODES, opcodes_with
 from tiling.indexing_analysis import (
+    collective_rules,
     conv_rules,
     data_movement_rules as dm,
     dot_rules,
@@ -27,9 +28,16 @@ from tiling.indexing_analysis import (
 
 _ELEMENTWISE_O2I = {op: ew.o2i_elementwise for op in ELEMENTWISE_OPCODES}
 _ELEMENTWISE_I2O = {op: ew.i2o_elementwise for op in ELEMENTWISE_OPCODES}
+# Collectives and the sharding custom calls: the identity on one device (``collective_rules``);
+# any other custom call gets undefined maps from the same rule.
+_MOVES_O2I = {op: collective_rules.o2i_collective
+              for op in (*opcodes_with("collective"), "custom-call")}
+_MOVES_I2O = {op: collective_rules.i2o_collective
+              for op in (*opcodes_with("collective"), "custom-call")}
 
 OUTPUT_TO_INPUT = dict(sorted({
     **_ELEMENTWISE_O2I,
+    **_MOVES_O2I,
     "bitcast": reshape_rules.o2i_bitcast,
     "broadcast": dm.o2i_broadcast,
     "concatenate": dm.o2i_concatenate,
@@ -51,6 +59,7 @@ OUTPUT_TO_INPUT = dict(sorted({
 
 INPUT_TO_OUTPUT = dict(sorted({
     **_ELEMENTWISE_I2O,
+    **_MOVES_I2O,
     "bitcast": reshape_rules.i2o_bitcast,
     "broadcast": dm.i2o_broadcast,
     "concatenate": dm.i2o_concatenate,

@@ -8,6 +8,10 @@ convention (random inputs from ``--seed`` without ``--inputs``; files written on
 per output, the maximum absolute and relative error and whether it is within the element
 type's tolerance (``triton_backend.host.output_check``); a failed check exits with status 3.
 
+``--world-size N`` runs a module partitioned for N devices (``num_partitions`` times
+``replica_count``) as N local processes, one per rank, each on its own inputs, collectives
+through ``torch.distributed``; inputs, outputs and ``--check`` per rank (``world_run``).
+
 ``--tile NAME=T0,T1,...`` (repeatable) sets the tile sizes of fusion NAME; ``--no-fuse`` runs an
 unfused module op by op (one-op fusions) instead of fusing it first.
 """
@@ -31,6 +35,7 @@ from triton_backend.cli.npz_files import (
     save_requested,
 )
 from triton_backend.cli.check_command import read_verified_module
+from triton_backend.cli.world_run import print_ranks, run_world
 from fusion.evaluator import evaluate
 from triton_backend.host.output_check import OutputComparison, compare_output
 
@@ -48,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop a while loop still running after N iterations (an error)")
     parser.add_argument("--check", action="store_true",
                         help="compare with the reference evaluator (exit 3 when out of tolerance)")
+    parser.add_argument("--world-size", type=int, default=1, metavar="N",
+                        help="run a module partitioned for N devices as N local processes; "
+                             "per-rank npz keys pK_rankR / oK_rankR")
     add_compile_options(parser)
 
 
@@ -86,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     paths = output_paths(args)  # an unusable output path fails before any work
     tiling = parse_tiling(args.tile)
     module = read_verified_module(args.file)
+    if args.world_size != 1:
+        return _run_world(module, args, paths, tiling)
     start = time.perf_counter()
     compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse)
     compile_s = time.perf_counter() - start
@@ -116,6 +126,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"compiled {len(compiled.fusions)} kernel(s) in {compile_s:.2f}s; ran on {where} "
               f"in {run_s:.2f}s")
         print_outputs(outputs, out_types, paths)
+        if comparisons is not None:
+            _print_check(comparisons, failed)
+    return CHECK_FAILED if failed else 0
+
+
+def _run_world(module, args, paths, tiling) -> int:
+    if args.world_size < 1:
+        raise BadArgumentError(f"--world-size {args.world_size}: expected 1 or more",
+                               where="--world-size")
+    start = time.perf_counter()
+    inputs, outputs, comparisons = run_world(module, args, paths, tiling)
+    wall_s = time.perf_counter() - start
+    failed = [c.key for c in comparisons or () if not c.passed]
+    if args.json:
+        emit("run", {"module": module.name, "world_size": args.world_size,
+                     "inputs": inputs_description(args),
+                     "outputs": [outputs_json(row, output_types(module)) for row in outputs],
+                     "outputs_file": None if paths.outputs is None else str(paths.outputs),
+                     "wall_s": round(wall_s, 6),
+                     "check": None if comparisons is None else _check_json(comparisons)})
+    else:
+        print(f"ran on {args.world_size} processes in {wall_s:.2f}s")
+        print_ranks(module, outputs, paths)
         if comparisons is not None:
             _print_check(comparisons, failed)
     return CHECK_FAILED if failed else 0

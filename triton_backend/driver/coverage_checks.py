@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fusion.analysis.collectives import single_device_problem
+from fusion.analysis.sharding import is_sharding_call, sharding_call_problem
 from fusion.analysis.library_calls import TARGETS, layout_problem, library_call
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.element_types import ELEMENT_TYPES
@@ -176,9 +177,12 @@ _LINALG_TYPES = frozenset({"f32", "f64", "c64", "c128"})
 
 
 def library_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
-    """A library call (``fusion.analysis.library_calls``) the host rules run: a known target with valid
+    """A sharding call (``fusion.analysis.sharding``) that is the identity on one device, or
+    a library call (``fusion.analysis.library_calls``) the host rules run: a known target with valid
     options, untiled layouts, LAPACK's element types for the linear algebra, and for XLA's
     ``TopK`` custom-call a comparator ordering the values descending."""
+    if is_sharding_call(instr):
+        return sharding_call_problem(instr, tuple(comp.instruction(o).shape for o in instr.operands))
     if instr.opcode == "custom-call" and instr.attr("custom_call_target", None) not in TARGETS:
         return (f"custom-call target {instr.attr('custom_call_target', None)} is not a library "
                 "call the Triton path runs (an opaque target has no Triton lowering)")

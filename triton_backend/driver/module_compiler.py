@@ -59,6 +59,10 @@ from triton_backend.driver.module_runner import (
     CompiledModule, constant_storages, empty_outputs, host_computations, host_program, located,
 )
 from triton_backend.driver.op_coverage import check_triton_coverage
+from triton_backend.driver.process_world import (
+    check_one_device, check_spmd_module, resolve_world,
+)
+from triton_backend.host.distributed import join_process_groups
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 
 TileSizes = Sequence[int]
@@ -70,7 +74,8 @@ AUTO = "auto"
 def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = None,
                 tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
                 physical_outputs: bool = False, tuning_device: str | None = AUTO,
-                tuning_db: Any = None, cache: bool | None = None) -> CompiledModule:
+                tuning_db: Any = None, cache: bool | None = None, rank: int | None = None,
+                world_size: int | None = None) -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
@@ -86,20 +91,26 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     A module compiled before with the same options (``module_cache``: in this process, or
     its plan on disk) is loaded without fusion, tiling or code generation; ``cache=False``
     (or ``FUSION_MODULE_CACHE=0``) compiles it afresh and stores nothing.
+
+    ``rank`` and ``world_size`` (default: those of an initialised ``torch.distributed``, else
+    one device) run a module partitioned for ``world_size`` devices as that many processes,
+    this one ``rank``: every rank compiles the same module, and each collective is a
+    ``torch.distributed`` call (``host.distributed``; ``process_world`` checks the fit).
     """
+    rank, world_size = resolve_world(rank, world_size)
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
     key = _module_key(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
-                      tuning_db, device) if module_cache.enabled(cache) else None
+                      tuning_db, device, world_size) if module_cache.enabled(cache) else None
     if key is not None:
         compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
         if compiled is not None:
-            return compiled
+            return _placed(compiled, rank, world_size)
     # The compile builds O(n) objects that outlive it (IR, analyses, kernel modules): with
     # the collector on, its full collections walk them again and again (fusion.gc_pause).
     with paused_gc():
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
-                            tuning_device, tuning_db, device)
+                            tuning_device, tuning_db, device, world_size)
     if key is not None:
         plan = module_plan.ModulePlan.of(compiled.module, compiled.source_module,
                                           compiled.fusions, compiled.fusion_mode,
@@ -107,18 +118,33 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
         if plan is not None:
             module_cache.ModuleCache().store(key, plan)
         module_cache.remember(key, compiled)
-    return compiled
+    return _placed(compiled, rank, world_size)
+
+
+def _placed(compiled: CompiledModule, rank: int, world_size: int) -> CompiledModule:
+    """``compiled`` as process ``rank`` of ``world_size`` runs it: its process groups joined."""
+    if world_size == 1:
+        return compiled
+    check_spmd_module(compiled.source_module, world_size)  # a cached plan was checked too
+    return replace(compiled, place=join_process_groups(compiled.source_module, rank,
+                                                       world_size))
 
 
 def _compile(text_or_module: str | HloModule, target: str | int | None,
              tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
-             tuning_device: str | None, tuning_db: Any, device: torch.device) -> CompiledModule:
+             tuning_device: str | None, tuning_db: Any, device: torch.device,
+             world_size: int = 1) -> CompiledModule:
     """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel."""
     source = _parse(text_or_module)
     verify_module(source)
     _check_entry_signature(source)
+    if world_size > 1:
+        check_spmd_module(source, world_size)
     # Every op the Triton path cannot run, located, before the fusion pass or any kernel.
-    check_triton_coverage(source, canonicalized=fuse and bool(_lone_ops(source)))
+    check_triton_coverage(source, canonicalized=fuse and bool(_lone_ops(source)),
+                          devices=world_size)
+    if world_size == 1:
+        check_one_device(source)
     tiling = dict(tiling or {})
     attempts = _fusion_attempts() if fuse and _lone_ops(source) else [("unfused", None)]
     fallbacks: list[str] = []
@@ -145,13 +171,15 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
 
 def _module_key(text_or_module: str | HloModule, target: str | int | None,
                 tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
-                tuning_device: str | None, tuning_db: Any,
-                device: torch.device) -> module_cache.ModuleKey | None:
+                tuning_device: str | None, tuning_db: Any, device: torch.device,
+                world_size: int = 1) -> module_cache.ModuleKey | None:
     """The module cache's key for a compile: the text and every option that changes its
     result; None when an input cannot be keyed (the compile then reports what is wrong)."""
     options = {"target": _cache_target(target) or "", "fuse": repr(bool(fuse)),
                "physical_outputs": repr(bool(physical_outputs)), "device": str(device),
                "tuning_device": repr(tuning_device)}
+    if world_size > 1:  # the coverage a plan passed depends on it (one device or several)
+        options["world_size"] = str(world_size)
     try:
         text = text_or_module if isinstance(text_or_module, str) else print_hlo(text_or_module)
         options["tiling"] = repr(sorted((str(name), tuple(sizes))

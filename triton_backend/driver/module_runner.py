@@ -87,7 +87,8 @@ class CompiledModule:
     (XLA's fusions only, lone ops as one-op fusions); ``fusion_fallbacks`` says why a more
     aggressive mode was given up.  ``physical_outputs`` is the default of the call's option
     of that name (tiled results as physical buffers); ``tuning_device`` the device key whose
-    tuned tilings were looked up (None: none were).
+    tuned tilings were looked up (None: none were); ``place`` this process's place when the
+    module runs as several processes (``host.distributed.ProcessPlace``; None: one device).
     """
 
     module: HloModule
@@ -101,6 +102,7 @@ class CompiledModule:
     constant_storages: frozenset[int] = field(default=frozenset(), repr=False)
     physical_outputs: bool = False
     tuning_device: str | None = None
+    place: Any = None
 
     def __call__(self, *args: torch.Tensor, physical_outputs: bool | None = None,
                  max_while_iterations: int | None = None) -> tuple[torch.Tensor, ...]:
@@ -143,7 +145,7 @@ class CompiledModule:
         program = self.programs[name]
         ctx = HostContext(tuple(arguments),
                           partial(self.call_computation, max_while_iterations=max_while_iterations),
-                          max_while_iterations)
+                          max_while_iterations, self.place)
         env: dict[str, Value] = {}
         for step in program.steps:
             env[step.name] = step.execute([env[o] for o in step.operands], ctx)

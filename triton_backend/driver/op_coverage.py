@@ -123,6 +123,8 @@ _ONE_DEVICE = OpCoverage(HOST, "one device: its groups name device 0 alone (repl
                          "its operands (a collective-permute receiving nothing gives zeros)",
                          collective_check)
 
+_DEVICE_ID = OpCoverage(HOST, "one device: its id, 0")
+
 _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
@@ -142,6 +144,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
                               "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "
+                              "the sharding annotations (Sharding, SPMDFullToShardShape, ...: "
+                              "fusion.analysis.sharding), copies on one device; "
                               "any other target is opaque and not covered", library_check),
     "dot": OpCoverage(DOT, "operands f32/bf16/f16 with an f32/bf16/f16 result, or s8 x s8 -> "
                       "s32/s16/s8; algorithm dot_f32_f32_f32, dot_tf32_tf32_f32 or "
@@ -199,7 +203,8 @@ def has_kernel_rule(opcode: str) -> bool:
 
 
 def _build_table() -> dict[str, OpCoverage]:
-    table = {**dict.fromkeys(opcodes_with("collective"), _ONE_DEVICE), **_EXPLICIT}
+    table = {**dict.fromkeys(opcodes_with("collective"), _ONE_DEVICE),
+             **dict.fromkeys(opcodes_with("device_id"), _DEVICE_ID), **_EXPLICIT}
     for opcode in ELEMENTWISE_RULES:
         table.setdefault(opcode, OpCoverage(ELEMENTWISE, "element types as its lowering "
                                             "allows", elementwise_check))
@@ -229,7 +234,7 @@ def _types_reason(comp: HloComputation, instr: HloInstruction, allowed: frozense
 
 
 def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, role: str,
-               template: str | None) -> str | None:
+               template: str | None, devices: int = 1) -> str | None:
     coverage = COVERAGE.get(instr.opcode)
     if coverage is None:
         return f"no Triton lowering for opcode {instr.opcode}"
@@ -247,7 +252,9 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if instr.opcode in _HOST_ONLY or instr.opcode == "fusion":
             return None  # a fusion is judged by its template (``fusion_template``)
         if traits(instr.opcode).collective:
-            return (collective_check(module, comp, instr)
+            # Across processes the groups are checked, as a DistributedError, by
+            # ``process_world.check_spmd_module``; on one device by the coverage check.
+            return ((collective_check(module, comp, instr) if devices == 1 else None)
                     or _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor"))
         if instr.opcode == "constant":
             return _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor")
@@ -306,8 +313,9 @@ def _zero_elements(comp: HloComputation, instr: HloInstruction) -> bool:
     return isinstance(shape, ArrayShape) and shape.num_elements == 0
 
 
-def uncovered_ops(module: HloModule) -> list[Uncovered]:
-    """Every instruction ``compile_hlo`` would compile but the Triton path cannot, in text order.
+def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
+    """Every instruction ``compile_hlo`` would compile but the Triton path cannot, in text order
+    (``devices``: how many processes run it; collectives are judged for one device by default).
 
     Walks the ENTRY computation and the computations it runs on the host (call, while,
     conditional), the fused computations of its fusions and the reducers of its reduces;
@@ -322,7 +330,7 @@ def uncovered_ops(module: HloModule) -> list[Uncovered]:
         seen.add((name, role))
         comp = module.computation(name)
         for instr in comp.instructions:
-            reason = _op_reason(module, comp, instr, role, template)
+            reason = _op_reason(module, comp, instr, role, template, devices)
             if reason is None and role == "host" and instr.opcode == "fusion" \
                     and involves_complex(module, instr):
                 reason = _complex_fusion_reason(module, instr)
@@ -397,16 +405,18 @@ def describe(item: Uncovered) -> str:
             f"in computation {item.computation.name}: {item.reason}")
 
 
-def check_triton_coverage(module: HloModule, *, canonicalized: bool = False) -> None:
+def check_triton_coverage(module: HloModule, *, canonicalized: bool = False,
+                          devices: int = 1) -> None:
     """Raise ``UnsupportedOpError`` at the first uncovered instruction, listing all of them.
 
+    ``devices``: the processes that run it (``compile_hlo(world_size=)``).
     ``canonicalized``: the fusion pass will run first, so judge the module as its
     canonicalization (``fusion.transforms.canonicalize``) leaves it: an op it removes (a ``copy`` in a
     reducer, a constant expression it folds) is never compiled.
     """
-    uncovered = uncovered_ops(module)
+    uncovered = uncovered_ops(module, devices)
     if uncovered and canonicalized:
-        uncovered = uncovered_ops(canonicalize(module))
+        uncovered = uncovered_ops(canonicalize(module), devices)
     if not uncovered:
         return
     first = uncovered[0]

@@ -6,8 +6,11 @@ operands; ``collective-permute`` copies its operand when a pair sends device 0 t
 gives zeros when none targets it.  The ``-start`` halves build XLA's value (the result, or
 ``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
 Copies go through the logical tensors, so operand and result may have different layouts.  An
-op that names another device has no host rule: ``op_coverage`` refuses it, located, before any
-kernel (and also when the module's header asks for several devices).
+op that names another device runs only across processes: a call whose host context has a
+``ProcessPlace`` (``compile_hlo`` under ``torch.distributed``) hands each collective to
+``distributed.exchange``, and ``partition-id``/``replica-id`` give the rank's ids; without one
+``op_coverage`` refuses such an op, located, before any kernel.  The sharding custom calls
+(``fusion.analysis.sharding``) copy their operands too (:func:`host_sharding_call`).
 
 >>> import torch
 >>> from fusion.ir.shape import ArrayShape
@@ -25,9 +28,13 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fusion.analysis.collectives import async_result_index, sends_to_self, single_device_problem
+from fusion.errors import UnsupportedOpError
+from fusion.analysis.sharding import sharding_call_problem
+from fusion.analysis.spmd_groups import device_ids
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from fusion.opcodes import opcodes_with
+from triton_backend.host.distributed import exchange
 from triton_backend.host.input_validation import pack_logical, torch_dtype, unpack_physical
 
 
@@ -43,9 +50,8 @@ def _zeros(value: torch.Tensor, source: ArrayShape, result: ArrayShape) -> torch
 
 def host_collective(comp: HloComputation, instr: HloInstruction,
                     device: torch.device) -> Callable[[Sequence, object], object] | None:
-    """The executor of a collective on one device (module docstring)."""
-    if single_device_problem(instr, None) is not None:
-        return None  # no host rule: ``op_coverage`` refuses it, located, saying why
+    """The executor of a collective: across processes when the call has a place, else on one
+    device (module docstring)."""
     if instr.opcode.endswith("-done"):
         index = async_result_index(instr.opcode.removesuffix("-done") + "-start")
         return lambda operands, ctx: operands[0] if index is None else operands[0][index]
@@ -57,9 +63,21 @@ def host_collective(comp: HloComputation, instr: HloInstruction,
     move = _zeros if instr.opcode.startswith("collective-permute") \
         and not sends_to_self(instr) else _copy
     contexts = instr.shape.elements[2:] if wrapped else ()
+    # ``compile_hlo`` refuses it on one process (op_coverage, process_world), with its line.
+    alone = single_device_problem(instr, None)
 
     def run(operands: Sequence, ctx) -> object:
-        out = [move(v, s, r) for v, s, r in zip(operands, sources, leaves)]
+        place = getattr(ctx, "place", None)
+        if place is None and alone is not None:
+            loc = instr.location
+            raise UnsupportedOpError(alone, line=loc.line if loc else None,
+                                     column=loc.column if loc else None, where=instr.name)
+        if place is None:
+            out = [move(v, s, r) for v, s, r in zip(operands, sources, leaves)]
+        else:
+            got = exchange(instr, [unpack_physical(v, s) for v, s in zip(operands, sources)],
+                           place)
+            out = [pack_logical(g.contiguous(), r) for g, r in zip(got, leaves)]
         value = tuple(out) if isinstance(results, TupleShape) else out[0]
         if not wrapped:
             return value
@@ -70,7 +88,42 @@ def host_collective(comp: HloComputation, instr: HloInstruction,
     return run
 
 
-#: One rule for every collective (the ``collective`` trait).
-COLLECTIVE_HOST_RULES = {opcode: host_collective for opcode in sorted(opcodes_with("collective"))}
+def host_sharding_call(comp: HloComputation, instr: HloInstruction,
+                       device: torch.device) -> Callable[[Sequence, object], object] | None:
+    """A sharding custom call (``fusion.analysis.sharding``) on one device: a copy of its
+    operands (``None``, no host rule, where a shard is not the whole value)."""
+    sources = [comp.instruction(o).shape for o in instr.operands]
+    if sharding_call_problem(instr, sources) is not None:
+        return None
+    leaves = flatten_shape(instr.shape)
+    is_tuple = isinstance(instr.shape, TupleShape)
 
-__all__ = ["COLLECTIVE_HOST_RULES", "host_collective"]
+    def run(operands: Sequence, ctx) -> object:
+        out = [_copy(v, s, r) for v, s, r in zip(operands, sources, leaves)]
+        return tuple(out) if is_tuple else out[0]
+
+    return run
+
+
+def host_device_id(comp: HloComputation, instr: HloInstruction,
+                   device: torch.device) -> Callable[[Sequence, object], object]:
+    """``partition-id``/``replica-id``: ``u32`` 0 on one device, the rank's id across
+    processes (``fusion.analysis.spmd_groups.device_ids``)."""
+    replica = instr.opcode == "replica-id"
+
+    def run(operands: Sequence, ctx) -> torch.Tensor:
+        place = getattr(ctx, "place", None)
+        ids = (0, 0) if place is None else device_ids(place.counts, place.rank)
+        return torch.tensor(ids[0] if replica else ids[1], dtype=torch_dtype("u32"),
+                            device=device)
+
+    return run
+
+
+#: One rule for every collective (the ``collective`` trait).
+COLLECTIVE_HOST_RULES = {
+    **{opcode: host_collective for opcode in sorted(opcodes_with("collective"))},
+    **{opcode: host_device_id for opcode in sorted(opcodes_with("device_id"))},
+}
+
+__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_device_id", "host_sharding_call"]

@@ -15,7 +15,8 @@ zero, exactly as kernels read and write it (``input_validation.physical_buffer``
   simplifier does the same), so no kernel ever loops over an empty reduced dim;
 * ``call`` runs the callee's compiled program (XLA inlines calls; so do we, at run time);
 * the collectives (``all-reduce``, ``all-gather``, ...) copy their operands, or give zeros
-  (``collective``s on one device, ``collectives``);
+  (``collective``s on one device, ``collectives``), or call ``torch.distributed`` when the
+  module runs as several processes (``distributed``);
 * the library calls (``fft``, ``topk``, ``cholesky``, ``triangular-solve`` and the LAPACK /
   cuSOLVER custom-calls JAX emits) call ``torch.fft``/``torch.linalg``/``torch.sort`` on the
   device tensors (``library_calls``);
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -64,12 +65,14 @@ Value = Union[torch.Tensor, tuple["Value", ...]]
 
 @dataclass(frozen=True)
 class HostContext:
-    """What an executor may use at run time: the computation's arguments, calling others, and
-    the most iterations a while loop may run (None: until its condition is false, as XLA)."""
+    """What an executor may use at run time: the computation's arguments, calling others, the
+    most iterations a while loop may run (None: until its condition is false, as XLA), and
+    this process's place among several (``distributed.ProcessPlace``; None: one device)."""
 
     arguments: Sequence[Value]
     call: Callable[[str, Sequence[Value]], Value]
     max_while_iterations: int | None = None
+    place: Any = None
 
 
 Executor = Callable[[Sequence[Value], HostContext], Value]

@@ -26,11 +26,13 @@ from typing import Any, Union
 import torch
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
+from fusion.analysis.sharding import is_sharding_call
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
 from fusion.ir.shape import ArrayShape, TupleShape
+from triton_backend.host.collectives import host_sharding_call
 
 Value = Union[torch.Tensor, tuple]
 Executor = Callable[[Sequence[Value], Any], Value]
@@ -278,7 +280,10 @@ CUSTOM_CALL_HOST_RULES: dict[str, TargetRule] = {
 
 def host_custom_call(comp: HloComputation, instr: HloInstruction,
                      device: torch.device) -> Executor | None:
-    """A library target's torch routine; ``None`` (no host rule) for any other target."""
+    """A library target's torch routine, a sharding call's copy; ``None`` (no host rule) for
+    any other target."""
+    if is_sharding_call(instr):
+        return host_sharding_call(comp, instr, device)
     rule = CUSTOM_CALL_HOST_RULES.get(instr.attr("custom_call_target", None))
     if rule is None:
         return None

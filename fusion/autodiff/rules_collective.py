@@ -1,0 +1,142 @@
+"""VJP rules of the collectives and the sharding custom calls: each is linear in its operands,
+so its VJP is its transpose, as JAX's transpose rules write.
+
+* ``all-reduce`` of a sum is its own transpose (``psum``'s is ``psum``);
+* ``all-gather``'s is a summing ``reduce-scatter`` along the same dimension, and a summing
+  ``reduce-scatter``'s is the ``all-gather``;
+* ``all-to-all``'s is itself (it sends block ``j`` to participant ``j`` and takes block ``j``
+  from it, along one dimension for split and concat);
+* ``collective-permute``'s is the permute with every pair reversed;
+* a sharding custom call's is the call that undoes it (``SPMDFullToShardShape`` and
+  ``SPMDShardToFullShape``, Shardy's ``GlobalToLocalShape`` and ``LocalToGlobalShape``; a
+  ``Sharding`` annotation annotates the cotangent alike).
+
+The groups, ``channel_id`` and ``use_global_device_ids`` are kept.  A reducer other than a sum
+has no transpose (``pmax`` is not linear): an ``UnsupportedOpError`` at the op.
+
+>>> sorted(COLLECTIVE_VJP_RULES)[:3]
+['all-gather', 'all-reduce', 'all-to-all']
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from fusion.analysis.sharding import is_sharding_call
+from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
+from fusion.autodiff.cotangents import Cotangent, materialize, unpack
+from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import Shape, TupleShape, flatten_shape
+
+Cts = Sequence[Cotangent]
+
+#: A sharding call -> the call its transpose is.
+_INVERSE_TARGET = {
+    "SPMDFullToShardShape": "SPMDShardToFullShape",
+    "SPMDShardToFullShape": "SPMDFullToShardShape",
+    "Sharding": "Sharding",
+    "xla.sdy.GlobalToLocalShape": "xla.sdy.LocalToGlobalShape",
+    "xla.sdy.LocalToGlobalShape": "xla.sdy.GlobalToLocalShape",
+}
+_KEPT = ("channel_id", "replica_groups", "use_global_device_ids", "source_target_pairs",
+         "dimensions", "frontend_attributes", "sharding")
+
+
+def _unsupported(instr: HloInstruction, message: str) -> UnsupportedOpError:
+    return UnsupportedOpError(f"no VJP for {instr.opcode} %{instr.name}: {message}",
+                              **instr._located())
+
+
+def _kept(instr: HloInstruction) -> list[tuple[str, object]]:
+    return [(k, v) for k, v in instr.attributes if k in _KEPT]
+
+
+def _cts(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> list[str]:
+    """The cotangent of each result leaf, zeros where none flows back."""
+    b = ctx.b
+    if isinstance(instr.shape, TupleShape):
+        leaves = flatten_shape(instr.shape)
+        parts = ct if isinstance(ct, tuple) else (None,) * len(leaves)
+        return [materialize(b, c, s.with_layout(None)) for c, s in zip(parts, leaves)]
+    return [materialize(b, ct, instr.shape.with_layout(None))]
+
+
+def _sum_reducer(ctx: VjpContext, instr: HloInstruction, dtype: str) -> str:
+    if instr.has_attr("to_apply") and \
+            combiner_kind(ctx.module, instr.attr("to_apply")) is not CombinerKind.ADD:
+        raise _unsupported(instr, f"its to_apply {instr.attr('to_apply')} is not a sum; only a "
+                           "summing collective is linear")
+    return ctx.b.table.scalar_reducer("add", dtype)
+
+
+def _emit(ctx: VjpContext, instr: HloInstruction, opcode: str, cts: list[str],
+          shapes: list[Shape], extra: Sequence[tuple[str, object]] = ()) -> Cts:
+    """One ``opcode`` over all the cotangents; its results are the operands' cotangents."""
+    b = ctx.b
+    shape = shapes[0] if len(shapes) == 1 else TupleShape(tuple(shapes))
+    out = b.emit(opcode, cts, (*_kept(instr), *extra), shape=shape)
+    if len(shapes) == 1:
+        return (out,)
+    return tuple(unpack(b, out, shape))
+
+
+def _operand_shapes(ctx: VjpContext, instr: HloInstruction) -> list[Shape]:
+    return [ctx.shape(o).with_layout(None) for o in instr.operands]
+
+
+def vjp_all_reduce(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    cts = _cts(ctx, instr, ct)
+    reducer = _sum_reducer(ctx, instr, ctx.b.array_shape(cts[0]).dtype)
+    extra = [("to_apply", reducer)]
+    return _emit(ctx, instr, "all-reduce", cts, _operand_shapes(ctx, instr), extra)
+
+
+def vjp_all_gather(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    cts = _cts(ctx, instr, ct)
+    extra = [("to_apply", ctx.b.table.scalar_reducer("add", ctx.b.array_shape(cts[0]).dtype))]
+    return _emit(ctx, instr, "reduce-scatter", cts, _operand_shapes(ctx, instr), extra)
+
+
+def vjp_reduce_scatter(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    cts = _cts(ctx, instr, ct)
+    _sum_reducer(ctx, instr, ctx.b.array_shape(cts[0]).dtype)
+    return _emit(ctx, instr, "all-gather", cts, _operand_shapes(ctx, instr))
+
+
+def vjp_all_to_all(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    return _emit(ctx, instr, "all-to-all", _cts(ctx, instr, ct), _operand_shapes(ctx, instr))
+
+
+def vjp_collective_permute(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    pairs = tuple((t, s) for s, t in instr.attr("source_target_pairs", ()))
+    cts = _cts(ctx, instr, ct)
+    shapes = _operand_shapes(ctx, instr)
+    shape = shapes[0] if len(shapes) == 1 else TupleShape(tuple(shapes))
+    attributes = [(k, pairs if k == "source_target_pairs" else v) for k, v in _kept(instr)]
+    out = ctx.b.emit("collective-permute", cts, attributes, shape=shape)
+    return (out,) if len(shapes) == 1 else tuple(unpack(ctx.b, out, shape))
+
+
+def vjp_custom_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """A sharding call's transpose; any other custom call has no VJP."""
+    if not is_sharding_call(instr):
+        raise _unsupported(instr, f"custom-call target {instr.attr('custom_call_target')} is "
+                           "opaque (only the sharding calls have a transpose)")
+    inverse = _INVERSE_TARGET[instr.attr("custom_call_target")]
+    cts = _cts(ctx, instr, ct)
+    out = []
+    for c, shape in zip(cts, _operand_shapes(ctx, instr)):
+        out.append(ctx.b.emit("custom-call", (c,), [("custom_call_target", inverse),
+                                                     *_kept(instr)], shape=shape))
+    return tuple(out)
+
+
+COLLECTIVE_VJP_RULES: dict[str, Rule] = {
+    "all-gather": vjp_all_gather,
+    "all-reduce": vjp_all_reduce,
+    "all-to-all": vjp_all_to_all,
+    "collective-permute": vjp_collective_permute,
+    "custom-call": vjp_custom_call,
+    "reduce-scatter": vjp_reduce_scatter,
+}

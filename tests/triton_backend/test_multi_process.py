@@ -1,0 +1,64 @@
+"""Partitioned modules as several processes (``driver.process_launch``, gloo on CPU): each
+rank runs the compiled module on its shard, collectives through ``torch.distributed``; its
+outputs are XLA's for that device and ``evaluate_spmd``'s.  Errors stop every rank."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fusion import parse_hlo
+from fusion.errors import DistributedError
+from fusion.evaluator.spmd import evaluate_spmd
+from tests.conformance.sharded_programs import corpus_files, xla_shards
+from triton_backend import compile_hlo
+from triton_backend.driver.process_launch import run_processes
+
+CASES = ("collectives", "dp_train_step")
+
+
+def test_partitioned_programs_on_two_processes_match_xla_and_the_evaluator(tmp_path):
+    texts, inputs, wants = [], [], []
+    for name in CASES:
+        shards_in, shards_out = xla_shards(name, 2, seed=11, tmp=tmp_path)
+        texts.append(corpus_files(name, 2)[1].read_text())
+        inputs.append(shards_in)
+        wants.append(shards_out)
+    got = run_processes(texts, inputs, 2, timeout=60)  # one world for both modules
+    for name, text, ins, want, ranks in zip(CASES, texts, inputs, wants, got):
+        evaluated = evaluate_spmd(parse_hlo(text), ins)
+        for rank in range(2):
+            assert len(ranks[rank]) == len(want[rank]) == len(evaluated[rank])
+            for k, (g, w, e) in enumerate(zip(ranks[rank], want[rank], evaluated[rank])):
+                where = f"{name} rank {rank} output {k}"
+                np.testing.assert_allclose(g, w, rtol=5e-5, atol=5e-5, err_msg=where)
+                np.testing.assert_allclose(g, e, rtol=5e-5, atol=5e-5, err_msg=where)
+
+
+def test_a_world_size_the_module_does_not_ask_for_stops_every_rank():
+    text = corpus_files("collectives", 4)[1].read_text()
+    module = parse_hlo(text)
+    args = [np.zeros(p.shape.dims, np.float32) for p in module.entry.parameters]
+    start = time.monotonic()
+    with pytest.raises(DistributedError, match=r"runs on 4 devices \(num_partitions=4\), but "
+                       r"2 processes run it: start 4"):
+        run_processes([text], [[args, args]], 2, timeout=30)
+    assert time.monotonic() - start < 30
+
+
+def test_a_rank_that_raises_is_reported_and_the_others_are_stopped():
+    text = corpus_files("collectives", 2)[1].read_text()
+    good = [np.ones((2, 4), np.float32)]
+    bad = [np.ones((3, 4), np.float32)]  # rank 1 fails before the first collective
+    start = time.monotonic()
+    with pytest.raises(DistributedError, match="rank 1 failed: .*parameter 0") as err:
+        run_processes([text], [[good, bad]], 2, timeout=60)
+    assert time.monotonic() - start < 40, "rank 0 waited for its collective's time-out"
+    assert "rank 0" not in str(err.value).split("failed")[0]
+
+
+def test_several_devices_without_a_torch_distributed_world_is_a_clear_error():
+    text = corpus_files("collectives", 2)[1].read_text()
+    with pytest.raises(DistributedError, match="needs an initialised torch.distributed"):
+        compile_hlo(text, world_size=2)
