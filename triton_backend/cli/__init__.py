@@ -20,23 +20,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from fusion import logs
-from fusion.errors import BadArgumentError, FusionCompilerError
 from triton_backend.runtime.version import __version__
-from triton_backend.cli.diagnostics import (
-    ExitStatus,
-    SourceFile,
-    error_record,
-    format_error,
-    recording_sources,
-)
-from triton_backend.cli.json_output import emit
 
-_log = logs.get_logger("triton_backend.cli")
+if TYPE_CHECKING:
+    from triton_backend.cli.diagnostics import ExitStatus, SourceFile
+
+# Nothing else at the top: ``--version`` answers after argparse and the version alone (the
+# logging, diagnostics and JSON modules cost a third of its start-up); main() imports them
+# once the arguments are parsed.
 
 # Subcommand name -> module (alphabetical).  A subcommand whose module is not present yet is
 # simply not offered.
@@ -74,6 +68,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if self.json_mode:
+            from triton_backend.cli.diagnostics import ExitStatus
+            from triton_backend.cli.json_output import emit
+
             emit(self.command, {}, error={"file": None, "line": None, "column": None,
                                      "message": message, "kind": "usage", "where": None,
                                      "expected": None})
@@ -122,6 +119,10 @@ def build_parser(only: str | None = None, json_mode: bool = False) -> argparse.A
 
 
 def _enable_logging(verbose: int) -> None:
+    import logging
+
+    from fusion import logs
+
     if verbose >= 2:
         logs.enable(logging.DEBUG)
     elif verbose == 1:
@@ -130,6 +131,10 @@ def _enable_logging(verbose: int) -> None:
 
 def _report(args: argparse.Namespace, err: BaseException, sources: list[SourceFile],
             status: ExitStatus) -> int:
+    from fusion.errors import FusionCompilerError
+    from triton_backend.cli.diagnostics import error_record, format_error
+    from triton_backend.cli.json_output import emit
+
     if getattr(args, "json", False):
         emit(args.command, {}, error=error_record(err, sources))
     elif isinstance(err, FusionCompilerError):
@@ -148,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         only = ""  # no subcommand module imported: --version works without numpy or torch
     parser = build_parser(only=only, json_mode="--json" in argv)
     args = parser.parse_args(argv)
+    from fusion import logs
+    from fusion.errors import BadArgumentError, FusionCompilerError
+    from triton_backend.cli.diagnostics import ExitStatus, recording_sources
+
     _enable_logging(args.verbose)
-    _log.info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
+    logs.get_logger("triton_backend.cli").info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
     with recording_sources() as sources:
         try:
             return int(args._run(args) or 0)
