@@ -21,16 +21,13 @@ import argparse
 import importlib
 import importlib.util
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from triton_backend.runtime.version import __version__
 
-if TYPE_CHECKING:
-    from triton_backend.cli.diagnostics import ExitStatus, SourceFile
-
 # Nothing else at the top: ``--version`` answers after argparse and the version alone (the
-# logging, diagnostics and JSON modules cost a third of its start-up); main() imports them
-# once the arguments are parsed.
+# logging, diagnostics and JSON modules cost a third of its start-up); ``dispatch``, which
+# imports them, is imported once the arguments are parsed.
 
 # Subcommand name -> module (alphabetical).  A subcommand whose module is not present yet is
 # simply not offered.
@@ -68,13 +65,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if self.json_mode:
-            from triton_backend.cli.diagnostics import ExitStatus
-            from triton_backend.cli.json_output import emit
+            from triton_backend.cli.dispatch import usage_error_json
 
-            emit(self.command, {}, error={"file": None, "line": None, "column": None,
-                                     "message": message, "kind": "usage", "where": None,
-                                     "expected": None})
-            self.exit(ExitStatus.USAGE)
+            self.exit(usage_error_json(self.command, message))
         super().error(message)
 
 
@@ -118,32 +111,6 @@ def build_parser(only: str | None = None, json_mode: bool = False) -> argparse.A
     return parser
 
 
-def _enable_logging(verbose: int) -> None:
-    import logging
-
-    from fusion import logs
-
-    if verbose >= 2:
-        logs.enable(logging.DEBUG)
-    elif verbose == 1:
-        logs.enable(logging.INFO)
-
-
-def _report(args: argparse.Namespace, err: BaseException, sources: list[SourceFile],
-            status: ExitStatus) -> int:
-    from fusion.errors import FusionCompilerError
-    from triton_backend.cli.diagnostics import error_record, format_error
-    from triton_backend.cli.json_output import emit
-
-    if getattr(args, "json", False):
-        emit(args.command, {}, error=error_record(err, sources))
-    elif isinstance(err, FusionCompilerError):
-        print(format_error(err, sources, args.command), file=sys.stderr)
-    else:
-        print(f"fusion-compile {args.command}: error: {err}", file=sys.stderr)
-    return int(status)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fusion-compile`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -153,24 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         only = ""  # no subcommand module imported: --version works without numpy or torch
     parser = build_parser(only=only, json_mode="--json" in argv)
     args = parser.parse_args(argv)
-    from fusion import logs
-    from fusion.errors import BadArgumentError, FusionCompilerError
-    from triton_backend.cli.diagnostics import ExitStatus, recording_sources
+    from triton_backend.cli.dispatch import run_parsed
 
-    _enable_logging(args.verbose)
-    logs.get_logger("triton_backend.cli").info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
-    with recording_sources() as sources:
-        try:
-            return int(args._run(args) or 0)
-        except BadArgumentError as err:
-            return _report(args, err, sources, ExitStatus.USAGE)
-        except FusionCompilerError as err:
-            return _report(args, err, sources, ExitStatus.ERROR)
-        except OSError as err:  # a missing file, a full disk: the message, not a traceback
-            return _report(args, err, sources, ExitStatus.ERROR)
-        except KeyboardInterrupt:
-            print(f"fusion-compile {args.command}: interrupted", file=sys.stderr)
-            return 130
+    return run_parsed(args, argv)
 
 
 if __name__ == "__main__":
