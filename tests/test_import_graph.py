@@ -58,6 +58,10 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     # triton: the @triton.jit math helpers, re-imported under the interpreter.
     ("triton_backend.runtime.kernel_loading", "_interpreted_copy",
      "triton_backend.device_lib.elementwise_math"),
+    # start-up: ``fusion-compile --version`` answers from argparse and the version alone; the
+    # logging, diagnostics and JSON modules come with ``dispatch`` once the arguments parse.
+    ("triton_backend.cli", "main", "triton_backend.cli.dispatch"),
+    ("triton_backend.cli", "error", "triton_backend.cli.dispatch"),
     # torch: the report compiles and runs the module.
     ("triton_backend.reports.compile_report", "build_report", "triton_backend.driver.module_runner"),
 }

@@ -21,23 +21,14 @@ import argparse
 import functools
 import importlib
 import importlib.util
-import logging
 import sys
 from typing import NoReturn
 
-from fusion import logs
-from fusion.errors import BadArgumentError, FusionCompilerError
 from triton_backend.runtime.version import __version__
-from triton_backend.cli.diagnostics import (
-    ExitStatus,
-    SourceFile,
-    error_record,
-    format_error,
-    recording_sources,
-)
-from triton_backend.cli.json_output import emit
 
-_log = logs.get_logger("triton_backend.cli")
+# Nothing else at the top: ``--version`` answers after argparse and the version alone (the
+# logging, diagnostics and JSON modules cost a third of its start-up); ``dispatch``, which
+# imports them, is imported once the arguments are parsed.
 
 # Subcommand name -> module (alphabetical).  A subcommand whose module is not present yet is
 # simply not offered.
@@ -78,10 +69,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if self.json_mode:
-            emit(self.command, {}, error={"file": None, "line": None, "column": None,
-                                     "message": message, "kind": "usage", "where": None,
-                                     "expected": None})
-            self.exit(ExitStatus.USAGE)
+            from triton_backend.cli.dispatch import usage_error_json
+
+            self.exit(usage_error_json(self.command, message))
         super().error(message)
 
 
@@ -134,24 +124,6 @@ def _parser(only: str | None, json_mode: bool) -> argparse.ArgumentParser:
     return build_parser(only=only, json_mode=json_mode)
 
 
-def _enable_logging(verbose: int) -> None:
-    if verbose >= 2:
-        logs.enable(logging.DEBUG)
-    elif verbose == 1:
-        logs.enable(logging.INFO)
-
-
-def _report(args: argparse.Namespace, err: BaseException, sources: list[SourceFile],
-            status: ExitStatus) -> int:
-    if getattr(args, "json", False):
-        emit(args.command, {}, error=error_record(err, sources))
-    elif isinstance(err, FusionCompilerError):
-        print(format_error(err, sources, args.command), file=sys.stderr)
-    else:
-        print(f"fusion-compile {args.command}: error: {err}", file=sys.stderr)
-    return int(status)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fusion-compile`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -161,20 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         only = ""  # no subcommand module imported: --version works without numpy or torch
     parser = _parser(only, "--json" in argv)
     args = parser.parse_args(argv)
-    _enable_logging(args.verbose)
-    _log.info("fusion-compile %s %s: %s", __version__, args.command, " ".join(argv))
-    with recording_sources() as sources:
-        try:
-            return int(importlib.import_module(args._module).run(args) or 0)
-        except BadArgumentError as err:
-            return _report(args, err, sources, ExitStatus.USAGE)
-        except FusionCompilerError as err:
-            return _report(args, err, sources, ExitStatus.ERROR)
-        except OSError as err:  # a missing file, a full disk: the message, not a traceback
-            return _report(args, err, sources, ExitStatus.ERROR)
-        except KeyboardInterrupt:
-            print(f"fusion-compile {args.command}: interrupted", file=sys.stderr)
-            return 130
+    from triton_backend.cli.dispatch import run_parsed
+
+    return run_parsed(args, argv)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""``fusion-compile cache info|clear|prune [--max-size SIZE]``: the kernel cache.
+"""``fusion-compile cache info|clear|prune [--max-size SIZE]``: the kernel files and the
+compiled-module plans that name them, as one cache.
 
-``info`` prints the directory (``$FUSION_KERNEL_CACHE_DIR``, else
-``$XDG_CACHE_HOME/hlo-triton-fusion/kernels``), its files and bytes and the size limit
-(``$FUSION_KERNEL_CACHE_MAX_BYTES``, default 512M); ``clear`` removes every file of the
-project from it; ``prune`` removes the least recently used ones until the cache fits the limit
-(or ``--max-size``).  The cache prunes itself to the limit as it grows, too.  Never imports
+``info`` prints both directories (kernel files: ``$FUSION_KERNEL_CACHE_DIR``, else
+``$XDG_CACHE_HOME/hlo-triton-fusion/kernels``; plans: ``$FUSION_MODULE_CACHE_DIR``, else
+``modules`` inside it), the files and bytes of each and the size limit on both together
+(``$FUSION_KERNEL_CACHE_MAX_BYTES``, default 512M); ``clear`` removes every file of the project
+from both, plans first; ``prune`` removes the least recently used ones, kernel files and plans
+alike, until the cache fits the limit (or ``--max-size``), and every plan naming a kernel
+file no longer there.  The cache prunes itself to the limit as it grows, too.  Never imports
 torch or triton.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ from triton_backend.runtime.cache_pruning import (
 )
 from triton_backend.runtime.cache_files import default_cache_dir
 
-HELP = "show, clear or prune the kernel cache (LRU down to a size limit)"
+HELP = "show, clear or prune the kernel files and compiled-module plans (LRU to a size limit)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,4 +66,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {removed[0]} file(s), {_mb(removed[1])}")
     print(f"kernel cache: {info.directory}")
     print(f"  {info.files} file(s), {_mb(info.bytes)} of a {_mb(info.max_bytes)} limit")
+    print(f"  kernel files: {info.kernel_files}, {_mb(info.kernel_bytes)}")
+    print(f"  module plans: {info.plans}, {_mb(info.plan_bytes)} in {info.plan_directory}")
     return 0

@@ -41,6 +41,8 @@ from fusion.errors import CacheError
 
 #: The one environment variable that moves the cache.
 CACHE_DIR_ENV = "FUSION_KERNEL_CACHE_DIR"
+#: Moves the module cache's plans (default: ``modules`` in the kernel cache directory).
+PLAN_DIR_ENV = "FUSION_MODULE_CACHE_DIR"
 
 _HEADER_PREFIX = "# content-sha256: "
 
@@ -53,6 +55,27 @@ def default_cache_dir() -> Path:
     True
     """
     return user_cache_path(CACHE_DIR_ENV, "kernels")
+
+
+def plan_directory(kernel_dir: Path | None = None) -> Path:
+    """Where the plans naming the kernel files of ``kernel_dir`` live (default: the kernel
+    cache of the environment): ``$FUSION_MODULE_CACHE_DIR`` for that default kernel cache,
+    else ``modules`` inside the kernel directory.
+
+    A kernel directory given explicitly (a test's, a tool's) keeps its own plans beside it:
+    the environment's plan directory belongs to the environment's kernel cache, the one
+    ``compile_hlo`` pairs it with, so pruning a scratch directory never touches it.
+
+    >>> plan_directory(Path("/scratch/k")).as_posix()
+    '/scratch/k/modules'
+    """
+    default = default_cache_dir()
+    if kernel_dir is None or Path(kernel_dir) == default:
+        explicit = os.environ.get(PLAN_DIR_ENV)
+        if explicit:
+            return Path(explicit).expanduser()
+        return default / "modules"
+    return Path(kernel_dir) / "modules"
 
 
 def user_cache_path(env_var: str, name: str) -> Path:
@@ -285,7 +308,8 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["CACHE_DIR_ENV", "SHA256_HEX", "atomic_write", "cache_error", "canonical_source",
+__all__ = ["CACHE_DIR_ENV", "PLAN_DIR_ENV", "SHA256_HEX", "atomic_write", "cache_error",
+           "canonical_source",
            "content_hash", "default_cache_dir", "encoded_size", "entry_is_valid",
-           "make_cache_directory", "read_entry", "read_own_text", "render_entry",
+           "make_cache_directory", "plan_directory", "read_entry", "read_own_text", "render_entry",
            "user_cache_path", "write_entry"]

@@ -51,7 +51,7 @@ from triton_backend.runtime.version import DISTRIBUTION, __version__
 #: ``FUSION_MODULE_CACHE=0`` (or off/false/no) turns the cache off.
 CACHE_ENV = "FUSION_MODULE_CACHE"
 #: Moves the plans (default: ``modules`` in the kernel cache directory).
-CACHE_DIR_ENV = "FUSION_MODULE_CACHE_DIR"
+CACHE_DIR_ENV = cache_files.PLAN_DIR_ENV
 #: Compiled modules kept in memory per process.
 MEMORY_ENTRIES = 64
 
@@ -79,10 +79,7 @@ def default_cache_dir() -> Path:
     >>> bool(os.environ.get(CACHE_DIR_ENV)) or default_cache_dir().name == "modules"
     True
     """
-    explicit = os.environ.get(CACHE_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    return cache_files.default_cache_dir() / "modules"
+    return cache_files.plan_directory()
 
 
 @functools.cache
