@@ -54,7 +54,16 @@ class DeviceCounts:
 
 def device_counts(module: HloModule) -> DeviceCounts:
     """``replica_count`` and ``num_partitions`` of the module's header."""
-    values = {k: str(v).strip() for k, v in module.attributes}
+    return header_counts(module.attributes)
+
+
+def header_counts(attributes) -> DeviceCounts:
+    """``replica_count`` and ``num_partitions`` among a module header's ``(key, value)`` pairs.
+
+    >>> header_counts((("num_partitions", "4"),)).world
+    4
+    """
+    values = {k: str(v).strip() for k, v in attributes}
 
     def count(key: str) -> int:
         text = values.get(key, "1")
@@ -156,5 +165,5 @@ def world_size_problem(counts: DeviceCounts, world_size: int) -> str | None:
             f"({counts.header()}), but {world_size} processes run it: start {counts.world}")
 
 
-__all__ = ["DeviceCounts", "device_counts", "device_ids", "rank_groups", "rank_pairs",
+__all__ = ["DeviceCounts", "device_counts", "device_ids", "header_counts", "rank_groups", "rank_pairs",
            "spmd_problem", "world_size_problem"]

@@ -71,6 +71,15 @@ def parse_hlo(text: str) -> HloModule:
     return _Parser(text).module()
 
 
+def parse_module_header(text: str) -> tuple[tuple[str, str], ...]:
+    """The attributes of a module's ``HloModule`` line, without parsing its computations.
+
+    >>> parse_module_header("HloModule m, num_partitions=2\\nENTRY e { ROOT c = s32[] constant(7) }")
+    (('num_partitions', '2'),)
+    """
+    return _Parser(text).header()[1]
+
+
 def parse_shape(text: str) -> Shape:
     """Parse a shape such as ``bf16[37,300]{1,0:T(8,128)(2,1)}`` or ``(f32[2], s32[])``.
 
@@ -147,24 +156,7 @@ class _Parser:
 
     def module(self) -> HloModule:
         lx = self.lexer
-        name = None
-        attributes: list[tuple[str, str]] = []
-        if lx.peek().text == "HloModule":
-            lx.next()
-            name = self.name("the module name after HloModule").text.lstrip("%")
-            if lx.peek().kind == ":":  # 'HloModule m:' as some hand-written reproducers have it
-                lx.next()
-        while name is not None and lx.peek().kind == ",":
-            lx.next()
-            key = self.name("a module attribute name").text
-            self.lexer.expect("=", f"'=' after module attribute {key}")
-            start = lx.skip_space(lx.pos)
-            end = lx.raw_value(start)
-            if end == start:
-                raise lx.error(f"missing value for module attribute {key}", start,
-                               expected=f"a value after {key}=")
-            attributes.append((key, lx.text[start:end]))
-            lx.seek(end)
+        name, attributes = self.header()
         stack_frames = self.stack_frame_tables()
         computations: list[HloComputation] = []
         entry_name = None
@@ -198,7 +190,31 @@ class _Parser:
             entry_name = last.name
         if name is None:
             name = HEADERLESS_MODULE_PREFIX + entry_name
-        return HloModule(name, tuple(computations), entry_name, tuple(attributes), stack_frames)
+        return HloModule(name, tuple(computations), entry_name, attributes, stack_frames)
+
+    def header(self) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+        """``HloModule name, key=value, ...``: the name (None without a header) and the
+        attributes, values as written."""
+        lx = self.lexer
+        name = None
+        attributes: list[tuple[str, str]] = []
+        if lx.peek().text == "HloModule":
+            lx.next()
+            name = self.name("the module name after HloModule").text.lstrip("%")
+            if lx.peek().kind == ":":  # 'HloModule m:' as some hand-written reproducers have it
+                lx.next()
+        while name is not None and lx.peek().kind == ",":
+            lx.next()
+            key = self.name("a module attribute name").text
+            self.lexer.expect("=", f"'=' after module attribute {key}")
+            start = lx.skip_space(lx.pos)
+            end = lx.raw_value(start)
+            if end == start:
+                raise lx.error(f"missing value for module attribute {key}", start,
+                               expected=f"a value after {key}=")
+            attributes.append((key, lx.text[start:end]))
+            lx.seek(end)
+        return name, tuple(attributes)
 
     def stack_frame_tables(self) -> str:
         lx = self.lexer

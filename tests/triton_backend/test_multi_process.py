@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from fusion import parse_hlo
 from fusion.errors import DistributedError
@@ -62,3 +63,18 @@ def test_several_devices_without_a_torch_distributed_world_is_a_clear_error():
     text = corpus_files("collectives", 2)[1].read_text()
     with pytest.raises(DistributedError, match="needs an initialised torch.distributed"):
         compile_hlo(text, world_size=2)
+
+
+def test_a_one_device_module_runs_alone_on_each_rank_of_a_world(monkeypatch):
+    # The torch op in a data-parallel job: torch.distributed is initialised with several
+    # ranks, and each runs its own copy of a module written for one device.
+    from triton_backend.driver import process_world
+
+    monkeypatch.setattr(process_world, "_initialised", lambda: (1, 2))
+    one = "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] multiply(x, x)\n}\n"
+    x = np.float32([1, -2, 3, 0.5])
+    np.testing.assert_array_equal(compile_hlo(one)(torch.from_numpy(x))[0].numpy(), x * x)
+    assert process_world.resolve_world(None, None, lambda: 1) == (0, 1)
+    assert process_world.resolve_world(None, None, lambda: 2) == (1, 2)
+    with pytest.raises(DistributedError, match="runs on 1 device"):
+        compile_hlo(one, rank=1, world_size=2)  # asked explicitly: the module does not fit

@@ -38,12 +38,13 @@ from typing import Any
 
 import torch
 
+from fusion.analysis.spmd_groups import device_counts, header_counts
 from fusion.errors import BadArgumentError, FusionCompilerError, UnsupportedOpError
 from fusion.gc_pause import paused_gc
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.shapes.verifier import verify_module
-from fusion.text.parser import parse_hlo
+from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
@@ -97,7 +98,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     this one ``rank``: every rank compiles the same module, and each collective is a
     ``torch.distributed`` call (``host.distributed``; ``process_world`` checks the fit).
     """
-    rank, world_size = resolve_world(rank, world_size)
+    rank, world_size = resolve_world(rank, world_size, lambda: _devices_asked(text_or_module))
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
     key = _module_key(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
@@ -119,6 +120,13 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
             module_cache.ModuleCache().store(key, plan)
         module_cache.remember(key, compiled)
     return _placed(compiled, rank, world_size)
+
+
+def _devices_asked(text_or_module: str | HloModule) -> int:
+    """The device count of the module's header (its header alone is parsed from text)."""
+    if isinstance(text_or_module, HloModule):
+        return device_counts(text_or_module).world
+    return header_counts(parse_module_header(text_or_module)).world
 
 
 def _placed(compiled: CompiledModule, rank: int, world_size: int) -> CompiledModule:

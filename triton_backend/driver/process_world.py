@@ -15,6 +15,8 @@ naming the module), on every rank alike, before any kernel is compiled or any pr
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fusion.analysis.collectives import is_collective, single_device_problem
 from fusion.analysis.spmd_groups import device_counts, spmd_problem, world_size_problem
 from fusion.errors import DistributedError, UnsupportedOpError
@@ -31,9 +33,18 @@ def _initialised() -> tuple[int, int] | None:
     return dist.get_rank(), dist.get_world_size()
 
 
-def resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """``(rank, world_size)`` for ``compile_hlo`` (module docstring)."""
+def resolve_world(rank: int | None, world_size: int | None,
+                  devices_asked: Callable[[], int] = lambda: 1) -> tuple[int, int]:
+    """``(rank, world_size)`` for ``compile_hlo`` (module docstring).
+
+    ``devices_asked`` gives the device count of the module's header: a module for one device
+    runs on each process alone when the world is only read from ``torch.distributed`` (the
+    torch op in a data-parallel job: every rank runs its own copy).
+    """
     joined = _initialised()
+    if rank is None and world_size is None and joined is not None and joined[1] > 1 \
+            and devices_asked() == 1:
+        return 0, 1
     if world_size is None:
         world_size = joined[1] if joined is not None else 1
     if rank is None:
