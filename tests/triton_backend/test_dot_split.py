@@ -67,3 +67,43 @@ def test_the_compile_report_shows_both_kernels_and_why():
     compiled = compile_hlo(PROGRAMS["broadcast_of_the_dot"])
     text = render_text(build_report(compiled))
     assert "f.dot" in text and "(gave up one kernel for fusion f of computation e: it runs as f.dot" in text
+
+
+# -- a kCustom (Triton gemm) fusion whose roots have different ranks -----------------------------
+# A multi-output dot fusion also writing a value not shaped like the dot: the dot part runs as
+# the gemm fusion, the tuple of outputs as a loop fusion reading it.
+GEMM = 'kCustom, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}'
+ROOTS_OF_DIFFERENT_RANKS = {
+    "the_dot_and_its_broadcast": _dot_fusion(
+        "b = f32[2,16,8] broadcast(d), dimensions={1,2}\n"
+        "  ROOT t = (f32[16,8], f32[2,16,8]) tuple(d, b)", "(f32[16,8], f32[2,16,8])", GEMM),
+    "a_biased_dot_and_the_bias": _dot_fusion(
+        "bb = f32[16,8] broadcast(p2), dimensions={1}\n  s = f32[16,8] add(d, bb)\n"
+        "  ROOT t = (f32[16,8], f32[8]) tuple(s, p2)", "(f32[16,8], f32[8])", GEMM),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROOTS_OF_DIFFERENT_RANKS))
+def test_a_kcustom_fusion_with_roots_of_different_ranks_runs(name):
+    compiled = compare_three_ways(ROOTS_OF_DIFFERENT_RANKS[name], _rand((16, 32)),
+                                  _rand((32, 8), 1), _rand((8,), 2), rtol=1e-4, atol=1e-4)
+    assert list(compiled.fusions) == ["f.dot", "f"]
+    assert "output 1 " in compiled.fusion_fallbacks[0]
+
+
+def test_a_reduce_of_the_dot_stays_refused_where_it_is():
+    from fusion.errors import UnsupportedOpError
+    from triton_backend import compile_hlo
+
+    text = _dot_fusion("z = f32[] constant(0)\n"
+                       "  r = f32[16] reduce(d, z), dimensions={1}, to_apply=add\n"
+                       "  ROOT t = (f32[16,8], f32[16]) tuple(d, r)", "(f32[16,8], f32[16])",
+                       GEMM).replace("fused {", "add {\n  x = f32[] parameter(0)\n"
+                                     "  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+                                     "fused {")
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_hlo(text)
+    assert str(err.value) == (
+        "20:3: op fusion (%f) in computation e is not covered by the Triton path: reduce r "
+        "cannot be fused with dot d (only elementwise/data-movement prologues and elementwise "
+        "epilogues are) (in f)")
