@@ -54,7 +54,8 @@ def test_a_concatenate_the_fusion_never_reads_compiles(case):
 # -- a dot fusion whose output is not shaped like the dot ---------------------------------------
 # The template renders the root at the dot's output indices; a root that broadcasts the dot to
 # another rank was lowered at indices of the wrong rank (a raw IndexError inside the broadcast
-# rule).  Such outputs are now refused first, located at the fusion.
+# rule).  The template now refuses such outputs, located at the fusion, and ``compile_hlo``
+# runs the fusion as two kernels (``driver.fusion_split``): the dot, then the broadcast.
 DOT_THEN_BROADCAST = """HloModule m
 fused {
   p0 = f32[16,32] parameter(0)
@@ -69,14 +70,13 @@ ENTRY e {
 }"""
 
 
-def test_a_dot_fusion_broadcasting_the_dot_is_refused_at_the_fusion():
-    from fusion.errors import UnsupportedOpError
-    from triton_backend import compile_hlo
-
-    with pytest.raises(UnsupportedOpError) as err:
-        compile_hlo(DOT_THEN_BROADCAST)
-    assert str(err.value) == ("11:3: output 0 [2, 16, 8] is not shaped like the dot [16, 8]"
-                              " (in fusion f of computation e)")
+def test_a_dot_fusion_broadcasting_the_dot_runs_as_two_kernels():
+    compiled = compare_three_ways(DOT_THEN_BROADCAST, _rand((16, 32)), _rand((32, 8), 1),
+                                  rtol=1e-4, atol=1e-4)
+    assert list(compiled.fusions) == ["f.dot", "f"]
+    assert compiled.fusion_fallbacks == (
+        "one kernel for fusion f of computation e: it runs as f.dot (its d through d) and f "
+        "(the rest), since output 0 [2, 16, 8] is not shaped like the dot [16, 8]",)
 
 
 def test_a_dot_with_a_lower_rank_broadcast_in_prologue_and_epilogue_matches_xla():

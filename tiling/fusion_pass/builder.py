@@ -53,7 +53,7 @@ class NameAllocator:
 
 
 @dataclass
-class _Claims:
+class Claims:
     """Original names already emitted: a second copy of one must be renamed."""
 
     names: NameAllocator
@@ -72,10 +72,10 @@ def fusion_kind(comp: HloComputation, node: Node) -> str:
 
 
 def fused_computation(comp: HloComputation, node: Node, name: str,
-                      names: NameAllocator, claims: _Claims | None = None) -> HloComputation:
+                      names: NameAllocator, claims: Claims | None = None) -> HloComputation:
     """The fused computation of ``node``: parameters for its external inputs (in order of
     first use), copies of its members, a tuple root when it has several outputs."""
-    claims = claims or _Claims(names)
+    claims = claims or Claims(names)
     inputs = external_inputs(comp, node.members)
     renamed: dict[str, str] = {}
     out: list[HloInstruction] = []
@@ -108,7 +108,7 @@ def rebuild_computation(comp: HloComputation, nodes: list[Node],
     ``nodes`` must be in an order where producers come before consumers.  Returns the new
     computation and the fused computations it calls.
     """
-    claims = _Claims(names)
+    claims = Claims(names)
     wrapped = [n.fusible and is_kernel(comp, n) for n in nodes]
     for node, wrap in zip(nodes, wrapped):
         if not wrap:

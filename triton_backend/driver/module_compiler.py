@@ -46,6 +46,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
+from fusion.transforms.reducer_inlining import inline_reducer_fusions
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
@@ -56,6 +57,7 @@ from triton_backend.runtime.lazy_module import Unparsed
 from triton_backend.runtime.launch_mode import configure_launch_mode
 from triton_backend.runtime.tuning_db import TuningDb, tuned_configs
 from triton_backend.driver import compiled_fusion  # likewise compile_fusion
+from triton_backend.driver import fusion_split
 from triton_backend.driver.module_runner import (
     CompiledModule, constant_storages, empty_outputs, host_computations, host_program, located,
 )
@@ -143,7 +145,9 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
              tuning_device: str | None, tuning_db: Any, device: torch.device,
              world_size: int = 1) -> CompiledModule:
     """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel."""
-    source = _parse(text_or_module)
+    # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
+    # scalar code, so the fusion is inlined first (the same ops, the same value).
+    source = inline_reducer_fusions(_parse(text_or_module))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:
@@ -160,8 +164,11 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
         module, decisions = _fuse(source, options) if mode != "unfused" else (source, ())
         module = wrap_lone_ops(module, _lone_ops(module))
         try:
-            fusions = _compile_fusions(module, tiling, _cache_target(target),
-                                       _tuned(module, tuning_device, tuning_db, tiling))
+            module, fusions, splits = _compile_fusions(
+                module, tiling, _cache_target(target),
+                _tuned(module, tuning_device, tuning_db, tiling),
+                split=number == len(attempts) - 1)  # the last attempt: split, not refuse
+            fallbacks.extend(splits)
             break
         except UnsupportedOpError as err:
             # A fusion the pass formed but the emitters cannot emit: fuse less, then not at
@@ -363,8 +370,12 @@ def _tuned(module: HloModule, device_key: str | None, db: Any,
             if name not in explicit}
 
 
-def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
-                     target: str | None, tuned: Mapping[str, _Tuned]) -> dict[str, Any]:
+def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes], target: str | None,
+                     tuned: Mapping[str, _Tuned], split: bool = False,
+                     ) -> tuple[HloModule, dict[str, Any], tuple[str, ...]]:
+    """Every launched fusion of ``module`` compiled, by name.  With ``split``, a contraction
+    fusion the templates refuse is split in two kernels (``_split_or_raise``): the module
+    returned is then the split one, and the reasons say so."""
     fusions = [(module.computation(c), i) for c in host_computations(module)
                for i in module.computation(c).instructions if i.opcode == "fusion"]
     names = {i.name for _, i in fusions}
@@ -377,18 +388,48 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes],
             f"names fusion(s) {', '.join(unknown)} not in the compiled module; its fusions are "
             f"{', '.join(sorted(names)) or 'none'}{hint}", where="tiling")
     compiled: dict[str, Any] = {}
+    splits: list[str] = []
     for comp, instr in launched:
-        sizes = tiling.get(instr.name)
         try:
-            if instr.name in tuned:
-                compiled[instr.name] = _compile_tuned(module, instr, tuned[instr.name], target)
-            else:
-                compiled[instr.name] = compiled_fusion.compile_fusion(
-                    module, instr, tile_sizes=None if sizes is None else tuple(sizes),
-                    target=target)
+            compiled[instr.name] = _compile_one(module, instr, tiling, target, tuned)
         except UnsupportedOpError as err:
-            raise _unsupported_in(err, module, comp, instr) from None
-    return compiled
+            refused = _unsupported_in(err, module, comp, instr)
+            if not split:
+                raise refused from None
+            module, reason = _split_or_raise(module, comp, instr, refused, compiled, tiling,
+                                             target)
+            splits.append(reason)
+    return module, compiled, tuple(splits)
+
+
+def _split_or_raise(module: HloModule, comp: HloComputation, instr: HloInstruction,
+                    refused: UnsupportedOpError, compiled: dict[str, Any],
+                    tiling: dict[str, TileSizes], target: str | None) -> tuple[HloModule, str]:
+    """A contraction fusion the templates refused, run as two kernels (``fusion_split``):
+    the module with its parts compiled into ``compiled``, and why.  ``refused`` stands when
+    it cannot be split or a part is refused too (the error then names the fusion given)."""
+    split = fusion_split.split_at_contraction(module, comp, instr)
+    if split is None:
+        raise refused
+    try:
+        for part in (split.head, split.tail):
+            compiled[part.name] = _compile_one(split.module, part, tiling, target, {})
+    except UnsupportedOpError:
+        raise refused from None
+    return split.module, (f"one kernel for fusion {instr.name} of computation {comp.name}: "
+                          f"it runs as {split.head.name} (its {split.contraction} through "
+                          f"{split.head_root}) and {split.tail.name} (the rest), since "
+                          f"{refused.message}")
+
+
+def _compile_one(module: HloModule, instr: HloInstruction, tiling: dict[str, TileSizes],
+                 target: str | None, tuned: Mapping[str, _Tuned]) -> Any:
+    """One launched fusion compiled: with its tuned sizes, given sizes or the default."""
+    if instr.name in tuned:
+        return _compile_tuned(module, instr, tuned[instr.name], target)
+    sizes = tiling.get(instr.name)
+    return compiled_fusion.compile_fusion(
+        module, instr, tile_sizes=None if sizes is None else tuple(sizes), target=target)
 
 
 def _compile_tuned(module: HloModule, instr: HloInstruction, tuned: _Tuned,

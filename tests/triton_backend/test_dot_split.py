@@ -1,0 +1,109 @@
+"""A dot fusion whose epilogue reads the dot through a data-movement op (issue 29): XLA runs
+it; ``compile_hlo`` splits it at the dot into two kernels (``driver.fusion_split``) and says
+so in ``fusion_fallbacks``.  Each program runs three ways (XLA, the evaluator, the kernels)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+from tests.triton_backend.xla_three_way import compare_three_ways  # noqa: E402 - after jax
+
+
+def _rand(shape, seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _dot_fusion(body: str, root: str, kind: str = "kOutput") -> str:
+    """A module calling one dot fusion of ``p0: f32[16,32]``, ``p1: f32[32,8]``, ``p2: f32[8]``."""
+    return f"""HloModule m
+fused {{
+  p0 = f32[16,32] parameter(0)
+  p1 = f32[32,8] parameter(1)
+  p2 = f32[8] parameter(2)
+  d = f32[16,8] dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  {body}
+}}
+ENTRY e {{
+  a0 = f32[16,32] parameter(0)
+  a1 = f32[32,8] parameter(1)
+  a2 = f32[8] parameter(2)
+  ROOT f = {root} fusion(a0, a1, a2), kind={kind}, calls=fused
+}}"""
+
+
+PROGRAMS = {
+    "broadcast_of_the_dot": _dot_fusion(
+        "ROOT b = f32[2,16,8] broadcast(d), dimensions={1,2}", "f32[2,16,8]"),
+    "transpose_of_a_biased_dot": _dot_fusion(
+        "bb = f32[16,8] broadcast(p2), dimensions={1}\n  s = f32[16,8] add(d, bb)\n"
+        "  ROOT t = f32[8,16] transpose(s), dimensions={1,0}", "f32[8,16]", kind="kCustom"),
+    "reshape_then_elementwise": _dot_fusion(
+        "n = f32[16,8] negate(d)\n  r = f32[4,4,8] reshape(n)\n"
+        "  br = f32[4,4,8] broadcast(p2), dimensions={2}\n  ROOT m = f32[4,4,8] multiply(r, br)",
+        "f32[4,4,8]"),
+    "tuple_of_the_epilogue_and_its_transpose": _dot_fusion(
+        "e = f32[16,8] exponential(d)\n  t = f32[8,16] transpose(d), dimensions={1,0}\n"
+        "  ROOT o = (f32[16,8], f32[8,16]) tuple(e, t)", "(f32[16,8], f32[8,16])"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_dot_read_through_data_movement_runs_as_two_kernels(name):
+    compiled = compare_three_ways(PROGRAMS[name], _rand((16, 32)), _rand((32, 8), 1),
+                                  _rand((8,), 2), rtol=1e-4, atol=1e-4)
+    assert list(compiled.fusions) == ["f.dot", "f"]
+    (reason,) = compiled.fusion_fallbacks
+    assert reason.startswith("one kernel for fusion f of computation e: it runs as f.dot (its d "
+                             "through ")
+    assert "is not shaped like the dot" in reason
+
+
+def test_the_compile_report_shows_both_kernels_and_why():
+    from triton_backend import compile_hlo
+    from triton_backend.reports.compile_report import build_report
+    from triton_backend.reports.report_text import render_text
+
+    compiled = compile_hlo(PROGRAMS["broadcast_of_the_dot"])
+    text = render_text(build_report(compiled))
+    assert "f.dot" in text and "(gave up one kernel for fusion f of computation e: it runs as f.dot" in text
+
+
+# -- a kCustom (Triton gemm) fusion whose roots have different ranks -----------------------------
+# A multi-output dot fusion also writing a value not shaped like the dot: the dot part runs as
+# the gemm fusion, the tuple of outputs as a loop fusion reading it.
+GEMM = 'kCustom, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}'
+ROOTS_OF_DIFFERENT_RANKS = {
+    "the_dot_and_its_broadcast": _dot_fusion(
+        "b = f32[2,16,8] broadcast(d), dimensions={1,2}\n"
+        "  ROOT t = (f32[16,8], f32[2,16,8]) tuple(d, b)", "(f32[16,8], f32[2,16,8])", GEMM),
+    "a_biased_dot_and_the_bias": _dot_fusion(
+        "bb = f32[16,8] broadcast(p2), dimensions={1}\n  s = f32[16,8] add(d, bb)\n"
+        "  ROOT t = (f32[16,8], f32[8]) tuple(s, p2)", "(f32[16,8], f32[8])", GEMM),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROOTS_OF_DIFFERENT_RANKS))
+def test_a_kcustom_fusion_with_roots_of_different_ranks_runs(name):
+    compiled = compare_three_ways(ROOTS_OF_DIFFERENT_RANKS[name], _rand((16, 32)),
+                                  _rand((32, 8), 1), _rand((8,), 2), rtol=1e-4, atol=1e-4)
+    assert list(compiled.fusions) == ["f.dot", "f"]
+    assert "output 1 " in compiled.fusion_fallbacks[0]
+
+
+def test_a_reduce_of_the_dot_stays_refused_where_it_is():
+    from fusion.errors import UnsupportedOpError
+    from triton_backend import compile_hlo
+
+    text = _dot_fusion("z = f32[] constant(0)\n"
+                       "  r = f32[16] reduce(d, z), dimensions={1}, to_apply=add\n"
+                       "  ROOT t = (f32[16,8], f32[16]) tuple(d, r)", "(f32[16,8], f32[16])",
+                       GEMM).replace("fused {", "add {\n  x = f32[] parameter(0)\n"
+                                     "  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+                                     "fused {")
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_hlo(text)
+    assert str(err.value) == (
+        "20:3: op fusion (%f) in computation e is not covered by the Triton path: reduce r "
+        "cannot be fused with dot d (only elementwise/data-movement prologues and elementwise "
+        "epilogues are) (in f)")
