@@ -27,7 +27,10 @@ class OpTraits:
 
     ``elementwise``: XLA's ``HloInstruction::IsOpElementwise`` (``map`` included).
     ``fusible``: priority fusion may make it a member of a fusion (the ops this project keeps
-    as kernels of their own, such as dot, gather, scatter, sort, reduce-window, are not).
+    as kernels of their own, such as dot, scatter, sort, reduce-window, are not; a gather is:
+    it reads one operand element per output element, at clamped runtime indices, so a
+    reduction reading the same operand takes it in as a per-row load, as XLA's loop and
+    reduction fusions do).
     ``foldable``: an elementwise op constant folding may evaluate (not a call, no randomness).
     ``expensive``: XLA's ``IsExpensive`` flavour; recomputing it in several consumers costs.
     ``flop_free``: elementwise, yet costs no arithmetic (a conversion or a copy).
@@ -172,7 +175,7 @@ OPCODES: dict[str, OpTraits] = {
     "fft": _LIBRARY_CALL,
     "floor": _ELEMENTWISE,
     "fusion": OpTraits(inlinable=True),
-    "gather": OpTraits(data_movement=True, rt_var_indexing=True),
+    "gather": replace(_MOVEMENT, rt_var_indexing=True),
     "get-tuple-element": replace(_PLUMBING, implied_shape=True),
     "imag": replace(_ELEMENTWISE, complex_to_real=True),
     "infeed": _SIDE_EFFECT,

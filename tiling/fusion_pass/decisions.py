@@ -29,7 +29,7 @@ from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of
 from tiling.maps.range_evaluator import RangeEvaluator
 
 # Ops that may be members of a fusion (XLA's producer-consumer fusible ops, without the ones
-# this project keeps as their own kernels: dot, gather, scatter, sort, reduce-window, ...).
+# this project keeps as their own kernels: dot, scatter, sort, reduce-window, ...).
 FUSIBLE_OPCODES = opcodes_with("fusible")
 
 # Ops that are no kernel of their own: they only name, group or alias values.
