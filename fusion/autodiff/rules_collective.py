@@ -44,7 +44,8 @@ _KEPT = ("channel_id", "replica_groups", "use_global_device_ids", "source_target
 
 
 def _unsupported(instr: HloInstruction, message: str) -> UnsupportedOpError:
-    return UnsupportedOpError(f"no VJP for {instr.opcode} %{instr.name}: {message}",
+    # The reverse pass's wording for an op without a rule, with the reason this one has none.
+    return UnsupportedOpError(f"no VJP rule for op {instr.opcode} (%{instr.name}): {message}",
                               **instr._located())
 
 

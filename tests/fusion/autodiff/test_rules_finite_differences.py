@@ -252,6 +252,20 @@ CASES = {
     "transpose": ("""
   x = f64[2,3,5] parameter(0)
   ROOT y = f64[5,2,3] transpose(x), dimensions={2,0,1}""", [normal(2, 3, 5)]),
+    # On one device the collectives move values without computing; their rules transpose
+    # them (all-gather and reduce-scatter into each other, a permute's pairs reversed).
+    "collectives_one_device": ("""
+  x = f64[4,3] parameter(0)
+  r = f64[4,3] all-reduce(x), replica_groups={}, to_apply=add_f64
+  g = f64[4,3] all-gather(r), dimensions={0}, replica_groups={{0}}
+  s = f64[4,3] reduce-scatter(g), dimensions={1}, replica_groups={}, to_apply=add_f64
+  a = f64[4,3] all-to-all(s), dimensions={0}, replica_groups={{0}}
+  p = f64[4,3] collective-permute(a), source_target_pairs={{0,0}}
+  ROOT m = f64[4,3] multiply(p, x)""", [normal(4, 3)]),
+    "sharding_custom_call": ("""
+  x = f64[4,3] parameter(0)
+  c = f64[4,3] custom-call(x), custom_call_target="Sharding", sharding={replicated}
+  ROOT m = f64[4,3] multiply(c, c)""", [normal(4, 3)]),
     "tuple_get_tuple_element": ("""
   x = f64[3] parameter(0)
   y = f64[3] parameter(1)
