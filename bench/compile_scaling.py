@@ -26,8 +26,15 @@ the first launch); ``ours`` is ``compile_cold`` without it: the compiler's own t
 the issue's target (a 20,000-op chain in under 30 s) is about.  Prints a table; ``--csv FILE`` writes the rows, ``--png FILE`` a log-log
 plot of seconds per phase against ops with the fitted slope per phase (matplotlib).
 
+``--cpu`` prints instead the issue's own measure, one row per kind and size: the kernels a
+cold ``compile_hlo`` generates and the CPU seconds it takes (``time.process_time``, so other
+load on the machine does not count), each in a fresh process on fresh, empty kernel and
+module caches (``FUSION_KERNEL_CACHE_DIR``, ``FUSION_MODULE_CACHE_DIR``), generating and
+importing every kernel file; then the fitted slope (1: linear).
+
     python bench/compile_scaling.py [--sizes 100 1000 5000 20000] [--kinds ...] [--csv F]
                                     [--png F] [--no-compile] [--repeat R]
+    python bench/compile_scaling.py --cpu [--sizes 5000 10000 20000] [--kinds elementwise]
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ import contextlib
 import csv
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +53,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels load for the interpret
 
 from fusion.ir.hlo_module import HloModule  # noqa: E402
 from fusion.text.parser import parse_hlo  # noqa: E402
-from fusion.text.printer import print_hlo  # noqa: E402
 from tiling.indexing_analysis.fusion_indexing import (  # noqa: E402
     output_to_input_indexing_of_computation,
 )
@@ -54,6 +61,7 @@ from tiling.fusion_pass.priority_fusion import fuse_module  # noqa: E402
 HERE = Path(__file__).resolve().parent
 TRAINING_STEP = HERE / "programs" / "training" / "transformer_train_step.hlo"
 SIZES = (100, 1000, 5000, 20000)
+CPU_SIZES = (5000, 10000, 20000)  # --cpu: the issue's 20,000-op chain and two halvings
 PHASES = ("parse", "fuse", "indexing", "tiling", "codegen", "compile_cold", "kernel_import",
           "ours", "compile_warm")
 
@@ -130,7 +138,7 @@ def fused_chain_text(kind: str, n: int) -> str:
     lines[-1] = "ROOT " + lines[-1]
     shape = lines[-1].split(" = ")[1].split()[0]
     return (f"HloModule fused_{kind.replace('-', '_')}_{n}\nchain {{\n  " + "\n  ".join(lines)
-            + f"\n}}\nENTRY main {{\n  x = f32[8,16] parameter(0)\n"
+            + "\n}\nENTRY main {\n  x = f32[8,16] parameter(0)\n"
             + f"  ROOT f = {shape} fusion(x), kind=kLoop, calls=chain\n}}")
 
 
@@ -242,6 +250,63 @@ def _has_module_cache(module_compiler) -> bool:
         "module_cache" in name for name in dir(module_compiler))
 
 
+def cpu_compile(kind: str, n: int) -> tuple[int, float]:
+    """(kernel files generated, CPU seconds) of a cold ``compile_hlo`` of ``chain_text(kind,
+    n)``, measured in this process on fresh, empty kernel and module caches."""
+    from triton_backend.driver import module_compiler
+
+    text = chain_text(kind, n)
+    with tempfile.TemporaryDirectory() as kernels, tempfile.TemporaryDirectory() as plans, \
+            _environment(FUSION_KERNEL_CACHE_DIR=kernels, FUSION_MODULE_CACHE_DIR=plans):
+        start = time.process_time()
+        module_compiler.compile_hlo(text)
+        seconds = time.process_time() - start
+        return len(list(Path(kernels).glob("kernel_*.py"))), seconds
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """``os.environ`` with ``values`` set while the block runs, as it was after."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def cpu_compile_in_child(kind: str, n: int) -> tuple[int, float]:
+    """``cpu_compile`` in a new Python process: no earlier compile's heap, caches or imports
+    of kernels change the measure.  The child imports this checkout's packages."""
+    import fusion
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(fusion.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, __file__, "--cpu-child", kind, str(n)], env=env,
+                         check=True, capture_output=True, text=True).stdout.split()
+    return int(out[-2]), float(out[-1])
+
+
+def cpu_table(kinds: list[str], sizes: list[int], measure=cpu_compile_in_child) -> list[dict]:
+    """Print and return the ``--cpu`` rows: kind, ops, kernels, CPU seconds, ms per op."""
+    print(f"{'kind':13} {'ops':>6} {'kernels':>8} {'CPU s':>8} {'ms/op':>7}")
+    rows = []
+    for kind in kinds:
+        for n in sizes:
+            kernels, seconds = measure(kind, n)
+            rows.append({"kind": kind, "ops": n, "kernels": kernels, "cpu_s": seconds})
+            print(f"{kind:13} {n:>6} {kernels:>8} {seconds:>8.2f} {1e3 * seconds / n:>7.3f}",
+                  flush=True)
+        slope = fitted_slope(sizes, [r["cpu_s"] for r in rows if r["kind"] == kind])
+        if slope is not None:
+            print(f"  {kind}: fitted slope of log(CPU s) against log(ops) {slope:.2f}")
+    return rows
+
+
 def fitted_slope(sizes: list[int], seconds: list[float]) -> float | None:
     """Least-squares slope of log(seconds) against log(size): 1 is linear, 2 quadratic.
 
@@ -263,13 +328,30 @@ def _cell(v: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
-    parser.add_argument("--kinds", nargs="*", default=list(GENERATORS) + ["training-step"])
+    parser.add_argument("--sizes", nargs="*", type=int)
+    parser.add_argument("--kinds", nargs="*")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-compile", action="store_true", help="skip compile_hlo")
     parser.add_argument("--csv", type=Path)
     parser.add_argument("--png", type=Path)
+    parser.add_argument("--cpu", action="store_true",
+                        help="cold compile_hlo CPU seconds and kernels per kind and size")
+    parser.add_argument("--cpu-child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.cpu_child:
+        kernels, seconds = cpu_compile(args.cpu_child[0], int(args.cpu_child[1]))
+        print(kernels, seconds)
+        return 0
+    if args.cpu:
+        rows = cpu_table(args.kinds or ["elementwise"], args.sizes or list(CPU_SIZES))
+        if args.csv:
+            with args.csv.open("w", newline="") as fh:
+                writer = csv.DictWriter(fh, ["kind", "ops", "kernels", "cpu_s"])
+                writer.writeheader()
+                writer.writerows(rows)
+        return 0
+    args.sizes = args.sizes or list(SIZES)
+    args.kinds = args.kinds or list(GENERATORS) + ["training-step"]
     sys.setrecursionlimit(1000)  # the default: a walk that recursed would fail here
     rows: list[dict] = []
     print(f"{'kind':13} {'ops':>6} " + " ".join(f"{p:>12}" for p in PHASES)

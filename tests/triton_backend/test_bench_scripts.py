@@ -151,3 +151,18 @@ def test_compile_scaling_splits_the_cold_compile(tmp_path, capsys, monkeypatch):
     # The cold compiles ran on their own kernel caches; the environment is as it was.
     assert compile_scaling.os.environ["FUSION_KERNEL_CACHE_DIR"] == str(tmp_path / "kernels")
     assert "fitted slope" in capsys.readouterr().out
+
+
+def test_compile_scaling_cpu_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FUSION_KERNEL_CACHE_DIR", str(tmp_path / "kernels"))
+    compile_scaling = _load("compile_scaling")
+    # One real cold compile in this process: every kernel file generated, on fresh caches.
+    kernels, seconds = compile_scaling.cpu_compile("elementwise", 450)
+    assert kernels == 3 and seconds > 0
+    assert compile_scaling.os.environ["FUSION_KERNEL_CACHE_DIR"] == str(tmp_path / "kernels")
+    rows = compile_scaling.cpu_table(["elementwise"], [1000, 2000],
+                                     measure=lambda kind, n: (n // 200, n / 1000))
+    assert [(r["ops"], r["kernels"]) for r in rows] == [(1000, 5), (2000, 10)]
+    out = capsys.readouterr().out
+    assert "ms/op" in out and "elementwise     1000        5     1.00   1.000" in out
+    assert "fitted slope of log(CPU s) against log(ops) 1.00" in out

@@ -111,16 +111,14 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
             return _placed(compiled, rank, world_size)
     # The compile builds O(n) objects that outlive it (IR, analyses, kernel modules): with
     # the collector on, its full collections walk them again and again (fusion.gc_pause).
+    # Storing the plan stays inside: it allocates O(n) more (the printed module, its
+    # locations, the JSON), which right after the compile set off full collections of the
+    # whole heap (two on a 20,000-op chain, a tenth of the compile).
     with paused_gc():
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
                             tuning_device, tuning_db, device, world_size)
-    if key is not None:
-        plan = module_plan.ModulePlan.of(compiled.module, compiled.source_module,
-                                          compiled.fusions, compiled.fusion_mode,
-                                          compiled.fusion_fallbacks, compiled.fusion_decisions)
-        if plan is not None:
-            module_cache.ModuleCache().store(key, plan)
-        module_cache.remember(key, compiled)
+        if key is not None:
+            _store(key, compiled)
     return _placed(compiled, rank, world_size)
 
 
@@ -138,6 +136,16 @@ def _placed(compiled: CompiledModule, rank: int, world_size: int) -> CompiledMod
     check_spmd_module(compiled.source_module, world_size)  # a cached plan was checked too
     return replace(compiled, place=join_process_groups(compiled.source_module, rank,
                                                        world_size))
+
+
+def _store(key: module_cache.ModuleKey, compiled: CompiledModule) -> None:
+    """Keep ``compiled`` in this process and its plan on disk under ``key``."""
+    plan = module_plan.ModulePlan.of(compiled.module, compiled.source_module,
+                                      compiled.fusions, compiled.fusion_mode,
+                                      compiled.fusion_fallbacks, compiled.fusion_decisions)
+    if plan is not None:
+        module_cache.ModuleCache().store(key, plan)
+    module_cache.remember(key, compiled)
 
 
 def _compile(text_or_module: str | HloModule, target: str | int | None,
