@@ -77,6 +77,19 @@ class ExternalBuffer:
 
 
 @dataclass
+class _Scope:
+    """An open :meth:`ValueEmitter.block`: where its header line is, the indentation and the
+    memo outside it, how many dims and symbols were defined before it, whether it hoists."""
+
+    position: int
+    indent: str
+    memo: dict
+    dims: int
+    symbols: int
+    hoist: bool
+
+
+@dataclass
 class ValueEmitter:
     """Mutable builder of one kernel body (used only while rendering one kernel)."""
 
@@ -114,7 +127,9 @@ class ValueEmitter:
     rule_for: RuleTable = _no_rule_table
     #: Rules now nested in ``value`` (0: none) and the indentation of the outermost call.
     _nesting: int = 0
-    _outer_indent: str = ""
+    _outer_indent: str | None = ""
+    #: The blocks now open, outermost first (see :meth:`block`).
+    _scopes: list[_Scope] = field(default_factory=list)
 
     @property
     def index_dtype(self) -> str:
@@ -168,18 +183,74 @@ class ValueEmitter:
         self.lines.append(self.indent + line)
 
     @contextmanager
-    def block(self, header: str) -> Iterator[None]:
+    def block(self, header: str, hoist: bool = False, hoist_at: int | None = None) -> Iterator[None]:
         """Emit ``header`` (e.g. a ``for``) and the lines of the ``with`` body indented under it.
 
         Values emitted inside are forgotten afterwards: they are not defined after the loop.
+        With ``hoist`` (a loop whose body does not change what it reads), a reduction asked
+        for inside at indices defined before the block is emitted before ``header`` instead
+        (:meth:`_hoisted`): once, not once per iteration, and still known after the block;
+        ``hoist_at`` (a line index, default the header's) places it earlier, above lines
+        that only belong to the loop (its accumulators).
         """
+        position = len(self.lines) if hoist_at is None else hoist_at
+        scope = _Scope(position, self.indent, dict(self.memo), len(self.dims),
+                       len(self.symbols), hoist)
         self.emit(header)
-        saved_memo, saved_indent = dict(self.memo), self.indent
+        self._scopes.append(scope)
         self.indent += "    "
         try:
             yield
         finally:
-            self.indent, self.memo = saved_indent, saved_memo
+            self._scopes.pop()
+            self.indent, self.memo = scope.indent, scope.memo
+
+    def _hoist_target(self, key: tuple) -> int | None:
+        """The outermost enclosing hoisting block (index into ``_scopes``) that reduction
+        ``key`` can be emitted before: its indices use no variable defined inside it; None
+        when ``key`` is no reduction or no such block is open."""
+        if not self._scopes or not traits(self.instruction(key[0]).opcode).reduction:
+            return None
+        dims: set[int] = set()
+        syms: set[int] = set()
+        for e in key[1]:
+            used_dims, used_syms = used_variables(e)
+            dims.update(used_dims)
+            syms.update(used_syms)
+        target = None
+        for k in reversed(range(len(self._scopes))):
+            scope = self._scopes[k]
+            if not scope.hoist or max(dims, default=-1) >= scope.dims or max(syms, default=-1) >= scope.symbols:
+                break
+            target = k
+        return target
+
+    def _hoisted(self, key: tuple, target: int) -> Value:
+        """Emit ``key`` before the header of block ``_scopes[target]``, from the values known
+        there, and make it (and what it computed) known there and in every block inside.
+
+        Blocks opened while emitting it hoist only within it: the lines go to a list of
+        their own, spliced in afterwards.  No request is handed back to the outermost call
+        (``_Deeper``) meanwhile: that call would emit it inside the loop.
+        """
+        scope = self._scopes[target]
+        saved = self.lines, self.indent, self.memo, self._scopes, self._outer_indent
+        self.lines, self.indent, self.memo = [], scope.indent, dict(scope.memo)
+        self._scopes, self._outer_indent = [], None
+        self._nesting += 1
+        try:
+            result = self._compute(key)
+            hoisted, known = self.lines, self.memo
+        finally:
+            self._nesting -= 1
+            self.lines, self.indent, self.memo, self._scopes, self._outer_indent = saved
+        self.lines[scope.position:scope.position] = hoisted
+        added = {k: v for k, v in known.items() if k not in scope.memo}
+        for inner in self._scopes[target:]:
+            inner.position += len(hoisted)  # every later header moved down
+            inner.memo.update(added)
+        self.memo.update(added)
+        return result
 
     def bind(self, expr: str, hint: str) -> str:
         name = self.names.fresh(hint)
@@ -288,6 +359,9 @@ class ValueEmitter:
             return cached
         if self._nesting == 0:
             return self._value_from_stack(key)
+        target = self._hoist_target(key)
+        if target is not None:
+            return self._hoisted(key, target)
         if self._nesting >= _MAX_NESTING and self.indent == self._outer_indent:
             raise _Deeper(key)
         self._nesting += 1

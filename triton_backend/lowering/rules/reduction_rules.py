@@ -161,6 +161,9 @@ def emit_tree_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tup
 
 
 def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_types, combine) -> list[str]:
+    # Reductions the chunks need that do not depend on the loop (softmax's max, needed by its
+    # sum's chunks) are emitted once, above the accumulators: the loops hoist them.
+    above_accumulators = len(em.lines)
     accumulators = [em.bind(f"tl.zeros({reduced_shape}, {register_dtype(accumulator_type(t))})",
                             f"{instr.name}_acc") for t in input_types]
     accumulators.append(em.bind(f"tl.zeros({reduced_shape}, tl.int8)", f"{instr.name}_acc_valid"))
@@ -168,7 +171,9 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     for k, (axis, extent) in enumerate(zip(axes, extents)):
         block = em.axis_blocks[axis]
         start = em.names.fresh(f"r_{instr.name}_{k}_start")
-        loops.append((em.block(f"for {start} in range(0, {extent}, {block}):"), start, axis, extent, block))
+        header = f"for {start} in range(0, {extent}, {block}):"
+        context = em.block(header, hoist=True, hoist_at=None if loops else above_accumulators)
+        loops.append((context, start, axis, extent, block))
     fresh = []
     for context, start, axis, extent, block in loops:
         context.__enter__()
