@@ -20,6 +20,22 @@ import triton.language as tl
 from triton import knobs
 from triton.language.extra import libdevice
 
+# The 8-bit float conversions live in their own module; kernels reach them as ``xla_math.*``.
+from triton_backend.device_lib.float8 import (
+    DOT_F8E4M3FN,
+    DOT_F8E5M2,
+    f8e4m3fn_to_f32,
+    f8e5m2_to_f32,
+    f32_to_f8e4m3fn_exact,
+    f32_to_f8e5m2_exact,
+    round_to_f8e4m3fn,
+    round_to_f8e5m2,
+)
+
+#: What this module re-exports from ``float8`` for the kernels (``xla_math.round_to_f8e5m2``).
+FLOAT8_EXPORTS = (DOT_F8E4M3FN, DOT_F8E5M2, f8e4m3fn_to_f32, f8e5m2_to_f32, f32_to_f8e4m3fn_exact,
+                  f32_to_f8e5m2_exact, round_to_f8e4m3fn, round_to_f8e5m2)
+
 INTERPRETED = bool(knobs.runtime.interpret)
 
 

@@ -33,6 +33,7 @@ TORCH_DTYPES = {
     "s64": "torch.int64", "u8": "torch.uint8", "u16": "torch.uint16", "u32": "torch.uint32",
     "u64": "torch.uint64", "f16": "torch.float16", "bf16": "torch.bfloat16",
     "f32": "torch.float32", "f64": "torch.float64",
+    "f8e4m3fn": "torch.float8_e4m3fn", "f8e5m2": "torch.float8_e5m2",
     # Sub-byte integers: one value per byte (the form compile_hlo's callers pass them in).
     "s2": "torch.int8", "s4": "torch.int8", "u2": "torch.uint8", "u4": "torch.uint8",
 }

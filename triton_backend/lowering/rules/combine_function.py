@@ -19,6 +19,7 @@ from fusion.opcodes import traits
 from triton_backend.lowering.rules.memory_rules import scalar_literal
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block
+from triton_backend.lowering.emitter.triton_types import NARROW_FLOATS
 
 
 def lowers_in_reducer(opcode: str) -> bool:
@@ -33,8 +34,8 @@ def lowers_in_reducer(opcode: str) -> bool:
 
 
 def accumulator_type(t: ElementType) -> ElementType:
-    """The type a combiner computes in: fp32 for 16-bit floats, the type itself otherwise."""
-    return ELEMENT_TYPES["f32"] if t.name in ("bf16", "f16") else t
+    """The type a combiner computes in: fp32 for narrow floats, the type itself otherwise."""
+    return ELEMENT_TYPES["f32"] if t.name in NARROW_FLOATS else t
 
 
 def render_combine_function(computation: HloComputation, function_name: str, arity: int) -> str:

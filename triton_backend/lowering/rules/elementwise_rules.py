@@ -24,7 +24,10 @@ import ml_dtypes
 from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
 from triton_backend.lowering.emitter.triton_types import (
+    FLOAT8,
+    NARROW_FLOATS,
     render_load_widen,
+    render_round,
     render_store_narrow,
     storage_dtype,
 )
@@ -55,7 +58,7 @@ def _p(e: str) -> str:
 
 
 def _is_float(t: ElementType) -> bool:
-    return t.is_float and t.name in ("bf16", "f16", "f32", "f64")
+    return t.is_float and (t.name in ("f32", "f64") or t.name in NARROW_FLOATS)
 
 
 def _int_min(t: ElementType) -> int:
@@ -187,8 +190,11 @@ def lower_convert(call: ElementwiseCall) -> str:
         return x
     if dst.is_pred:
         return f"{x} != 0"
+    if dst.name in FLOAT8 and src.name == "f64":
+        # f64 -> f32 -> f8 would round twice; XLA rounds once.
+        raise call.unsupported("convert from f64 to an 8-bit float (convert through f32)")
     if _is_float(dst):
-        # Rounding to 16 bits happens after the rule; integers go to f32 first, as XLA does.
+        # Rounding to narrow floats happens after the rule; integers go to f32 first, as XLA does.
         return f"{x}.to({'tl.float64' if dst.name == 'f64' else 'tl.float32'})"
     if not dst.is_integer:
         raise call.unsupported("unsupported conversion target")
@@ -207,7 +213,7 @@ def lower_bitcast_convert(call: ElementwiseCall) -> str:
     x, src, dst = _p(call.operands[0]), call.operand_types[0], call.result_type
     if src.bits != dst.bits or src.is_pred or dst.is_pred:
         raise call.unsupported("bitcast-convert between different bit widths")
-    bits = render_store_narrow(x, src) if src.name in ("bf16", "f16") else x
+    bits = render_store_narrow(x, src) if src.name in NARROW_FLOATS else x
     return render_load_widen(f"{bits}.to({storage_dtype(dst)}, bitcast=True)", dst)
 
 
@@ -504,8 +510,4 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
         expr = f"tl.where({expr}, True, False)"
     if result_type.is_integer and result_type.bits < 8:
         expr = wrap_sub_byte(expr, result_type)
-    if result_type.name == "bf16":
-        expr = f"xla_math.round_to_bf16({expr})"
-    elif result_type.name == "f16":
-        expr = f"({expr}).to(tl.float16).to(tl.float32)"
-    return expr
+    return render_round(expr, result_type)

@@ -32,6 +32,7 @@ from triton_backend.lowering.emitter.addressing import buffer_addressing
 from triton_backend.lowering.emitter.packed_access import emit_packed_load, emit_packed_store
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
 from triton_backend.lowering.emitter.triton_types import (
+    masked_fill,
     register_dtype,
     render_load_widen,
     render_store_narrow,
@@ -74,7 +75,8 @@ def load_buffer(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineEx
         load = emit_packed_load(em, buffer.pointer, addressing, indices, mask, instr.name)
     else:
         offset = em.index_text(addressing.element_offset(indices))
-        load = (f"tl.load({buffer.pointer} + {offset}, mask={mask}, other=0)" if mask
+        fill = masked_fill(shape.element_type)
+        load = (f"tl.load({buffer.pointer} + {offset}, mask={mask}, other={fill})" if mask
                 else f"tl.load({buffer.pointer} + {offset})")
     return em.bind(render_load_widen(load, shape.element_type), instr.name)
 

@@ -25,7 +25,8 @@ from triton_backend.lowering.rules.combine_function import (
     render_combine_function,
 )
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
-from triton_backend.lowering.emitter.triton_types import register_dtype, storage_dtype
+from triton_backend.lowering.emitter.triton_types import (FLOAT8, register_dtype, render_round,
+                                                          storage_dtype)
 from triton_backend.lowering.emitter.identifiers import sanitize
 
 #: ``lanes(fresh dims) -> (values, extra validity mask or None)`` for one reduction.
@@ -70,6 +71,8 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
     for name, t in zip(results, out_types):
         if t.name in ("bf16", "f16"):
             em.emit(f"{name} = {name}.to({storage_dtype(t)}).to(tl.float32)")
+        elif t.name in FLOAT8:
+            em.emit(f"{name} = {render_round(name, t)}")
     return tuple(results) if tuple_shaped else results[0]
 
 

@@ -17,6 +17,11 @@ Numerics (matching XLA's reference evaluator):
   ``operand_precision`` ``highest``/``high``/``default`` all mean exact here.
 * bf16 and f16 operands are multiplied on the tensor cores with an fp32 accumulator
   (``out_dtype=tl.float32``), rounded once to the dot's type.
+* f8e4m3fn x f8e4m3fn and f8e5m2 x f8e5m2 go to the tensor cores as fp8 on a GPU (sm_89+:
+  ``xla_math.DOT_F8E4M3FN``, fp32 accumulator); under the interpreter they are exactly widened
+  to fp32 (fp8 products are exact in fp32, as XLA computes them).  Other mixes with fp8 (e4m3
+  x e5m2, fp8 x bf16) are widened to fp32 on every target.  Below sm_89 Triton has no
+  f8e4m3fn, so such a dot is refused there (:func:`compile_dot_fusion`).
 * s8 x s8 -> s32 uses ``out_dtype=tl.int32``.
 
 >>> import fusion
@@ -65,7 +70,11 @@ _ALGORITHM_PRECISION = {
     "dot_tf32_tf32_f32_x3": "tf32x3",
 }
 
-_OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8"}
+_OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8",
+                   "f8e4m3fn": "xla_math.DOT_F8E4M3FN", "f8e5m2": "xla_math.DOT_F8E5M2"}
+
+#: Operand types Triton lowers only on sm_89 and newer (``fp8e4nv``).
+_SM89_OPERANDS = frozenset({"f8e4m3fn"})
 
 def is_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation holds exactly one dot."""
@@ -134,7 +143,8 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
     if lhs not in _OPERAND_DTYPES or rhs not in _OPERAND_DTYPES or lhs == "s8" or rhs == "s8" \
             or out not in ("f32", "bf16", "f16"):
         raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported by tl.dot "
-                                 "(supported: f32, bf16, f16 with a float result, s8 x s8 -> s32)",
+                                 "(supported: f32, bf16, f16, f8e4m3fn, f8e5m2 with an f32, bf16 "
+                                 "or f16 result, s8 x s8 -> s32)",
                                  where=dot.name)
     if lhs == rhs and lhs != "f32":
         operand, precision = _OPERAND_DTYPES[lhs], None
@@ -190,6 +200,17 @@ def target_arch(target: str | None) -> int:
     return int(digits)
 
 
+def _refuse_fp8_below_sm89(module: HloModule, fusion_instr: HloInstruction, spec: DotSpec,
+                           arch: int, target: str | None) -> None:
+    """A GPU below sm_89 cannot hold f8e4m3fn at all (Triton's ``fp8e4nv``): refuse there."""
+    comp = module.computation(fusion_instr.attr("calls"))
+    types = {comp.instruction(o).shape.dtype for o in spec.dot.operands}
+    if arch < 89 and types & _SM89_OPERANDS and not runs_on_interpreter(target):
+        raise UnsupportedOpError(f"dot {spec.dot.name} of f8e4m3fn operands needs sm_89 or newer "
+                                 f"(target {target}): Triton has no f8e4m3fn below sm_89",
+                                 where=spec.dot.name)
+
+
 def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                        tile_sizes=None, target: str | None = None,
                        cache: KernelCache | None = None):
@@ -203,6 +224,7 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     fusion_instr = find_fusion(module, fusion_instr)
     spec = dot_spec(module, fusion_instr)
     arch = target_arch(target)
+    _refuse_fp8_below_sm89(module, fusion_instr, spec, arch, target)
     problem = dot_problem(module, fusion_instr)
     if tile_sizes is None and runs_on_interpreter(target):
         tile_sizes = interpreter_tiling(problem, arch)

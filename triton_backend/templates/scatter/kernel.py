@@ -73,6 +73,7 @@ from triton_backend.lowering.rules.reduction_rules import combine_function
 from triton_backend.lowering.emitter.value_emitter import ValueEmitter, array_shape
 from triton_backend.lowering.emitter.triton_types import (
     KERNEL_IMPORTS,
+    masked_fill,
     render_load_widen,
     render_store_narrow,
 )
@@ -273,7 +274,8 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan,
         em.emit(f"tl.atomic_add({pointers[0]}, tl.broadcast_to({updates[0]}, "
                 f"{em.shape_of((row, win))}), mask={mask})")
         return
-    olds = [em.bind(render_load_widen(f"tl.load({pointer}, mask={mask}, other=0)",
+    olds = [em.bind(render_load_widen(f"tl.load({pointer}, mask={mask}, "
+                                      f"other={masked_fill(shape.element_type)})",
                                       shape.element_type), "old")
             for pointer, shape in zip(pointers, outs)]
     combine = combine_function(em, scatter.attr("to_apply"), count)

@@ -1,0 +1,129 @@
+"""``@triton.jit`` helpers for the 8-bit floats f8e4m3fn and f8e5m2 (re-exported by
+``elementwise_math``, which generated kernels import as ``xla_math``).
+
+Inside a kernel an fp8 value is held in fp32 (exact: every fp8 value is an fp32 value), like
+bf16 (``numerics_policy``).  The conversions are integer arithmetic on the bits wherever a
+plain ``.to`` is wrong for XLA's semantics:
+
+* widening: Triton 3.9's interpreter turns an fp8 NaN into a finite number (0x7F -> 480.0),
+  so there the bits are moved; a GPU converts exactly, and a plain ``.to(tl.float32)`` lets a
+  loaded tile converted back for ``tl.dot`` stay fp8;
+* rounding fp32 -> fp8 (round to nearest even, as XLA and ml_dtypes): a GPU's
+  ``cvt.rn.satfinite`` saturates, but XLA gives NaN past f8e4m3fn's 448 (it has no infinity)
+  and infinity past f8e5m2's 57344; so both targets use the same integer code;
+* narrowing a held (representable) value to the storage type: built from its bits, because
+  ``satfinite`` would also turn an f8e5m2 infinity into 57344.
+
+:data:`DOT_F8E4M3FN` and :data:`DOT_F8E5M2` are the dtypes ``tl.dot`` multiplies fp8 tiles in:
+the fp8 type itself on a GPU (sm_89+ tensor cores, fp32 accumulation), exactly widened fp32
+under the interpreter (whose ``tl.dot`` would multiply the raw bytes).
+
+>>> DOT_F8E4M3FN.value in (tl.float32, tl.float8e4nv)
+True
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton import knobs
+
+INTERPRETED = bool(knobs.runtime.interpret)
+
+DOT_F8E4M3FN = tl.constexpr(tl.float32 if INTERPRETED else tl.float8e4nv)
+DOT_F8E5M2 = tl.constexpr(tl.float32 if INTERPRETED else tl.float8e5)
+
+
+@triton.jit
+def _round_to_f8(x, MANTISSA: tl.constexpr, MIN_NORMAL: tl.constexpr, MAX_FINITE: tl.constexpr,
+                 OVERFLOW_NAN: tl.constexpr):
+    """fp32 ``x`` rounded to nearest even in an fp8 format with ``MANTISSA`` bits, still fp32.
+
+    Normal results round the fp32 bits (as ``round_to_bf16``); results below ``MIN_NORMAL``
+    have a fixed quantum ``MIN_NORMAL * 2**-MANTISSA``, and adding then subtracting
+    ``2**23`` quanta rounds to it exactly (fp32 adds round to nearest even).
+    """
+    shift: tl.constexpr = 23 - MANTISSA
+    a = tl.abs(x)
+    bits = a.to(tl.uint32, bitcast=True)
+    normal = ((bits + ((1 << (shift - 1)) - 1) + ((bits >> shift) & 1))
+              & ((0xFFFFFFFF << shift) & 0xFFFFFFFF)).to(tl.float32, bitcast=True)
+    magic: tl.constexpr = MIN_NORMAL * 8388608.0 / (1 << MANTISSA)
+    subnormal = (a + magic) - magic
+    r = tl.where(a < MIN_NORMAL, subnormal, normal)
+    if OVERFLOW_NAN:
+        r = tl.where(r > MAX_FINITE, float("nan"), r)
+    else:
+        r = tl.where(r > MAX_FINITE, float("inf"), r)
+    r = tl.where(x < 0, -r, r)
+    # -0.0 keeps its sign (``x < 0`` is false for it); NaN stays NaN.
+    r = tl.where(x == 0, x, r)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def round_to_f8e4m3fn(x):
+    """fp32 ``x`` rounded to f8e4m3fn (nearest even; past 448 -> NaN), still fp32."""
+    return _round_to_f8(x, 3, 0.015625, 448.0, True)
+
+
+@triton.jit
+def round_to_f8e5m2(x):
+    """fp32 ``x`` rounded to f8e5m2 (nearest even; past 57344 -> infinity), still fp32."""
+    return _round_to_f8(x, 2, 0.00006103515625, 57344.0, False)
+
+
+if INTERPRETED:
+    @triton.jit
+    def f8e4m3fn_to_f32(x):
+        """Widen f8e4m3fn exactly from its bits: sign, 4 exponent bits (bias 7), 3 mantissa
+        bits, no infinity, 0x7F/0xFF NaN."""
+        b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
+        e = (b >> 3) & 15
+        m = b & 7
+        normal = (((e + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
+        mag = tl.where(e == 0, m.to(tl.float32) * 0.001953125, normal)
+        mag = tl.where((b & 0x7F) == 0x7F, float("nan"), mag)
+        return tl.where(b >= 128, -mag, mag)
+
+    @triton.jit
+    def f8e5m2_to_f32(x):
+        """Widen f8e5m2 exactly: its bits are the high byte of an f16."""
+        b = x.to(tl.uint8, bitcast=True).to(tl.uint16)
+        return (b << 8).to(tl.float16, bitcast=True).to(tl.float32)
+else:
+    @triton.jit
+    def f8e4m3fn_to_f32(x):
+        """Widen f8e4m3fn: the GPU's conversion is exact (NaN included)."""
+        return x.to(tl.float32)
+
+    @triton.jit
+    def f8e5m2_to_f32(x):
+        """Widen f8e5m2: the GPU's conversion is exact (infinities and NaN included)."""
+        return x.to(tl.float32)
+
+
+@triton.jit
+def f32_to_f8e4m3fn_exact(x):
+    """Narrow an fp32 holding an f8e4m3fn value (see ``round_to_f8e4m3fn``) from its bits."""
+    bits = x.to(tl.uint32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    a = tl.abs(x)
+    e = ((a.to(tl.uint32, bitcast=True) >> 23) - 120) & 15
+    m = (a.to(tl.uint32, bitcast=True) >> 20) & 7
+    normal = (e << 3) | m
+    # Masked to 0.0 elsewhere so that NaN is never converted to an integer.
+    subnormal = (tl.where(a < 0.015625, a, 0.0) * 512.0).to(tl.uint32)
+    mag = tl.where(a < 0.015625, subnormal, normal)
+    mag = tl.where(x != x, 0x7F, mag)
+    return (sign | mag).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def f32_to_f8e5m2_exact(x):
+    """Narrow an fp32 holding an f8e5m2 value: the high byte of its (exact) f16."""
+    h = x.to(tl.float16).to(tl.uint16, bitcast=True)
+    return (h >> 8).to(tl.uint8).to(tl.float8e5, bitcast=True)
+
+
+__all__ = ["DOT_F8E4M3FN", "DOT_F8E5M2", "f32_to_f8e4m3fn_exact", "f32_to_f8e5m2_exact",
+           "f8e4m3fn_to_f32", "f8e5m2_to_f32", "round_to_f8e4m3fn", "round_to_f8e5m2"]
