@@ -17,7 +17,9 @@ prologue and elementwise epilogue; two dots that ``tiling.fusion_pass.attention_
 are costed at their inputs and outputs, each once: their templates stream operand tiles
 through L2.  A producer still read by
 other nodes (or the computation's result) stays an output of the merged fusion (a
-multi-output fusion).  The best saving is taken first, until no merge saves.
+multi-output fusion).  The best saving is taken first, until no merge saves.  A prologue
+that saves bytes yet costs the dot more time in recomputation than a kernel of its own would
+take is refused (``tiling.fusion_pass.dot_prologue``).
 
 >>> from fusion.text.parser import parse_hlo
 >>> from tiling.fusion_pass.priority_fusion import fuse_module
@@ -54,6 +56,7 @@ from tiling.fusion_pass.decisions import (
     reaches_through_another,
     structural_tile_check,
 )
+from tiling.fusion_pass.dot_prologue import recompute_problem
 from tiling.fusion_pass.graph import FusionGraph
 from tiling.fusion_pass.tile_check import candidate_structure
 from tiling.policy.candidates import report_for
@@ -119,6 +122,9 @@ class KernelCosts:
     graph: FusionGraph
     _by_node: dict[Node, ModeledCost] = field(default_factory=dict)
     _by_structure: dict[tuple, ModeledCost] = field(default_factory=dict)
+    #: Prologues refused for the time their recomputation costs, by (producer, dot node):
+    #: logged at the end even when their nodes merged elsewhere since.
+    time_refusals: dict[tuple[str, str], FusionDecision] = field(default_factory=dict)
 
     def of(self, node: Node) -> ModeledCost:
         if node not in self._by_node:
@@ -252,6 +258,13 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
     after = costs.of(merged)
     if after.cost is None:
         return decide(False, f"the merged fusion cannot be tiled: {after.problem}")
+    if _dot_count(comp, producer) == 0 and _dot_count(comp, merged) == 1:
+        # Bytes are not the whole story of a prologue: the dot recomputes it per N block.
+        problem = recompute_problem(comp, producer, merged)
+        if problem:
+            refusal = decide(False, f"costs time: {problem}")
+            costs.time_refusals[(producer.root, consumer.root)] = refusal
+            return refusal
     saved = sum(b.cost for b in before) - after.cost
     if saved <= 0:
         return decide(False, f"modeled memory cost {after.cost} bytes at tiling "
@@ -316,6 +329,11 @@ def tiled_merge_fusion(graph: FusionGraph) -> list[FusionDecision]:
     options = [_judge(graph, costs, pid, cid, merged, cyclic)
                for pid, cid, merged, cyclic in _candidates(graph)]
     log.extend(options)
+    # A prologue refused for its recomputation usually merges elsewhere (a layernorm into
+    # its reduction, a GELU into the dot before it as an epilogue), and the final verdict on
+    # the pair then names the new node's shape: say why it left the dot in the first place.
+    final = set(options)
+    log.extend(d for d in costs.time_refusals.values() if d not in final)
     return log
 
 

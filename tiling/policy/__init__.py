@@ -2,6 +2,8 @@
 
 * ``limits``: every limit and tuning constant of the choice, once;
 * ``devices``: the datasheet numbers of the GPUs we know (the default is the H100 SXM);
+* ``roofline``: seconds of elementwise work and of memory traffic on a device (compute and
+  memory rooflines), for fusion decisions that trade recomputation against bytes;
 * ``verdict``: a typed legality verdict, ``Illegal(kind, message)``;
 * ``legality``: the rules a tiling must pass (``check_tiling``);
 * ``costs``: bytes, flops and coalescing of one block;

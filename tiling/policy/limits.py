@@ -84,3 +84,20 @@ def l2_resident_bytes(device: DeviceSpec) -> int:
 
 #: ``l2_resident_bytes`` of the default device (H100: 50 MiB / 4).
 L2_RESIDENT_BYTES = l2_resident_bytes(DEFAULT_DEVICE)
+
+# -- The dot template ---------------------------------------------------------------------
+#: The dot template's default output tile is the problem's M and N, each padded to a power of
+#: two of at least ``DOT_MIN_BLOCK`` and at most ``DOT_MAX_BLOCK_MN`` (Triton's tutorial's
+#: 128x128); ``triton_backend.templates.dot.tiling`` and the fusion pass's prologue rule read it.
+DOT_MIN_BLOCK = 16
+DOT_MAX_BLOCK_MN = 128
+
+
+def dot_default_block(extent: int) -> int:
+    """The dot template's default block along an output dim of ``extent`` elements.
+
+    >>> dot_default_block(5), dot_default_block(96), dot_default_block(2304)
+    (16, 128, 128)
+    """
+    padded = 1 << max(0, (extent - 1).bit_length())
+    return min(max(padded, DOT_MIN_BLOCK), DOT_MAX_BLOCK_MN)

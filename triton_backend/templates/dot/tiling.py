@@ -26,12 +26,17 @@ import math
 from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
-from tiling.policy.limits import MAX_GRID_X, MAX_GRID_YZ
+from tiling.policy.limits import (
+    DOT_MIN_BLOCK,
+    MAX_GRID_X,
+    MAX_GRID_YZ,
+    dot_default_block,
+)
 
 #: Shared memory one block may use, per compute capability (bytes).
 SHARED_MEMORY_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
 
-MIN_BLOCK = 16
+MIN_BLOCK = DOT_MIN_BLOCK
 MAX_BLOCK_MN = 256
 MAX_BLOCK_K = 256
 
@@ -145,7 +150,8 @@ def _fit_stages(tiling: DotTiling, problem: DotProblem, arch: int) -> DotTiling 
 
 
 def default_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
-    """A tiling chosen without measuring: tiles as large as the problem up to 128x128x64.
+    """A tiling chosen without measuring: tiles as large as the problem up to 128x128x64
+    (``tiling.policy.limits.DOT_MAX_BLOCK_MN``).
 
     Wide operands (4-byte) take a 32-deep K tile so three pipeline stages still fit; so does
     a dot whose prologue computes transcendental ops (at 64 the sm_80 kernel spills).
@@ -153,8 +159,8 @@ def default_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
     >>> default_tiling(DotProblem(1, 4096, 4096, 4096, 2), 80)
     DotTiling(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=3)
     """
-    block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), 128)
-    block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), 128)
+    # The fusion pass reads the same default to count a prologue's recomputation.
+    block_m, block_n = dot_default_block(problem.m), dot_default_block(problem.n)
     k_cap = 32 if problem.operand_bytes >= 4 or problem.expensive_prologue else 64
     block_k = min(max(_pow2_at_least(problem.k), MIN_BLOCK), k_cap)
     stages = 4 if arch >= 90 else 3
