@@ -52,10 +52,24 @@ def test_cpu_autotune_with_a_thread_pool_says_it_used_the_cost_model(module, tmp
 
 
 def test_default_process_pool(module, tmp_path):
-    result = autotune(module, "r", device="h100", budget=2, jobs=1, num_warps=(4,),
+    result = autotune(module, "r", device="h100", budget=2, jobs=2, num_warps=(4,),
                       num_stages=(1,), db=TuningDb(tmp_path / "db.sqlite"))
     assert [t.error for t in result.trials] == [None, None]
     assert not result.measured and result.best is not None
+
+
+def test_one_job_without_a_gpu_runs_in_this_process(module, tmp_path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    from triton_backend.tuning.autotune import InlineExecutor, default_executor
+
+    assert isinstance(default_executor(1, on_gpu=False), InlineExecutor)
+    pool = default_executor(1, on_gpu=True)  # a launch that faults must not take the tuner
+    assert isinstance(pool, ProcessPoolExecutor)
+    pool.shutdown()
+    result = autotune(module, "r", device="h100", budget=2, jobs=1, num_warps=(4,),
+                      num_stages=(1,), db=TuningDb(tmp_path / "db.sqlite"))
+    assert [t.error for t in result.trials] == [None, None] and result.best is not None
 
 
 def test_a_candidate_that_fails_to_compile_is_reported_not_fatal(module, tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ def test_table_winner_and_cost_model_notice(capsys):
     assert code == 0 and "from the tuning database" in again and "--force" in again
     code, forced, _ = _run(capsys, CORPUS + "rmsnorm.after.hlo", "--fusion",
                            "broadcast_multiply_fusion", "--device", "a100-40gb", "--budget", "2",
-                           "--force")
+                           "--jobs", "1", "--force")
     assert code == 0 and "from the tuning database" not in forced and "winner:" in forced
 
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 import multiprocessing
 
@@ -247,9 +247,33 @@ def launch(kernel_module, inputs, *, num_warps: int, num_stages: int):
     return kernel_module.run(*inputs, num_warps=num_warps, num_stages=num_stages)
 
 
-def default_executor(jobs: int | None = None) -> Executor:
-    """A process pool whose workers are spawned (safe after CUDA initialisation)."""
+def default_executor(jobs: int | None = None, on_gpu: bool = True) -> Executor:
+    """A process pool whose workers are spawned (safe after CUDA initialisation); one job
+    without a GPU runs in this process (:class:`InlineExecutor`).
+
+    On a GPU each candidate is launched once, and a launch that faults poisons its process's
+    CUDA context, so candidates run in workers.  Without one they are only code-generated:
+    a single worker would cost a spawned interpreter importing torch (seconds) for nothing.
+    """
+    if jobs == 1 and not on_gpu:
+        return InlineExecutor()
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+class InlineExecutor(Executor):
+    """Runs each job when it is submitted, in the calling thread.
+
+    >>> InlineExecutor().submit(pow, 2, 10).result()
+    1024
+    """
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as err:  # noqa: BLE001 - delivered through the future, as a pool does
+            future.set_exception(err)
+        return future
 
 
 def _compile_all(trials: list[Trial], hlo_text: str, fusion_name: str, on_gpu: bool,
@@ -389,7 +413,7 @@ def autotune(module: HloModule, fusion: HloInstruction | str, *, device: str | N
     if on_total is not None:
         on_total(compiles + (len(trials) if on_gpu else 0))
     own = executor is None
-    pool = default_executor(jobs) if own else _as_executor(executor)
+    pool = default_executor(jobs, on_gpu) if own else _as_executor(executor)
     _log.info("fusion %s on %s: %d candidates, %d compiles on %s", instr.name, spec.key,
               len(trials), compiles, type(pool).__name__)
     try:
