@@ -14,7 +14,6 @@ import marshal
 import multiprocessing
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -191,9 +190,17 @@ ENTRY e {{
 """
 
 
+_START = None  # each spawned worker's copy of the test's barrier
+
+
+def _join(barrier) -> None:
+    global _START
+    _START = barrier
+
+
 def _worker(job):
     """Compile and run the given fusions (spawned process); returns (ok, message)."""
-    directory, start_at, specs = job
+    directory, specs = job
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import numpy as np
     import torch
@@ -201,8 +208,7 @@ def _worker(job):
     from fusion.text.parser import parse_hlo
     from triton_backend.driver.compiled_fusion import compile_fusion
     cache = KernelCache(directory)
-    while time.time() < start_at:  # line the processes up so their writes overlap
-        time.sleep(0.005)
+    _START.wait(timeout=120)  # line the processes up, imports done, so their writes overlap
     for n, k, op in specs:
         module = parse_hlo(_FUSION.format(n=n, k=k, op=op))
         x = np.arange(n, dtype=np.float32) - 3
@@ -215,9 +221,9 @@ def _worker(job):
 
 def test_concurrent_processes_share_one_directory(tmp_path):
     shared = [(8, 1.5, "add"), (16, -2.0, "multiply")]
-    jobs = [(str(tmp_path), time.time() + 6.0, shared + [(8 + i, float(i), "add")]) for i in range(3)]
+    jobs = [(str(tmp_path), shared + [(8 + i, float(i), "add")]) for i in range(3)]
     context = multiprocessing.get_context("spawn")
-    with context.Pool(len(jobs)) as pool:
+    with context.Pool(len(jobs), initializer=_join, initargs=(context.Barrier(len(jobs)),)) as pool:
         results = pool.map(_worker, jobs, chunksize=1)
     assert all(ok for ok, _ in results), results
     names = sorted(p.name for p in tmp_path.iterdir())
