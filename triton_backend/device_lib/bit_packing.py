@@ -19,17 +19,17 @@ words are ``uint32``.
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
+from triton_backend.device_lib.device_function import device_function
 
 
-@triton.jit
+@device_function
 def as_uint32(words):
     """The same 32 bits as ``uint32`` (no-op for ``uint32`` input)."""
     return words.to(tl.uint32, bitcast=True)
 
 
-@triton.jit
+@device_function
 def unpack_halves(words):
     """``(even_row, odd_row)`` 16-bit patterns (``uint16``) from ``(2,1)``-packed words."""
     bits = as_uint32(words)
@@ -38,7 +38,7 @@ def unpack_halves(words):
     return even, odd
 
 
-@triton.jit
+@device_function
 def pack_halves(even, odd):
     """One ``uint32`` word per pair: ``even`` (any 16-bit type) low, ``odd`` high."""
     lo = even.to(tl.uint16, bitcast=True).to(tl.uint32)
@@ -46,7 +46,7 @@ def pack_halves(even, odd):
     return lo | (hi << 16)
 
 
-@triton.jit
+@device_function
 def unpack_bytes(words):
     """``(row0, row1, row2, row3)`` bytes (``uint8``) from ``(4,1)``-packed words."""
     bits = as_uint32(words)
@@ -57,7 +57,7 @@ def unpack_bytes(words):
     return b0, b1, b2, b3
 
 
-@triton.jit
+@device_function
 def pack_bytes(b0, b1, b2, b3):
     """One ``uint32`` word from four 8-bit values (any 8-bit type), ``b0`` least significant."""
     w0 = b0.to(tl.uint8, bitcast=True).to(tl.uint32)
@@ -67,14 +67,14 @@ def pack_bytes(b0, b1, b2, b3):
     return w0 | (w1 << 8) | (w2 << 16) | (w3 << 24)
 
 
-@triton.jit
+@device_function
 def unpack_pred_bit(words, row_in_word):
     """The PRED element ``row_in_word`` (0..31, tensor or scalar) of ``(32,1)``-packed words."""
     bits = as_uint32(words)
     return ((bits >> row_in_word.to(tl.uint32)) & 1) != 0
 
 
-@triton.jit
+@device_function
 def unpack_preds(words):
     """All 32 PRED elements of each word: ``[N]`` words -> ``[32, N]`` ``int1`` (row = bit)."""
     bits = as_uint32(words)
@@ -82,7 +82,7 @@ def unpack_preds(words):
     return ((bits[None, :] >> shifts[:, None]) & 1) != 0
 
 
-@triton.jit
+@device_function
 def pack_preds(preds):
     """``[32, N]`` booleans (row ``j`` = bit ``j``) -> ``[N]`` ``uint32`` words."""
     shifts = tl.arange(0, 32).to(tl.uint32)

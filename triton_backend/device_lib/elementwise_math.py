@@ -1,4 +1,4 @@
-"""``@triton.jit`` math helpers called by the expressions ``elementwise_lowering`` renders.
+"""``@triton.jit`` (``device_function``) math helpers called by the expressions ``elementwise_lowering`` renders.
 
 Generated kernels import this module as ``xla_math``.  Two implementations of the
 transcendental functions are chosen when this module is imported (Triton reads
@@ -15,11 +15,11 @@ shared by both.  Inputs are fp32 or fp64 (16-bit floats are held in fp32, see
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 from triton import knobs
 from triton.language.extra import libdevice
 
+from triton_backend.device_lib.device_function import device_function
 # The 8-bit float conversions live in their own module; kernels reach them as ``xla_math.*``.
 from triton_backend.device_lib.float8 import (
     DOT_F8E4M3FN,
@@ -39,43 +39,43 @@ FLOAT8_EXPORTS = (DOT_F8E4M3FN, DOT_F8E5M2, f8e4m3fn_to_f32, f8e5m2_to_f32, f32_
 INTERPRETED = bool(knobs.runtime.interpret)
 
 
-@triton.jit
+@device_function
 def signbit(x):
     """True where the sign bit of the float ``x`` is set (also for -0.0 and -NaN)."""
     return x.to(tl.float64).to(tl.int64, bitcast=True) < 0
 
 
-@triton.jit
+@device_function
 def _nan_like(d):
     return (d.to(tl.int64, bitcast=True) * 0 + 0x7FF8000000000000).to(tl.float64, bitcast=True)
 
 
 if INTERPRETED:
-    @triton.jit
+    @device_function
     def bf16_to_f32(x):
         """Widen bf16 exactly by moving its bits (the interpreter's conversion loses denormals)."""
         return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
 
-    @triton.jit
+    @device_function
     def f32_to_bf16_exact(x):
         """Narrow an fp32 that holds a bf16 value (see ``round_to_bf16``) by dropping low bits."""
         return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 else:
-    @triton.jit
+    @device_function
     def bf16_to_f32(x):
         """Widen bf16 exactly: a plain conversion, which the GPU does exactly (denormals
         included), so that a loaded bf16 tile converted back for ``tl.dot`` folds away and
         reaches the tensor cores as loaded, not through registers."""
         return x.to(tl.float32)
 
-    @triton.jit
+    @device_function
     def f32_to_bf16_exact(x):
         """Narrow an fp32 that holds a bf16 value (exact: it is representable)."""
         return x.to(tl.bfloat16)
 
 
 if INTERPRETED:
-    @triton.jit
+    @device_function
     def round_to_bf16(x):
         """fp32 ``x`` rounded to the nearest-even bf16 value, still as fp32 (NaN stays NaN,
         quiet, its sign and high payload kept as ml_dtypes does).
@@ -91,7 +91,7 @@ if INTERPRETED:
         return tl.where(x != x, quiet.to(tl.float32, bitcast=True),
                         rounded.to(tl.float32, bitcast=True))
 else:
-    @triton.jit
+    @device_function
     def round_to_bf16(x):
         """fp32 ``x`` rounded to the nearest-even bf16 value, still as fp32: the GPU's
         ``cvt.rn.bf16.f32`` and back, as XLA:GPU rounds (a NaN becomes the canonical one,
@@ -100,7 +100,7 @@ else:
         return x.to(tl.bfloat16).to(tl.float32)
 
 
-@triton.jit
+@device_function
 def round_nearest_even(x):
     """Round half to even; exact for fp32 and fp64 (``|x| + 2**52 - 2**52`` in fp64)."""
     d = x.to(tl.float64)
@@ -109,7 +109,7 @@ def round_nearest_even(x):
     return tl.where(signbit(d), -r, r).to(x.dtype)
 
 
-@triton.jit
+@device_function
 def round_nearest_afz(x):
     """Round half away from zero; ``|x| - floor(|x|)`` is exact, so no double rounding."""
     a = tl.abs(x)
@@ -118,7 +118,7 @@ def round_nearest_afz(x):
     return tl.where(signbit(x), -r, r)
 
 
-@triton.jit
+@device_function
 def clz32(u):
     """Leading zeros of ``uint32`` values (32 for 0), by binary search."""
     n = u * 0
@@ -139,7 +139,7 @@ def clz32(u):
     return tl.where(u == 0, n + 1, n)
 
 
-@triton.jit
+@device_function
 def popc32(u):
     """Set bits of ``uint32`` values (SWAR)."""
     u = u - ((u >> 1) & 0x55555555)
@@ -148,7 +148,7 @@ def popc32(u):
     return (u * 0x01010101) >> 24
 
 
-@triton.jit
+@device_function
 def int_pow(x, e, BITS: tl.constexpr, SIGNED: tl.constexpr):
     """``x ** e`` wrapping, exactly as XLA's ``EmitIntegerPow`` (checked against XLA:CPU).
 
@@ -170,7 +170,7 @@ def int_pow(x, e, BITS: tl.constexpr, SIGNED: tl.constexpr):
     return tl.where(negative, tl.where(x == 1, acc * 0 + 1, tl.where(all_ones, acc, acc * 0)), acc)
 
 
-@triton.jit
+@device_function
 def reduce_precision_bits(b, SOURCE_EXPONENT_BITS: tl.constexpr, SOURCE_MANTISSA_BITS: tl.constexpr,
                           EXPONENT_BITS: tl.constexpr, MANTISSA_BITS: tl.constexpr):
     """XLA's ``reduce-precision`` on the bit pattern ``b`` (int64) of a float with the given
@@ -199,7 +199,7 @@ def reduce_precision_bits(b, SOURCE_EXPONENT_BITS: tl.constexpr, SOURCE_MANTISSA
     return b
 
 
-@triton.jit
+@device_function
 def _atan_f64(t):
     # Cephes atan (double): range reduction to |t| <= 0.66, then a rational approximation.
     a = tl.abs(t)
@@ -218,7 +218,7 @@ def _atan_f64(t):
     return tl.where(t < 0, -r, r)
 
 
-@triton.jit
+@device_function
 def _expm1_f64(d):
     u = tl.exp(d)
     um1 = u - 1.0
@@ -230,36 +230,36 @@ def _expm1_f64(d):
 
 
 if INTERPRETED:
-    @triton.jit
+    @device_function
     def exp(x):
         return tl.exp(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def log(x):
         return tl.log(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def sin(x):
         return tl.sin(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def cos(x):
         return tl.cos(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def tan(x):
         d = x.to(tl.float64)
         return (tl.sin(d) / tl.cos(d)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def erf(x):
         return tl.math.erf(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def expm1(x):
         return _expm1_f64(x.to(tl.float64)).to(x.dtype)
 
-    @triton.jit
+    @device_function
     def log1p(x):
         d = x.to(tl.float64)
         u = 1.0 + d
@@ -271,7 +271,7 @@ if INTERPRETED:
         r = tl.where(u < 0.0, _nan_like(d), r)
         return r.to(x.dtype)
 
-    @triton.jit
+    @device_function
     def tanh(x):
         d = x.to(tl.float64)
         e = _expm1_f64(2.0 * tl.where(tl.abs(d) > 20.0, 0.0, d))
@@ -279,7 +279,7 @@ if INTERPRETED:
         r = tl.where(tl.abs(d) > 20.0, tl.where(d > 0, 1.0, -1.0), r)
         return r.to(x.dtype)
 
-    @triton.jit
+    @device_function
     def cbrt(x):
         d = x.to(tl.float64)
         a = tl.abs(d)
@@ -290,7 +290,7 @@ if INTERPRETED:
         r = tl.where(ok, tl.where(d < 0, -y, y), d)
         return r.to(x.dtype)
 
-    @triton.jit
+    @device_function
     def atan2(y, x):
         dy = y.to(tl.float64)
         dx = x.to(tl.float64)
@@ -306,7 +306,7 @@ if INTERPRETED:
         r = tl.where((dx != dx) | (dy != dy), dx + dy, r)
         return r.to(y.dtype)
 
-    @triton.jit
+    @device_function
     def pow(x, y):
         d = x.to(tl.float64)
         e = y.to(tl.float64)
@@ -322,59 +322,59 @@ if INTERPRETED:
         r = tl.where((e == 0.0) | (d == 1.0), 1.0, r)
         return r.to(x.dtype)
 
-    @triton.jit
+    @device_function
     def fmod(x, y):
         return x % y
 
 else:
-    @triton.jit
+    @device_function
     def exp(x):
         return libdevice.exp(x)
 
-    @triton.jit
+    @device_function
     def log(x):
         return libdevice.log(x)
 
-    @triton.jit
+    @device_function
     def sin(x):
         return libdevice.sin(x)
 
-    @triton.jit
+    @device_function
     def cos(x):
         return libdevice.cos(x)
 
-    @triton.jit
+    @device_function
     def tan(x):
         return libdevice.tan(x)
 
-    @triton.jit
+    @device_function
     def erf(x):
         return libdevice.erf(x)
 
-    @triton.jit
+    @device_function
     def expm1(x):
         return libdevice.expm1(x)
 
-    @triton.jit
+    @device_function
     def log1p(x):
         return libdevice.log1p(x)
 
-    @triton.jit
+    @device_function
     def tanh(x):
         return libdevice.tanh(x)
 
-    @triton.jit
+    @device_function
     def cbrt(x):
         return libdevice.cbrt(x)
 
-    @triton.jit
+    @device_function
     def atan2(y, x):
         return libdevice.atan2(y, x)
 
-    @triton.jit
+    @device_function
     def pow(x, y):
         return libdevice.pow(x, y)
 
-    @triton.jit
+    @device_function
     def fmod(x, y):
         return libdevice.fmod(x, y)

@@ -23,9 +23,9 @@ True
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 from triton import knobs
+from triton_backend.device_lib.device_function import device_function
 
 INTERPRETED = bool(knobs.runtime.interpret)
 
@@ -33,7 +33,7 @@ DOT_F8E4M3FN = tl.constexpr(tl.float32 if INTERPRETED else tl.float8e4nv)
 DOT_F8E5M2 = tl.constexpr(tl.float32 if INTERPRETED else tl.float8e5)
 
 
-@triton.jit
+@device_function
 def _round_to_f8(x, MANTISSA: tl.constexpr, MIN_NORMAL: tl.constexpr, MAX_FINITE: tl.constexpr,
                  OVERFLOW_NAN: tl.constexpr):
     """fp32 ``x`` rounded to nearest even in an fp8 format with ``MANTISSA`` bits, still fp32.
@@ -60,20 +60,20 @@ def _round_to_f8(x, MANTISSA: tl.constexpr, MIN_NORMAL: tl.constexpr, MAX_FINITE
     return tl.where(x != x, x, r)
 
 
-@triton.jit
+@device_function
 def round_to_f8e4m3fn(x):
     """fp32 ``x`` rounded to f8e4m3fn (nearest even; past 448 -> NaN), still fp32."""
     return _round_to_f8(x, 3, 0.015625, 448.0, True)
 
 
-@triton.jit
+@device_function
 def round_to_f8e5m2(x):
     """fp32 ``x`` rounded to f8e5m2 (nearest even; past 57344 -> infinity), still fp32."""
     return _round_to_f8(x, 2, 0.00006103515625, 57344.0, False)
 
 
 if INTERPRETED:
-    @triton.jit
+    @device_function
     def f8e4m3fn_to_f32(x):
         """Widen f8e4m3fn exactly from its bits: sign, 4 exponent bits (bias 7), 3 mantissa
         bits, no infinity, 0x7F/0xFF NaN."""
@@ -85,24 +85,24 @@ if INTERPRETED:
         mag = tl.where((b & 0x7F) == 0x7F, float("nan"), mag)
         return tl.where(b >= 128, -mag, mag)
 
-    @triton.jit
+    @device_function
     def f8e5m2_to_f32(x):
         """Widen f8e5m2 exactly: its bits are the high byte of an f16."""
         b = x.to(tl.uint8, bitcast=True).to(tl.uint16)
         return (b << 8).to(tl.float16, bitcast=True).to(tl.float32)
 else:
-    @triton.jit
+    @device_function
     def f8e4m3fn_to_f32(x):
         """Widen f8e4m3fn: the GPU's conversion is exact (NaN included)."""
         return x.to(tl.float32)
 
-    @triton.jit
+    @device_function
     def f8e5m2_to_f32(x):
         """Widen f8e5m2: the GPU's conversion is exact (infinities and NaN included)."""
         return x.to(tl.float32)
 
 
-@triton.jit
+@device_function
 def f32_to_f8e4m3fn_exact(x):
     """Narrow an fp32 holding an f8e4m3fn value (see ``round_to_f8e4m3fn``) from its bits."""
     bits = x.to(tl.uint32, bitcast=True)
@@ -118,7 +118,7 @@ def f32_to_f8e4m3fn_exact(x):
     return (sign | mag).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
 
 
-@triton.jit
+@device_function
 def f32_to_f8e5m2_exact(x):
     """Narrow an fp32 holding an f8e5m2 value: the high byte of its (exact) f16."""
     h = x.to(tl.float16).to(tl.uint16, bitcast=True)
