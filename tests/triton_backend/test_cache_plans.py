@@ -15,9 +15,9 @@ import pathlib
 import numpy as np
 import pytest
 
-import triton_backend.driver.compiled_fusion
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
+from tests.triton_backend.test_module_cache import _count_compiles
 from triton_backend.cli import main
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
@@ -42,18 +42,6 @@ def _run(compiled, text: str) -> list[np.ndarray]:
     arrays = random_inputs(module, seed=0)
     tensors = [tensor_from_numpy(a, p.shape.dtype) for a, p in zip(arrays, module.entry.parameters)]
     return [tensor_to_numpy(t) for t in compiled(*tensors)]
-
-
-def _count_compiles(monkeypatch) -> list[str]:
-    calls: list[str] = []
-    real = triton_backend.driver.compiled_fusion.compile_fusion
-
-    def counting(module, instr, **kwargs):
-        calls.append(getattr(instr, "name", instr))
-        return real(module, instr, **kwargs)
-
-    monkeypatch.setattr(triton_backend.driver.compiled_fusion, "compile_fusion", counting)
-    return calls
 
 
 def _plans() -> list[pathlib.Path]:
