@@ -73,6 +73,9 @@ class OpTraits:
     all-to-all, collective-permute, and the ``-start``/``-done`` halves XLA splits some into).
     Modules run on one device here, where it has one participant and its value is defined
     (``fusion.analysis.collectives``); the host copies it.
+    ``global_ids_flag``: a collective with XLA's ``use_global_device_ids`` flag (all-reduce,
+    all-gather, reduce-scatter, their ``-start``s): with a ``channel_id`` and the flag false,
+    its groups name replicas across every partition (``fusion.analysis.spmd_groups``).
     ``device_id``: its value is the id of the device running it (``partition-id``,
     ``replica-id``: a ``u32[]``); 0 on one device, the rank among several processes.
     ``implied_shape``: its text may leave the result shape out, which follows from the
@@ -105,6 +108,7 @@ class OpTraits:
     inlinable: bool = False
     library_call: bool = False
     collective: bool = False
+    global_ids_flag: bool = False
     device_id: bool = False
     implied_shape: bool = False
 
@@ -124,6 +128,7 @@ _MOVEMENT = replace(_INDEX_CHANGING, data_movement=True)
 _CONTRACTION = OpTraits(own_loop=True, contraction=True)
 _LIBRARY_CALL = OpTraits(library_call=True)
 _COLLECTIVE = OpTraits(collective=True)
+_FLAGGED_COLLECTIVE = OpTraits(collective=True, global_ids_flag=True)
 _DEVICE_ID = OpTraits(device_id=True)
 
 #: opcode -> traits, alphabetical, in XLA's HLO text spelling of the opcodes.
@@ -131,12 +136,12 @@ OPCODES: dict[str, OpTraits] = {
     "abs": replace(_ELEMENTWISE, complex_to_real=True),
     "add": _ELEMENTWISE,
     "after-all": _SIDE_EFFECT,
-    "all-gather": _COLLECTIVE,
+    "all-gather": _FLAGGED_COLLECTIVE,
     "all-gather-done": _COLLECTIVE,
-    "all-gather-start": _COLLECTIVE,
-    "all-reduce": _COLLECTIVE,
+    "all-gather-start": _FLAGGED_COLLECTIVE,
+    "all-reduce": _FLAGGED_COLLECTIVE,
     "all-reduce-done": _COLLECTIVE,
-    "all-reduce-start": _COLLECTIVE,
+    "all-reduce-start": _FLAGGED_COLLECTIVE,
     "all-to-all": _COLLECTIVE,
     "and": _ELEMENTWISE,
     "atan2": _EXPENSIVE_ELEMENTWISE,
@@ -203,7 +208,7 @@ OPCODES: dict[str, OpTraits] = {
     "reduce": replace(_INDEX_CHANGING, expensive=True, own_loop=True, kernel_reducer=True,
                       reduction=True),
     "reduce-precision": replace(_ELEMENTWISE, implied_shape=False),
-    "reduce-scatter": _COLLECTIVE,
+    "reduce-scatter": _FLAGGED_COLLECTIVE,
     "reduce-window": OpTraits(own_loop=True, kernel_reducer=True, reduction=True),
     "remainder": _EXPENSIVE_ELEMENTWISE,
     "replica-id": _DEVICE_ID,

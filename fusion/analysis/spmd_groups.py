@@ -5,10 +5,16 @@ processes; process (rank) ``r`` is replica ``r // P``, partition ``r % P``: XLA'
 device id.  What an op's ``replica_groups`` name depends on its mode, as in XLA:
 
 * ``use_global_device_ids=true``: the groups name flattened ids, i.e. ranks;
-* ``channel_id`` without it (cross-partition): each group names partitions, one group per
-  replica;
+* ``channel_id`` without it, on an op that has the flag (``all-reduce``, ``all-gather``,
+  ``reduce-scatter``, their ``-start``s): each group names replicas, and holds every partition
+  of them (XLA's ``kCrossReplicaAndPartition``: the partitioner's ``replica_groups={{0}}``
+  is every device of replica 0);
+* ``channel_id`` on an op without the flag (``all-to-all``; cross-partition): each group names
+  partitions, one group per replica;
 * no ``channel_id`` (cross-replica): each group names replicas, one group per partition.
 
+(``CollectiveOpGroupMode`` in XLA's ``collective_ops_utils``;
+``tests/fusion/test_spmd_groups.py`` has XLA's own groups for these modes.)
 ``replica_groups={}`` is one group of every replica (or partition) of that mode.  A
 ``collective-permute``'s pairs name partitions with a ``channel_id``, replicas without, within
 each replica (partition).  :func:`rank_groups` and :func:`rank_pairs` give them as ranks;
@@ -20,7 +26,8 @@ past the module's devices).
 (2, (0, 1))
 >>> from fusion.ir.shape import ArrayShape
 >>> ar = HloInstruction("r", "all-reduce", ArrayShape("f32", (2,)), ("x",),
-...                     (("channel_id", 1), ("replica_groups", ((0, 1),))))
+...                     (("channel_id", 1), ("replica_groups", ((0, 1),)),
+...                      ("use_global_device_ids", True)))
 >>> rank_groups(ar, counts)
 ((0, 1),)
 >>> print(spmd_problem(ar, DeviceCounts(replicas=1, partitions=3)))
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 
 from fusion.analysis.collectives import group_key, is_collective
 from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.opcodes import traits
 from fusion.text.printer import print_attribute_value
 
 
@@ -80,13 +88,18 @@ def device_ids(counts: DeviceCounts, rank: int) -> tuple[int, int]:
 def _mode(instr: HloInstruction) -> str:
     if instr.attr("use_global_device_ids", False) and not group_key(instr).startswith("source"):
         return "global"
-    return "partitions" if instr.has_attr("channel_id") else "replicas"
+    if not instr.has_attr("channel_id"):
+        return "replicas"
+    # An op with the use_global_device_ids flag, the flag false: XLA's kCrossReplicaAndPartition.
+    return "replicas_and_partitions" if traits(instr.opcode).global_ids_flag else "partitions"
 
 
 def _expand(ids: tuple[int, ...], mode: str, counts: DeviceCounts) -> list[tuple[int, ...]]:
     """One group of ids of ``mode`` as ranks: one rank group per replica (partition)."""
     if mode == "global":
         return [ids]
+    if mode == "replicas_and_partitions":  # replica-major, as XLA orders the participants
+        return [tuple(r * counts.partitions + p for r in ids for p in range(counts.partitions))]
     if mode == "partitions":
         return [tuple(r * counts.partitions + p for p in ids) for r in range(counts.replicas)]
     return [tuple(r * counts.partitions + p for r in ids) for p in range(counts.partitions)]
@@ -97,8 +110,8 @@ def rank_groups(instr: HloInstruction, counts: DeviceCounts) -> tuple[tuple[int,
     mode = _mode(instr)
     groups = instr.attr("replica_groups", ())
     if not groups:
-        size = {"global": counts.world, "partitions": counts.partitions,
-                "replicas": counts.replicas}[mode]
+        size = {"global": counts.world, "partitions": counts.partitions}.get(mode,
+                                                                             counts.replicas)
         groups = (tuple(range(size)),)
     return tuple(g for ids in groups for g in _expand(tuple(ids), mode, counts))
 

@@ -25,7 +25,8 @@ fails, or waits longer than ``timeout`` seconds stops every device with an
 ...   ROOT c = f32[] add(a, b) }
 ... ENTRY e {
 ...   x = f32[2] parameter(0)
-...   ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, to_apply=add
+...   ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}},
+...     use_global_device_ids=true, to_apply=add
 ... }''')
 >>> [out[0].tolist() for out in evaluate_spmd(m, [[np.float32([1, 2])], [np.float32([3, 4])]])]
 [[4.0, 6.0], [4.0, 6.0]]

@@ -92,7 +92,8 @@ add { a = f32[] parameter(0)
   ROOT c = f32[] add(a, b) }
 ENTRY e {
   x = f32[2] parameter(0)
-  ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={GROUPS}, to_apply=add
+  ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={GROUPS},
+    use_global_device_ids=true, to_apply=add
 }"""
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from fusion.analysis.spmd_groups import device_counts, world_size_problem
 from fusion.errors import BadArgumentError
 from fusion.logs import get_logger
 from triton_backend.cli.diagnostics import ExitStatus
@@ -135,6 +136,11 @@ def _run_world(module, args, paths, tiling) -> int:
     if args.world_size < 1:
         raise BadArgumentError(f"--world-size {args.world_size}: expected 1 or more",
                                where="--world-size")
+    # Said here, a usage error, rather than by every rank after N processes imported torch.
+    problem = world_size_problem(device_counts(module), args.world_size)
+    if problem is not None:
+        raise BadArgumentError(problem, where="--world-size",
+                               expected=f"--world-size {device_counts(module).world}")
     start = time.perf_counter()
     inputs, outputs, comparisons = run_world(module, args, paths, tiling)
     wall_s = time.perf_counter() - start
