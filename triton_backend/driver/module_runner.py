@@ -32,7 +32,6 @@ or another output (a tuple returning one value twice gives two tensors).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -47,7 +46,10 @@ from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from triton_backend.host.host_ops import (
     CONTROL_FLOW_OPCODES, Executor, HostContext, Value, host_executor,
 )
-from triton_backend.driver.prepared_call import accepted_signatures, outputs_are_fresh
+from triton_backend.driver.host_plan import HostPlan, host_plan
+from triton_backend.driver.prepared_call import (
+    ResultForm, accepted_signatures, outputs_are_fresh,
+)
 from triton_backend.host.input_validation import torch_dtype, unpack_physical, validate_arguments
 from triton_backend.lowering.emitter.addressing import is_physical_layout
 from triton_backend.runtime.lazy_module import ParsedWhenRead
@@ -111,48 +113,57 @@ class CompiledModule:
         ``max_while_iterations`` (default None: unbounded, as XLA) stops a while loop still
         running after that many iterations with an ``EvaluationError`` naming it.
         """
-        check_iteration_limit(max_while_iterations)
-        entry = self.module.entry
+        if max_while_iterations is not None:
+            check_iteration_limit(max_while_iterations)
         prepared = self.__dict__.get("_prepared") or self._prepare()
-        accepted, fresh = prepared
+        accepted, fresh, entry_name, unpack = prepared
         if accepted.known and accepted.key(args) in accepted.known:
-            tensors = list(args)  # this signature passed the full validation unchanged
+            tensors = args  # this signature passed the full validation unchanged
         else:
+            entry = self.module.entry
             tensors = validate_arguments(entry.parameters, args, self.device,
                                          computation=f"ENTRY {entry.name}")
             accepted.remember(args, tensors)
-        # Triton launches on the current CUDA device: make it the one the constants live on.
-        with torch.cuda.device(self.device) if self.device.type == "cuda" else nullcontext():
-            result = self.call_computation(entry.name, tensors, max_while_iterations)
-        outputs = _flatten(result)
-        if not (self.physical_outputs if physical_outputs is None else physical_outputs):
-            outputs = [unpack_physical(t, s)
-                       for t, s in zip(outputs, flatten_shape(entry.root.shape))]
+        if self.device.type == "cuda":
+            # Triton launches on the current CUDA device: make it the one the constants live on.
+            with torch.cuda.device(self.device):
+                result = self.call_computation(entry_name, tensors, max_while_iterations)
+        else:
+            result = self.call_computation(entry_name, tensors, max_while_iterations)
+        outputs = unpack.flatten(result)
+        if unpack.physical and not (self.physical_outputs if physical_outputs is None
+                                    else physical_outputs):
+            outputs = [unpack_physical(t, s) for t, s in zip(outputs, unpack.shapes)]
         if fresh:  # a kernel's own buffers: only a permuted (non-row-major) one is copied
-            return tuple(t.contiguous() for t in outputs)
+            return tuple(map(torch.Tensor.contiguous, outputs))
         return _fresh_outputs(outputs, tensors, self.constant_storages)
 
     def _prepare(self) -> tuple:
         """What every call of this module reuses (``prepared_call``), made on the first."""
-        prepared = (accepted_signatures(self.module.entry.parameters),
-                    outputs_are_fresh(self.module, self.fusions))
+        entry = self.module.entry
+        prepared = (accepted_signatures(entry.parameters),
+                    outputs_are_fresh(self.module, self.fusions), entry.name,
+                    ResultForm.of(entry.root.shape))
         self.__dict__["_prepared"] = prepared
         return prepared
+
+    def _plan(self, name: str) -> HostPlan:
+        """Computation ``name``'s prepared plan (``host_plan``), built on its first run."""
+        plans = self.__dict__.setdefault("_plans", {})
+        plan = plans.get(name)
+        if plan is None:
+            plan = plans[name] = host_plan(self.programs[name], self.module.computation(name),
+                                           self.fusions, self.device)
+        return plan
 
     def call_computation(self, name: str, arguments: Sequence[Value],
                          max_while_iterations: int | None = None) -> Value:
         """Run the host program of computation ``name`` on ``arguments``."""
-        program = self.programs[name]
-        ctx = HostContext(tuple(arguments),
-                          partial(self.call_computation, max_while_iterations=max_while_iterations),
-                          max_while_iterations, self.place)
-        env: dict[str, Value] = {}
-        for step in program.steps:
-            env[step.name] = step.execute([env[o] for o in step.operands], ctx)
-            for dead in step.release:
-                env.pop(dead, None)
-        return env[program.root]
-
+        plan = self.__dict__.get("_plans", {}).get(name) or self._plan(name)
+        return plan.run(arguments, lambda: HostContext(
+            tuple(arguments), partial(self.call_computation,
+                                      max_while_iterations=max_while_iterations),
+            max_while_iterations, self.place))
 
 def host_computations(module: HloModule) -> tuple[str, ...]:
     """The ENTRY and every computation it reaches through call/while/conditional, callees first.

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
-from fusion.ir.shape import ArrayShape
+from fusion.ir.shape import ArrayShape, flatten_shape
 from triton_backend.host.input_validation import SUB_BYTE_CARRIERS, physical_buffer
 
 #: Signatures remembered per module (a caller cycling through more shapes validates again).
@@ -71,6 +71,46 @@ class AcceptedSignatures:
         return True
 
 
+@dataclass(frozen=True)
+class ResultForm:
+    """How the ENTRY result becomes the flat outputs, decided once from its shape: ``shapes``
+    the flat result shapes, ``physical`` whether any is a physical (tiled or packed) buffer
+    to unpack, ``depth`` 0 for an array, 1 for a tuple of arrays, 2 for nested tuples.
+
+    >>> from fusion.ir.shape import TupleShape
+    >>> form = ResultForm.of(TupleShape((ArrayShape("f32", (2,)), ArrayShape("s32", ()))))
+    >>> form.depth, form.physical, form.flatten(("a", "b"))
+    (1, False, ('a', 'b'))
+    """
+
+    shapes: tuple
+    physical: bool
+    depth: int
+
+    @staticmethod
+    def of(shape) -> "ResultForm":
+        shapes = flatten_shape(shape)
+        if isinstance(shape, ArrayShape):
+            depth = 0
+        else:
+            depth = 1 if all(isinstance(e, ArrayShape) for e in shape.elements) else 2
+        return ResultForm(shapes, any(physical_buffer(s) is not None for s in shapes), depth)
+
+    def flatten(self, value) -> Sequence:
+        """The result ``value`` as a flat sequence of tensors."""
+        if self.depth == 0:
+            return (value,)
+        if self.depth == 1:
+            return value
+        return _flatten(value)
+
+
+def _flatten(value) -> list:
+    if isinstance(value, tuple):
+        return [t for v in value for t in _flatten(v)]
+    return [value]
+
+
 def accepted_signatures(parameters: Sequence[HloInstruction]) -> AcceptedSignatures:
     """An empty record for a module with these ENTRY parameters."""
     plain = all(isinstance(p.shape, ArrayShape) and physical_buffer(p.shape) is None
@@ -101,4 +141,4 @@ def outputs_are_fresh(module: HloModule, fusions: Mapping[str, object]) -> bool:
     return True
 
 
-__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "accepted_signatures", "outputs_are_fresh"]
+__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "outputs_are_fresh"]

@@ -134,6 +134,44 @@ def run(*inputs, **launch_options):
                  for out, perm in zip(outputs, _OUTPUT_PERMS))
 
 
+def prepare(device, **launch_options):
+    """``run`` with its per-call decisions made once: returns ``launch(*inputs)``, which takes
+    tensors already of ``INPUT_SPECS``' dtypes and shapes on ``device`` (a compiled module's
+    steps, whose shapes were checked when its arguments were) and returns what ``run`` does."""
+    if launch_options:
+        unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
+        if unknown:
+            raise TypeError(f"prepare() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
+    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
+    options.update(launch_options)
+    constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
+    kernel = KERNEL[GRID]
+    allocations = _OUTPUT_ALLOCATIONS
+    row_major = all(perm is None for perm in _INPUT_PERMS + _OUTPUT_PERMS)
+    if row_major and len(allocations) == 1 and not OUTPUT_FROM_INPUT:
+        (allocate, shape, dtype), = allocations
+
+        def launch(*inputs):  # the common case: no permutes, one output
+            out = allocate(shape, dtype=dtype, device=device)
+            kernel(*map(torch.Tensor.contiguous, inputs), *constants, out, **options)
+            return (out,)
+
+        return launch
+
+    def launch(*inputs):
+        args = [(t if perm is None else t.permute(*perm)).contiguous()
+                for t, perm in zip(inputs, _INPUT_PERMS)]
+        args.extend(constants)
+        outputs = [allocate(shape, dtype=dtype, device=device) for allocate, shape, dtype in allocations]
+        for i, source in OUTPUT_FROM_INPUT:
+            outputs[i].copy_(args[source])
+        kernel(*args, *outputs, **options)
+        return tuple(out if perm is None else out.permute(*perm)
+                     for out, perm in zip(outputs, _OUTPUT_PERMS))
+
+    return launch
+
+
 def example_inputs(seed=0):
     """Deterministic example inputs (small integers, normal floats, random preds)."""
     generator = torch.Generator().manual_seed(seed)

@@ -97,6 +97,25 @@ class CompiledFusion:
         with guard:
             return run(*tensors, **launch_options)
 
+    def prepared_launch(self, device):
+        """``launch(*tensors) -> outputs`` for a compiled module's steps on ``device`` (tensors of
+        the operands' dtypes and shapes, already there): the kernel file's ``prepare`` (launch
+        options, constants, allocations and permutations decided once), or its ``run`` for a
+        file written before ``prepare`` existed; under the interpreter's lock when it needs it.
+        """
+        on_cpu = device.type == "cpu"
+        run, guard = self._launcher(on_cpu)
+        prepare = getattr(self.__dict__["_runners"][on_cpu], "prepare", None)
+        launch = prepare(device) if prepare is not None else run
+        if guard is None:
+            return launch
+
+        def locked(*tensors):
+            with guard:
+                return launch(*tensors)
+
+        return locked
+
     def _launcher(self, on_cpu: bool):
         """The kernel file's ``run`` for tensors on the CPU (the interpreter's copy) or on a
         GPU, and the lock it needs, decided once per record: reading them through a lazily
@@ -106,6 +125,7 @@ class CompiledFusion:
             runner = _interpreted_copy(self.kernel_path, self.source)
         launcher = (runner.run, INTERPRETER_LOCK if _is_interpreted(runner) else None)
         self.__dict__.setdefault("_launchers", {})[on_cpu] = launcher
+        self.__dict__.setdefault("_runners", {})[on_cpu] = runner
         return launcher
 
 

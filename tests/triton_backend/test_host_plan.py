@@ -1,0 +1,82 @@
+"""A compiled module's call runs a prepared plan (``driver/host_plan``): pinned as a work
+count (Python function calls per call, which is deterministic), not as a time."""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from triton_backend import compile_hlo
+
+TEXT = """HloModule m
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  y = f32[4,8] parameter(1)
+  ROOT s = f32[4,8] add(x, y)
+}"""
+
+TWO_KERNELS = """HloModule m
+f { a = f32[4,8] parameter(0)
+    ROOT n = f32[4,8] negate(a) }
+g { b = f32[4,8] parameter(0)
+    ROOT e = f32[4,8] exponential(b) }
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  n = f32[4,8] fusion(x), kind=kLoop, calls=f
+  m = f32[4,8] fusion(n), kind=kLoop, calls=g
+  ROOT t = (f32[4,8], f32[4,8]) tuple(n, m)
+}"""
+
+
+def _python_calls(function, *args) -> int:
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        count += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        function(*args)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def _stub_kernels(compiled) -> None:
+    """Launches that do nothing, so only the host's work is counted."""
+    class InterpretedFunction:  # named as the interpreter's: a CPU call uses the module as is
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    for fusion in compiled.fusions.values():
+        fusion.module.KERNEL = InterpretedFunction()
+
+
+def test_a_one_kernel_call_makes_a_handful_of_python_calls():
+    compiled = compile_hlo(TEXT)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    assert torch.equal(compiled(x, y)[0], x + y)
+    _stub_kernels(compiled)
+    compiled.__dict__.pop("_plans")  # the plan binds the launches: rebuild it with the stubs
+    compiled(x, y)
+    # __call__, the signature key, call_computation, the plan, the kernel's prepared launch,
+    # its interpreter lock, the stubbed launch and the result's flattening (33 before the plan).
+    assert _python_calls(compiled, x, y) <= 8
+
+
+def test_each_further_kernel_costs_a_few_python_calls_and_results_are_unchanged():
+    compiled = compile_hlo(TWO_KERNELS)
+    x = torch.randn(4, 8)
+    n, m = compiled(x)
+    assert torch.equal(n, -x) and torch.allclose(m, torch.exp(-x))
+    assert n.data_ptr() != m.data_ptr()
+    one = compile_hlo(TEXT)
+    _stub_kernels(one)
+    _stub_kernels(compiled)
+    compiled.__dict__.pop("_plans")
+    compiled(x)
+    one(x, x)
+    # The second kernel (its prepared launch, lock and stub: 3) and the root tuple, a host op
+    # (its executor and the host context, made once per call: 3).
+    assert _python_calls(compiled, x) - _python_calls(one, x, x) <= 6
