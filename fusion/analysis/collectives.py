@@ -23,7 +23,7 @@ op's line and column.  The shape rules accept it: XLA does too.
 ...   ROOT r = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=add
 ... }''')
 >>> print(single_device_problem(m.entry.root, m))
-all-reduce with replica_groups={{0,1}} names devices 0, 1: it needs 2 devices, and modules run on one device here, where only a group of device 0 alone is defined (replica_groups={} or {{0}})
+all-reduce with replica_groups={{0,1}} names devices 0, 1: it needs 2 devices, one process per device (fusion-compile run --world-size 2, or compile_hlo under torch.distributed); on one device only a group of device 0 alone is defined (replica_groups={} or {{0}})
 """
 from __future__ import annotations
 
@@ -82,14 +82,16 @@ def single_device_problem(instr: HloInstruction, module: HloModule | None) -> st
     if any(i != 0 for i in ids):
         text = print_attribute_value(key, instr.attr(key))
         return (f"{instr.opcode} with {key}={text} names devices "
-                f"{', '.join(map(str, ids))}: it needs {max(ids) + 1} devices, and modules "
-                "run on one device here, where only a group of device 0 alone is defined "
-                "(replica_groups={} or {{0}})")
+                f"{', '.join(map(str, ids))}: it needs {max(ids) + 1} devices, one process "
+                f"per device (fusion-compile run --world-size {max(ids) + 1}, or compile_hlo "
+                "under torch.distributed); on one device only a group of device 0 alone is "
+                "defined (replica_groups={} or {{0}})")
     devices = module_devices(module)
     if devices > 1:
         header = ", ".join(f"{k}={v}" for k, v in module.attributes if k in DEVICE_COUNT_KEYS)
         return (f"{instr.opcode} communicates between the {devices} devices the module asks "
-                f"for ({header}); modules run on one device here")
+                f"for ({header}); run it on {devices} processes (fusion-compile run "
+                f"--world-size {devices}, or compile_hlo under torch.distributed)")
     return None
 
 

@@ -134,8 +134,9 @@ def test_the_tuple_form_of_all_to_all_against_its_semantics():
     np.testing.assert_array_equal(compiled, x)
 
 
-NEEDS_TWO = "needs 2 devices, and modules run on one device here, where only a group of " \
-            "device 0 alone is defined (replica_groups={} or {{0}})"
+NEEDS_TWO = "needs 2 devices, one process per device (fusion-compile run --world-size 2, or " \
+            "compile_hlo under torch.distributed); on one device only a group of device 0 " \
+            "alone is defined (replica_groups={} or {{0}})"
 SEVERAL_DEVICES = {
     "two replicas": ("  ROOT r = f32[3,8] all-reduce(x), replica_groups={{0,1}}, to_apply=add",
                      "", "all-reduce with replica_groups={{0,1}} names devices 0, 1: it "
@@ -153,7 +154,9 @@ SEVERAL_DEVICES = {
     "a header with two replicas": ("  ROOT r = f32[3,8] all-reduce(x), replica_groups={}, "
                                    "to_apply=add", ", replica_count=2",
                                    "all-reduce communicates between the 2 devices the module "
-                                   "asks for (replica_count=2); modules run on one device here"),
+                                   "asks for (replica_count=2); run it on 2 processes "
+                                   "(fusion-compile run --world-size 2, or compile_hlo under "
+                                   "torch.distributed)"),
 }
 
 

@@ -64,5 +64,16 @@ class ComplexPairFusion(CompiledFusion):
         parts = super().__call__(*split_complex(tensors, self.operand_parts), **launch_options)
         return join_complex(tuple(parts), self.output_parts)
 
+    def prepared_launch(self, device):
+        """The expansion's prepared launch, called with and returning complex tensors."""
+        launch = super().prepared_launch(device)
+        operand_parts, output_parts = self.operand_parts, self.output_parts
+
+        def complex_launch(*tensors):
+            return join_complex(tuple(launch(*split_complex(tensors, operand_parts))),
+                                output_parts)
+
+        return complex_launch
+
 
 __all__ = ["ComplexPairFusion", "join_complex", "split_complex"]
