@@ -14,9 +14,10 @@ sizes, ``num_warps`` and ``num_stages``:
   folded in, ``p`` converted to ``v``'s type for the second dot; a causal kernel visits the
   blocks left of the diagonal unmasked and masks only the diagonal ones.
 
-A loop the compiler unrolled completely (a short constant K) is counted as the whole kernel
-scaled to the reference's tensor-core ops per iteration (marked ``~``: it includes the
-prologue and epilogue).  An f32 dot is IEEE on the FMA units, the tutorial's is TF32 on the
+A loop the compiler unrolled completely (a short constant K; marked ``~``) is counted from its
+first tensor-core op to its last (``sass_loops.unrolled_loop``), per step: that span runs all
+but one of its ``tensor-core ops / the reference's per iteration`` steps.  (Counting the whole
+kernel, as this once did, charged a fused epilogue's work, run once, to every K step.)  An f32 dot is IEEE on the FMA units, the tutorial's is TF32 on the
 tensor cores: no ratio.  Prints a table (ours, reference, ratio, tensor-core ops and async
 copies per iteration):
 
@@ -184,15 +185,30 @@ def _operand_type(module, fusion_instr) -> str:
     return comp.instruction(dot.operands[0]).shape.dtype
 
 
+def _per_step(ours: dict, ref: dict) -> int | None:
+    """Our instructions per K step: the loop's, or an unrolled loop's span over the steps it
+    covers (all but the last: it starts at the first step's multiplies and ends at the last
+    step's).
+
+    >>> _per_step({"instructions": 90, "tensor_core": 4}, {"tensor_core": 4})
+    90
+    >>> _per_step({"instructions": 300, "tensor_core": 16, "unrolled": 1}, {"tensor_core": 4})
+    100
+    """
+    count = ours.get("instructions")
+    if ours.get("unrolled") and ref.get("tensor_core"):
+        steps = ours.get("tensor_core", 0) // ref["tensor_core"]
+        return round(count / (steps - 1)) if steps > 1 else None
+    return count
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'program':38} {'kernel':24} {'tiles':14} {'ours':>6} {'ref':>6} {'ratio':>6} "
             f"{'ours tc/async':>14} {'ref tc/async':>13}")
     lines = [head, "-" * len(head)]
     for r in rows:
         ours, ref = r["main_loop"] or {}, (r.get("reference") or {}).get("main_loop") or {}
-        count = ours.get("instructions")
-        if ours.get("unrolled") and ours.get("tensor_core") and ref.get("tensor_core"):
-            count = round(count * ref["tensor_core"] / ours["tensor_core"])
+        count = _per_step(ours, ref)
         comparable = count and ref.get("instructions") and not (
             r["kind"] == "dot" and r["request"]["dtype"] == "f32")
         ratio = count / ref["instructions"] if comparable else None

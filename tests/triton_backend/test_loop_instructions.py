@@ -46,3 +46,18 @@ def test_causal_bf16_attention_loop_is_within_the_target_of_the_reference(tmp_pa
     assert ours["tensor_core"] == ref["tensor_core"] > 0  # wgmma, as the reference
     assert ours["async_copies"] > 0 and row["ptx"]["wgmma"] > 0 and row["ptx"]["cp.async"] > 0
     assert ours["instructions"] <= 1.5 * ref["instructions"], (ours, ref)
+
+
+def test_unrolled_bf16_dot_with_a_gelu_epilogue_is_counted_per_k_step(capsys):
+    # K = 1024 in 64-wide steps is a constant trip count the compiler unrolls completely; the
+    # fused bias and tanh-GELU run once after the loop, so they must not count per K step.
+    program = ROOT / "bench" / "programs" / "matmul_bias_gelu_bf16_1024.hlo"
+    bench = _bench()
+    assert bench.main([str(program), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    ours, ref = row["main_loop"], row["reference"]["main_loop"]
+    assert row["kind"] == "dot" and ours["unrolled"] and ours["tensor_core"] > ref["tensor_core"]
+    per_step = bench._per_step(ours, ref)
+    assert per_step <= 1.5 * ref["instructions"], (ours, ref)
+    # The span is the steps' work: far less than the whole kernel with its epilogue.
+    assert ours["instructions"] < ours["tensor_core"] // ref["tensor_core"] * ref["instructions"]

@@ -478,12 +478,15 @@ def kernel_signature(kernel_module) -> dict[str, str]:
 
 
 def _loop_fields(sass: str) -> dict[str, int] | None:
-    """The main loop (``unrolled``: the compiler unrolled it, the whole kernel is counted)."""
+    """The main loop; ``unrolled``: the compiler unrolled it completely, and the fields are
+    its span over all its steps (``sass_loops.unrolled_loop``: the kernel's prologue and
+    epilogue left out)."""
     instructions = sass_loops.parse_sass(sass)
     loop = sass_loops.main_loop(instructions)
-    whole = sass_loops.whole_kernel(instructions)
-    if (loop is None or not loop.tensor_core) and whole.tensor_core:
-        return dict(asdict(whole), unrolled=1)
+    if loop is None or not loop.tensor_core:
+        unrolled = sass_loops.unrolled_loop(instructions)
+        if unrolled is not None:
+            return dict(asdict(unrolled), unrolled=1)
     return None if loop is None else asdict(loop)
 
 

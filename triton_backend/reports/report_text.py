@@ -62,8 +62,10 @@ def render_text(report: ModuleReport) -> str:
             lines.append(f"            vector accesses: {vec}; {t.ptx_file}, {t.cubin_file}")
             if t.ptx_features.get("wgmma") or t.ptx_features.get("mma"):
                 loop = t.main_loop or {}
+                # An unrolled loop's fields are its span over all its steps, not one step.
+                per = "unrolled, over all its steps" if loop.get("unrolled") else "per iteration"
                 lines.append(f"            tensor cores: {t.ptx_features}; main loop: "
-                             f"{loop.get('instructions', '?')} instructions per iteration")
+                             f"{loop.get('instructions', '?')} instructions {per}")
         lines.append("")
     for c in report.library_calls:
         lines.append(f"library call {c.name} (computation {c.computation}): {c.routine} "

@@ -8,7 +8,8 @@ and whether its tiles arrive by asynchronous copies (``cp.async``, or TMA's
 The SASS comes from the Triton wheel's own ``cuobjdump -sass`` on the cubin (no GPU needed).
 Loops are backward branches; the *main loop* is the steady state: of the loops whose bodies
 hold the most tensor-core instructions (``HGMMA``/``HMMA``), the shortest (a kernel that keeps
-its masked iterations in a loop of their own runs the other one most of the time).
+its masked iterations in a loop of their own runs the other one most of the time).  A loop
+unrolled completely has no backward branch: :func:`unrolled_loop` finds its span instead.
 
 >>> sass = '''
 ...         /*0000*/                   MOV R1, c[0x0][0x28] ;
@@ -83,11 +84,34 @@ def main_loop(instructions: list[tuple[int, str]]) -> LoopStats | None:
     return max(found, key=lambda s: (s.tensor_core, -s.instructions)) if found else None
 
 
-def whole_kernel(instructions: list[tuple[int, str]]) -> LoopStats:
-    """The whole kernel as one "iteration" (for a loop the compiler unrolled completely)."""
-    texts = [t for _, t in instructions]
+def _stats(texts: list[str]) -> LoopStats:
     return LoopStats(len(texts), sum(bool(_TENSOR_CORE.search(t)) for t in texts),
                      sum(bool(_ASYNC_COPY.search(t)) for t in texts))
+
+
+def whole_kernel(instructions: list[tuple[int, str]]) -> LoopStats:
+    """The whole kernel as one "iteration"."""
+    return _stats([t for _, t in instructions])
+
+
+def unrolled_loop(instructions: list[tuple[int, str]]) -> LoopStats | None:
+    """A loop the compiler unrolled completely (a short constant trip count): the span from
+    its first tensor-core instruction to its last, all of them; None without any.
+
+    The whole kernel would count its prologue (address setup, the first stages' copies) and
+    its epilogue (a fused bias and GELU is thousands of instructions, run once) as if every
+    K step ran them.  The span holds the steps' own work; it runs ``steps - 1`` steps from
+    the first step's multiplies to the last step's (``tensor_core / per_step - 1``).
+
+    >>> sass = [(0, "MOV R1, R2"), (16, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ"),
+    ...         (32, "LDGSTS.E.BYPASS.128 [R3], desc[UR6][R4.64]"), (48, "IADD3 R5, R5, 0x40"),
+    ...         (64, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24"), (80, "MUFU.TANH R6, R7")]
+    >>> unrolled_loop(sass)
+    LoopStats(instructions=4, tensor_core=2, async_copies=1)
+    """
+    texts = [t for _, t in instructions]
+    ops = [k for k, t in enumerate(texts) if _TENSOR_CORE.search(t)]
+    return _stats(texts[ops[0]:ops[-1] + 1]) if ops else None
 
 
 def find_cuobjdump() -> Path | None:
@@ -118,4 +142,4 @@ def count_ptx_features(ptx: str) -> dict[str, int]:
 
 
 __all__ = ["LoopStats", "count_ptx_features", "disassemble", "find_cuobjdump", "loops",
-           "main_loop", "parse_sass", "whole_kernel"]
+           "main_loop", "parse_sass", "unrolled_loop", "whole_kernel"]
