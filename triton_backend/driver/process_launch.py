@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fusion.analysis.spmd_groups import device_counts, world_size_problem
 from fusion.errors import DistributedError
 from fusion.evaluator.npz_io import load_arrays, save_arrays
 from fusion.ir.hlo_module import HloModule
@@ -137,6 +138,11 @@ def run_processes(modules: Sequence[str | HloModule], inputs: Sequence[Sequence[
     collective, ``run_timeout`` the whole run, compiles included (module docstring)."""
     texts = [m if isinstance(m, str) else print_hlo(m) for m in modules]
     modules = [parse_hlo(t) if isinstance(m, str) else m for m, t in zip(modules, texts)]
+    for module in modules:  # refused here, before N processes each import torch to say so
+        counts = device_counts(module)
+        problem = world_size_problem(counts, world_size) if counts.world > 1 else None
+        if problem is not None:
+            raise DistributedError(problem, where=f"module {module.name}")
     options = {"fuse": fuse, "tiling": {k: list(v) for k, v in dict(tiling or {}).items()}}
     with tempfile.TemporaryDirectory(prefix="fusion-spmd-") as tmp:
         work = Path(tmp)
