@@ -3,7 +3,9 @@ without a GPU: our one-pass attention's main loop against FlashAttention-2's (th
 structure) at the same tiles, read from both kernels' SASS."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import sys
 from pathlib import Path
@@ -33,31 +35,39 @@ def _bench():
         sys.path.remove(str(ROOT / "bench"))
 
 
-def test_causal_bf16_attention_loop_is_within_the_target_of_the_reference(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> dict[str, dict]:
+    """Both programs through one run of the bench (one child compiles both references)."""
     shape = jax.ShapeDtypeStruct((1, 4, 256, 64), jnp.bfloat16)
     text = jax.jit(masked_attention(lambda q, k: k <= q, fill=-1e30)).lower(
         shape, shape, shape).as_text(dialect="hlo")
-    program = tmp_path / "attention_causal.hlo"
-    program.write_text(text)
-    assert _bench().main([str(program), "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    attention = tmp_path_factory.mktemp("loops") / "attention_causal.hlo"
+    attention.write_text(text)
+    matmul = ROOT / "bench" / "programs" / "matmul_bias_gelu_bf16_1024.hlo"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert _bench().main([str(attention), str(matmul), "--json"]) == 0
+    by_kind = {row["kind"]: row for row in json.loads(out.getvalue())}
+    assert sorted(by_kind) == ["attention", "dot"]
+    return by_kind
+
+
+def test_causal_bf16_attention_loop_is_within_the_target_of_the_reference(rows):
+    row = rows["attention"]
     ours, ref = row["main_loop"], row["reference"]["main_loop"]
-    assert row["kind"] == "attention" and row["request"]["causal"]
+    assert row["request"]["causal"]
     assert ours["tensor_core"] == ref["tensor_core"] > 0  # wgmma, as the reference
     assert ours["async_copies"] > 0 and row["ptx"]["wgmma"] > 0 and row["ptx"]["cp.async"] > 0
     assert ours["instructions"] <= 1.5 * ref["instructions"], (ours, ref)
 
 
-def test_unrolled_bf16_dot_with_a_gelu_epilogue_is_counted_per_k_step(capsys):
+def test_unrolled_bf16_dot_with_a_gelu_epilogue_is_counted_per_k_step(rows):
     # K = 1024 in 64-wide steps is a constant trip count the compiler unrolls completely; the
     # fused bias and tanh-GELU run once after the loop, so they must not count per K step.
-    program = ROOT / "bench" / "programs" / "matmul_bias_gelu_bf16_1024.hlo"
-    bench = _bench()
-    assert bench.main([str(program), "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    row = rows["dot"]
     ours, ref = row["main_loop"], row["reference"]["main_loop"]
-    assert row["kind"] == "dot" and ours["unrolled"] and ours["tensor_core"] > ref["tensor_core"]
-    per_step = bench._per_step(ours, ref)
+    assert ours["unrolled"] and ours["tensor_core"] > ref["tensor_core"]
+    per_step = _bench()._per_step(ours, ref)
     assert per_step <= 1.5 * ref["instructions"], (ours, ref)
     # The span is the steps' work: far less than the whole kernel with its epilogue.
     assert ours["instructions"] < ours["tensor_core"] // ref["tensor_core"] * ref["instructions"]
