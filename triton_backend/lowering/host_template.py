@@ -96,19 +96,24 @@ def _constants(device):
     return buffers
 
 
+def _launch_options(caller, launch_options):
+    if launch_options:
+        unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
+        if unknown:
+            raise TypeError(f"{caller}() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
+    # NUM_WARPS / NUM_STAGES where the file sets them (templates that do not: Triton's defaults).
+    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
+    options.update(launch_options)
+    return options
+
+
 def run(*inputs, **launch_options):
     """Run the fusion on logical-shaped tensors; returns one tensor per fusion output.
 
     ``launch_options`` (``num_warps``, ``num_stages``) override the file's ``NUM_WARPS`` and
     ``NUM_STAGES``.
     """
-    if launch_options:
-        unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
-        if unknown:
-            raise TypeError(f"run() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
-    # NUM_WARPS / NUM_STAGES where the file sets them (templates that do not: Triton's defaults).
-    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
-    options.update(launch_options)
+    options = _launch_options("run", launch_options)
     if len(inputs) != len(INPUT_SPECS):
         raise ValueError(f"expected {len(INPUT_SPECS)} inputs, got {len(inputs)}")
     device = inputs[0].device if inputs else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -138,12 +143,7 @@ def prepare(device, **launch_options):
     """``run`` with its per-call decisions made once: returns ``launch(*inputs)``, which takes
     tensors already of ``INPUT_SPECS``' dtypes and shapes on ``device`` (a compiled module's
     steps, whose shapes were checked when its arguments were) and returns what ``run`` does."""
-    if launch_options:
-        unknown = sorted(set(launch_options) - set(LAUNCH_OPTIONS))
-        if unknown:
-            raise TypeError(f"prepare() got unknown launch options {unknown}; known: {list(LAUNCH_OPTIONS)}")
-    options = {k: globals()[k.upper()] for k in LAUNCH_OPTIONS if k.upper() in globals()}
-    options.update(launch_options)
+    options = _launch_options("prepare", launch_options)
     constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
     kernel = KERNEL[GRID]
     allocations = _OUTPUT_ALLOCATIONS
