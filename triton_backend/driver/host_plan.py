@@ -102,8 +102,8 @@ class HostPlan:
 def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, Any],
               device: torch.device) -> HostPlan:
     """The plan of ``program`` (the host program of ``computation``): its fusions' launches
-    prepared for ``device`` (a fusion without ``prepared_launch``, e.g. a complex-pair one,
-    is called as it is)."""
+    prepared for ``device`` (a compiled fusion without ``prepared_launch`` is called as it
+    is; a complex-pair fusion's splits and joins its complex tensors around the launch)."""
     parameters = {p.name: p.attr("parameter_number") for p in computation.parameters}
     launches = {}
     for step in program.steps:
