@@ -165,6 +165,7 @@ class CompiledModule:
                                       max_while_iterations=max_while_iterations),
             max_while_iterations, self.place))
 
+
 def host_computations(module: HloModule) -> tuple[str, ...]:
     """The ENTRY and every computation it reaches through call/while/conditional, callees first.
 
