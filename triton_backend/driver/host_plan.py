@@ -11,7 +11,8 @@ module and device, into a :class:`HostPlan`:
   the constants (materialized at compile time, shared by every call);
 * a kernel step calls its fusion's prepared launch directly
   (``CompiledFusion.prepared_launch``: launch options, constants, allocations and layouts
-  decided once); any other step is its host op's executor, as before.
+  decided once); a ``get-tuple-element`` indexes its operand's slot; any other step is its
+  host op's executor, as before.
 
 >>> import torch
 >>> from triton_backend.driver.module_runner import Step, Program
@@ -23,17 +24,19 @@ module and device, into a :class:`HostPlan`:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
 import torch
 
 from fusion.ir.hlo_module import HloComputation
-from fusion.ir.shape import TupleShape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
+from triton_backend.lowering.emitter.addressing import is_physical_layout, minor_to_major
 
-#: How a step's result is stored: a host op's value, a kernel's only output, or its tuple.
-HOST, KERNEL_ONE, KERNEL_TUPLE = 0, 1, 2
+#: How a step makes its result: a host op's value, a kernel's only output, its tuple, or
+#: an element of the operand's tuple (the step's ``call`` is then the index).
+HOST, KERNEL_ONE, KERNEL_TUPLE, ELEMENT = 0, 1, 2, 3
 
 
 def _fetcher(slots: Sequence[int]) -> Callable:
@@ -55,6 +58,7 @@ class HostPlan:
     parameters: int
     root: int
     needs_context: bool
+    lock: Any = None  # held over the whole run (the interpreter's, for a plan of kernels alone)
 
     @staticmethod
     def of(program: Any, parameters: Mapping[str, int],
@@ -81,6 +85,12 @@ class HostPlan:
     def run(self, arguments: Sequence[Any], context: Callable[[], Any]) -> Any:
         """The program's value on ``arguments``; ``context()`` makes the host ops' context
         (called once, and only when a host op runs)."""
+        if self.lock is None:
+            return self._run(arguments, context)
+        with self.lock:
+            return self._run(arguments, context)
+
+    def _run(self, arguments: Sequence[Any], context: Callable[[], Any]) -> Any:
         if len(arguments) == self.parameters:
             slots = [*arguments, *self.tail]
         else:  # as the interpreted program: missing parameters fail only when read
@@ -90,6 +100,8 @@ class HostPlan:
         for mode, call, fetch, slot, release in self.steps:
             if mode == KERNEL_ONE:
                 slots[slot] = call(*fetch(slots))[0]
+            elif mode == ELEMENT:
+                slots[slot] = fetch(slots)[0][call]
             elif mode == KERNEL_TUPLE:
                 slots[slot] = tuple(call(*fetch(slots)))
             else:
@@ -100,22 +112,62 @@ class HostPlan:
 
 
 def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, Any],
-              device: torch.device) -> HostPlan:
+              device: torch.device, *, contiguous_parameters: bool = False) -> HostPlan:
     """The plan of ``program`` (the host program of ``computation``): its fusions' launches
     prepared for ``device`` (a compiled fusion without ``prepared_launch`` is called as it
-    is; a complex-pair fusion's splits and joins its complex tensors around the launch)."""
+    is; a complex-pair fusion's splits and joins its complex tensors around the launch).
+
+    A launch skips making its operands contiguous when each is known to be: a parameter
+    when ``contiguous_parameters`` (the ENTRY's, validated), a contiguous constant, or a
+    kernel's output in a row-major or physical layout.  A plan of kernels alone takes the
+    interpreter's lock once per run rather than once per launch."""
     parameters = {p.name: p.attr("parameter_number") for p in computation.parameters}
-    launches = {}
+    instrs = {step.name: computation.instruction(step.name) for step in program.steps}
+    planned = {name for name, instr in instrs.items()
+               if instr.opcode == "get-tuple-element"
+               or (instr.opcode == "fusion" and name in fusions)}
+    kernels_only = all(step.name in planned or step.name in parameters
+                       or step.constant is not None for step in program.steps)
+    contiguous = set(parameters) if contiguous_parameters else set()
+    launches, locks = {}, set()
     for step in program.steps:
-        compiled = fusions.get(step.name)
-        instr = computation.instruction(step.name)
-        if compiled is None or instr.opcode != "fusion":
+        instr = instrs[step.name]
+        if step.constant is not None and isinstance(step.constant, torch.Tensor) \
+                and step.constant.is_contiguous():
+            contiguous.add(step.name)
+        if step.name not in planned:
             continue
+        if instr.opcode == "get-tuple-element":
+            launches[step.name] = (ELEMENT, instr.attr("index"))
+            if instr.operands[0] in fusions and _made_contiguous(instr.shape):
+                contiguous.add(step.name)
+            continue
+        compiled = fusions[step.name]
         prepared = getattr(compiled, "prepared_launch", None)
-        launch = prepared(device) if prepared is not None else compiled
-        launches[step.name] = (KERNEL_TUPLE if isinstance(instr.shape, TupleShape) else KERNEL_ONE,
-                               launch)
-    return HostPlan.of(program, parameters, launches)
+        if prepared is None:
+            launch = compiled
+        else:
+            launch = prepared(device, locked=not kernels_only,
+                              contiguous_inputs=all(o in contiguous for o in instr.operands))
+            locks.add(compiled.launch_lock(device))
+        is_tuple = isinstance(instr.shape, TupleShape)
+        launches[step.name] = (KERNEL_TUPLE if is_tuple else KERNEL_ONE, launch)
+        if not is_tuple and _made_contiguous(instr.shape):
+            contiguous.add(step.name)
+    locks.discard(None)
+    plan = HostPlan.of(program, parameters, launches)
+    if kernels_only and locks:
+        lock, = locks  # the interpreter's: there is one
+        plan = replace(plan, lock=lock)
+    return plan
 
 
-__all__ = ["HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "host_plan"]
+def _made_contiguous(shape: Shape) -> bool:
+    """True when a kernel's output of ``shape`` reaches the host contiguous: a row-major
+    layout (others are returned as permuted views) or a physical buffer (flat)."""
+    if not isinstance(shape, ArrayShape):
+        return False
+    return is_physical_layout(shape) or minor_to_major(shape) == tuple(range(shape.rank - 1, -1, -1))
+
+
+__all__ = ["ELEMENT", "HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "host_plan"]

@@ -31,7 +31,7 @@ or another output (a tuple returning one value twice gives two tensors).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -115,55 +115,68 @@ class CompiledModule:
         """
         if max_while_iterations is not None:
             check_iteration_limit(max_while_iterations)
-        prepared = self.__dict__.get("_prepared") or self._prepare()
-        accepted, fresh, entry_name, unpack = prepared
-        if accepted.known and accepted.key(args) in accepted.known:
-            tensors = args  # this signature passed the full validation unchanged
-        else:
-            entry = self.module.entry
-            tensors = validate_arguments(entry.parameters, args, self.device,
-                                         computation=f"ENTRY {entry.name}")
-            accepted.remember(args, tensors)
-        if self.device.type == "cuda":
-            # Triton launches on the current CUDA device: make it the one the constants live on.
-            with torch.cuda.device(self.device):
-                result = self.call_computation(entry_name, tensors, max_while_iterations)
-        else:
-            result = self.call_computation(entry_name, tensors, max_while_iterations)
-        outputs = unpack.flatten(result)
-        if unpack.physical and not (self.physical_outputs if physical_outputs is None
-                                    else physical_outputs):
-            outputs = [unpack_physical(t, s) for t, s in zip(outputs, unpack.shapes)]
-        if fresh:  # a kernel's own buffers: only a permuted (non-row-major) one is copied
-            return tuple(map(torch.Tensor.contiguous, outputs))
-        return _fresh_outputs(outputs, tensors, self.constant_storages)
+        call = self.__dict__.get("_entry_call") or self._prepare()
+        return call(args, physical_outputs, max_while_iterations)
 
-    def _prepare(self) -> tuple:
-        """What every call of this module reuses (``prepared_call``), made on the first."""
-        entry = self.module.entry
-        prepared = (accepted_signatures(entry.parameters),
-                    outputs_are_fresh(self.module, self.fusions), entry.name,
-                    ResultForm.of(entry.root.shape))
-        self.__dict__["_prepared"] = prepared
-        return prepared
+    def _prepare(self) -> Callable:
+        """``call(args, physical_outputs, max_while_iterations)``: what every call of this
+        module reuses (``prepared_call``, the ENTRY's plan) bound once, on the first call."""
+        entry, device = self.module.entry, self.device
+        accepted = accepted_signatures(entry.parameters)
+        fresh = outputs_are_fresh(self.module, self.fusions)
+        form = ResultForm.of(entry.root.shape)
+        plan = self._plan(entry.name)
+        where = f"ENTRY {entry.name}"
+        on_cuda = device.type == "cuda"
+
+        def call(args, physical_outputs, max_while_iterations):
+            if accepted.matches(args):
+                tensors = args  # this signature passed the full validation unchanged
+            else:
+                tensors = validate_arguments(entry.parameters, args, device, computation=where)
+                accepted.remember(args, tensors)
+            context = self._context(tensors, max_while_iterations) if plan.needs_context else None
+            if on_cuda and torch.cuda.current_device() != device.index:
+                # Triton launches on the current CUDA device: make it the one the constants live on.
+                with torch.cuda.device(device):
+                    result = plan.run(tensors, context)
+            else:
+                result = plan.run(tensors, context)
+            outputs = form.flatten(result)
+            if form.physical and not (self.physical_outputs if physical_outputs is None
+                                      else physical_outputs):
+                outputs = [unpack_physical(t, s) for t, s in zip(outputs, form.shapes)]
+            if fresh:  # a kernel's own buffers: only a permuted (non-row-major) one is copied
+                return tuple(map(torch.Tensor.contiguous, outputs))
+            return _fresh_outputs(outputs, tensors, self.constant_storages)
+
+        self.__dict__["_entry_call"] = call
+        return call
+
+    def _context(self, arguments: Sequence[Value],
+                 max_while_iterations: int | None) -> Callable[[], HostContext]:
+        """``context()`` -> the host ops' context of a run on ``arguments``."""
+        return lambda: HostContext(
+            tuple(arguments), partial(self.call_computation,
+                                      max_while_iterations=max_while_iterations),
+            max_while_iterations, self.place)
 
     def _plan(self, name: str) -> HostPlan:
         """Computation ``name``'s prepared plan (``host_plan``), built on its first run."""
         plans = self.__dict__.setdefault("_plans", {})
         plan = plans.get(name)
         if plan is None:
+            # The ENTRY's parameters are validated contiguous; a callee's are whatever it gets.
             plan = plans[name] = host_plan(self.programs[name], self.module.computation(name),
-                                           self.fusions, self.device)
+                                           self.fusions, self.device,
+                                           contiguous_parameters=name == self.module.entry_name)
         return plan
 
     def call_computation(self, name: str, arguments: Sequence[Value],
                          max_while_iterations: int | None = None) -> Value:
         """Run the host program of computation ``name`` on ``arguments``."""
         plan = self.__dict__.get("_plans", {}).get(name) or self._plan(name)
-        return plan.run(arguments, lambda: HostContext(
-            tuple(arguments), partial(self.call_computation,
-                                      max_while_iterations=max_while_iterations),
-            max_while_iterations, self.place))
+        return plan.run(arguments, self._context(arguments, max_while_iterations))
 
 
 def host_computations(module: HloModule) -> tuple[str, ...]:

@@ -10,7 +10,11 @@ and their outcome depends only on facts a cheap signature holds:
   full validation passed unchanged once is passed again without it.  Only modules whose
   parameters are plain arrays qualify (no tiled or packed layout, which validation packs, and
   no sub-byte type, whose values validation range-checks); any other signature, and any
-  failure, takes the full validation with its clear error.
+  failure, takes the full validation with its clear error.  The signature met last is also
+  checked by one C++ call (``torch._C._dynamo.guards.TensorGuards``, the check behind
+  torch.compile's guards: type, dispatch keys, dtype, device, sizes, strides, requires_grad),
+  about 0.1 us per tensor where building the Python signature costs 0.6; a torch without it
+  builds the signature.
 * :func:`outputs_are_fresh`: the ENTRY root's values are the outputs of kernels (each
   allocated by its launch, each once), which share memory with nothing: the aliasing check is
   skipped (a call still returns contiguous tensors).
@@ -18,7 +22,7 @@ and their outcome depends only on facts a cheap signature holds:
 >>> import torch
 >>> accepted = AcceptedSignatures(enabled=True)
 >>> x = torch.zeros(2, 3)
->>> accepted.key((x,)) in accepted.known, accepted.remember((x,), [x]), accepted.key((x,)) in accepted.known
+>>> accepted.matches((x,)), accepted.remember((x,), [x]), accepted.matches((torch.ones(2, 3),))
 (False, True, True)
 >>> accepted.remember((x.t(),), [x.t().contiguous()])  # changed by validation: not remembered
 False
@@ -29,6 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
+
+try:  # torch.compile's C++ tensor check; private, so its absence only costs speed
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # pragma: no cover - every torch this project supports has it
+    TensorGuards = None
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
@@ -45,6 +54,21 @@ class AcceptedSignatures:
 
     enabled: bool
     known: set = field(default_factory=set)
+    guard: object = None  # the C++ check of the signature met last (see the module docstring)
+
+    def matches(self, args: Sequence[object]) -> bool:
+        """True when ``args`` have a remembered signature (the last one met, checked first in C++)."""
+        guard = self.guard
+        if guard is not None:
+            try:
+                if guard.check(*args):
+                    return True
+            except TypeError:  # another number of arguments
+                pass
+        if not self.known or self.key(args) not in self.known:
+            return False
+        self.guard = tensor_guard(args)
+        return True
 
     @staticmethod
     def key(args: Sequence[object]) -> tuple | None:
@@ -68,7 +92,23 @@ class AcceptedSignatures:
                               or v.shape != a.shape for a, v in zip(args, validated)):
             return False
         self.known.add(key)
+        self.guard = tensor_guard(args)
         return True
+
+
+def tensor_guard(tensors: Sequence[torch.Tensor]):
+    """A C++ check passing exactly tensors like ``tensors`` (type, dispatch keys, dtype,
+    device, sizes, strides, requires_grad), or None when this torch has none.
+
+    >>> x = torch.zeros(2, 3)
+    >>> guard = tensor_guard([x])
+    >>> guard is None or (guard.check(torch.ones(2, 3)), guard.check(x.t()), guard.check(x.double()))
+    (True, False, False)
+    """
+    if TensorGuards is None:
+        return None
+    return TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                        dynamic_dims_strides=[list(t.stride()) for t in tensors])
 
 
 @dataclass(frozen=True)
@@ -141,4 +181,5 @@ def outputs_are_fresh(module: HloModule, fusions: Mapping[str, object]) -> bool:
     return True
 
 
-__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "outputs_are_fresh"]
+__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "outputs_are_fresh",
+           "tensor_guard"]

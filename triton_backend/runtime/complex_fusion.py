@@ -64,9 +64,10 @@ class ComplexPairFusion(CompiledFusion):
         parts = super().__call__(*split_complex(tensors, self.operand_parts), **launch_options)
         return join_complex(tuple(parts), self.output_parts)
 
-    def prepared_launch(self, device):
-        """The expansion's prepared launch, called with and returning complex tensors."""
-        launch = super().prepared_launch(device)
+    def prepared_launch(self, device, *, locked: bool = True, contiguous_inputs: bool = False):
+        """The expansion's prepared launch, called with and returning complex tensors (the
+        parts it splits off are contiguous, so ``contiguous_inputs`` holds for them too)."""
+        launch = super().prepared_launch(device, locked=locked, contiguous_inputs=contiguous_inputs)
         operand_parts, output_parts = self.operand_parts, self.output_parts
 
         def complex_launch(*tensors):

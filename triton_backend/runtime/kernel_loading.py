@@ -97,24 +97,30 @@ class CompiledFusion:
         with guard:
             return run(*tensors, **launch_options)
 
-    def prepared_launch(self, device):
+    def prepared_launch(self, device, *, locked: bool = True, contiguous_inputs: bool = False):
         """``launch(*tensors) -> outputs`` for a compiled module's steps on ``device`` (tensors of
         the operands' dtypes and shapes, already there): the kernel file's ``prepare`` (launch
         options, constants, allocations and permutations decided once), or its ``run`` for a
-        file written before ``prepare`` existed; under the interpreter's lock when it needs it.
+        file written before ``prepare`` existed; under the interpreter's lock when it needs it
+        and ``locked`` (else the caller holds :meth:`launch_lock`).  ``contiguous_inputs``
+        promises contiguous tensors, which are then passed as they are.
         """
         on_cpu = device.type == "cpu"
         run, guard = self._launcher(on_cpu)
         prepare = getattr(self.__dict__["_runners"][on_cpu], "prepare", None)
-        launch = prepare(device) if prepare is not None else run
-        if guard is None:
+        launch = prepare(device, contiguous_inputs=contiguous_inputs) if prepare is not None else run
+        if guard is None or not locked:
             return launch
 
-        def locked(*tensors):
+        def locked_launch(*tensors):
             with guard:
                 return launch(*tensors)
 
-        return locked
+        return locked_launch
+
+    def launch_lock(self, device):
+        """The lock a launch on ``device`` must hold (the interpreter's), or None."""
+        return self._launcher(device.type == "cpu")[1]
 
     def _launcher(self, on_cpu: bool):
         """The kernel file's ``run`` for tensors on the CPU (the interpreter's copy) or on a
