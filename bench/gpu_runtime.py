@@ -11,7 +11,9 @@ GB/s over the module's compulsory bytes (its own inputs and outputs, each once) 
 fraction of the device's peak bandwidth (``triton_backend.runtime.device_specs``), plus our
 kernel count and the largest difference of our output from eager PyTorch's.  The ``gpu us``
 columns are the GPU's own busy time per call (kernels, copies and fills, from
-``torch.profiler``) for ours and eager: a whole call's time minus them is host work.
+``torch.profiler``) for ours and eager: a whole call's time minus them is host work.  Whole
+calls are also timed for ours from a CUDA graph (``cuda_graph=True``), ours as a torch op,
+and torch.compile with ``mode="reduce-overhead"`` (``graph us``, ``op us``, ``compile-ro us``).
 
 **Corpus fusions** (``--corpus``, or FILES): each fusion of the corpus that both we and
 ``bench/hlo_torch_reference.py`` can express, compiled alone, against its eager and compiled
@@ -262,6 +264,7 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
             compiled_reference(*inputs)  # compile outside the timing
             fns += [("eager", lambda: reference(*inputs)),
                     ("torch_compile", lambda: compiled_reference(*inputs))]
+        fns += _launch_paths(path, module, inputs, reference, row)
         hand = _handwritten_for(name)
         if hand is not None:
             row["handwritten_kernel"] = hand[0]
@@ -286,6 +289,43 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
     return row
 
 
+def _launch_paths(path: Path, module, inputs, reference, row: dict) -> list:
+    """The other ways to call the program, each timed as a whole call when it runs: ours from
+    a CUDA graph (``cuda_graph=True``), ours as a torch op, and torch.compile's
+    "reduce-overhead" (its CUDA graphs).  One that fails is noted in ``row``, not timed."""
+    import torch
+
+    import triton_backend
+
+    paths = []
+
+    def graphed():
+        compiled = triton_backend.compile_hlo(module, cuda_graph=True)
+        return lambda: compiled(*inputs)
+
+    def op():
+        torch_op = triton_backend.torch_op(path.read_text(), name=f"gpu_runtime_{path.stem}",
+                                           backward=None)
+        return lambda: torch_op(*inputs)
+
+    def reduce_overhead():
+        fn = torch.compile(reference, mode="reduce-overhead")
+        return lambda: fn(*inputs)
+
+    makers = [("ours_graph", graphed), ("ours_op", op)]
+    if reference is not None:
+        makers.append(("torch_compile_ro", reduce_overhead))
+    for label, make in makers:
+        try:
+            fn = make()
+            for _ in range(3):  # capture, compile and warm outside the timing
+                fn()
+            paths.append((label, fn))
+        except Exception as err:  # noqa: BLE001 - a path that fails is noted, the rest timed
+            row[f"{label}_error"] = f"{type(err).__name__}: {str(err)[:100]}"
+    return paths
+
+
 def program_files(only: list[str] | None = None) -> list[Path]:
     files = sorted(PROGRAMS.glob("*.hlo"))
     return [f for f in files if not only or f.stem in only]
@@ -293,7 +333,8 @@ def program_files(only: list[str] | None = None) -> list[Path]:
 
 PROGRAM_HEADER = (f"{'program':<40}{'kern':>5}{'ours us':>10}{'eager us':>10}{'compile us':>11}"
                   f"{'hand us':>9}{'ours GB/s':>10}{'%peak':>7}{'eager %':>8}{'compile %':>10}"
-                  f"{'max diff':>10}{'ours gpu us':>12}{'eager gpu us':>13}{'gpu %peak':>10}")
+                  f"{'max diff':>10}{'ours gpu us':>12}{'eager gpu us':>13}{'gpu %peak':>10}"
+                  f"{'graph us':>9}{'op us':>8}{'compile-ro us':>14}")
 
 
 def program_line(r: dict) -> str:
@@ -311,6 +352,8 @@ def program_line(r: dict) -> str:
             f"{cell('max_abs_diff_vs_eager', 1.0, '.2g'):>10}"
             f"{cell('ours_device_s', 1e6):>12}{cell('eager_device_s', 1e6):>13}"
             f"{cell('ours_device_peak_fraction', 100):>10}"
+            f"{cell('ours_graph_s', 1e6):>9}{cell('ours_op_s', 1e6):>8}"
+            f"{cell('torch_compile_ro_s', 1e6):>14}"
             + (f"  ({r['error'][:80]})" if "error" in r else ""))
 
 

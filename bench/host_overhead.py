@@ -4,7 +4,8 @@ A call's time as a user feels it is the GPU's work plus the Python around it; th
 the Python: per program of ``bench/programs/`` (or the files given), ``compile_hlo`` once, then
 every kernel's launch (``KERNEL[GRID](...)`` in its kernel file) is stubbed and the call is
 timed (the minimum over repeats of the mean of many calls), with the Python function calls per
-call (``sys.setprofile``).  ``floor_us`` is what no wrapper can go below, measured in the same
+call (``sys.setprofile``), and the same for the module as a torch op (``torch_op``, its
+launches stubbed too: its cost over ``compile_hlo``'s call).  ``floor_us`` is what no wrapper can go below, measured in the same
 run: a plain function taking the same tensors and allocating the same final outputs with
 ``torch.empty``, nothing else.  Runs on CPU (kernels under the interpreter are stubbed too);
 on a GPU the stubs make it the host part of a call.
@@ -81,12 +82,17 @@ def measure(path: str, calls: int) -> dict:
     import torch
     from fusion.ir.shape import flatten_shape
     from fusion.text.parser import parse_hlo
-    from triton_backend import compile_hlo
+    from triton_backend import compile_hlo, torch_op
     from triton_backend.host.input_validation import TORCH_DTYPES
 
-    module = parse_hlo(Path(path).read_text())
+    text = Path(path).read_text()
+    module = parse_hlo(text)
     compiled = compile_hlo(module)
     stub_launches(compiled)
+    # The torch op compiles its own module (same kernel files): stub that one's launches too.
+    op = torch_op(text, name=f"host_overhead_{len(_OPS)}", backward=None)
+    _OPS.append(op)
+    stub_launches(op.compiled)
     args = _inputs(module)
     outputs = [(tuple(s.dims), TORCH_DTYPES[s.dtype]) for s in flatten_shape(module.entry.root.shape)]
 
@@ -95,10 +101,17 @@ def measure(path: str, calls: int) -> dict:
 
     for _ in range(20):
         compiled(*args)
+        op(*args)
     return {"program": Path(path).stem, "kernels": len(compiled.fusions),
             "host_us_per_call": round(_per_call(compiled, args, calls), 2),
             "python_calls_per_call": _python_calls(compiled, args),
+            "torch_op_us_per_call": round(_per_call(op, args, calls), 2),
+            "torch_op_python_calls_per_call": _python_calls(op, args),
             "floor_us": round(_per_call(floor, args, calls), 2)}
+
+
+#: The torch ops registered in this process (a registration lives as long as the process).
+_OPS: list = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         if not args.json:
             print(f"{row['program']:40} {row['kernels']:>3} kernels {row['host_us_per_call']:>8.1f} us"
-                  f" {row['python_calls_per_call']:>5} calls  floor {row['floor_us']:>6.1f} us",
-                  flush=True)
+                  f" {row['python_calls_per_call']:>5} calls  torch op"
+                  f" {row['torch_op_us_per_call']:>6.1f} us {row['torch_op_python_calls_per_call']:>5}"
+                  f" calls  floor {row['floor_us']:>6.1f} us", flush=True)
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
     return 0

@@ -55,9 +55,10 @@ def test_gpu_corpus_check_skips_without_a_gpu_and_checks_under_the_interpreter(c
 def test_gpu_runtime_rows_print_as_they_come():
     gpu_runtime = _load("gpu_runtime")
     line = gpu_runtime.program_line({"module": "softmax", "kernels": 1, "ours_s": 2e-5,
-                                     "ours_device_s": 1e-5, "ours_device_peak_fraction": 0.8})
+                                     "ours_device_s": 1e-5, "ours_device_peak_fraction": 0.8,
+                                     "ours_graph_s": 9e-6})
     assert line.split() == ["softmax", "1", "20.0", "-", "-", "-", "-", "-", "-", "-", "-",
-                            "10.0", "-", "80.0"]
+                            "10.0", "-", "80.0", "9.0", "-", "-"]
     assert len(line) == len(gpu_runtime.PROGRAM_HEADER)  # columns line up with the header
     skipped = gpu_runtime.program_line({"module": "x", "skipped": "compile_hlo: boom"})
     assert skipped.split()[1:] == ["skipped:", "compile_hlo:", "boom"]

@@ -58,6 +58,7 @@ from triton_backend.runtime.launch_mode import configure_launch_mode
 from triton_backend.runtime.tuning_db import TuningDb, tuned_configs
 from triton_backend.driver import compiled_fusion  # likewise compile_fusion
 from triton_backend.driver import fusion_split
+from triton_backend.driver.cuda_graphs import check_capturable, check_mode
 from triton_backend.driver.module_runner import (
     CompiledModule, constant_storages, empty_outputs, host_computations, host_program, located,
 )
@@ -78,7 +79,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                 tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
                 physical_outputs: bool = False, tuning_device: str | None = AUTO,
                 tuning_db: Any = None, cache: bool | None = None, rank: int | None = None,
-                world_size: int | None = None) -> CompiledModule:
+                world_size: int | None = None, cuda_graph: bool | str = False) -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
@@ -99,7 +100,13 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     one device) run a module partitioned for ``world_size`` devices as that many processes,
     this one ``rank``: every rank compiles the same module, and each collective is a
     ``torch.distributed`` call (``host.distributed``; ``process_world`` checks the fit).
+
+    ``cuda_graph`` (``True``, or ``"reuse-outputs"`` to get the graph's own output buffers)
+    replays the module's launches from a CUDA graph captured on the first call
+    (``cuda_graphs``); a module a graph cannot capture is refused here, located.  Without a
+    GPU it does nothing.
     """
+    cuda_graph = check_mode(cuda_graph)
     rank, world_size = resolve_world(rank, world_size, lambda: _devices_asked(text_or_module))
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
@@ -108,7 +115,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     if key is not None:
         compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
         if compiled is not None:
-            return _placed(compiled, rank, world_size)
+            return _graphed(_placed(compiled, rank, world_size), cuda_graph)
     # The compile builds O(n) objects that outlive it (IR, analyses, kernel modules): with
     # the collector on, its full collections walk them again and again (fusion.gc_pause).
     # Storing the plan stays inside: it allocates O(n) more (the printed module, its
@@ -119,7 +126,15 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                             tuning_device, tuning_db, device, world_size)
         if key is not None:
             _store(key, compiled)
-    return _placed(compiled, rank, world_size)
+    return _graphed(_placed(compiled, rank, world_size), cuda_graph)
+
+
+def _graphed(compiled: CompiledModule, cuda_graph: bool | str) -> CompiledModule:
+    """``compiled`` replaying its launches from a CUDA graph when ``cuda_graph`` asks."""
+    if not cuda_graph:
+        return compiled
+    check_capturable(compiled.module, compiled.place)
+    return replace(compiled, cuda_graph=cuda_graph)
 
 
 def _devices_asked(text_or_module: str | HloModule) -> int:

@@ -46,6 +46,7 @@ from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from triton_backend.host.host_ops import (
     CONTROL_FLOW_OPCODES, Executor, HostContext, Value, host_executor,
 )
+from triton_backend.driver.cuda_graphs import GraphedRun
 from triton_backend.driver.host_plan import HostPlan, host_plan
 from triton_backend.driver.prepared_call import (
     ResultForm, accepted_signatures, outputs_are_fresh,
@@ -90,7 +91,8 @@ class CompiledModule:
     aggressive mode was given up.  ``physical_outputs`` is the default of the call's option
     of that name (tiled results as physical buffers); ``tuning_device`` the device key whose
     tuned tilings were looked up (None: none were); ``place`` this process's place when the
-    module runs as several processes (``host.distributed.ProcessPlace``; None: one device).
+    module runs as several processes (``host.distributed.ProcessPlace``; None: one device);
+    ``cuda_graph`` whether a call on a GPU replays a CUDA graph (``cuda_graphs``).
     """
 
     module: HloModule
@@ -105,6 +107,7 @@ class CompiledModule:
     physical_outputs: bool = False
     tuning_device: str | None = None
     place: Any = None
+    cuda_graph: bool | str = False
 
     def __call__(self, *args: torch.Tensor, physical_outputs: bool | None = None,
                  max_while_iterations: int | None = None) -> tuple[torch.Tensor, ...]:
@@ -128,6 +131,10 @@ class CompiledModule:
         plan = self._plan(entry.name)
         where = f"ENTRY {entry.name}"
         on_cuda = device.type == "cuda"
+        graphed = None
+        if self.cuda_graph and on_cuda:  # under the interpreter: nothing to capture
+            graphed = GraphedRun(lambda tensors: plan.run(tensors, self._context(tensors, None)),
+                                 device, self.module.name, self.cuda_graph == "reuse-outputs")
 
         def call(args, physical_outputs, max_while_iterations):
             if accepted.matches(args):
@@ -139,9 +146,9 @@ class CompiledModule:
             if on_cuda and torch.cuda.current_device() != device.index:
                 # Triton launches on the current CUDA device: make it the one the constants live on.
                 with torch.cuda.device(device):
-                    result = plan.run(tensors, context)
+                    result = graphed(tensors) if graphed else plan.run(tensors, context)
             else:
-                result = plan.run(tensors, context)
+                result = graphed(tensors) if graphed else plan.run(tensors, context)
             outputs = form.flatten(result)
             if form.physical and not (self.physical_outputs if physical_outputs is None
                                       else physical_outputs):

@@ -67,6 +67,7 @@ from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from triton_backend.integrations.backward_plan import AUTO as AUTO_BACKWARD
 from triton_backend.integrations.backward_plan import BackwardPlan, NoBackward, backward_plan
 from triton_backend.driver.module_compiler import AUTO, compile_hlo
+from triton_backend.driver.prepared_call import tensor_guard
 from triton_backend.integrations.op_names import op_name, op_namespace
 from triton_backend.host.input_validation import torch_dtype
 
@@ -104,8 +105,16 @@ class TorchOp:
         self.compiled = compiled
         self.backward = backward
         self.__name__ = qualname.split("::")[1]
+        self._guard = None  # the C++ check of the signature last run as plain eager
 
     def __call__(self, *tensors: torch.Tensor):
+        # Plain eager tensors of a signature the op ran on before, nothing that needs grad and
+        # nothing tracing: the dispatcher would add only its own cost (about 12 us, custom_op's
+        # Python autograd and backend wrappers) around the same compiled module.
+        if not torch.compiler.is_compiling() and self._guard is not None and _plain_eager() \
+                and _guard_passes(self._guard, tensors):
+            result = self.compiled(*tensors)
+            return result if self.signature.returns_tuple else result[0]
         # Errors the dispatcher would report in its own words (or, for a sparse tensor, as a
         # missing kernel) are ours, naming the parameter, before dispatch.
         if len(tensors) != len(self.signature.inputs) or any(
@@ -115,11 +124,29 @@ class TorchOp:
             result = _FunctorchBridge.apply(self, *tensors)
         else:
             result = self.op(*tensors)
+            if not torch.compiler.is_compiling() and _plain_eager() \
+                    and not any(t.requires_grad for t in tensors):
+                self._guard = tensor_guard(tensors)  # ran as plain eager: take the short way next
         return (result,) if self.signature.returns_tuple and not self.signature.packs_tuple \
             else result
 
     def __repr__(self) -> str:
         return f"TorchOp({self.qualname}: {_schema(self.signature)})"
+
+
+def _plain_eager() -> bool:
+    """True when a call is plain eager PyTorch: no functorch transform, torch function mode or
+    dispatch mode (fake tensors, export's tracing) sees the op."""
+    return not (torch._C._are_functorch_transforms_active()
+                or torch._C._is_torch_function_mode_enabled()
+                or torch._C._len_torch_dispatch_stack())
+
+
+def _guard_passes(guard, tensors: Sequence[Any]) -> bool:
+    try:
+        return guard.check(*tensors)
+    except TypeError:  # another number of arguments
+        return False
 
 
 def _identifier(text: str) -> str:
@@ -179,7 +206,8 @@ def _check(qualname: str, sig: _Signature, args: Sequence[Any], device_type: str
 
 def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPACE,
              device: str | None = None, tuning_db=None,
-             backward: str | HloModule | None = AUTO_BACKWARD) -> TorchOp:
+             backward: str | HloModule | None = AUTO_BACKWARD,
+             cuda_graph: bool | str = False) -> TorchOp:
     """Compile ``hlo_text`` and register it as ``torch.ops.<namespace>.<name>``.
 
     ``name`` defaults to the module's name (made an identifier); an explicit ``name`` and
@@ -190,7 +218,8 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
     ``backward``: ``"auto"`` (the VJP module ``fusion.autodiff.vjp`` derives), a backward
     HLO text, or ``None`` (inference only); see the module docstring.  Registering the same
     name again with the same text and backward returns the existing op; with a different one
-    it is an error.
+    it is an error.  ``cuda_graph`` (``True`` or ``"reuse-outputs"``) replays the forward's
+    launches from a CUDA graph (``compile_hlo``'s option of that name; a no-op without a GPU).
 
     >>> import torch
     >>> op = torch_op('''HloModule square
@@ -207,21 +236,21 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
     module = parse_hlo(hlo_text)
     base = op_name(name) if name is not None else op_name(module.name, derived=True)
     qualname = f"{namespace}::{base}"
-    key = (hlo_text, backward)
+    key = (hlo_text, backward, cuda_graph)
     with _LOCK:
         known = _REGISTERED.get(qualname)
         if known is not None:
             if known[0] != key:
                 raise EvaluationError(f"torch op {qualname} is already registered with a "
-                                      "different HLO module or backward; pick another name",
-                                      where=qualname)
+                                      "different HLO module or backward (or cuda_graph); pick "
+                                      "another name", where=qualname)
             return known[1]
         sig = _signature(module)
         plan = backward_plan(module, backward, where=qualname)
         for qualified in (qualname, qualname + _BACKWARD_SUFFIX):
             _refuse_existing(qualified)
         tuning = {"tuning_device": AUTO if device is None else device, "tuning_db": tuning_db}
-        compiled = compile_hlo(module, **tuning)
+        compiled = compile_hlo(module, cuda_graph=cuda_graph, **tuning)
         device_type = compiled.device.type
         packet = _define(qualname, sig, compiled, device_type)
         grads = _Backward(qualname + _BACKWARD_SUFFIX, plan, device_type, tuning)
