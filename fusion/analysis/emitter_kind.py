@@ -113,6 +113,17 @@ def _backend_kind(fusion_instr: HloInstruction) -> tuple[str, bool]:
     return str(fbc.get("kind", "")), "block_level_fusion_config" in fbc
 
 
+def has_backend_kind(fusion_instr: HloInstruction) -> bool:
+    """Whether ``fusion_instr``'s backend config names a fusion kind (``__triton_gemm``,
+    ``__cudnn$fusion``, ...) or a block-level tiling; a bare ``kind=kCustom`` fusion names none.
+
+    >>> has_backend_kind(HloInstruction("f", "fusion", None, (), (("kind", "kCustom"),)))
+    False
+    """
+    kind, block_level = _backend_kind(fusion_instr)
+    return bool(kind) or block_level
+
+
 def is_cpu_library_fusion(fusion_instr: HloInstruction) -> bool:
     """Whether ``fusion_instr`` is one of XLA:CPU's library fusions (``kind=kCustom`` with a
     ``fusion_config``, e.g. ``{"fusion_config":{"kind":"__ynn_fusion"}}``).  Its body is

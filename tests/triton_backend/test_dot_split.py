@@ -1,6 +1,6 @@
-"""A dot fusion whose epilogue reads the dot through a data-movement op (issue 29): XLA runs
-it; ``compile_hlo`` splits it at the dot into two kernels (``driver.fusion_split``) and says
-so in ``fusion_fallbacks``.  Each program runs three ways (XLA, the evaluator, the kernels)."""
+"""A dot fusion whose epilogue reads the dot through a data-movement op or a reduce (issue
+29): XLA runs it; ``compile_hlo`` splits it at the dot into two kernels
+(``driver.fusion_split``) and says so in ``fusion_fallbacks``.  Each program runs three ways (XLA, the evaluator, the kernels)."""
 from __future__ import annotations
 
 import numpy as np
@@ -91,19 +91,82 @@ def test_a_kcustom_fusion_with_roots_of_different_ranks_runs(name):
     assert "output 1 " in compiled.fusion_fallbacks[0]
 
 
-def test_a_reduce_of_the_dot_stays_refused_where_it_is():
+# -- a reduce of the dot -------------------------------------------------------------------------
+# The dot template renders everything at the dot's output indices, so a reduce after the dot
+# is refused there (``refuse_other_loops``); XLA runs it, and so does ``compile_hlo``: the dot
+# (with its elementwise epilogue) as the dot fusion, the reduce and what follows as a second.
+ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+MAX = "mx {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] maximum(x, y)\n}\n"
+
+
+def _with_reducers(text: str) -> str:
+    return text.replace("fused {", ADD + MAX + "fused {")
+
+
+ZERO = "z = f32[] constant(0)\n  "
+REDUCES_OF_THE_DOT = {
+    "row_sum_input_fusion": (
+        ZERO + "ROOT r = f32[16] reduce(d, z), dimensions={1}, to_apply=add", "f32[16]",
+        "kInput", "d"),
+    "column_max_loop_fusion": (
+        ZERO + "ROOT r = f32[8] reduce(d, z), dimensions={0}, to_apply=mx", "f32[8]", "kLoop",
+        "d"),
+    "softmax_of_the_dot": (
+        ZERO + "e = f32[16,8] exponential(d)\n  r = f32[16] reduce(e, z), dimensions={1}, "
+        "to_apply=add\n  b = f32[16,8] broadcast(r), dimensions={0}\n"
+        "  ROOT o = f32[16,8] divide(e, b)", "f32[16,8]", "kLoop", "e"),
+    "the_dot_over_its_biased_row_sum": (
+        ZERO + "bb = f32[16,8] broadcast(p2), dimensions={1}\n  s = f32[16,8] add(d, bb)\n"
+        "  r = f32[16] reduce(s, z), dimensions={1}, to_apply=add\n"
+        "  b = f32[16,8] broadcast(r), dimensions={0}\n  ROOT o = f32[16,8] divide(d, b)",
+        "f32[16,8]", "kInput", "d"),
+    "gemm_fusion_writing_the_dot_and_its_reduce": (
+        ZERO + "r = f32[16] reduce(d, z), dimensions={1}, to_apply=add\n"
+        "  ROOT t = (f32[16,8], f32[16]) tuple(d, r)", "(f32[16,8], f32[16])", GEMM, "d"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCES_OF_THE_DOT))
+def test_a_reduce_of_the_dot_runs_as_two_kernels(name):
+    from fusion.text.parser import parse_hlo
+    from triton_backend.driver.op_coverage import uncovered_ops
+
+    body, root, kind, through = REDUCES_OF_THE_DOT[name]
+    text = _with_reducers(_dot_fusion(body, root, kind))
+    assert uncovered_ops(parse_hlo(text)) == []  # what ``fusion-compile check --triton`` says
+    compiled = compare_three_ways(text, _rand((16, 32)), _rand((32, 8), 1), _rand((8,), 2),
+                                  rtol=1e-4, atol=1e-4)
+    assert list(compiled.fusions) == ["f.dot", "f"]
+    assert compiled.fusion_fallbacks == (
+        f"one kernel for fusion f of computation e: it runs as f.dot (its d through {through}) "
+        "and f (the rest), since reduce r cannot be fused with dot d (only elementwise/"
+        "data-movement prologues and elementwise epilogues are)",)
+
+
+REDUCE_BEFORE_THE_DOT = ADD + """fused {
+  p0 = f32[16,32] parameter(0)
+  p1 = f32[32,8] parameter(1)
+  z = f32[] constant(0)
+  q = f32[16] reduce(p0, z), dimensions={1}, to_apply=add
+  b = f32[16,32] broadcast(q), dimensions={0}
+  d = f32[16,8] dot(b, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = f32[16] reduce(d, z), dimensions={1}, to_apply=add
+}
+ENTRY e {
+  a0 = f32[16,32] parameter(0)
+  a1 = f32[32,8] parameter(1)
+  ROOT f = f32[16] fusion(a0, a1), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_reduce_before_the_dot_stays_refused_where_it_is():
+    # The split cuts after the dot only: a reduce feeding the dot stays in the dot's part.
     from fusion.errors import UnsupportedOpError
     from triton_backend import compile_hlo
 
-    text = _dot_fusion("z = f32[] constant(0)\n"
-                       "  r = f32[16] reduce(d, z), dimensions={1}, to_apply=add\n"
-                       "  ROOT t = (f32[16,8], f32[16]) tuple(d, r)", "(f32[16,8], f32[16])",
-                       GEMM).replace("fused {", "add {\n  x = f32[] parameter(0)\n"
-                                     "  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
-                                     "fused {")
     with pytest.raises(UnsupportedOpError) as err:
-        compile_hlo(text)
+        compile_hlo("HloModule m\n" + REDUCE_BEFORE_THE_DOT)
     assert str(err.value) == (
-        "20:3: op fusion (%f) in computation e is not covered by the Triton path: reduce r "
+        "19:3: op fusion (%f) in computation e is not covered by the Triton path: reduce q "
         "cannot be fused with dot d (only elementwise/data-movement prologues and elementwise "
         "epilogues are) (in f)")

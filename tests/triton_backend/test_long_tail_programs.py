@@ -156,3 +156,57 @@ ENTRY e {
 def test_special_float_values_land_where_xla_puts_them():
     x, y = np.repeat(SPECIAL, SPECIAL.size), np.tile(SPECIAL, SPECIAL.size)
     compare_three_ways(SPECIAL_PROGRAM, x, y, rtol=2e-6, atol=0)
+
+
+# -- kCustom fusions that name no backend kind ---------------------------------------------------
+# A bare ``kind=kCustom`` fusion (no backend config, or one without a fusion kind) was refused
+# as a "custom" fusion, XLA:GPU's name for one a custom emitter must claim; XLA runs its body
+# like any other fusion, and so does ``compile_hlo`` now, whatever its outputs' ranks.
+ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+SCALED = ("b = f32[16,8] broadcast(p1), dimensions={1}\n  m = f32[16,8] multiply(p0, b)\n"
+          "  z = f32[] constant(0)\n  ")
+BARE_CUSTOM_FUSIONS = {
+    "loop_outputs_of_two_ranks": (
+        SCALED + "n = f32[8] negate(p1)\n  ROOT t = (f32[16,8], f32[8]) tuple(m, n)",
+        "(f32[16,8], f32[8])"),
+    "the_product_and_its_row_sums": (
+        SCALED + "r = f32[16] reduce(m, z), dimensions={1}, to_apply=add\n"
+        "  ROOT t = (f32[16,8], f32[16]) tuple(m, r)", "(f32[16,8], f32[16])"),
+    "the_product_and_its_total": (
+        SCALED + "r = f32[] reduce(m, z), dimensions={0,1}, to_apply=add\n"
+        "  ROOT t = (f32[16,8], f32[]) tuple(m, r)", "(f32[16,8], f32[])"),
+    "row_and_column_sums": (
+        SCALED + "r = f32[16] reduce(m, z), dimensions={1}, to_apply=add\n"
+        "  c = f32[8] reduce(m, z), dimensions={0}, to_apply=add\n"
+        "  ROOT t = (f32[16], f32[8], f32[16,8]) tuple(r, c, m)",
+        "(f32[16], f32[8], f32[16,8])"),
+    "one_output": (SCALED + "ROOT e = f32[16,8] exponential(m)", "f32[16,8]"),
+}
+
+
+@pytest.mark.parametrize("config", ["", ', backend_config={"operation_queue_id":"0"}'])
+@pytest.mark.parametrize("case", sorted(BARE_CUSTOM_FUSIONS))
+def test_a_kcustom_fusion_naming_no_backend_kind_runs_its_body(case, config):
+    body, root = BARE_CUSTOM_FUSIONS[case]
+    text = "HloModule m\n" + ADD + _loop_fusion(["f32[16,8]", "f32[8]"], body, root).replace(
+        "HloModule m\n", "").replace("kind=kLoop, calls=fused", "kind=kCustom, calls=fused"
+                                     + config)
+    assert "kCustom" in text
+    compiled = compare_three_ways(text, _rand((16, 8)), _rand((8,), 1), rtol=1e-5, atol=1e-5)
+    assert list(compiled.fusions) == ["f"]
+
+
+def test_a_kcustom_fusion_naming_an_unknown_backend_kind_stays_refused():
+    from fusion.errors import UnsupportedOpError
+    from triton_backend import compile_hlo
+
+    body, root = BARE_CUSTOM_FUSIONS["one_output"]
+    text = _loop_fusion(["f32[16,8]", "f32[8]"], body, root).replace(
+        "kind=kLoop, calls=fused", 'kind=kCustom, calls=fused, '
+        'backend_config={"fusion_backend_config":{"kind":"__custom_fusion"}}')
+    with pytest.raises(UnsupportedOpError) as err:
+        compile_hlo(text)
+    assert str(err.value) == (
+        "13:3: op fusion (%f) in computation e is not covered by the Triton path: custom "
+        "fusions are not emitted by the Triton backend (custom: kCustom fusion with "
+        "backend_config kind '__custom_fusion') (in f)")

@@ -62,7 +62,7 @@ from triton_backend.templates.select_and_scatter.kernel import (
     is_select_and_scatter_fusion,
 )
 from triton_backend.runtime.kernel_cache import KernelCache
-from fusion.analysis.emitter_kind import EmitterKind, analyze_computation
+from fusion.analysis.emitter_kind import EmitterKind, analyze_computation, has_backend_kind
 
 #: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
 SUPPORTED_KINDS: frozenset[EmitterKind] = frozenset({
@@ -154,10 +154,13 @@ def emitter_analysis(module: HloModule, instr: HloInstruction):
 
     A kCustom fusion carrying ``block_level_fusion_config`` is XLA's own block-level Triton
     path, i.e. what this backend does: its fused computation decides the emitter (loop,
-    reduction, ...), and its tiling is honored by ``choose_fusion_tiling``.
+    reduction, ...), and its tiling is honored by ``choose_fusion_tiling``.  So does a bare
+    ``kind=kCustom`` fusion, whose backend config names no kind: XLA runs its body as any
+    other fusion (XLA:GPU would look for a custom emitter; there is none to look for here).
     """
     analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
-    if analysis.kind is EmitterKind.TRITON and instr.has_attr("calls"):
+    bare = analysis.kind is EmitterKind.CUSTOM and not has_backend_kind(instr)
+    if (analysis.kind is EmitterKind.TRITON or bare) and instr.has_attr("calls"):
         analysis = analyze_computation(module.computation(instr.attr("calls")), module,
                                        ignore_constant_operands=True)
     return analysis

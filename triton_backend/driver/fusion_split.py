@@ -2,7 +2,8 @@
 
 A dot fusion's template writes its outputs at the dot's output indices, so a fusion that
 reads the dot through a data-movement op (a broadcast, reshape or transpose of the dot as
-its root, or anything after one) is refused by the template although XLA runs it.  XLA's
+its root, or anything after one) or through an op with a loop of its own (a reduce of the
+dot, a softmax over its rows) is refused by the template although XLA runs it.  XLA's
 own emitters would run the dot into a buffer and the rest as another kernel; this module
 does the same to the HLO: the *head* (the dot and the elementwise epilogue shaped like it)
 stays a contraction fusion, and the *tail* (whatever reads the head through anything else)

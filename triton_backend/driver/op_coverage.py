@@ -12,8 +12,10 @@ an instruction (dtypes, attributes, row lengths) are checked (``coverage_checks`
 
 :func:`uncovered_ops` walks what ``compile_hlo`` compiles (the ENTRY computation, the bodies
 of its calls, loops and conditionals, the fused computations, the reducers) and returns every
-instruction the Triton path cannot run, with the reason; :func:`check_triton_coverage` raises
-them as one located ``UnsupportedOpError``, before any kernel is generated.  Nothing here
+instruction the Triton path cannot run, with the reason (a contraction fusion its template
+refuses is covered when ``compile_hlo`` can run it as two kernels, ``fusion_split``, and
+both are); :func:`check_triton_coverage` raises them as one located ``UnsupportedOpError``,
+before any kernel is generated.  Nothing here
 imports torch or triton (``fusion-compile check --triton`` uses it).
 
 >>> COVERAGE["sort"].handler, COVERAGE["map"].covered
@@ -62,6 +64,7 @@ from triton_backend.driver.coverage_checks import (
     reduce_window_check,
     template_check,
 )
+from triton_backend.driver.fusion_split import split_at_contraction
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from triton_backend.lowering.rules.value_rules import rule_for
 
@@ -328,9 +331,30 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
         if (name, role) in seen or not module.has_computation(name):
             return
         seen.add((name, role))
-        comp = module.computation(name)
+        walk(module, module.computation(name), role, template)
+
+    def split_covered(comp: HloComputation, fusion: HloInstruction) -> bool:
+        # ``compile_hlo`` runs a contraction fusion its template refuses as two kernels
+        # (``fusion_split``): covered when both parts are; else the template's refusal stands.
+        split = split_at_contraction(module, comp, fusion)
+        if split is None:
+            return False
+        before, seen_before = len(found), set(seen)
+        for part in (split.head, split.tail):
+            part_template, reason = fusion_template(split.module, part)
+            if reason is not None:
+                break
+            walk(split.module, split.module.computation(part.attr("calls")), "fused",
+                 part_template)
+        if reason is None and len(found) == before:
+            return True
+        del found[before:]
+        seen.intersection_update(seen_before)
+        return False
+
+    def walk(within: HloModule, comp: HloComputation, role: str, template: str | None) -> None:
         for instr in comp.instructions:
-            reason = _op_reason(module, comp, instr, role, template, devices)
+            reason = _op_reason(within, comp, instr, role, template, devices)
             if reason is None and role == "host" and instr.opcode == "fusion" \
                     and involves_complex(module, instr):
                 reason = _complex_fusion_reason(module, instr)
@@ -338,6 +362,8 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
                 fused_template, reason = fusion_template(module, instr)
                 if reason is None:
                     visit(instr.attr("calls"), "fused", fused_template)
+                elif split_covered(comp, instr):
+                    reason = None
             if reason is not None:
                 found.append(Uncovered(instr, comp, reason))
             elif role == "host" and instr.opcode in _CONTROL_FLOW:
