@@ -38,7 +38,7 @@ the input signature never changes after validation.
 ...     ROOT t = (s32[]) tuple(n) }
 ... ENTRY e { x = s32[] parameter(0)
 ...     t = (s32[]) tuple(x)
-...     ROOT w = (s32[]) while(t), condition=c, body=b }'''), place=None)[1]
+...     ROOT w = (s32[]) while(t), condition=c, body=b }'''), ("e",), place=None)[1]
 'while reads its predicate or branch index back on the host on every run'
 """
 from __future__ import annotations
@@ -68,13 +68,12 @@ def check_mode(cuda_graph: Any) -> bool | str:
     return cuda_graph
 
 
-def graph_refusal(module: HloModule, place: Any) -> tuple[HloInstruction, str] | None:
-    """The first host-run instruction that a CUDA graph cannot capture, and why (None: none).
-
-    ``place`` is the module's place among several processes (None: one device)."""
-    from triton_backend.driver.module_runner import host_computations  # noqa: PLC0415 - cycle
-
-    for name in host_computations(module):
+def graph_refusal(module: HloModule, computations: Sequence[str],
+                  place: Any) -> tuple[HloInstruction, str] | None:
+    """The first instruction of ``computations`` (those the host runs,
+    ``module_runner.host_computations``) that a CUDA graph cannot capture, and why (None:
+    none).  ``place`` is the module's place among several processes (None: one device)."""
+    for name in computations:
         for instr in module.computation(name).instructions:
             op = traits(instr.opcode)
             if op.control_flow and not op.inlinable:
@@ -86,9 +85,9 @@ def graph_refusal(module: HloModule, place: Any) -> tuple[HloInstruction, str] |
     return None
 
 
-def check_capturable(module: HloModule, place: Any) -> None:
+def check_capturable(module: HloModule, computations: Sequence[str], place: Any) -> None:
     """Raise the located ``UnsupportedOpError`` of :func:`graph_refusal`, if any."""
-    refusal = graph_refusal(module, place)
+    refusal = graph_refusal(module, computations, place)
     if refusal is not None:
         instr, why = refusal
         loc = instr.location

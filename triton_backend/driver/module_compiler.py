@@ -133,7 +133,7 @@ def _graphed(compiled: CompiledModule, cuda_graph: bool | str) -> CompiledModule
     """``compiled`` replaying its launches from a CUDA graph when ``cuda_graph`` asks."""
     if not cuda_graph:
         return compiled
-    check_capturable(compiled.module, compiled.place)
+    check_capturable(compiled.module, host_computations(compiled.module), compiled.place)
     return replace(compiled, cuda_graph=cuda_graph)
 
 
