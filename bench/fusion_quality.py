@@ -1,8 +1,9 @@
 """Fusion quality on realistic unfused JAX programs: kernels, bytes moved, registers, spills.
 
 For each ``bench/programs/NAME.hlo`` (written by ``bench/programs/generate.py``: softmax,
-log-softmax, layernorm, RMSNorm, cross-entropy, GELU, SwiGLU, matmul+bias+GELU, causal
-attention and a GPT-2 block, as ``jax.jit(f).lower(...).as_text(dialect="hlo")`` gives them,
+log-softmax, layernorm, RMSNorm, cross-entropy, GELU, SwiGLU, matmul+bias+GELU, attention
+(causal, unmasked, grouped-query with a sliding window) and a GPT-2 block, as
+``jax.jit(f).lower(...).as_text(dialect="hlo")`` gives them,
 unfused), the module is compiled with ``triton_backend.compile_hlo(text, target="sm_90")`` and
 reported by ``triton_backend.reports.compile_report`` (what ``fusion-compile compile --target
 sm_90`` writes):

@@ -20,6 +20,7 @@ import argparse
 import json
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -174,6 +175,32 @@ def programs():
         return jnp.einsum("bhqk,bhkd->bhqd", p.astype(v.dtype), v,
                           preferred_element_type=f32).astype(q.dtype)
 
+    def attention_masked(q, k, v, visible=None):
+        """Softmax attention over ``[batch, heads, tokens, head]``; K and V may have fewer
+        heads (grouped-query: each kv head shared by ``heads // kv_heads`` query heads, as
+        Flax and MaxText write it: q reshaped to ``[batch, kv_heads, group, tokens, head]``,
+        K and V never repeated); ``visible(q_index, k_index)``: the mask (None: none)."""
+        b, h, n, d = q.shape
+        kvh = k.shape[1]
+        group = "" if kvh == h else "g"
+        if group:
+            q = q.reshape(b, kvh, h // kvh, n, d)
+        s = jnp.einsum(f"bh{group}qd,bhkd->bh{group}qk", q, k,
+                       preferred_element_type=f32) / (d ** 0.5)
+        if visible is not None:
+            s = jnp.where(visible(jnp.arange(n)[:, None], jnp.arange(n)[None, :]), s, -1e30)
+        p = jax.nn.softmax(s, axis=-1)
+        o = jnp.einsum(f"bh{group}qk,bhkd->bh{group}qd", p.astype(v.dtype), v,
+                       preferred_element_type=f32)
+        return o.reshape(b, h, n, d).astype(q.dtype)
+
+    def causal(qi, ki):
+        return ki <= qi
+
+    def sliding_window(qi, ki, window=512):
+        # Mistral's: each token sees itself and the window - 1 tokens before it.
+        return (ki <= qi) & (ki > qi - window)
+
     def gpt2_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj,
                    b_proj):
         batch, seq, d_model = x.shape
@@ -227,6 +254,12 @@ def programs():
         attention, tuple(arg((4, 8, 512, 64), f32) for _ in range(3)))
     out["attention_causal_bf16_4x8x512x64"] = (
         attention, tuple(arg((4, 8, 512, 64), bf16) for _ in range(3)))
+    mha = tuple(arg((4, 16, 2048, 128), bf16) for _ in range(3))
+    out["attention_bf16_4x16x2048x128"] = (attention_masked, mha)
+    out["attention_causal_bf16_4x16x2048x128"] = (partial(attention_masked, visible=causal), mha)
+    out["attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512"] = (
+        partial(attention_masked, visible=sliding_window),
+        (arg((4, 16, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16)))
     out["gpt2_block_f32_b1_s512_d768"] = (gpt2_block, gpt2_args(1, 512, 768, f32))
     out["gpt2_block_bf16_b4_s512_d768"] = (gpt2_block, gpt2_args(4, 512, 768, bf16))
     return out

@@ -5,7 +5,9 @@ identity mapping, ``reshape(reshape(x))`` round trips), calls to tiny helper com
 scalar constants broadcast only to be combined by identity elements (``max(x, -inf)``).  XLA's
 ``CallInliner``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and ``HloDCE`` remove them;
 this module does the same, with one rule per opcode in ``REWRITE_RULES`` (alphabetical), plus
-constant folding of small all-constant elementwise ops and dead-code elimination.
+constant folding of small all-constant elementwise ops and dead-code elimination.  Like XLA's
+``ReshapeMover``, a convert of a reshape becomes a reshape of the convert, so the reshape (a
+view) is last and the convert can join the kernel of the value it converts.
 
 Every rewrite preserves the value bit for bit under the reference evaluator: identities are
 only applied where they are exact (``x * 1``, ``x - 0``, ``x + (-0.0)`` for floats; ``x + 0``
@@ -167,7 +169,20 @@ def _rule_call(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
 
 
 def _rule_convert(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
-    return _alias_if_same(instr, ctx.get(instr.operands[0]))
+    operand = ctx.get(instr.operands[0])
+    if operand.opcode == "reshape":
+        # XLA's ReshapeMover: convert(reshape(x)) is reshape(convert(x)), element for element.
+        # With the reshape last, the convert joins the kernel producing ``x`` (a dot's or
+        # attention's epilogue writes the narrow type) and the reshape stays a view: grouped-
+        # query attention's output [b, kv_heads, group, ...] -> [b, heads, ...], then bf16.
+        source = ctx.get(operand.operands[0])
+        if isinstance(source.shape, ArrayShape) and isinstance(instr.shape, ArrayShape):
+            converted = instr.replace(name=ctx.fresh(instr.name), operands=(source.name,),
+                                      shape=source.shape.with_dtype(instr.shape.dtype))
+            return Rewrite(instructions=(converted, operand.replace(
+                name=instr.name, shape=instr.shape, operands=(converted.name,),
+                location=instr.location)))
+    return _alias_if_same(instr, operand)
 
 
 def _rule_copy(instr: HloInstruction, ctx: _Context) -> Rewrite | None:

@@ -22,9 +22,10 @@ from triton_backend.reports.ptx_report import find_ptxas
 PROGRAMS = sorted((Path(__file__).resolve().parents[2] / "bench" / "programs").glob("*.hlo"))
 ARCHS = (90, 80)
 SHARDS = 2
-#: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16).
+#: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16; attention causal,
+#: unmasked and grouped-query with a sliding window).
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
-              "attention_causal", "gelu", "swiglu")
+              "attention", "gelu", "swiglu")
 
 requires_ptxas = pytest.mark.skipif(not all(find_ptxas(a) for a in ARCHS),
                                     reason="ptxas is not in the Triton wheel")

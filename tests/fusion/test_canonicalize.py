@@ -150,3 +150,17 @@ ENTRY e {
     (want,) = evaluate(module, x)
     (got,) = evaluate(canonicalize(module), x)
     np.testing.assert_array_equal(got, want)
+
+
+def test_convert_of_a_reshape_becomes_a_reshape_of_the_convert():
+    """XLA's ReshapeMover: the reshape goes last (a view), the convert next to the producer."""
+    text = _module("  e = f32[2,3,4] exponential(q)\n  r = f32[6,4] reshape(e)\n"
+                   "  ROOT c = bf16[6,4] convert(r)", "q = f32[2,3,4] parameter(0)")
+    module = canonicalize(parse_hlo(text))
+    verify_module(module)
+    root = module.entry.root
+    assert root.opcode == "reshape" and root.shape.dims == (6, 4) and root.shape.dtype == "bf16"
+    convert = module.entry.instruction(root.operands[0])
+    assert convert.opcode == "convert" and convert.shape.dims == (2, 3, 4)
+    q = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    assert _bits_equal(evaluate(module, q), evaluate(parse_hlo(text), q))

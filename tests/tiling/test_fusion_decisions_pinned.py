@@ -26,8 +26,11 @@ PLACES = (ROOT / "tests" / "data" / "hlo", ROOT / "bench" / "programs",
 # every producer after each merge), default ``FusionOptions``; the printed fused modules of
 # the two versions were compared and are identical on every one of these programs.
 PINNED_KERNELS = {
+    "attention_bf16_4x16x2048x128.hlo": 1,
+    "attention_causal_bf16_4x16x2048x128.hlo": 1,
     "attention_causal_bf16_4x8x512x64.hlo": 1,
     "attention_causal_f32_4x8x512x64.hlo": 1,
+    "attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512.hlo": 1,
     "batched_einsum.before.hlo": 1,
     "bf16_gelu.before.hlo": 1,
     "bf16_softmax.before.hlo": 1,

@@ -7,8 +7,9 @@ No op name is looked at: each dim of each instruction gets a *role* by walking t
 analysis' output -> operand maps (``tiling.indexing_analysis``) from the root down to the
 operands:
 
-* ``("b", i)``: batch dim ``i`` of the second dot's output (one program per batch element);
-* ``"q"``: the query dim (the second dot's lhs free dim);
+* ``("b", i)``: batch dim ``i`` of the kernel (one program per batch element): the second
+  dot's batch dims, then its lhs free dims but the last;
+* ``"q"``: the query dim (the second dot's last lhs free dim);
 * ``"k"``: the key dim: the second dot's lhs contracting dim, and the reduced dim of every
   reduction of the normalization;
 * ``"d"``: the second dot's rhs free dim (the value dim), ``"c"``: the first dot's contracting
@@ -16,8 +17,14 @@ operands:
 * ``None``: a dim of extent 1, or one the map reads at a constant index.
 
 It is attention when the walk reaches the first dot with roles ``(b..., "q", "k")`` (its batch
-dims, its lhs free dim, its rhs free dim): the dim the reductions reduce and the dim the second
-dot contracts are then one and the same dim of the scores.  Each instruction must be read at
+dims, its lhs free dims, its rhs free dim): the dim the reductions reduce and the dim the second
+dot contracts are then one and the same dim of the scores.
+
+Grouped-query attention as JAX writes it without repeating K and V (``q`` reshaped to
+``[batch, kv_heads, group, queries, head]``, dots batched over ``(batch, kv_heads)``) gives
+each dot's lhs two free dims: the group is then one more batch role, which the dots' rhs (K
+and V) do not have, so the kernel reads them at ``(batch, kv_head)`` only, each kv head
+shared by the ``group`` query heads (the second example below).  Each instruction must be read at
 one set of roles (no transposed second read), and the template's limits must hold (float dot
 operands, head and value dims of at most ``MAX_HEAD_DIM``).
 
@@ -42,6 +49,24 @@ operands, head and value dims of at most ``MAX_HEAD_DIM``).
 ('s', 'o', (2,), 16, 16, ('m',))
 >>> pattern.roles["m"]
 (('b', 0), 'q')
+>>> g = parse_hlo('''HloModule g
+... mx { a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT m = f32[] maximum(a, b) }
+... ENTRY e {
+...   q = f32[2,4,16,8] parameter(0)
+...   k = f32[2,16,8] parameter(1)
+...   v = f32[2,16,8] parameter(2)
+...   s = f32[2,4,16,16] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+...   z = f32[] constant(-inf)
+...   m = f32[2,4,16] reduce(s, z), dimensions={3}, to_apply=mx
+...   b = f32[2,4,16,16] broadcast(m), dimensions={0,1,2}
+...   p = f32[2,4,16,16] subtract(s, b)
+...   ROOT o = f32[2,4,16,8] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+... }''')
+>>> grouped = analyze_attention(g.entry)
+>>> grouped.batch, grouped.queries, grouped.roles["k"]
+((2, 4), 16, (('b', 0), 'k', 'c'))
 """
 from __future__ import annotations
 
@@ -67,7 +92,8 @@ Role = "tuple[str, int] | str | None"
 class AttentionPattern:
     """What the attention template needs to know about the computation.
 
-    ``batch``: sizes of the second dot's batch dims; ``queries``/``keys``: the query and key
+    ``batch``: sizes of the kernel's batch dims (the second dot's batch dims, then its lhs free
+    dims but the query dim: a query-head group); ``queries``/``keys``: the query and key
     extents; ``head_dim``: the first dot's contraction; ``value_dim``: the second dot's rhs
     free dim; ``reduces``: the normalization's reductions in dependency order; ``roles``: the
     role of every dim of every instruction reached from the root (see the module docstring).
@@ -111,6 +137,10 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     nb = len(second.attr("lhs_batch_dims", ()))
     if len(first.attr("lhs_batch_dims", ())) != nb:
         raise NotAttention(f"{first.name} and {second.name} have different batch dims")
+    if first.shape.rank != second.shape.rank:
+        raise NotAttention(f"{first.name} and {second.name} have different ranks")
+    # The lhs free dims but the last (a query-head group) are batch dims of the kernel.
+    nb = second.shape.rank - 2
     out_roles = tuple(("b", i) for i in range(nb)) + ("q", "d")
     out_roles = _units_dropped(out_roles, second.shape.dims)
     roles = _propagate(comp, root.name, _units_dropped(out_roles, root.shape.dims), first.name,
@@ -170,8 +200,10 @@ def _check_dot(comp: HloComputation, dot: HloInstruction) -> None:
     for side, shape in zip(("lhs", "rhs"), shapes):
         if len(dot.attr(f"{side}_contracting_dims", ())) != 1:
             raise NotAttention(f"{dot.name} contracts more or fewer than one {side} dim")
-        if len(_free(shape.rank, dot, side)) != 1:
-            raise NotAttention(f"{dot.name}'s {side} has more or fewer than one free dim")
+        free = len(_free(shape.rank, dot, side))
+        if free != 1 and not (side == "lhs" and free > 1):
+            # Several lhs free dims are a query-head group (batch roles) and the query dim.
+            raise NotAttention(f"{dot.name}'s {side} has {free} free dims, not one")
         if shape.dtype not in FLOAT_DOT_TYPES:
             raise NotAttention(f"{dot.name}'s {side} is {shape.dtype}; the template multiplies "
                                f"{', '.join(FLOAT_DOT_TYPES)}")
@@ -183,14 +215,18 @@ def _check_dot(comp: HloComputation, dot: HloInstruction) -> None:
 
 def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,
                        contracting: str) -> tuple:
-    """An operand's roles from the dot's: batch dims and the free dim take their output dim's
-    role (output = batch dims, lhs free dim, rhs free dim), the contracting dim ``contracting``."""
+    """An operand's roles from the dot's: batch dims and free dims take their output dim's
+    role (output = batch dims, lhs free dims, rhs free dim), the contracting dim
+    ``contracting``."""
     batch = dot.attr(f"{side}_batch_dims", ())
     roles: list = [None] * rank
     for i, dim in enumerate(batch):
         roles[dim] = mine[i]
     roles[dot.attr(f"{side}_contracting_dims")[0]] = contracting
-    roles[_free(rank, dot, side)[0]] = mine[len(batch) + (0 if side == "lhs" else 1)]
+    free = _free(rank, dot, side)
+    own = mine[len(batch):len(batch) + len(free)] if side == "lhs" else mine[-1:]
+    for dim, role in zip(free, own):
+        roles[dim] = role
     return tuple(roles)
 
 

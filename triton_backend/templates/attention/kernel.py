@@ -110,15 +110,24 @@ def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
 
 
 def _operand_indices(dot: HloInstruction, side: str, rank: int, batch, free, contracting):
-    """Indices of a dot operand from its dimension numbers (any layout or dim order)."""
+    """Indices of a dot operand from its dimension numbers (any layout or dim order).
+
+    ``batch`` holds the kernel's batch indices: the dot's batch dims, then (a query-head
+    group) the lhs free dims before the query dim, which the rhs does not have: grouped-query
+    attention reads K and V at the kv head alone, shared by the group."""
     out: list = [None] * rank
     batch_dims = dot.attr(f"{side}_batch_dims", ())
     for i, dim in enumerate(batch_dims):
         out[dim] = batch[i]
     (c,) = dot.attr(f"{side}_contracting_dims")
     out[c] = contracting
-    (f,) = [k for k in range(rank) if out[k] is None and k != c]
-    out[f] = free
+    frees = [k for k in range(rank) if out[k] is None and k != c]
+    own = [*batch[len(batch_dims):], free] if side == "lhs" else [free]
+    if len(own) != len(frees):
+        raise UnsupportedOpError(f"{dot.name}'s {side} has {len(frees)} free dims, the kernel "
+                                 f"indexes {len(own)}", where=dot.name)
+    for k, index in zip(frees, own):
+        out[k] = index
     return tuple(out)
 
 
