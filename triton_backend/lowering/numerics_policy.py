@@ -14,7 +14,11 @@
    when it is unset and 3.10 changes the default), and ``ptx_report`` passes
    ``enable_fp_fusion=False``.  So ``a * b + c`` is two roundings on every release.
 3. **Exactly rounded where XLA is**: add, subtract, multiply, ``div_rn`` for divide (plain
-   ``/`` is ``div.full.f32``, ~2 ulp), ``sqrt_rn`` for sqrt (``tl.sqrt`` is
+   ``/`` is ``div.full.f32``, ~2 ulp), except a divide by a constant, which XLA's
+   AlgebraicSimplifier makes a multiply by the constant's reciprocal (so do we, bit for bit
+   XLA:CPU's: the reciprocal rounded to f32 for f32 and bf16, to f16 for f16; ``x / 11.3137``
+   is ``x * 0.0883883``, within an ulp of the quotient; exact for a power of two), ``sqrt_rn``
+   for sqrt (``tl.sqrt`` is
    ``sqrt.approx.ftz``), and all integer, compare, select, convert, rounding, abs, negate,
    sign, min/max ops are bit-exact.  Plain ``add.rn.f32`` does not flush denormals.
 4. **Transcendentals** (exp, expm1, log, log1p, tanh, logistic, rsqrt, cbrt, sin, cos, tan,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import ml_dtypes
+import numpy as np
 
 from fusion.ir.element_types import ElementType
 from fusion.errors import UnsupportedOpError
@@ -233,10 +234,11 @@ def lower_count_leading_zeros(call: ElementwiseCall) -> str:
 def lower_divide(call: ElementwiseCall) -> str:
     x, y = (_p(o) for o in call.operands)
     t = call.result_type
-    reciprocal = _exact_reciprocal(call.splats[1] if len(call.splats) > 1 else None, t)
+    reciprocal = _constant_reciprocal(call.splats[1] if len(call.splats) > 1 else None, t)
     if reciprocal is not None:
-        # x / 2^k and x * 2^-k round the same real number once: the same bits (XLA's
-        # AlgebraicSimplifier makes this rewrite), without a division's Newton steps.
+        # XLA's AlgebraicSimplifier rewrites A / C to A * (1 / C) for a constant C, with 1 / C
+        # rounded to C's type (exact when C is a power of two): XLA runs a multiply, and so
+        # do we, without a division's Newton steps (div_rn is ~10 instructions per element).
         return f"{x} * {reciprocal!r}"
     if t.name == "f64":
         return f"{x} / {y}"  # div.rn.f64; div_rn only takes fp32
@@ -251,18 +253,34 @@ def lower_divide(call: ElementwiseCall) -> str:
     return f"tl.where({y} == 0, {y} * 0 - 1, {x} // {safe_y})"
 
 
-def _exact_reciprocal(divisor: object, t: ElementType) -> float | None:
-    """``1 / divisor`` when the divisor is a power of two whose reciprocal is a normal number
-    of ``t`` (a float type), else None.
+#: The type XLA computes ``1 / C`` in when its simplifier rewrites ``A / C`` (checked against
+#: XLA:CPU): f32 and f16 invert in their own type; bf16 arithmetic is widened to f32 first.
+#: Others (f64: a Python float literal reaches Triton as fp32; the 8-bit floats) divide,
+#: unless the reciprocal is exact.
+_RECIPROCAL_TYPES = {"bf16": np.float32, "f16": np.float16, "f32": np.float32}
+
+
+def _constant_reciprocal(divisor: object, t: ElementType) -> float | None:
+    """``1 / divisor`` as XLA multiplies by it (see ``_RECIPROCAL_TYPES``; exact for a power
+    of two), when the divisor and its reciprocal are finite normal numbers of ``t`` (a float
+    type), else None.
 
     >>> from fusion.ir.element_types import ELEMENT_TYPES as T
-    >>> _exact_reciprocal(8.0, T["bf16"]), _exact_reciprocal(3.0, T["f32"]), _exact_reciprocal(2.0 ** 127, T["f32"])
-    (0.125, None, None)
+    >>> _constant_reciprocal(8.0, T["bf16"]), _constant_reciprocal(3.0, T["bf16"])
+    (0.125, 0.3333333432674408)
+    >>> _constant_reciprocal(3.0, T["f64"]), _constant_reciprocal(2.0 ** 127, T["f32"])
+    (None, None)
     """
     if not _is_float(t) or not isinstance(divisor, float) or not math.isfinite(divisor) \
-            or divisor == 0.0 or math.frexp(abs(divisor))[0] != 0.5:
+            or divisor == 0.0:
         return None
-    reciprocal = 1.0 / divisor
+    if math.frexp(abs(divisor))[0] == 0.5:
+        reciprocal = 1.0 / divisor
+    elif t.name in _RECIPROCAL_TYPES:
+        kind = _RECIPROCAL_TYPES[t.name]
+        reciprocal = float(kind(1.0) / kind(divisor))
+    else:
+        return None
     info = ml_dtypes.finfo(t.numpy_dtype())
     return reciprocal if float(info.tiny) <= abs(reciprocal) <= float(info.max) else None
 
