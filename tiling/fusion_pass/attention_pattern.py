@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
+from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, const, d
 from tiling.maps.expr_variables import substitute, used_variables
 from tiling.indexing_analysis import output_to_input_indexing
@@ -209,8 +210,10 @@ def _check_dot(comp: HloComputation, dot: HloInstruction) -> None:
                                f"{', '.join(FLOAT_DOT_TYPES)}")
     if dot.shape.dtype not in FLOAT_DOT_TYPES:
         raise NotAttention(f"{dot.name} produces {dot.shape.dtype}")
-    if dot.attr("algorithm", None) is not None:
-        raise NotAttention(f"{dot.name} names a dot algorithm")
+    algorithm = dot.attr("algorithm", None)
+    if algorithm is not None and str(algorithm) not in DOT_ALGORITHM_PRECISIONS:
+        raise NotAttention(f"{dot.name} names dot algorithm {algorithm}, which the template "
+                           "does not lower")
 
 
 def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,

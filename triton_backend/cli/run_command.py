@@ -13,7 +13,9 @@ type's tolerance (``triton_backend.host.output_check``); a failed check exits wi
 through ``torch.distributed``; inputs, outputs and ``--check`` per rank (``world_run``).
 
 ``--tile NAME=T0,T1,...`` (repeatable) sets the tile sizes of fusion NAME; ``--no-fuse`` runs an
-unfused module op by op (one-op fusions) instead of fusing it first.
+unfused module op by op (one-op fusions) instead of fusing it first.  ``--f32-dot-precision
+tf32`` (or ``tf32x3``) runs f32 dots as TF32 (``compile_hlo``'s ``f32_dot_precision``); with
+``tf32``, ``--check`` compares f32 outputs at ``output_check.TF32_TOLERANCE``.
 """
 from __future__ import annotations
 
@@ -61,11 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared with ``fusion-compile compile``: ``--tile`` and ``--no-fuse``."""
+    """Options shared with ``fusion-compile compile``: ``--tile``, ``--no-fuse`` and
+    ``--f32-dot-precision``."""
     parser.add_argument("--tile", action="append", default=[], metavar="NAME=T0,T1,...",
                         help="tile sizes of fusion NAME (powers of two, one per output dim)")
     parser.add_argument("--no-fuse", action="store_true",
                         help="do not fuse an unfused module; run its ops as one-op fusions")
+    parser.add_argument("--f32-dot-precision", choices=("ieee", "tf32", "tf32x3"),
+                        default="ieee",
+                        help="f32 dots without an algorithm or HIGHEST precision: exact (ieee, "
+                             "the default) or on TF32 tensor cores (tf32, tf32x3)")
 
 
 def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
@@ -98,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if args.world_size != 1:
         return _run_world(module, args, paths, tiling)
     start = time.perf_counter()
-    compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse)
+    compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse,
+                           f32_dot_precision=args.f32_dot_precision)
     compile_s = time.perf_counter() - start
     _log.info("compiled %d kernel(s) in %.2fs (fusion mode %s)", len(compiled.fusions),
               compile_s, compiled.fusion_mode)
@@ -112,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
     save_requested(module, paths, inputs, outputs)
     out_types = output_types(module)
     where = "Triton interpreter (CPU)" if compiled.device.type == "cpu" else str(compiled.device)
-    comparisons = _compare(module, inputs, outputs, out_types, args.max_iterations) \
-        if args.check else None
+    comparisons = _compare(module, inputs, outputs, out_types, args.max_iterations,
+                           args.f32_dot_precision) if args.check else None
     failed = [c.key for c in comparisons or () if not c.passed]
     if args.json:
         emit("run", {"module": module.name, "inputs": inputs_description(args),
@@ -160,9 +168,10 @@ def _run_world(module, args, paths, tiling) -> int:
     return CHECK_FAILED if failed else 0
 
 
-def _compare(module, inputs, outputs, out_types, max_iterations=None) -> list[OutputComparison]:
+def _compare(module, inputs, outputs, out_types, max_iterations=None,
+             f32_dot_precision="ieee") -> list[OutputComparison]:
     references = evaluate(module, *inputs, max_while_iterations=max_iterations)
-    return [compare_output(f"o{n}", ref, out, dtype)
+    return [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision)
             for n, (ref, out, dtype) in enumerate(zip(references, outputs, out_types))]
 
 

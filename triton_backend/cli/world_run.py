@@ -23,6 +23,7 @@ from fusion.errors import BadArgumentError
 from fusion.evaluator.npz_io import load_arrays, random_inputs, save_arrays
 from fusion.evaluator.spmd import evaluate_spmd
 from fusion.ir.hlo_module import HloModule
+from fusion.transforms.dot_algorithm import with_f32_dot_precision
 from triton_backend.cli.npz_files import output_types, summary
 from triton_backend.host.output_check import OutputComparison, compare_output
 from triton_backend.runtime.atomic_files import atomic_output
@@ -73,10 +74,11 @@ def write_npz_keys(path: Path, keys: list[str], arrays: list, types: list[str]) 
         save_arrays(handle, dict(zip(keys, arrays)), dict(zip(keys, types)))
 
 
-def compare_ranks(module: HloModule, inputs: list, outputs: list) -> list[OutputComparison]:
+def compare_ranks(module: HloModule, inputs: list, outputs: list,
+                  f32_dot_precision: str = "ieee") -> list[OutputComparison]:
     """Every rank's outputs against ``evaluate_spmd``'s, keyed ``oK_rankR``."""
     types = output_types(module)
-    return [compare_output(f"o{k}_rank{r}", ref, out, dtype)
+    return [compare_output(f"o{k}_rank{r}", ref, out, dtype, f32_dot_precision=f32_dot_precision)
             for r, (refs, outs) in enumerate(zip(evaluate_spmd(module, inputs), outputs))
             for k, (ref, out, dtype) in enumerate(zip(refs, outs, types))]
 
@@ -88,10 +90,13 @@ def run_world(module: HloModule, args: argparse.Namespace, paths, tiling) -> tup
     inputs = rank_inputs(module, args)
     # The file's own text, so that an error's line is the file's line.
     text = Path(args.file).read_text() if args.file != "-" else module
+    if args.f32_dot_precision != "ieee":  # the ranks compile the module with its algorithms
+        text = with_f32_dot_precision(module, args.f32_dot_precision)
     (outputs,) = run_processes([text], [inputs], args.world_size, fuse=not args.no_fuse,
                                tiling=tiling)
     write_rank_files(module, paths, inputs, outputs)
-    return inputs, outputs, compare_ranks(module, inputs, outputs) if args.check else None
+    return inputs, outputs, \
+        compare_ranks(module, inputs, outputs, args.f32_dot_precision) if args.check else None
 
 
 def print_ranks(module: HloModule, outputs: list, paths) -> None:

@@ -46,6 +46,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
+from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
 from fusion.transforms.reducer_inlining import inline_reducer_fusions
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
@@ -79,7 +80,8 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                 tiling: Mapping[str, TileSizes] | None = None, fuse: bool = True,
                 physical_outputs: bool = False, tuning_device: str | None = AUTO,
                 tuning_db: Any = None, cache: bool | None = None, rank: int | None = None,
-                world_size: int | None = None, cuda_graph: bool | str = False) -> CompiledModule:
+                world_size: int | None = None, cuda_graph: bool | str = False,
+                f32_dot_precision: str = "ieee") -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
@@ -105,7 +107,13 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     replays the module's launches from a CUDA graph captured on the first call
     (``cuda_graphs``); a module a graph cannot capture is refused here, located.  Without a
     GPU it does nothing.
+
+    ``f32_dot_precision`` (``"ieee"``, ``"tf32"``, ``"tf32x3"``) is the opt-in to TF32 for f32
+    dots, as ``torch.backends.cuda.matmul.allow_tf32`` is: every f32 x f32 dot without an
+    ``algorithm`` and not asked for ``highest`` precision gets XLA's TF32 algorithm
+    (``fusion.transforms.dot_algorithm``) before anything else; ``"ieee"`` keeps them exact.
     """
+    text_or_module = _f32_dots_as(text_or_module, check_f32_dot_precision(f32_dot_precision))
     cuda_graph = check_mode(cuda_graph)
     rank, world_size = resolve_world(rank, world_size, lambda: _devices_asked(text_or_module))
     device = _pinned(configure_launch_mode())
@@ -127,6 +135,17 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
         if key is not None:
             _store(key, compiled)
     return _graphed(_placed(compiled, rank, world_size), cuda_graph)
+
+
+def _f32_dots_as(text_or_module: str | HloModule, precision: str) -> str | HloModule:
+    """The module to compile: ``text_or_module`` with its f32 dots given ``precision``'s
+    algorithm, itself when none changes (then the module cache shares its entry with
+    ``"ieee"``); the cache keys the changed module by its text, algorithms included."""
+    if precision == "ieee":
+        return text_or_module
+    module = _parse(text_or_module)
+    changed = with_f32_dot_precision(module, precision)
+    return text_or_module if changed is module else changed
 
 
 def _graphed(compiled: CompiledModule, cuda_graph: bool | str) -> CompiledModule:

@@ -14,7 +14,12 @@ Numerics (matching XLA's reference evaluator):
   TF32 (``dot_tf32_tf32_f32`` -> ``"tf32"``, ``dot_tf32_tf32_f32_x3`` -> ``"tf32x3"``).  XLA:GPU
   would use TF32 for ``operand_precision=default``; we follow XLA:CPU and JAX's documented
   default semantics instead (exact unless asked), so results do not depend on the target.
-  ``operand_precision`` ``highest``/``high``/``default`` all mean exact here.
+  ``operand_precision`` ``highest``/``high``/``default`` all mean exact here.  TF32 is an
+  explicit option: ``compile_hlo(f32_dot_precision="tf32")`` (or ``"tf32x3"``) gives every f32
+  dot without an algorithm and without ``highest`` operand precision XLA's TF32 algorithm
+  first (``fusion.transforms.dot_algorithm``), as ``torch.backends.cuda.matmul.allow_tf32``
+  is an opt-in; TF32 keeps 10 mantissa bits (about 1e-3 relative per product), so checks of
+  such a module allow for it (``output_check.TF32_TOLERANCE``).
 * bf16 and f16 operands are multiplied on the tensor cores with an fp32 accumulator
   (``out_dtype=tl.float32``), rounded once to the dot's type.
 * f8e4m3fn x f8e4m3fn and f8e5m2 x f8e5m2 go to the tensor cores as fp8 on a GPU (sm_89+:
@@ -49,6 +54,7 @@ import math
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.opcodes import traits
+from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from fusion.ir.shape import ArrayShape
 from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
@@ -64,11 +70,7 @@ from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind,
                                                    refuse_other_loops)
 from triton_backend.runtime.kernel_cache import KernelCache
 
-_ALGORITHM_PRECISION = {
-    "dot_f32_f32_f32": "ieee",
-    "dot_tf32_tf32_f32": "tf32",
-    "dot_tf32_tf32_f32_x3": "tf32x3",
-}
+_ALGORITHM_PRECISION = DOT_ALGORITHM_PRECISIONS
 
 _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8",
                    "f8e4m3fn": "xla_math.DOT_F8E4M3FN", "f8e5m2": "xla_math.DOT_F8E5M2"}
