@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     removed = stale_files(out_dir, args.force)  # a refused directory fails before any work
     module = read_verified_module(args.file)
     compiled = compile_hlo(module, target=args.target, tiling=tiling, fuse=not args.no_fuse,
-                           f32_dot_precision=args.f32_dot_precision)
+                           f32_dot_precision=args.f32_dot_precision,
+                           dot_library=args.dot_library)
     report = build_report(compiled, device=args.device)
     # Only now, with everything compiled: a failed compile leaves the directory as it was.
     prepare_output_dir(out_dir, removed)

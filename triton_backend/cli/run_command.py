@@ -63,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared with ``fusion-compile compile``: ``--tile``, ``--no-fuse`` and
-    ``--f32-dot-precision``."""
+    """Options shared with ``fusion-compile compile``: ``--tile``, ``--no-fuse``,
+    ``--f32-dot-precision`` and ``--dot-library``."""
     parser.add_argument("--tile", action="append", default=[], metavar="NAME=T0,T1,...",
                         help="tile sizes of fusion NAME (powers of two, one per output dim)")
     parser.add_argument("--no-fuse", action="store_true",
@@ -73,6 +73,9 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
                         default="ieee",
                         help="f32 dots without an algorithm or HIGHEST precision: exact (ieee, "
                              "the default) or on TF32 tensor cores (tf32, tf32x3)")
+    parser.add_argument("--dot-library", choices=("auto", "never", "always"), default="auto",
+                        help="plain dot fusions (nothing fused) as one torch.einsum call "
+                             "(cuBLAS on a GPU): auto (large dots on a GPU), never, always")
 
 
 def parse_tiling(specs: list[str]) -> dict[str, tuple[int, ...]]:
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_world(module, args, paths, tiling)
     start = time.perf_counter()
     compiled = compile_hlo(module, tiling=tiling, fuse=not args.no_fuse,
-                           f32_dot_precision=args.f32_dot_precision)
+                           f32_dot_precision=args.f32_dot_precision,
+                           dot_library=args.dot_library)
     compile_s = time.perf_counter() - start
     _log.info("compiled %d kernel(s) in %.2fs (fusion mode %s)", len(compiled.fusions),
               compile_s, compiled.fusion_mode)

@@ -69,6 +69,9 @@ from triton_backend.driver.process_world import (
 )
 from triton_backend.host.distributed import join_process_groups
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
+from triton_backend.templates.dot.library_call import (
+    LibraryDot, check_dot_library, library_dot_reason,
+)
 
 TileSizes = Sequence[int]
 
@@ -81,7 +84,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
                 physical_outputs: bool = False, tuning_device: str | None = AUTO,
                 tuning_db: Any = None, cache: bool | None = None, rank: int | None = None,
                 world_size: int | None = None, cuda_graph: bool | str = False,
-                f32_dot_precision: str = "ieee") -> CompiledModule:
+                f32_dot_precision: str = "ieee", dot_library: str = AUTO) -> CompiledModule:
     """Compile every kernel of a module; the result runs the ENTRY computation on torch tensors.
 
     ``target`` (``"sm_80"``, ``"sm_90"``, 80, 90) keys the kernel cache; ``tiling`` maps fusion
@@ -112,14 +115,20 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     dots, as ``torch.backends.cuda.matmul.allow_tf32`` is: every f32 x f32 dot without an
     ``algorithm`` and not asked for ``highest`` precision gets XLA's TF32 algorithm
     (``fusion.transforms.dot_algorithm``) before anything else; ``"ieee"`` keeps them exact.
+
+    ``dot_library`` (``"auto"``, ``"never"``, ``"always"``) runs plain dot fusions (nothing
+    fused) as one ``torch.einsum`` (cuBLAS on a GPU), by the rule of
+    ``templates.dot.library_call``: ``"auto"`` for tensor-core-sized dots on a GPU only.
     """
+    dot_library = check_dot_library(dot_library)
     text_or_module = _f32_dots_as(text_or_module, check_f32_dot_precision(f32_dot_precision))
     cuda_graph = check_mode(cuda_graph)
     rank, world_size = resolve_world(rank, world_size, lambda: _devices_asked(text_or_module))
     device = _pinned(configure_launch_mode())
     tuning_device = resolve_tuning_device(tuning_device, device)
     key = _module_key(text_or_module, target, tiling, fuse, physical_outputs, tuning_device,
-                      tuning_db, device, world_size) if module_cache.enabled(cache) else None
+                      tuning_db, device, world_size, dot_library) \
+        if module_cache.enabled(cache) else None
     if key is not None:
         compiled = _cached(key, text_or_module, device, physical_outputs, tuning_device)
         if compiled is not None:
@@ -131,7 +140,7 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     # whole heap (two on a 20,000-op chain, a tenth of the compile).
     with paused_gc():
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
-                            tuning_device, tuning_db, device, world_size)
+                            tuning_device, tuning_db, device, world_size, dot_library)
         if key is not None:
             _store(key, compiled)
     return _graphed(_placed(compiled, rank, world_size), cuda_graph)
@@ -185,8 +194,9 @@ def _store(key: module_cache.ModuleKey, compiled: CompiledModule) -> None:
 def _compile(text_or_module: str | HloModule, target: str | int | None,
              tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
              tuning_device: str | None, tuning_db: Any, device: torch.device,
-             world_size: int = 1) -> CompiledModule:
-    """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel."""
+             world_size: int = 1, dot_library: str = "never") -> CompiledModule:
+    """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel
+    (a plain dot chosen by ``dot_library``'s rule: a library call, ``_compile_one``)."""
     # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
     # scalar code, so the fusion is inlined first (the same ops, the same value).
     source = inline_reducer_fusions(_parse(text_or_module))
@@ -209,7 +219,8 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
             module, fusions, splits = _compile_fusions(
                 module, tiling, _cache_target(target),
                 _tuned(module, tuning_device, tuning_db, tiling),
-                split=number == len(attempts) - 1)  # the last attempt: split, not refuse
+                split=number == len(attempts) - 1,  # the last attempt: split, not refuse
+                library=(dot_library, device.type == "cuda"))
             fallbacks.extend(splits)
             break
         except UnsupportedOpError as err:
@@ -229,12 +240,12 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
 def _module_key(text_or_module: str | HloModule, target: str | int | None,
                 tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
                 tuning_device: str | None, tuning_db: Any, device: torch.device,
-                world_size: int = 1) -> module_cache.ModuleKey | None:
+                world_size: int = 1, dot_library: str = AUTO) -> module_cache.ModuleKey | None:
     """The module cache's key for a compile: the text and every option that changes its
     result; None when an input cannot be keyed (the compile then reports what is wrong)."""
     options = {"target": _cache_target(target) or "", "fuse": repr(bool(fuse)),
                "physical_outputs": repr(bool(physical_outputs)), "device": str(device),
-               "tuning_device": repr(tuning_device)}
+               "tuning_device": repr(tuning_device), "dot_library": dot_library}
     if world_size > 1:  # the coverage a plan passed depends on it (one device or several)
         options["world_size"] = str(world_size)
     try:
@@ -414,10 +425,12 @@ def _tuned(module: HloModule, device_key: str | None, db: Any,
 
 def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes], target: str | None,
                      tuned: Mapping[str, _Tuned], split: bool = False,
+                     library: tuple[str, bool] = ("never", False),
                      ) -> tuple[HloModule, dict[str, Any], tuple[str, ...]]:
     """Every launched fusion of ``module`` compiled, by name.  With ``split``, a contraction
     fusion the templates refuse is split in two kernels (``_split_or_raise``): the module
-    returned is then the split one, and the reasons say so."""
+    returned is then the split one, and the reasons say so.  ``library``: the
+    ``dot_library`` option and whether kernels run on a GPU (``_compile_one``)."""
     fusions = [(module.computation(c), i) for c in host_computations(module)
                for i in module.computation(c).instructions if i.opcode == "fusion"]
     names = {i.name for _, i in fusions}
@@ -433,7 +446,7 @@ def _compile_fusions(module: HloModule, tiling: dict[str, TileSizes], target: st
     splits: list[str] = []
     for comp, instr in launched:
         try:
-            compiled[instr.name] = _compile_one(module, instr, tiling, target, tuned)
+            compiled[instr.name] = _compile_one(module, instr, tiling, target, tuned, library)
         except UnsupportedOpError as err:
             refused = _unsupported_in(err, module, comp, instr)
             if not split:
@@ -465,8 +478,13 @@ def _split_or_raise(module: HloModule, comp: HloComputation, instr: HloInstructi
 
 
 def _compile_one(module: HloModule, instr: HloInstruction, tiling: dict[str, TileSizes],
-                 target: str | None, tuned: Mapping[str, _Tuned]) -> Any:
-    """One launched fusion compiled: with its tuned sizes, given sizes or the default."""
+                 target: str | None, tuned: Mapping[str, _Tuned],
+                 library: tuple[str, bool] = ("never", False)) -> Any:
+    """One launched fusion compiled: a plain dot the ``dot_library`` rule gives the library
+    as a ``LibraryDot`` (no kernel); else with its tuned sizes, given sizes or the default."""
+    reason = library_dot_reason(module, instr, library[0], library[1], instr.name in tiling)
+    if reason is not None:
+        return LibraryDot.of(module, instr, reason)
     if instr.name in tuned:
         return _compile_tuned(module, instr, tuned[instr.name], target)
     sizes = tiling.get(instr.name)

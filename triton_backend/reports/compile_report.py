@@ -43,6 +43,7 @@ from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend.templates.attention.driver import attention_form, attention_pattern
 from triton_backend.templates.dot.driver import dot_spec
+from triton_backend.templates.dot.library_call import LibraryDot
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report, sass_loops
@@ -155,6 +156,9 @@ class LibraryCallReport:
     torch_call: str
     input_shapes: tuple[str, ...] = ()
     output_shapes: tuple[str, ...] = ()
+    #: Why it is a library call rather than a kernel (a plain dot fusion: the
+    #: ``dot_library`` rule of ``templates.dot.library_call``); empty for host ops.
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,8 @@ class ModuleReport:
     output_shapes: tuple[str, ...] = ()
     #: The device of the kernels' ``model`` (None: not modeled).
     device: str | None = None
-    #: FFTs, linear algebra and top-k run by torch on the host (``host.library_calls``).
+    #: FFTs, linear algebra and top-k run by torch on the host (``host.library_calls``), and
+    #: plain dot fusions run as ``torch.einsum`` (``templates.dot.library_call``).
     library_calls: tuple[LibraryCallReport, ...] = ()
 
     @property
@@ -291,13 +296,16 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
     if device is not None:
         spec = device_spec(device)
     taken: set[str] = set()
-    fusions = []
+    fusions, dots = [], []
     for comp_name in host_computations(module):
         comp = module.computation(comp_name)
         for instr in comp.instructions:
             if instr.opcode != "fusion" or instr.name not in compiled.fusions:
                 continue
             kernel = compiled.fusions[instr.name]
+            if isinstance(kernel, LibraryDot):
+                dots.append(_library_dot_report(comp, instr, kernel, compiled.device))
+                continue
             analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
             operands = [comp.instruction(o).shape for o in dict.fromkeys(instr.operands)]
             read = sum(_array_bytes(s) for s in operands)
@@ -319,7 +327,7 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                           _shape_texts(site.computation.instruction(o).shape
                                        for o in site.instruction.operands),
                           _shape_texts(flatten_shape(site.instruction.shape)))
-        for site in library_call_sites(module))
+        for site in library_call_sites(module)) + tuple(dots)
     entry = module.entry
     inputs = [p.shape for p in entry.parameters]
     outputs = flatten_shape(entry.root.shape)
@@ -329,6 +337,15 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                         output_bytes=sum(_array_bytes(s) for s in outputs),
                         input_shapes=_shape_texts(inputs), output_shapes=_shape_texts(outputs),
                         device=None if spec is None else spec.key, library_calls=calls)
+
+
+def _library_dot_report(comp, instr, kernel: LibraryDot, device) -> LibraryCallReport:
+    """A plain dot fusion run as ``torch.einsum``: cuBLAS on a GPU, torch's matmul on a CPU."""
+    on_gpu = getattr(device, "type", None) == "cuda"
+    return LibraryCallReport(
+        instr.name, comp.name, "dot", "gemm", "cuBLAS" if on_gpu else "torch CPU matmul",
+        kernel.torch_call, _shape_texts(comp.instruction(o).shape for o in instr.operands),
+        _shape_texts(flatten_shape(instr.shape)), kernel.reason)
 
 
 def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[int, ...]:

@@ -72,6 +72,8 @@ def render_text(report: ModuleReport) -> str:
                      f"({c.target}) via {c.torch_call} on the host")
         lines.append(f"  inputs:   {', '.join(c.input_shapes) or 'none'}")
         lines.append(f"  outputs:  {', '.join(c.output_shapes)}")
+        if c.reason:
+            lines.append(f"  why:      {c.reason}")
         lines.append("")
     lines.append(f"module inputs:  {', '.join(report.input_shapes) or 'none'} "
                  f"({report.input_bytes} bytes)")
