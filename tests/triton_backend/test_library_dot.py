@@ -143,6 +143,12 @@ def test_auto_rule_needs_a_gpu_and_tensor_core_sized_dims():
     assert library_dot_reason(module, root, "never", on_gpu=True) is None
     small = _module(PLAIN["2d_f32"])
     assert library_dot_reason(small, small.entry.root, "auto", on_gpu=True) is None
+    f32 = fused_module(body.replace("bf16", "f32"),
+                       [("a", f"f32[{big},{big}]"), ("b", f"f32[{big},{2 * big}]")],
+                       f"f32[{big},{2 * big}]")
+    # f32 stays Triton under "auto": torch's matmul would follow the process-wide TF32 flags.
+    assert library_dot_reason(f32, f32.entry.root, "auto", on_gpu=True) is None
+    assert library_dot_reason(f32, f32.entry.root, "always", on_gpu=True) is not None
     assert library_dot_reason(small, small.entry.root, "always", on_gpu=False) is not None
 
 

@@ -139,7 +139,9 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
             continue
         if instr.opcode == "get-tuple-element":
             launches[step.name] = (ELEMENT, instr.attr("index"))
-            if instr.operands[0] in fusions and _made_contiguous(instr.shape):
+            producer = fusions.get(instr.operands[0])
+            if getattr(producer, "prepared_launch", None) is not None \
+                    and _made_contiguous(instr.shape):
                 contiguous.add(step.name)
             continue
         compiled = fusions[step.name]
@@ -152,7 +154,9 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
             locks.add(compiled.launch_lock(device))
         is_tuple = isinstance(instr.shape, TupleShape)
         launches[step.name] = (KERNEL_TUPLE if is_tuple else KERNEL_ONE, launch)
-        if not is_tuple and _made_contiguous(instr.shape):
+        # Only a kernel file's prepared launch allocates its outputs itself (row-major ones
+        # contiguous); anything else called here (a library call) may return a view.
+        if not is_tuple and prepared is not None and _made_contiguous(instr.shape):
             contiguous.add(step.name)
     locks.discard(None)
     plan = HostPlan.of(program, parameters, launches)

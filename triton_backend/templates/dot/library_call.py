@@ -18,8 +18,9 @@ free), computed in the result layout's dim order and returned as the logical vie
 
 * ``"auto"`` (the default): the library only when kernels run on a GPU (the compile's device
   is ``cuda``, not the Triton interpreter), the dot is plain, no explicit ``tiling`` names the
-  fusion, and its M, N and K (per batch: lhs free, rhs free and contracting elements) are each
-  at least :data:`MIN_LIBRARY_DIM` (128): tensor-core sized.  There cuBLAS's GEMMs are the
+  fusion, its type is bf16 or f16 (:data:`AUTO_LIBRARY_TYPES`), and its M, N and K (per
+  batch: lhs free, rhs free and contracting elements) are each at least
+  :data:`MIN_LIBRARY_DIM` (128): tensor-core sized.  There cuBLAS's GEMMs are the
   reference that Triton's own matmul tutorial matches at best, and XLA:GPU's GemmRewriter
   sends such dots to cuBLAS unless autotuning picks Triton.  Smaller dots stay Triton (a
   library call's launch overhead and fixed tiles buy nothing there).  Under the interpreter
@@ -28,7 +29,9 @@ free), computed in the result layout's dim order and returned as the logical vie
 * ``"never"``: every dot is a Triton kernel.
 
 Numerics: bf16/f16 products are accumulated in f32 by cuBLAS and torch's CPU kernels and
-rounded once to the result type, like the Triton template; f32 follows torch's
+rounded once to the result type, like the Triton template (torch's
+``allow_bf16/fp16_reduced_precision_reduction`` let cuBLAS's split-K reduce partial sums in
+16 bits; turn them off for XLA's numerics); f32 (``"always"`` only) follows torch's
 ``float32_matmul_precision`` (default ``"highest"``: exact, no TF32).
 
 >>> import fusion
@@ -66,6 +69,11 @@ MIN_LIBRARY_DIM = 128
 
 #: Element types a plain dot has (all operands and the result the same).
 LIBRARY_DOT_TYPES = frozenset({"bf16", "f16", "f32"})
+
+#: The types ``"auto"`` sends to the library: not f32, whose torch matmul follows the
+#: process-wide ``allow_tf32``/``float32_matmul_precision`` rather than the module's own
+#: ``f32_dot_precision``.
+AUTO_LIBRARY_TYPES = frozenset({"bf16", "f16"})
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -143,7 +151,8 @@ def library_dot_reason(module: HloModule, fusion_instr: HloInstruction, option: 
         return None
     if option == "always":
         return "a plain dot (nothing fused), dot_library='always'"
-    if not on_gpu or explicit_tiling or min(sizes) < MIN_LIBRARY_DIM:
+    if not on_gpu or explicit_tiling or min(sizes) < MIN_LIBRARY_DIM \
+            or fusion_instr.shape.dtype not in AUTO_LIBRARY_TYPES:
         return None
     return (f"a plain dot (nothing fused) with M, N, K = {', '.join(map(str, sizes))}, each at "
             f"least {MIN_LIBRARY_DIM} (tensor-core sized: cuBLAS's GEMM, as XLA:GPU's "
@@ -190,5 +199,5 @@ class LibraryDot:
         return (result.permute(inverse),)
 
 
-__all__ = ["DOT_LIBRARY_OPTIONS", "LIBRARY_DOT_TYPES", "LibraryDot", "MIN_LIBRARY_DIM",
+__all__ = ["AUTO_LIBRARY_TYPES", "DOT_LIBRARY_OPTIONS", "LIBRARY_DOT_TYPES", "LibraryDot", "MIN_LIBRARY_DIM",
            "check_dot_library", "einsum_equation", "library_dot_reason", "plain_dot_sizes"]
