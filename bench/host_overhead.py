@@ -21,7 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+def _interpret_without_a_gpu() -> None:
+    """The interpreter where no GPU is (so kernel files load); a GPU's own launches otherwise."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,11 +49,11 @@ def stub_launches(compiled) -> None:
         module.KERNEL = InterpretedFunction()
 
 
-def _inputs(module):
+def _inputs(module, device="cpu"):
     import torch
     from triton_backend.host.input_validation import TORCH_DTYPES
 
-    return [torch.zeros(p.shape.dims, dtype=TORCH_DTYPES[p.shape.dtype])
+    return [torch.zeros(p.shape.dims, dtype=TORCH_DTYPES[p.shape.dtype], device=device)
             for p in module.entry.parameters]
 
 
@@ -93,11 +98,12 @@ def measure(path: str, calls: int) -> dict:
     op = torch_op(text, name=f"host_overhead_{len(_OPS)}", backward=None)
     _OPS.append(op)
     stub_launches(op.compiled)
-    args = _inputs(module)
+    args = _inputs(module, compiled.device)
     outputs = [(tuple(s.dims), TORCH_DTYPES[s.dtype]) for s in flatten_shape(module.entry.root.shape)]
 
     def floor(*tensors):
-        return tuple(torch.empty(dims, dtype=dtype) for dims, dtype in outputs)
+        return tuple(torch.empty(dims, dtype=dtype, device=compiled.device)
+                     for dims, dtype in outputs)
 
     for _ in range(20):
         compiled(*args)
@@ -120,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="one JSON document with the rows")
     args = parser.parse_args(argv)
+    _interpret_without_a_gpu()
     rows = []
     for path in args.programs or DEFAULT_PROGRAMS:
         row = measure(path, args.calls)

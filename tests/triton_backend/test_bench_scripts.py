@@ -36,6 +36,19 @@ def test_gpu_runtime_skips_cleanly_without_a_gpu(capsys, tmp_path):
     assert not (tmp_path / "x.csv").exists()
 
 
+def test_gpu_paths_check_skips_without_a_gpu_and_compares_under_the_interpreter(capsys):
+    check = _load("gpu_paths_check")
+    assert check.main([]) == 0
+    assert "gpu_paths_check: skipped:" in capsys.readouterr().out
+    files = [str(CORPUS / "batched_einsum.before.hlo"), str(CORPUS / "fori_loop.before.hlo")]
+    assert check.main(["--interpreter", *files]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    statuses = {tuple(line.split()[:3]) for line in lines[:-1]}
+    assert ("batched_einsum.before", "dot_library", "pass") in statuses
+    assert ("fori_loop.before", "cuda_graph", "refused") in statuses  # a while: refused, located
+    assert lines[-1] == "every check passed"
+
+
 def test_gpu_corpus_check_skips_without_a_gpu_and_checks_under_the_interpreter(capsys, tmp_path):
     check = _load("gpu_corpus_check")
     assert check.main(["--csv", str(tmp_path / "x.csv")]) == 0
