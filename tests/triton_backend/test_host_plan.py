@@ -82,3 +82,41 @@ def test_each_further_kernel_costs_a_few_python_calls_and_results_are_unchanged(
     # The second kernel (its prepared launch, lock and stub: 3) and the root tuple, a host op
     # (its executor and the host context, made once per call: 3).
     assert _python_calls(compiled, x) - _python_calls(one, x, x) <= 6
+
+
+VIEW_ROOT = """HloModule m
+f { a = f32[4,8] parameter(0)
+    ROOT n = f32[4,8] negate(a) }
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  n = f32[4,8] fusion(x), kind=kLoop, calls=f
+  ROOT r = f32[32] reshape(n)
+}"""
+
+
+def test_a_host_view_of_a_kernel_output_costs_one_call_and_no_alias_check():
+    compiled = compile_hlo(VIEW_ROOT)
+    x = torch.randn(4, 8)
+    (out,) = compiled(x)
+    assert torch.equal(out, -x.reshape(32)) and out.data_ptr() != x.data_ptr()
+    one = compile_hlo(TEXT)
+    _stub_kernels(one)
+    _stub_kernels(compiled)
+    compiled.__dict__.pop("_plans")
+    compiled.__dict__.pop("_entry_call")
+    compiled(x)
+    one(x, x)
+    # The view's executor, called without a host context; the result needs no aliasing check.
+    assert _python_calls(compiled, x) - _python_calls(one, x, x) <= 1
+
+
+def test_a_view_of_a_parameter_is_still_a_copy():
+    compiled = compile_hlo("""HloModule m
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  ROOT r = f32[32] reshape(x)
+}""")
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        (out,) = compiled(x)
+        assert torch.equal(out, x.reshape(32)) and out.data_ptr() != x.data_ptr()

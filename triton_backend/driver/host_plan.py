@@ -30,13 +30,15 @@ from typing import Any
 
 import torch
 
-from fusion.ir.hlo_module import HloComputation
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from triton_backend.lowering.emitter.addressing import is_physical_layout, minor_to_major
 
-#: How a step makes its result: a host op's value, a kernel's only output, its tuple, or
-#: an element of the operand's tuple (the step's ``call`` is then the index).
-HOST, KERNEL_ONE, KERNEL_TUPLE, ELEMENT = 0, 1, 2, 3
+#: How a step makes its result: a host op's value, a kernel's only output, its tuple, an
+#: element of the operand's tuple (the step's ``call`` is then the index), or a host op that
+#: needs no host context (a view or a tuple: ``_is_pure``).
+HOST, KERNEL_ONE, KERNEL_TUPLE, ELEMENT, PURE = 0, 1, 2, 3, 4
 
 
 def _fetcher(slots: Sequence[int]) -> Callable:
@@ -102,6 +104,8 @@ class HostPlan:
                 slots[slot] = call(*fetch(slots))[0]
             elif mode == ELEMENT:
                 slots[slot] = fetch(slots)[0][call]
+            elif mode == PURE:
+                slots[slot] = call(fetch(slots), None)
             elif mode == KERNEL_TUPLE:
                 slots[slot] = tuple(call(*fetch(slots)))
             else:
@@ -126,12 +130,17 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
     planned = {name for name, instr in instrs.items()
                if instr.opcode == "get-tuple-element"
                or (instr.opcode == "fusion" and name in fusions)}
-    kernels_only = all(step.name in planned or step.name in parameters
+    pure = {step.name for step in program.steps if step.name not in planned
+            and step.name not in parameters and step.constant is None
+            and _is_pure(instrs[step.name])}
+    kernels_only = all(step.name in planned or step.name in pure or step.name in parameters
                        or step.constant is not None for step in program.steps)
     contiguous = set(parameters) if contiguous_parameters else set()
     launches, locks = {}, set()
     for step in program.steps:
         instr = instrs[step.name]
+        if step.name in pure:
+            launches[step.name] = (PURE, step.execute)
         if step.constant is not None and isinstance(step.constant, torch.Tensor) \
                 and step.constant.is_contiguous():
             contiguous.add(step.name)
@@ -166,6 +175,13 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
     return plan
 
 
+def _is_pure(instr: HloInstruction) -> bool:
+    """True when the host runs ``instr`` without its context: a view of its operand (a
+    ``reshape``/``bitcast`` left to the host) or a tuple of its operands."""
+    op = traits(instr.opcode)
+    return (op.reshape_like or op.wraps_operands) and not op.control_flow
+
+
 def _made_contiguous(shape: Shape) -> bool:
     """True when a kernel's output of ``shape`` reaches the host contiguous: a row-major
     layout (others are returned as permuted views) or a physical buffer (flat)."""
@@ -174,4 +190,4 @@ def _made_contiguous(shape: Shape) -> bool:
     return is_physical_layout(shape) or minor_to_major(shape) == tuple(range(shape.rank - 1, -1, -1))
 
 
-__all__ = ["ELEMENT", "HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "host_plan"]
+__all__ = ["ELEMENT", "HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "PURE", "host_plan"]

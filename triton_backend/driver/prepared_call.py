@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - every torch this project supports has 
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
+from fusion.opcodes import traits
 from triton_backend.host.input_validation import SUB_BYTE_CARRIERS, physical_buffer
 
 #: Signatures remembered per module (a caller cycling through more shapes validates again).
@@ -159,18 +160,18 @@ def accepted_signatures(parameters: Sequence[HloInstruction]) -> AcceptedSignatu
 
 
 def outputs_are_fresh(module: HloModule, fusions: Mapping[str, object]) -> bool:
-    """True when every ENTRY result is an output of a launched kernel, each taken once: such
-    a value is a buffer its launch allocated, sharing memory with no input, constant or other
-    result."""
+    """True when every ENTRY result is an output of a launched kernel, or a host view of one
+    (a ``reshape``/``bitcast`` left to the host), each taken once: such a value is a buffer
+    its launch allocated, sharing memory with no input, constant or other result."""
     entry = module.entry
-    root = entry.root
+    root = _through_views(entry, entry.root)
     if root.opcode == "fusion":
         return root.name in fusions
     if root.opcode != "tuple":
         return False
     seen = set()
     for name in root.operands:
-        instr, index = entry.instruction(name), None
+        instr, index = _through_views(entry, entry.instruction(name)), None
         if instr.opcode == "get-tuple-element":
             instr, index = entry.instruction(instr.operands[0]), instr.attr("index")
         elif not isinstance(instr.shape, ArrayShape):
@@ -179,6 +180,14 @@ def outputs_are_fresh(module: HloModule, fusions: Mapping[str, object]) -> bool:
             return False
         seen.add((instr.name, index))
     return True
+
+
+def _through_views(entry, instr: HloInstruction) -> HloInstruction:
+    """``instr``, or the value the host views it from: ENTRY ``reshape``/``bitcast`` ops left
+    unfused are ``Tensor.view`` on the host (``host_ops``), sharing their operand's buffer."""
+    while traits(instr.opcode).reshape_like and len(instr.operands) == 1:
+        instr = entry.instruction(instr.operands[0])
+    return instr
 
 
 __all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "outputs_are_fresh",
