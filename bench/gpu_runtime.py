@@ -172,11 +172,41 @@ def _torch_programs():
         h = F.gelu(layernorm(x, ln2_w, ln2_b) @ w_fc + b_fc, approximate="tanh")
         return x + h @ w_proj + b_proj
 
-    # Longest prefix first (log_softmax before softmax).
+    def matmul(a, b):
+        return a @ b
+
+    def llama_block(x, attn_norm, w_q, w_k, w_v, w_o, mlp_norm, w_gate, w_up, w_down):
+        batch, seq, d = x.shape
+        head_dim = 128
+        heads, kv_heads = w_q.shape[1] // head_dim, w_k.shape[1] // head_dim
+        inv_freq = 1.0 / 10000.0 ** (
+            torch.arange(0, head_dim, 2, device=x.device, dtype=torch.float32) / head_dim)
+        angles = torch.arange(seq, device=x.device, dtype=torch.float32)[:, None] * inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        cos, sin = angles.cos(), angles.sin()
+
+        def rope(t):
+            tf = t.float()
+            rotated = torch.cat([-tf[..., head_dim // 2:], tf[..., :head_dim // 2]], dim=-1)
+            return (tf * cos + rotated * sin).to(t.dtype)
+
+        def split_heads(t, n):
+            return t.view(batch, seq, n, head_dim).transpose(1, 2)
+
+        h = rmsnorm(x, attn_norm)
+        q = rope(split_heads(h @ w_q, heads))
+        k = rope(split_heads(h @ w_k, kv_heads))
+        v = split_heads(h @ w_v, kv_heads)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + a.transpose(1, 2).reshape(batch, seq, heads * head_dim) @ w_o
+        h = rmsnorm(x, mlp_norm)
+        return x + swiglu(h @ w_gate, h @ w_up) @ w_down
+
+    # Longest prefix first (log_softmax before softmax, matmul_bias_gelu before matmul).
     return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
             "rmsnorm": rmsnorm, "cross_entropy": cross_entropy, "gelu": gelu, "swiglu": swiglu,
-            "matmul_bias_gelu": matmul_bias_gelu, "attention": attention,
-            "gpt2_block": gpt2_block}
+            "matmul_bias_gelu": matmul_bias_gelu, "matmul": matmul, "attention": attention,
+            "gpt2_block": gpt2_block, "llama_block": llama_block}
 
 
 def torch_program(name: str):

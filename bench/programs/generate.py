@@ -219,6 +219,45 @@ def programs():
         h = jax.nn.gelu(h @ w_fc + b_fc, approximate=True)
         return x + h @ w_proj + b_proj
 
+    def matmul(a, b):
+        return jnp.dot(a, b, preferred_element_type=f32).astype(a.dtype)
+
+    def llama_block(x, attn_norm, w_q, w_k, w_v, w_o, mlp_norm, w_gate, w_up, w_down):
+        """A Llama pre-norm block: RMSNorm, RoPE on q and k, causal grouped-query attention,
+        output projection, residual, RMSNorm, SwiGLU MLP, residual (Llama 2/3 as written in
+        jax.numpy; no bias anywhere)."""
+        batch, seq, d_model = x.shape
+        head_dim = 128
+        heads, kv_heads = w_q.shape[1] // head_dim, w_k.shape[1] // head_dim
+
+        def rope(t):
+            # Rotate-half RoPE (Llama's HF form), theta 10000, at positions 0..seq-1.
+            inv_freq = 1.0 / (10000.0 ** (jnp.arange(0, head_dim, 2, dtype=f32) / head_dim))
+            angles = jnp.arange(seq, dtype=f32)[:, None] * inv_freq[None, :]
+            angles = jnp.concatenate([angles, angles], axis=-1)
+            tf = t.astype(f32)
+            half = head_dim // 2
+            rotated = jnp.concatenate([-tf[..., half:], tf[..., :half]], axis=-1)
+            return (tf * jnp.cos(angles) + rotated * jnp.sin(angles)).astype(t.dtype)
+
+        def split_heads(t, n):
+            return t.reshape(batch, seq, n, head_dim).transpose(0, 2, 1, 3)
+
+        h = rmsnorm(x, attn_norm)
+        q = rope(split_heads(h @ w_q, heads))
+        k = rope(split_heads(h @ w_k, kv_heads))
+        v = split_heads(h @ w_v, kv_heads)
+        a = attention_masked(q, k, v, visible=causal)
+        x = x + a.transpose(0, 2, 1, 3).reshape(batch, seq, heads * head_dim) @ w_o
+        h = rmsnorm(x, mlp_norm)
+        return x + swiglu(h @ w_gate, h @ w_up) @ w_down
+
+    def llama_args(batch, seq, d, heads, kv_heads, hidden, dtype, head_dim=128):
+        return (arg((batch, seq, d), dtype), arg((d,), dtype), arg((d, heads * head_dim), dtype),
+                arg((d, kv_heads * head_dim), dtype), arg((d, kv_heads * head_dim), dtype),
+                arg((heads * head_dim, d), dtype), arg((d,), dtype), arg((d, hidden), dtype),
+                arg((d, hidden), dtype), arg((hidden, d), dtype))
+
     def gpt2_args(batch, seq, d, dtype):
         return (arg((batch, seq, d), dtype), arg((d,), dtype), arg((d,), dtype),
                 arg((d, 3 * d), dtype), arg((3 * d,), dtype), arg((d, d), dtype), arg((d,), dtype),
@@ -262,6 +301,10 @@ def programs():
         (arg((4, 16, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16)))
     out["gpt2_block_f32_b1_s512_d768"] = (gpt2_block, gpt2_args(1, 512, 768, f32))
     out["gpt2_block_bf16_b4_s512_d768"] = (gpt2_block, gpt2_args(4, 512, 768, bf16))
+    for m, k, n in ((4096, 4096, 4096), (2048, 768, 2304), (2048, 3072, 768)):
+        out[f"matmul_bf16_{m}x{k}x{n}"] = (matmul, (arg((m, k), bf16), arg((k, n), bf16)))
+    out["llama_block_bf16_b1_s512_d1024_h8_kv2"] = (
+        llama_block, llama_args(1, 512, 1024, 8, 2, 2816, bf16))
     return out
 
 

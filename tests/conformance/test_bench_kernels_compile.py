@@ -23,9 +23,9 @@ PROGRAMS = sorted((Path(__file__).resolve().parents[2] / "bench" / "programs").g
 ARCHS = (90, 80)
 SHARDS = 2
 #: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16; attention causal,
-#: unmasked and grouped-query with a sliding window).
+#: unmasked and grouped-query with a sliding window; the plain bf16 matmuls).
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
-              "attention", "gelu", "swiglu")
+              "matmul_bf16", "attention", "gelu", "swiglu")
 
 requires_ptxas = pytest.mark.skipif(not all(find_ptxas(a) for a in ARCHS),
                                     reason="ptxas is not in the Triton wheel")

@@ -66,9 +66,13 @@ PINNED_KERNELS = {
     "layernorm_bf16_4096x1024.hlo": 1,
     "layernorm_f32_1024x8192.hlo": 1,
     "layernorm_f32_4096x1024.hlo": 1,
+    "llama_block_bf16_b1_s512_d1024_h8_kv2.hlo": 10,
     "log_softmax_bf16_4096x4096.hlo": 1,
     "log_softmax_f32_4096x4096.hlo": 1,
     "matmul.before.hlo": 1,
+    "matmul_bf16_2048x3072x768.hlo": 1,
+    "matmul_bf16_2048x768x2304.hlo": 1,
+    "matmul_bf16_4096x4096x4096.hlo": 1,
     "matmul_bias_gelu_bf16_1024.hlo": 1,
     "max_pool.before.hlo": 1,
     "median.before.hlo": 3,
@@ -101,6 +105,8 @@ PINNED_KERNELS = {
 # Lowered on purpose when gathers became fusible producers (a gather reads one operand
 # element per output element at a clamped runtime column): cross_entropy_bf16 5 -> 2,
 # cross_entropy_f32 4 -> 2, gather 2 -> 1, median 5 -> 3, unique 17 -> 14.
+# Added later with their programs, as the pass of the day fused them: the plain bf16 matmuls
+# and the Llama block.
 
 
 def _path(name: str) -> Path:
