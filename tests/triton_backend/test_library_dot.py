@@ -220,3 +220,26 @@ def test_compile_command_reports_the_library_call(tmp_path, monkeypatch, capsys)
     assert "plain dot" in call["reason"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.json", "report.txt"]
     assert "why:      a plain dot" in (tmp_path / "out" / "report.txt").read_text()
+
+
+def test_the_torch_op_takes_the_option_for_forward_and_backward():
+    import torch
+
+    from triton_backend import torch_op
+
+    text = """HloModule libdot_op
+ENTRY e {
+  a = f32[16,32] parameter(0)
+  b = f32[32,24] parameter(1)
+  ROOT d = f32[16,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    op = torch_op(text, name="test_library_dot_op", dot_library="always")
+    assert any(isinstance(f, LibraryDot) for f in op.compiled.fusions.values())
+    a = torch.randn(16, 32, requires_grad=True)
+    b = torch.randn(32, 24)
+    out = op(a, b)
+    assert torch.allclose(out, a.detach() @ b, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    assert torch.allclose(a.grad, torch.ones(16, 24) @ b.t(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(BadArgumentError, match="dot_library"):
+        torch_op(text, name="test_library_dot_op_bad", dot_library="sometimes")

@@ -64,6 +64,7 @@ from fusion.errors import BadArgumentError, EvaluationError
 from fusion.ir.hlo_module import HloModule
 from fusion.text.parser import parse_hlo
 from fusion.transforms.dot_algorithm import check_f32_dot_precision
+from triton_backend.templates.dot.library_call import check_dot_library
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from triton_backend.integrations.backward_plan import AUTO as AUTO_BACKWARD
 from triton_backend.integrations.backward_plan import BackwardPlan, NoBackward, backward_plan
@@ -208,7 +209,8 @@ def _check(qualname: str, sig: _Signature, args: Sequence[Any], device_type: str
 def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPACE,
              device: str | None = None, tuning_db=None,
              backward: str | HloModule | None = AUTO_BACKWARD,
-             cuda_graph: bool | str = False, f32_dot_precision: str = "ieee") -> TorchOp:
+             cuda_graph: bool | str = False, f32_dot_precision: str = "ieee",
+             dot_library: str = "auto") -> TorchOp:
     """Compile ``hlo_text`` and register it as ``torch.ops.<namespace>.<name>``.
 
     ``name`` defaults to the module's name (made an identifier); an explicit ``name`` and
@@ -222,7 +224,9 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
     it is an error.  ``cuda_graph`` (``True`` or ``"reuse-outputs"``) replays the forward's
     launches from a CUDA graph (``compile_hlo``'s option of that name; a no-op without a GPU).
     ``f32_dot_precision`` (``"ieee"``, ``"tf32"``, ``"tf32x3"``): TF32 for the f32 dots of the
-    forward and backward modules (``compile_hlo``'s option of that name).
+    forward and backward modules (``compile_hlo``'s option of that name).  ``dot_library``
+    (``"auto"``, ``"never"``, ``"always"``): plain dots as one library call, for both modules
+    (``compile_hlo``'s option of that name).
 
     >>> import torch
     >>> op = torch_op('''HloModule square
@@ -240,22 +244,23 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
     base = op_name(name) if name is not None else op_name(module.name, derived=True)
     qualname = f"{namespace}::{base}"
     check_f32_dot_precision(f32_dot_precision)
-    key = (hlo_text, backward, cuda_graph, f32_dot_precision)
+    check_dot_library(dot_library)
+    key = (hlo_text, backward, cuda_graph, f32_dot_precision, dot_library)
     with _LOCK:
         known = _REGISTERED.get(qualname)
         if known is not None:
             if known[0] != key:
                 raise EvaluationError(f"torch op {qualname} is already registered with a "
-                                      "different HLO module or backward (or cuda_graph or "
-                                      "f32_dot_precision); pick "
-                                      "another name", where=qualname)
+                                      "different HLO module or backward (or cuda_graph, "
+                                      "f32_dot_precision or dot_library); pick another name",
+                                      where=qualname)
             return known[1]
         sig = _signature(module)
         plan = backward_plan(module, backward, where=qualname)
         for qualified in (qualname, qualname + _BACKWARD_SUFFIX):
             _refuse_existing(qualified)
         tuning = {"tuning_device": AUTO if device is None else device, "tuning_db": tuning_db,
-                  "f32_dot_precision": f32_dot_precision}
+                  "f32_dot_precision": f32_dot_precision, "dot_library": dot_library}
         compiled = compile_hlo(module, cuda_graph=cuda_graph, **tuning)
         device_type = compiled.device.type
         packet = _define(qualname, sig, compiled, device_type)
