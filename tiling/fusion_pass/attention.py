@@ -14,6 +14,11 @@ path between them, and merges them when
   the first dot's key dim and the second dot contracts that same dim
   (``attention_pattern.analyze_attention``, which also checks the template's limits).
 
+After the tiled merges, ``split_attention_prologues`` judges each attention kernel's K and V
+prologues by time, as ``dot_prologue`` judges a dot's: every query block's program of every
+query head sharing the kv head computes them again, and one that costs more so than a kernel
+of its own (RoPE's cos and sin on K) becomes that kernel, the attention reading its result.
+
 Every pair considered is logged (kind ``attention``) with why it was or was not merged; when
 it is not, the nodes stay as they were (at most the three kernels above).
 
@@ -50,13 +55,16 @@ e: fuse s -> o [attention]: one kernel: ... keys streamed in blocks, scores neve
 """
 from __future__ import annotations
 
+from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_pass.decisions import (
     FusionDecision,
     Node,
     external_inputs,
     node_traffic,
+    structural_tile_check,
 )
+from tiling.fusion_pass.dot_prologue import attention_recompute_problem, upstream_members
 from tiling.fusion_pass.graph import FusionGraph
 from tiling.fusion_pass.tiled_merge import dot_member, mergeable
 
@@ -170,6 +178,69 @@ def _judge(graph: FusionGraph, a: int, b: int, region: tuple[int, ...]
                         f"and {pattern.dot2} share); saves {saved} bytes", saved)
 
 
+def split_prologues(graph: FusionGraph, node: Node) -> tuple[list[Node], list[FusionDecision]]:
+    """The attention node ``node`` without the K/V prologues whose recomputation by every
+    query block's program costs more time than a kernel of their own
+    (``dot_prologue.attention_recompute_problem``), and those prologues as nodes of their own
+    writing the operand the attention then reads; with the decisions saying why.  Members the
+    attention part still reads (a table shared with Q's prologue) are duplicated.  When a part
+    is not a kernel the pass can make, ``node`` stays whole (and the decision says why)."""
+    comp = graph.comp
+    attn, parts = node, []
+    while (found := attention_recompute_problem(comp, attn.members, attn)) is not None:
+        operand, why = found
+        inside = set(attn.members)
+        kept: set[str] = set()
+        for out in attn.outputs:
+            kept |= upstream_members(comp, out, inside - {operand})
+        parts.append((Node(graph.ordered(upstream_members(comp, operand, inside)), (operand,),
+                           True), why))
+        attn = Node(graph.ordered(kept), attn.outputs, True)
+    if not parts:
+        return [node], []
+    problem = _split_problem(graph, attn, [p for p, _ in parts])
+    decisions = [FusionDecision(comp.name, p.root, (node.root,), problem is not None,
+                                f"costs time: {why}" + (f"; kept fused: {problem}" if problem
+                                                        else "; a kernel of its own"),
+                                0, "attention") for p, why in parts]
+    return ([node] if problem else [attn, *(p for p, _ in parts)]), decisions
+
+
+def split_attention_prologues(graph: FusionGraph) -> list[FusionDecision]:
+    """Run after the tiled merges, which grow an attention node's K/V prologue one piece at
+    a time (each piece cheap to recompute alone): ``split_prologues`` of every attention node
+    (two dots), the whole prologue judged at once."""
+    log: list[FusionDecision] = []
+    for nid, node in list(graph.nodes.items()):
+        if sum(traits(graph.comp.instruction(m).opcode).contraction
+               for m in node.members) != 2:
+            continue
+        nodes, decisions = split_prologues(graph, node)
+        log.extend(decisions)
+        if len(nodes) > 1:
+            del graph.nodes[nid]
+            for new in nodes:
+                graph.add(new)
+    return log
+
+
+def _split_problem(graph: FusionGraph, attn: Node, prologues: list[Node]) -> str | None:
+    """Why the split parts are not kernels the pass can make (None: they are)."""
+    for part in (attn, *prologues):
+        problem = graph.merge_limit_problem(part)
+        if problem:
+            return problem
+    try:
+        analyze_attention(graph.candidate(attn))
+    except NotAttention as why:
+        return f"without the prologue it is not attention: {why}"
+    for part in prologues:
+        problem = structural_tile_check(graph.candidate(part), graph.module)
+        if problem:
+            return f"the prologue is not a kernel of its own: {problem}"
+    return None
+
+
 def attention_fusion(graph: FusionGraph) -> list[FusionDecision]:
     """Merge every recognized attention region of ``graph`` (one at a time, as merging changes
     the graph); returns the decisions, made and refused."""
@@ -193,4 +264,4 @@ def attention_fusion(graph: FusionGraph) -> list[FusionDecision]:
             return log
 
 
-__all__ = ["attention_fusion"]
+__all__ = ["attention_fusion", "split_attention_prologues"]

@@ -40,7 +40,7 @@ from fusion.ir.hlo_module import HloComputation
 from fusion.opcodes import traits
 from tiling.fusion_pass.decisions import Node, elements, value_bytes
 from tiling.policy.devices import DeviceSpec
-from tiling.policy.limits import DEFAULT_DEVICE, dot_default_block
+from tiling.policy.limits import DEFAULT_DEVICE, attention_default_block_m, dot_default_block
 from tiling.policy.roofline import (
     KERNEL_LAUNCH_SECONDS,
     compute_seconds,
@@ -59,20 +59,20 @@ def recompute_problem(comp: HloComputation, producer: Node, merged: Node,
     inside = set(merged.members)
     mine = set(producer.members)
     for side, operand in enumerate(comp.instruction(dot).operands[:2]):
-        upstream = _upstream(comp, operand, inside)
+        upstream = upstream_members(comp, operand, inside)
         if not upstream & mine:
             continue
         per_element = sum(instructions_per_element(comp.instruction(m).opcode)
                           for m in upstream & mine)
         factor = _reads_per_element(comp, dot, side)
-        problem = _slower(comp, operand, per_element, factor, device)
+        problem = slower_problem(comp, operand, per_element, factor, device)
         if problem:
             return problem
     return None
 
 
-def _slower(comp: HloComputation, operand: str, per_element: int, factor: int,
-            device: DeviceSpec) -> str | None:
+def slower_problem(comp: HloComputation, operand: str, per_element: int, factor: int,
+                   device: DeviceSpec, by: str = "the dot") -> str | None:
     if factor <= 1 or per_element == 0:
         return None
     count = elements(comp, operand)
@@ -85,9 +85,52 @@ def _slower(comp: HloComputation, operand: str, per_element: int, factor: int,
     if recompute <= separate:
         return None
     return (f"the prologue ({per_element} instructions per element) would be computed "
-            f"{factor} times per element of {operand} by the dot: {extra / 1e6:.1f} M "
+            f"{factor} times per element of {operand} by {by}: {extra / 1e6:.1f} M "
             f"instructions ({recompute * 1e6:.2f} us) against {2 * operand_bytes / 1e6:.2f} MB "
             f"({separate * 1e6:.2f} us with the launch) as a kernel of its own")
+
+
+def attention_recompute_problem(comp: HloComputation, producer_members, merged: Node,
+                                device: DeviceSpec = DEFAULT_DEVICE) -> tuple[str, str] | None:
+    """``(operand, why)`` for the first K or V operand (a dot's rhs) of the attention node
+    ``merged`` whose prologue, made of ``producer_members``, costs more time recomputed than
+    a kernel of its own would take; None when there is none.
+
+    The attention template streams all of K and V through every program: one per query block
+    (``attention_default_block_m``) of every query head sharing the kv head, so each element
+    of a K/V prologue is computed that many times (Q's prologue once: each program loads its
+    own query block)."""
+    dots = [m for m in merged.members if traits(comp.instruction(m).opcode).contraction]
+    if len(dots) != 2:
+        return None
+    inside = set(merged.members)
+    mine = set(producer_members)
+    for dot in dots:
+        operand = comp.instruction(dot).operands[1]
+        upstream = upstream_members(comp, operand, inside)
+        if not upstream & mine:
+            continue
+        per_element = sum(instructions_per_element(comp.instruction(m).opcode)
+                          for m in upstream & mine)
+        factor = _attention_programs(comp, dot)
+        problem = slower_problem(comp, operand, per_element, factor, device,
+                                 "the attention's programs (one per query block and head)")
+        if problem:
+            return operand, problem
+    return None
+
+
+def _attention_programs(comp: HloComputation, dot: str) -> int:
+    """How many attention programs read each element of ``dot``'s rhs: its lhs free dims are
+    the query-head group (one program each) then the queries (one per query block)."""
+    instr = comp.instruction(dot)
+    dims = comp.instruction(instr.operands[0]).shape.dims
+    taken = set(instr.attr("lhs_batch_dims", ())) | set(instr.attr("lhs_contracting_dims", ()))
+    free = [n for i, n in enumerate(dims) if i not in taken]
+    if not free:
+        return 1
+    queries = free[-1]
+    return math.prod(free[:-1]) * math.ceil(queries / attention_default_block_m(queries))
 
 
 def _the_dot(comp: HloComputation, node: Node) -> str | None:
@@ -95,7 +138,7 @@ def _the_dot(comp: HloComputation, node: Node) -> str | None:
     return dots[0] if len(dots) == 1 and comp.instruction(dots[0]).opcode == "dot" else None
 
 
-def _upstream(comp: HloComputation, name: str, inside: set[str]) -> set[str]:
+def upstream_members(comp: HloComputation, name: str, inside: set[str]) -> set[str]:
     """``name`` and the members of the node it is computed from."""
     seen: set[str] = set()
     stack = [name]

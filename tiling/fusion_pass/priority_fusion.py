@@ -14,6 +14,8 @@ In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
    the consumers that broadcast it back over its rows (softmax, layernorm, RMSNorm in one
    kernel), a dot with its prologue and elementwise epilogue, an attention kernel with its
    epilogue, whenever the merged fusion has a legal tiling whose modeled memory cost is lower;
+   then an attention kernel's K/V prologue that its query blocks' programs would recompute
+   at more cost than a kernel of its own becomes one (``attention.split_attention_prologues``);
 5. multi-output fusion (``tiling.fusion_pass.multi_output``): a producer that must stay
    materialized is fused into a reduction that reads it as a second output, and reductions
    of the same shape sharing an input become one fusion with a tuple root;
@@ -55,7 +57,7 @@ from tiling.fusion_pass.decisions import (
     epilogue_problem,
     is_kernel,
 )
-from tiling.fusion_pass.attention import attention_fusion
+from tiling.fusion_pass.attention import attention_fusion, split_attention_prologues
 from tiling.fusion_pass.multi_output import multi_output_fusion
 from tiling.fusion_pass.tiled_merge import tiled_merge_fusion
 from tiling.fusion_pass.graph import FusionGraph, FusionOptions
@@ -239,6 +241,9 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
         log += attention_fusion(graph)
     if options.tiled_merges:
         log += tiled_merge_fusion(graph)
+    if options.attention:
+        # The tiled merges grow attention's K/V prologues piece by piece: judged whole here.
+        log += split_attention_prologues(graph)
     if options.multi_output:
         log += multi_output_fusion(graph)
     new, fused = rebuild_computation(comp, graph.order(), names)

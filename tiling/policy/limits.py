@@ -101,3 +101,21 @@ def dot_default_block(extent: int) -> int:
     """
     padded = 1 << max(0, (extent - 1).bit_length())
     return min(max(padded, DOT_MIN_BLOCK), DOT_MAX_BLOCK_MN)
+
+# -- The attention template ---------------------------------------------------------------
+#: The attention template's default query block: ``BLOCK_M`` query rows per program, the
+#: query extent padded to a power of two of at least ``ATTENTION_MIN_BLOCK`` and at most 64
+#: (``triton_backend.templates.attention.tiling.default_tiling``); the fusion pass's rule on
+#: K/V prologues reads it (each query block's program streams all of K and V).
+ATTENTION_MIN_BLOCK = 16
+ATTENTION_BLOCK_M = 64
+
+
+def attention_default_block_m(queries: int) -> int:
+    """The attention template's default query block for ``queries`` query rows.
+
+    >>> attention_default_block_m(5), attention_default_block_m(40), attention_default_block_m(512)
+    (16, 64, 64)
+    """
+    padded = 1 << max(0, (queries - 1).bit_length())
+    return min(max(padded, ATTENTION_MIN_BLOCK), ATTENTION_BLOCK_M)
