@@ -99,8 +99,14 @@ def dot_default_block(extent: int) -> int:
     >>> dot_default_block(5), dot_default_block(96), dot_default_block(2304)
     (16, 128, 128)
     """
+    return _padded_block(extent, DOT_MIN_BLOCK, DOT_MAX_BLOCK_MN)
+
+
+def _padded_block(extent: int, low: int, high: int) -> int:
+    """``extent`` padded to a power of two, clamped to ``[low, high]``."""
     padded = 1 << max(0, (extent - 1).bit_length())
-    return min(max(padded, DOT_MIN_BLOCK), DOT_MAX_BLOCK_MN)
+    return min(max(padded, low), high)
+
 
 # -- The attention template ---------------------------------------------------------------
 #: The attention template's default query block: ``BLOCK_M`` query rows per program, the
@@ -117,5 +123,4 @@ def attention_default_block_m(queries: int) -> int:
     >>> attention_default_block_m(5), attention_default_block_m(40), attention_default_block_m(512)
     (16, 64, 64)
     """
-    padded = 1 << max(0, (queries - 1).bit_length())
-    return min(max(padded, ATTENTION_MIN_BLOCK), ATTENTION_BLOCK_M)
+    return _padded_block(queries, ATTENTION_MIN_BLOCK, ATTENTION_BLOCK_M)
