@@ -61,8 +61,8 @@ def check_mode(cuda_graph: Any) -> bool | str:
     """``cuda_graph`` when it is one of :data:`MODES`, else a ``BadArgumentError``."""
     if cuda_graph is None:
         return False
-    if not any(cuda_graph is mode or (isinstance(mode, str) and cuda_graph == mode)
-               for mode in MODES):
+    # ``is`` for the booleans: 1 == True, and 1 is not an option.
+    if not (cuda_graph is True or cuda_graph is False or cuda_graph == "reuse-outputs"):
         raise BadArgumentError(f"cuda_graph={cuda_graph!r} is not an option", where="cuda_graph",
                                expected="False, True or 'reuse-outputs'")
     return cuda_graph
@@ -107,7 +107,7 @@ class GraphedRun:
         self._module_name = module_name
         self._reuse_outputs = reuse_outputs
         self._lock = threading.Lock()
-        self._captured: tuple[torch.cuda.CUDAGraph, tuple[torch.Tensor, ...], Any] | None = None
+        self._captured: tuple[torch.cuda.CUDAGraph, list[torch.Tensor], Any] | None = None
         self._stream: torch.cuda.Stream | None = None
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> Any:
@@ -119,14 +119,14 @@ class GraphedRun:
             captured = self._captured or self._capture(tensors)
             graph, inputs, result = captured
             if inputs:
-                torch._foreach_copy_(list(inputs), list(tensors))
+                torch._foreach_copy_(inputs, list(tensors))
             graph.replay()
             if self._reuse_outputs:
                 return result
             return _cloned(result)
 
     def _capture(self, tensors: Sequence[torch.Tensor]):
-        inputs = tuple(t.clone() for t in tensors)
+        inputs = [t.clone() for t in tensors]
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))
         try:

@@ -33,7 +33,8 @@ import torch
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
-from triton_backend.lowering.emitter.addressing import is_physical_layout, minor_to_major
+from triton_backend.host.views import is_view_layout
+from triton_backend.lowering.emitter.addressing import is_physical_layout
 
 #: How a step makes its result: a host op's value, a kernel's only output, its tuple, an
 #: element of the operand's tuple (the step's ``call`` is then the index), or a host op that
@@ -183,11 +184,10 @@ def _is_pure(instr: HloInstruction) -> bool:
 
 
 def _made_contiguous(shape: Shape) -> bool:
-    """True when a kernel's output of ``shape`` reaches the host contiguous: a row-major
-    layout (others are returned as permuted views) or a physical buffer (flat)."""
-    if not isinstance(shape, ArrayShape):
-        return False
-    return is_physical_layout(shape) or minor_to_major(shape) == tuple(range(shape.rank - 1, -1, -1))
+    """True when a kernel's output of ``shape`` reaches the host contiguous: a layout whose
+    buffer is the row-major tensor (others are returned as permuted views) or a physical
+    buffer (flat)."""
+    return isinstance(shape, ArrayShape) and (is_physical_layout(shape) or is_view_layout(shape))
 
 
 __all__ = ["ELEMENT", "HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "PURE", "host_plan"]

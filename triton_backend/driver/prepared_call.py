@@ -61,7 +61,7 @@ class AcceptedSignatures:
         """True when ``args`` have a remembered signature (the last one met, checked first in C++)."""
         guard = self.guard
         if guard is not None:
-            try:
+            try:  # guard_passes, inlined: every call of a module comes through here
                 if guard.check(*args):
                     return True
             except TypeError:  # another number of arguments
@@ -95,6 +95,15 @@ class AcceptedSignatures:
         self.known.add(key)
         self.guard = tensor_guard(args)
         return True
+
+
+def guard_passes(guard, args: Sequence[object]) -> bool:
+    """Whether ``args`` pass ``guard`` (a :func:`tensor_guard`); False for another number
+    of arguments, which the C++ check raises on."""
+    try:
+        return guard.check(*args)
+    except TypeError:
+        return False
 
 
 def tensor_guard(tensors: Sequence[torch.Tensor]):
@@ -190,5 +199,5 @@ def _through_views(entry, instr: HloInstruction) -> HloInstruction:
     return instr
 
 
-__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "outputs_are_fresh",
-           "tensor_guard"]
+__all__ = ["AcceptedSignatures", "MAX_SIGNATURES", "ResultForm", "accepted_signatures", "guard_passes",
+           "outputs_are_fresh", "tensor_guard"]

@@ -69,7 +69,7 @@ from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
 from triton_backend.integrations.backward_plan import AUTO as AUTO_BACKWARD
 from triton_backend.integrations.backward_plan import BackwardPlan, NoBackward, backward_plan
 from triton_backend.driver.module_compiler import AUTO, compile_hlo
-from triton_backend.driver.prepared_call import tensor_guard
+from triton_backend.driver.prepared_call import guard_passes, tensor_guard
 from triton_backend.integrations.op_names import op_name, op_namespace
 from triton_backend.host.input_validation import torch_dtype
 
@@ -114,7 +114,7 @@ class TorchOp:
         # nothing tracing: the dispatcher would add only its own cost (about 12 us, custom_op's
         # Python autograd and backend wrappers) around the same compiled module.
         if not torch.compiler.is_compiling() and self._guard is not None and _plain_eager() \
-                and _guard_passes(self._guard, tensors):
+                and guard_passes(self._guard, tensors):
             result = self.compiled(*tensors)
             return result if self.signature.returns_tuple else result[0]
         # Errors the dispatcher would report in its own words (or, for a sparse tensor, as a
@@ -142,13 +142,6 @@ def _plain_eager() -> bool:
     return not (torch._C._are_functorch_transforms_active()
                 or torch._C._is_torch_function_mode_enabled()
                 or torch._C._len_torch_dispatch_stack())
-
-
-def _guard_passes(guard, tensors: Sequence[Any]) -> bool:
-    try:
-        return guard.check(*tensors)
-    except TypeError:  # another number of arguments
-        return False
 
 
 def _identifier(text: str) -> str:

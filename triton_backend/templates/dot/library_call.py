@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from fusion.errors import BadArgumentError
@@ -195,8 +196,13 @@ class LibraryDot:
         import torch  # noqa: PLC0415 - lazy: `check --triton` imports the templates without torch
 
         result = torch.einsum(self.equation, *(tensors[k] for k in self.operands))
-        inverse = sorted(range(len(self.physical_order)), key=self.physical_order.__getitem__)
-        return (result.permute(inverse),)
+        return (result.permute(self._to_logical),)
+
+    @cached_property
+    def _to_logical(self) -> tuple[int, ...]:
+        """The permutation of the einsum's result (physical order) to the logical dims,
+        derived once rather than on every call."""
+        return tuple(sorted(range(len(self.physical_order)), key=self.physical_order.__getitem__))
 
 
 __all__ = ["AUTO_LIBRARY_TYPES", "DOT_LIBRARY_OPTIONS", "LIBRARY_DOT_TYPES", "LibraryDot", "MIN_LIBRARY_DIM",
