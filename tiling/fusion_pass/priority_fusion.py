@@ -58,6 +58,7 @@ from tiling.fusion_pass.decisions import (
     is_kernel,
 )
 from tiling.fusion_pass.attention import attention_fusion, split_attention_prologues
+from tiling.fusion_pass.attention_backward import attention_backward_fusion
 from tiling.fusion_pass.multi_output import multi_output_fusion
 from tiling.fusion_pass.tiled_merge import tiled_merge_fusion
 from tiling.fusion_pass.graph import FusionGraph, FusionOptions
@@ -239,6 +240,8 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     # dot, the division into the second) would hide the dot -> normalization -> dot pattern.
     if options.attention:
         log += attention_fusion(graph)
+        # The attention backward's region, before the tiled merges split it up.
+        log += attention_backward_fusion(graph)
     if options.tiled_merges:
         log += tiled_merge_fusion(graph)
     if options.attention:

@@ -1,0 +1,267 @@
+"""The attention backward in at most three kernels: the row statistics, dQ, and dK with dV.
+
+What ``fusion.autodiff.vjp`` derives from attention is a *score space*
+(``tiling.fusion_pass.score_space``): score dots (``S = q k^T``, ``dP = dO v^T``), values
+computed from them point by point and from per-row vectors, reductions of them over the keys
+(the row statistics: the max, the sum, the softmax backward's row sums, in dependent stages),
+and *output dots* contracting score-shaped values with a free operand, over the keys (``dQ``)
+or over the queries (``dK``, ``dV``).  As JAX lowers it the score matrices are written and read
+by several kernels; here the region from the score dots to the output dots becomes
+
+* one ``rows`` kernel writing the reductions the others read (per query block, one loop over
+  the keys per reduction, the scores recomputed);
+* one ``query`` kernel writing the output dots that contract the keys, with their epilogues;
+* one ``key`` kernel writing those that contract the queries (all of them: one loop computes
+  every one), with their epilogues.
+
+A kind with nothing to write is left out; with no output dot contracting the queries, the
+``query`` kernel computes the reductions itself and there is no ``rows`` kernel.  Cheap
+prologues only the region reads (the cotangent's converts, the mask's iotas) are recomputed
+inside each kernel that reads them.  The region is found by the dots' data flow, not by names:
+an output dot is a dot one of whose operands is computed, through no other dot, from dots
+shaped alike (the score dots).  Anything that does not fit (a value computed between the dots
+that something else reads, a kernel ``analyze_score_space`` refuses) leaves the graph as it
+was, and the decision (kind ``attention``) says why.
+"""
+from __future__ import annotations
+
+from fusion.ir.hlo_module import HloComputation
+from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
+from tiling.fusion_pass.decisions import FUSIBLE_OPCODES, FusionDecision, Node
+from tiling.fusion_pass.graph import FusionGraph
+from tiling.fusion_pass.score_space import NotScoreSpace, analyze_score_space
+
+
+def _dot_producers(comp: HloComputation, name: str, dots: set[str]) -> set[str]:
+    """The dots ``name`` is computed from through no other dot."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current in dots:
+            found.add(current)
+        else:
+            stack.extend(comp.instruction(current).operands)
+    return found
+
+
+def _regions(comp: HloComputation) -> list[tuple[set[str], set[str]]]:
+    """``(score dots, output dots)`` per connected region (see the module docstring)."""
+    dots = {i.name for i in comp.instructions if i.opcode == "dot"}
+    groups: list[tuple[set[str], set[str]]] = []
+    for name in sorted(dots):
+        dot = comp.instruction(name)
+        sides = [_dot_producers(comp, o, dots) for o in dot.operands]
+        scored = [s for s in sides if s and _alike(comp, s)]
+        if len(scored) != 1 or any(s and s is not scored[0] for s in sides):
+            continue
+        scores, joined = set(scored[0]), {name}
+        for group in [g for g in groups if g[0] & scores]:
+            groups.remove(group)
+            scores |= group[0]
+            joined |= group[1]
+        groups.append((scores, joined))
+    return [g for g in groups if len(g[1]) >= 2]
+
+
+def _alike(comp: HloComputation, names: set[str]) -> bool:
+    shapes = {comp.instruction(n).shape.dims for n in names}
+    return len(shapes) == 1 and len(next(iter(shapes))) >= 2
+
+
+def _between(comp: HloComputation, scores: set[str], outs: set[str]) -> set[str]:
+    """The instructions on paths from the score dots to the output dots, ends included."""
+    after = set(scores)
+    for instr in comp.instructions:
+        if instr.name not in outs and any(o in after for o in instr.operands):
+            after.add(instr.name)
+    before: set[str] = set()
+    stack = list(outs)
+    while stack:
+        current = stack.pop()
+        if current in before or current not in after | outs:
+            continue
+        before.add(current)
+        stack.extend(comp.instruction(current).operands)
+    return before | outs
+
+
+def _users(comp: HloComputation) -> dict[str, list[str]]:
+    users: dict[str, list[str]] = {i.name: [] for i in comp.instructions}
+    for instr in comp.instructions:
+        for o in instr.operands:
+            users[o].append(instr.name)
+    return users
+
+
+def _cheap(comp: HloComputation, name: str) -> bool:
+    instr = comp.instruction(name)
+    return (instr.opcode in FUSIBLE_OPCODES and instr.opcode != "reduce"
+            and isinstance(instr.shape, ArrayShape) and not traits(instr.opcode).given_value) \
+        or instr.opcode == "constant"
+
+
+def _prologue(comp: HloComputation, region: set[str], users) -> set[str]:
+    """Cheap instructions that only the region (and each other) read: recomputed inside."""
+    inside = set(region)
+    for instr in reversed(comp.instructions):
+        name = instr.name
+        if name in inside or not _cheap(comp, name) or not users[name]:
+            continue
+        if all(u in inside for u in users[name]) or (
+                not instr.operands and any(u in inside for u in users[name])):
+            inside.add(name)  # a constant or iota is recomputed wherever it is read
+    return inside - region
+
+
+def _epilogues(comp: HloComputation, outs: set[str], users, root: str
+               ) -> dict[str, tuple[str, set[str]]]:
+    """Per output dot, the last value of the cheap chain only it feeds (itself if none: a
+    transpose or convert the kernel applies before its store) and the chain's members."""
+    ends = {}
+    for dot in outs:
+        end, chain = dot, {dot}
+        while end != root and len(users[end]) == 1 and _cheap(comp, users[end][0]) and \
+                all(_cheap(comp, o) or o == end
+                    for o in comp.instruction(users[end][0]).operands):
+            end = users[end][0]
+            chain.add(end)
+        ends[dot] = (end, chain)
+    return ends
+
+
+def _upstream(comp: HloComputation, outputs, allowed: set[str], stop: set[str]) -> set[str]:
+    found: set[str] = set()
+    stack = list(outputs)
+    while stack:
+        current = stack.pop()
+        if current in found or current not in allowed:
+            continue
+        found.add(current)
+        if current not in stop or current in outputs:
+            stack.extend(comp.instruction(current).operands)
+    return found
+
+
+def _plan(graph: FusionGraph, scores: set[str], outs: set[str]):
+    """The new nodes (rows, query, key kernels) and the members they replace, or why not."""
+    comp = graph.comp
+    users = _users(comp)
+    region = _between(comp, scores, outs)
+    for name in region - outs:
+        if name == comp.root_name or any(u not in region for u in users[name]):
+            return None, f"{name} computed between the dots is also read elsewhere"
+    ends = _epilogues(comp, outs, users, comp.root_name)
+    tails = {m for _, chain in ends.values() for m in chain}
+    allowed = region | tails | _prologue(comp, region | tails, users)
+    by_kind: dict[str, list[str]] = {"query": [], "key": []}
+    for dot in sorted(outs, key=graph.index.__getitem__):
+        by_kind[_contracts(comp, dot, region)].append(ends[dot][0])
+    reduces = {n for n in region if comp.instruction(n).opcode == "reduce"}
+    stop = reduces if by_kind["key"] else set()
+    nodes: list[tuple[str, Node]] = []
+    read: set[str] = set()
+    for kind in ("query", "key"):
+        if by_kind[kind]:
+            members = _upstream(comp, by_kind[kind], allowed, stop)
+            read |= {o for m in members for o in comp.instruction(m).operands} & reduces
+            nodes.append((kind, Node(graph.ordered(members - (stop - set(by_kind[kind]))),
+                                     tuple(by_kind[kind]), True)))
+    if read:
+        rows = tuple(sorted(read, key=graph.index.__getitem__))
+        nodes.insert(0, ("rows", Node(graph.ordered(_upstream(comp, rows, allowed, set())),
+                                      rows, True)))
+    return (nodes, allowed), None
+
+
+def _contracts(comp: HloComputation, dot_name: str, region: set[str]) -> str:
+    """``query`` when the output dot contracts the score dots' key dim (their last), else
+    ``key``: read from its dimension numbers on the score-shaped side (the pass's guess; the
+    kernel's analysis checks it by the indexing maps)."""
+    dot = comp.instruction(dot_name)
+    side = 0 if dot.operands[0] in region else 1
+    shape = comp.instruction(dot.operands[side]).shape
+    contracting = dot.attr(("lhs", "rhs")[side] + "_contracting_dims")[0]
+    return "query" if contracting == shape.rank - 1 else "key"
+
+
+def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str]) -> str | None:
+    """Swap the nodes touching ``allowed`` for ``nodes``; why not (None: done)."""
+    produced = {o for _, n in nodes for o in n.outputs}
+    kept = {nid: n for nid, n in graph.nodes.items() if not set(n.members) & allowed}
+    gone = [nid for nid in graph.nodes if nid not in kept]
+    comp = graph.comp
+    read_after = {o for n in kept.values() for m in n.members
+                  for o in comp.instruction(m).operands} | {comp.root_name}
+    read_after |= {o for _, n in nodes for m in n.members for o in comp.instruction(m).operands
+                   if o not in n.members}
+    for nid in gone:
+        for o in graph.nodes[nid].outputs:
+            if o in read_after and o not in produced and o not in allowed:
+                return f"{o} is written by a kernel the region would replace"
+            if o in read_after - produced and o in allowed and \
+                    any(o not in n.members for _, n in nodes if o in _reads(comp, n)):
+                return f"{o} would be read from memory but no kernel writes it"
+    for nid in gone:
+        del graph.nodes[nid]
+    for _, node in nodes:
+        graph.add(node)
+    return None
+
+
+def _reads(comp: HloComputation, node: Node) -> set[str]:
+    inside = set(node.members)
+    return {o for m in node.members for o in comp.instruction(m).operands if o not in inside}
+
+
+def attention_backward_fusion(graph: FusionGraph) -> list[FusionDecision]:
+    """Make each score-space region of ``graph`` at most three kernels (see the module
+    docstring); returns the decisions, made and refused."""
+    comp = graph.comp
+    log: list[FusionDecision] = []
+    for scores, outs in _regions(comp):
+        first, names = min(scores, key=graph.index.__getitem__), tuple(sorted(outs))
+
+        def decide(fused: bool, reason: str):
+            log.append(FusionDecision(comp.name, first, names, fused, reason, 0, "attention"))
+
+        if any(sum(comp.instruction(m).opcode == "dot" for m in n.members) > 1
+               for n in graph.nodes.values() if set(n.members) & (scores | outs)):
+            continue  # already an attention kernel
+        plan, why = _plan(graph, scores, outs)
+        if plan is None:
+            decide(False, f"attention backward kept apart: {why}")
+            continue
+        nodes, allowed = plan
+        problem = _check(graph, nodes)
+        if problem is None:
+            problem = _replace(graph, nodes, allowed)
+        if problem is not None:
+            decide(False, f"attention backward kept apart: {problem}")
+            continue
+        kinds = ", ".join(f"{k} ({', '.join(n.outputs)})" for k, n in nodes)
+        decide(True, f"attention backward in {len(nodes)} kernels: {kinds}; score matrices "
+                     "never written")
+    return log
+
+
+def _check(graph: FusionGraph, nodes: list[tuple[str, Node]]) -> str | None:
+    for kind, node in nodes:
+        problem = graph.check_limits(node)
+        if problem:
+            return f"the {kind} kernel: {problem}"
+        try:
+            space = analyze_score_space(graph.candidate(node))
+        except NotScoreSpace as why:
+            return f"the {kind} kernel is not a score-space kernel: {why}"
+        if space.kind != kind:
+            return f"the {kind} kernel analyses as a {space.kind} kernel"
+    return None
+
+
+__all__ = ["attention_backward_fusion"]
