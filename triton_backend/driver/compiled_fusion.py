@@ -28,6 +28,8 @@ from fusion.analysis.emitter_kind import analyze_fusion
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from triton_backend.templates.attention.driver import compile_attention_fusion, is_attention_fusion
+from triton_backend.templates.attention.backward_driver import (compile_score_fusion,
+                                                                is_score_space_fusion)
 from triton_backend.runtime.complex_fusion import ComplexPairFusion
 from triton_backend.templates.conv.driver import compile_conv_fusion, is_conv_fusion
 from triton_backend.templates.dot.driver import compile_dot_fusion, is_dot_fusion
@@ -79,6 +81,7 @@ SPECIAL_FUSIONS = (
     (TemplateKind.SELECT_AND_SCATTER, is_select_and_scatter_fusion,
      compile_select_and_scatter_fusion),
     (TemplateKind.SORT, is_sort_fusion, compile_sort_fusion),
+    (TemplateKind.ATTENTION_BACKWARD, is_score_space_fusion, compile_score_fusion),
 )
 
 #: Emitter kinds with a template of their own: kind -> compiler, as above.

@@ -35,6 +35,7 @@ from triton_backend.lowering.emitter.triton_types import storage_dtype
 from triton_backend.lowering.rules.combine_function import accumulator_type
 from triton_backend.lowering.rules.elementwise_rules import render_elementwise
 from triton_backend.templates.attention.driver import attention_pattern, is_attention_fusion
+from triton_backend.templates.attention.backward_driver import is_score_space_fusion
 from triton_backend.templates.conv.driver import conv_spec, is_conv_fusion
 from triton_backend.templates.dot.driver import dot_spec, is_dot_fusion
 from triton_backend.templates.scatter.kernel import scatter_plan
@@ -116,7 +117,8 @@ def reduce_window_check(module: HloModule, comp: HloComputation,
 def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[str | None, str | None]:
     """``(template or None, reason or None)``: how ``compile_fusion`` would emit the fusion.
 
-    The template is ``"attention"``, ``"dot"``, ``"sort"`` or ``"scatter"`` (``None`` for the
+    The template is ``"attention"``, ``"attention_backward"``, ``"dot"``, ``"sort"`` or
+    ``"scatter"`` (``None`` for the
     index-expression emitter); the reason says why it cannot be emitted, from the template's own planner.
     """
 
@@ -135,6 +137,8 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
             return "select_and_scatter", None
         if is_sort_fusion(module, fusion_instr):
             return "sort", _sort_reason(module, fusion_instr)
+        if is_score_space_fusion(module, fusion_instr):
+            return "attention_backward", None
         kind = emitter_analysis(module, fusion_instr)
         if kind.kind.value == "scatter":
             scatter_plan(module, fusion_instr)

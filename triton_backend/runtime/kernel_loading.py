@@ -30,6 +30,7 @@ class TemplateKind(str, Enum):
     kernel (a scatter fusion's template is its emitter kind's, ``EmitterKind.SCATTER``)."""
 
     ATTENTION = "attention"
+    ATTENTION_BACKWARD = "attention_backward"
     CONVOLUTION = "convolution"
     DOT = "dot"
     SELECT_AND_SCATTER = "select_and_scatter"

@@ -1,0 +1,124 @@
+"""Score-space fusions (the attention backward's kernels, ``tiling.fusion_pass.score_space``)
+lowered to one kernel each (``attention.backward_kernel``).
+
+A *score-space fusion* is a fusion whose computation ``analyze_score_space`` accepts with an
+output dot or a reduction of the scores: the row statistics, ``dQ``, or ``dK`` with ``dV``
+(the fusion pass makes them: ``tiling.fusion_pass.attention_backward``).  Forward attention
+fusions go to the attention template first (``compiled_fusion.SPECIAL_FUSIONS``' order).
+
+>>> import fusion
+>>> m = fusion.parse_hlo('''HloModule m
+... f {
+...   q = f32[2,16,8] parameter(0)
+...   k = f32[2,16,8] parameter(1)
+...   g = f32[2,16,8] parameter(2)
+...   s = f32[2,16,16] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+...   e = f32[2,16,16] exponential(s)
+...   ROOT o = f32[2,16,8] dot(e, g), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+... }
+... ENTRY e {
+...   x = f32[2,16,8] parameter(0)
+...   y = f32[2,16,8] parameter(1)
+...   z = f32[2,16,8] parameter(2)
+...   ROOT r = f32[2,16,8] fusion(x, y, z), kind=kCustom, calls=f
+... }''')
+>>> is_score_space_fusion(m, "r"), score_space(m, "r").kind
+(True, 'key')
+"""
+from __future__ import annotations
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from tiling.fusion_pass.attention_pattern import NotAttention
+from tiling.fusion_pass.score_space import ScoreSpace, analyze_score_space
+from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
+                                                   load_kernel)
+from triton_backend.runtime.launch_mode import runs_on_interpreter
+from triton_backend.templates.attention.backward_kernel import render_score_kernel
+from triton_backend.templates.attention.kernel import DotNumerics
+from triton_backend.templates.attention.tiling import (AttentionTiling, interpreter_tiling,
+                                                       tiling_from)
+from triton_backend.templates.dot.driver import dot_numerics, target_arch
+
+
+def _computation(module: HloModule, fusion_instr: HloInstruction):
+    called = fusion_instr.attr("calls", None)
+    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
+            or not module.has_computation(called):
+        return None
+    return module.computation(called)
+
+
+def is_score_space_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
+    """True when ``fusion_instr`` is a score-space fusion (see the module docstring)."""
+    try:
+        comp = _computation(module, find_fusion(module, fusion_instr))
+    except UnsupportedOpError:
+        return False
+    if comp is None or not any(i.opcode == "dot" for i in comp.instructions):
+        return False
+    try:
+        space = analyze_score_space(comp)
+    except NotAttention:
+        return False
+    return bool(space.output_dots or space.reduces)
+
+
+def score_space(module: HloModule, fusion_instr: HloInstruction | str) -> ScoreSpace:
+    """The fusion's score space; ``UnsupportedOpError`` with the reason otherwise."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    comp = _computation(module, fusion_instr)
+    if comp is None:
+        raise UnsupportedOpError(f"{fusion_instr.name} is no fusion", where=fusion_instr.name)
+    try:
+        return analyze_score_space(comp)
+    except NotAttention as why:
+        raise UnsupportedOpError(f"fusion {fusion_instr.name} is not a score-space kernel: "
+                                 f"{why}", where=fusion_instr.name) from None
+
+
+def score_tiling(space: ScoreSpace, operand_bytes: int, tile_sizes=None,
+                 target: str | None = None) -> AttentionTiling:
+    """The blocks of a score-space kernel: the forward attention's rules (``tiling``), the
+    query block and the key block swapping roles in a ``key`` kernel, which holds one
+    accumulator per output dot: 8 warps keep those in registers."""
+    head = max(space.head_dims)
+    rows, streamed = (space.keys, space.queries) if space.kind == "key" else \
+        (space.queries, space.keys)
+    if tile_sizes is None and runs_on_interpreter(target):
+        tile_sizes = interpreter_tiling(rows, streamed, head, head, operand_bytes)
+    base = tiling_from(tile_sizes, rows, streamed, head, head, operand_bytes,
+                       target_arch(target))
+    if space.kind != "key":
+        return base
+    warps = base.num_warps if tile_sizes is not None else 8
+    return AttentionTiling(base.block_n, base.block_m, base.block_d, warps, base.num_stages)
+
+
+def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
+                         tile_sizes=None, target: str | None = None,
+                         cache: KernelCache | None = None) -> CompiledFusion:
+    """Generate, cache and load the kernel of a score-space fusion.  ``tile_sizes``: None
+    (the default tiling), ``(block_m, block_n)`` (queries, keys) or an ``AttentionTiling``."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    space = score_space(module, fusion_instr)
+    comp = module.computation(fusion_instr.attr("calls"))
+    dots = [comp.instruction(n) for n in (*space.score_dots, *space.output_dots)]
+    operand_bytes = max(comp.instruction(o).shape.element_type.bits // 8
+                        for d in dots for o in d.operands)
+    if isinstance(tile_sizes, (tuple, list)) and space.kind == "key":
+        tile_sizes = (tile_sizes[1], tile_sizes[0])
+    tiling = score_tiling(space, operand_bytes, tile_sizes, target)
+    numerics = {}
+    for dot in dots:
+        lhs, rhs = (comp.instruction(o).shape.dtype for o in dot.operands)
+        numerics[dot.name] = DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
+    source, grid = render_score_kernel(module, fusion_instr, space, tiling, numerics,
+                                       interpreter=runs_on_interpreter(target))
+    loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
+    return CompiledFusion(fusion_instr.name, TemplateKind.ATTENTION_BACKWARD, path, source,
+                          grid, tiling.tile_sizes, loaded)
+
+
+__all__ = ["compile_score_fusion", "is_score_space_fusion", "score_space", "score_tiling"]

@@ -1,0 +1,340 @@
+"""Render the kernel file of a score-space fusion (``tiling.fusion_pass.score_space``): the
+attention backward's kernels, the score matrices never leaving registers.
+
+The kernel space has the axes ``[batch (1 lane)], query (BLOCK_M), key (BLOCK_N), head
+(BLOCK_D)``, as the forward's (``attention.kernel``), and one ``ValueEmitter`` renders every
+value of the fused computation in it.  One program owns a block of the *row* role and loops
+over blocks of the *streamed* one:
+
+* ``rows`` and ``query`` kernels own ``BLOCK_M`` queries and stream the keys: each reduction
+  over the keys is the reduction rule's own loop (in dependency order, the scores recomputed
+  in each), then (``query``) one loop accumulates every output dot ``X @ Y`` (``X`` score
+  shaped ``[BLOCK_M, BLOCK_N]``, ``Y`` the free operand at the key block);
+* ``key`` kernels own ``BLOCK_N`` keys and stream the queries: one loop accumulates every
+  output dot ``X^T @ Y`` (``dK``, ``dV`` together), the per-row vectors read as inputs.
+
+Each score dot is the template's own ``tl.dot`` of its two operand tiles (the owned side
+loaded once, before any loop); each output dot multiplies as the HLO's types say
+(``dot_numerics``).  Lanes past the streamed extent are zeroed in both factors of an output
+dot; lanes past the head dims are zeroed in the score dots' operands; stores are masked.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, flatten_shape
+from fusion.text.printer import print_computation, print_instruction
+from tiling.fusion_pass.score_space import ScoreSpace
+from tiling.maps.affine_expr import AffineExpr, DimExpr, const
+from tiling.policy.limits import MAX_GRID_YZ
+from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
+from triton_backend.lowering.emitter.value_emitter import ValueEmitter
+from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
+from triton_backend.lowering.kernel_plan import index_bits_for
+from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.rules.value_rules import rule_for
+from triton_backend.templates.attention.kernel import DotNumerics, _decompose, _operand_indices
+from triton_backend.templates.attention.tiling import AttentionTiling
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
+
+
+@dataclass
+class _HookedEmitter(ValueEmitter):
+    """A value emitter whose ``hooks`` render the score dots (memoized like any value)."""
+
+    hooks: dict = field(default_factory=dict)
+
+    def value(self, name: str, indices: tuple[AffineExpr, ...]):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return super().value(name, indices)
+        key = (name, tuple(indices))
+        if key not in self.memo:
+            result = hook(name, tuple(indices))
+            self.value_axes.setdefault(result, frozenset(self._axes_of(tuple(indices))))
+            self.memo[key] = result
+        return self.memo[key]
+
+
+def _free_dim(rank: int, dot: HloInstruction, side: str) -> int:
+    taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims"))
+    (free,) = [i for i in range(rank) if i not in taken]
+    return free
+
+
+@dataclass
+class _ScoreKernel:
+    """The state of one rendering (used once)."""
+
+    module: HloModule
+    fusion_instr: HloInstruction
+    space: ScoreSpace
+    tiling: AttentionTiling
+    numerics: dict
+    interpreter: bool = False
+
+    def __post_init__(self) -> None:
+        self.comp = self.module.computation(self.fusion_instr.attr("calls"))
+        self.lead = 1 if self.space.batch else 0
+        t = self.tiling
+        self.qa, self.ka, self.da = self.lead, self.lead + 1, self.lead + 2
+        self.blocks = [1] * self.lead + [t.block_m, t.block_n, t.block_d]
+        self.names = IdentifierAllocator()
+        shapes = [p.shape for p in self.comp.parameters if isinstance(p.shape, ArrayShape)]
+        outs = [s for s in _leaves(self.fusion_instr.shape)]
+        bits = index_bits_for(math.prod(s.dims) for s in (*shapes, *outs))
+        self.em = _HookedEmitter(
+            self.module, self.comp, list(self.blocks), self.names,
+            {r: (self.ka,) for r in self.space.reduces}, reduction_chunk=t.block_n,
+            index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
+            hooks={d: self.scores for d in self.space.score_dots})
+        self.owned: dict = {}
+        self.head_vars: dict[int, DimExpr] = {}
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
+        return tuple(axes.get(a, 1) for a in range(len(self.blocks)))
+
+    def _var(self, e: DimExpr) -> str:
+        return self.em.dims[e.index].name
+
+    def _head(self, extent: int) -> DimExpr:
+        if extent not in self.head_vars:
+            self.head_vars[extent] = self.em.new_dim("h", self.da, extent)
+        return self.head_vars[extent]
+
+    def _single(self, name: str, indices) -> str:
+        value = self.em.value(name, tuple(indices))
+        if not isinstance(value, str):
+            raise UnsupportedOpError(f"tuple-shaped operand {name}", where=name)
+        return value
+
+    def _tile(self, value: str, axes: tuple[int, int], masks: list[str], dtype: str,
+              hint: str, transpose: bool = False) -> str:
+        em = self.em
+        shape = self._full({a: self.blocks[a] for a in axes})
+        tile = em.bind(f"tl.broadcast_to({value}, {shape})", f"{hint}_tile")
+        for mask in masks:
+            tile = em.bind(f"tl.where({mask}, {tile}, 0)", f"{hint}_tile")
+        tile = em.bind(f"tl.reshape({tile}, {tuple(self.blocks[a] for a in axes)})",
+                       f"{hint}_tile")
+        if transpose:
+            tile = em.bind(f"tl.trans({tile})", f"{hint}_tile")
+        return em.bind(f"{tile}.to({dtype})", f"{hint}_in")
+
+    def _bound(self, var: DimExpr, extent: int, block: int) -> list[str]:
+        return [] if extent % block == 0 and extent >= block else [f"{self._var(var)} < {extent}"]
+
+    @staticmethod
+    def _precision(numerics: DotNumerics) -> str:
+        return f", input_precision={numerics.input_precision!r}" if numerics.input_precision \
+            else ""
+
+    # --- score dots -------------------------------------------------------------------------
+    def _operand_tile(self, dot: HloInstruction, side: str, at_var: DimExpr) -> str:
+        """A score dot's operand tile ``[rows of at_var's axis, head]``."""
+        operand = self.comp.instruction(dot.operands[side == "rhs"])
+        c = dot.attr(f"{side}_contracting_dims")[0]
+        head = self._head(operand.shape.dims[c])
+        at = _operand_indices(dot, side, operand.shape.rank, self.batch, at_var, head)
+        axis = self.em.dims[at_var.index].axis
+        masks = self._bound(head, operand.shape.dims[c], self.tiling.block_d)
+        return self._tile(self._single(operand.name, at), (axis, self.da), masks,
+                          self.numerics[dot.name].operand_dtype, side, transpose=side == "rhs")
+
+    def scores(self, name: str, indices: tuple[AffineExpr, ...]) -> str:
+        """Score dot ``name`` at ``(batch, query, key)``: ``lhs_tile @ rhs_tile^T``, rounded;
+        the owned side's tile is the one loaded before the loops."""
+        nb = len(self.space.batch)
+        dot = self.comp.instruction(name)
+        q, k = indices[nb], indices[nb + 1]
+        if tuple(indices[:nb]) != tuple(self.batch[:nb]) or not all(
+                isinstance(e, DimExpr) for e in (q, k)):
+            raise UnsupportedOpError(f"the scores {name} are read at {indices}, not at "
+                                     "(batch, query rows, key block)", where=name)
+        lhs = self.owned.get((name, "lhs")) if q == self.row else None
+        lhs = lhs or self._operand_tile(dot, "lhs", q)
+        rhs = self.owned.get((name, "rhs")) if k == self.row else None
+        rhs = rhs or self._operand_tile(dot, "rhs", k)
+        numerics = self.numerics[name]
+        em = self.em
+        s = em.bind(f"tl.dot({lhs}, {rhs}{self._precision(numerics)}, "
+                    f"out_dtype={numerics.acc_dtype})", "qk")
+        s = em.bind(f"tl.reshape({s}, {self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})})", "qk")
+        return em.bind(numerics.result_rounding.format(acc=s), name)
+
+    def _load_owned(self) -> None:
+        """The score dots' operand tiles on the owned side, once, before any loop."""
+        side = "rhs" if self.space.kind == "key" else "lhs"
+        for name in self.space.score_dots:
+            dot = self.comp.instruction(name)
+            self.owned[(name, side)] = self._operand_tile(dot, side, self.row)
+
+    # --- output dots ------------------------------------------------------------------------
+    def _output_loop(self) -> None:
+        """One loop over the streamed blocks accumulating every output dot."""
+        em, t, space = self.em, self.tiling, self.space
+        key_kind = space.kind == "key"
+        sa = self.qa if key_kind else self.ka
+        extent = space.queries if key_kind else space.keys
+        step = self.blocks[sa]
+        accs = {}
+        for name in space.output_dots:
+            numerics = self.numerics[name]
+            accs[name] = em.bind(f"tl.zeros(({self.blocks[self.ra]}, {t.block_d}), "
+                                 f"dtype={numerics.acc_dtype})", "acc")
+        start = self.names.fresh("start")
+        with em.block(f"for {start} in range(0, {extent}, {step}):"):
+            var = em.new_dim("qs" if key_kind else "ks", sa, extent, start,
+                             -(-extent // step) * step - 1)
+            masks = self._bound(var, extent, step)
+            for name in space.output_dots:
+                self._accumulate(name, accs[name], var, masks)
+        for name in space.output_dots:
+            dot = self.comp.instruction(name)
+            numerics = self.numerics[name]
+            view = em.bind(f"tl.reshape({accs[name]}, "
+                           f"{self._full({self.ra: self.blocks[self.ra], self.da: t.block_d})})",
+                           "acc")
+            value = em.bind(numerics.result_rounding.format(acc=view), name)
+            at = self._indices(space.roles[name], dot.shape.dims)
+            em.memo[(name, at)] = value
+            em.value_axes.setdefault(value, frozenset(em._axes_of(at)))
+
+    def _accumulate(self, name: str, acc: str, var: DimExpr, masks: list[str]) -> None:
+        em, space = self.em, self.space
+        dot = self.comp.instruction(name)
+        numerics = self.numerics[name]
+        xs = 0 if dot.operands[0] in space.roles else 1
+        sides = ("lhs", "rhs")
+        x_name, y_name = dot.operands[xs], dot.operands[1 - xs]
+        x_shape = self.comp.instruction(x_name).shape
+        x_at = self._indices(space.roles[x_name], x_shape.dims, var)
+        x = self._tile(self._single(x_name, x_at), (self.qa, self.ka), masks,
+                       numerics.operand_dtype, "x", transpose=space.kind == "key")
+        y_shape = self.comp.instruction(y_name).shape
+        free = _free_dim(y_shape.rank, dot, sides[1 - xs])
+        head = self._head(y_shape.dims[free])
+        y_at = _operand_indices(dot, sides[1 - xs], y_shape.rank, self.batch, head, var)
+        sa = self.em.dims[var.index].axis
+        y = self._tile(self._single(y_name, y_at), (sa, self.da), masks,
+                       numerics.operand_dtype, "y")
+        em.emit(f"{acc} = tl.dot({x}, {y}, {acc}{self._precision(numerics)}, "
+                f"out_dtype={numerics.acc_dtype})")
+
+    def _indices(self, roles: tuple, dims: tuple[int, ...], streamed: DimExpr | None = None):
+        out: list[AffineExpr] = []
+        for role, n in zip(roles, dims):
+            if isinstance(role, tuple):
+                out.append(self.batch[role[1]])
+            elif role == self.space.streamed and streamed is not None:
+                out.append(streamed)
+            elif role in ("q", "k") and role != self.space.streamed:
+                out.append(self.row)
+            elif role == "d":
+                out.append(self._head(n))
+            elif role is None:
+                out.append(const(0))
+            else:
+                raise UnsupportedOpError(f"a value read along {role!r} outside the loop",
+                                         where=self.fusion_instr.name)
+        return tuple(out)
+
+    # --- the kernel -------------------------------------------------------------------------
+    def render(self) -> tuple[str, tuple[int, ...]]:
+        em, t, space = self.em, self.tiling, self.space
+        for p in self.comp.parameters:
+            em.pointer_for(p)
+        key_kind = space.kind == "key"
+        self.ra = self.ka if key_kind else self.qa
+        rows = space.keys if key_kind else space.queries
+        block = self.blocks[self.ra]
+        batch = math.prod(space.batch)
+        tiles = -(-rows // block)
+        if batch > MAX_GRID_YZ:
+            pid = em.bind(f"tl.program_id(0) % {tiles}", "pid_row")
+            pid_b = em.bind(f"tl.program_id(0) // {tiles}", "pid_batch")
+            grid = (tiles * batch, 1)
+        else:
+            pid = em.bind("tl.program_id(0)", "pid_row")
+            pid_b = em.bind("tl.program_id(1)", "pid_batch")
+            grid = (tiles, batch)
+        self.batch: list[AffineExpr] = []
+        if self.lead:
+            flat = em.new_dim("batch", 0, batch, pid_b, batch - 1)
+            self.batch = _decompose(flat, space.batch)
+        self.row = em.new_dim("k" if key_kind else "q", self.ra, rows, f"{pid} * {block}",
+                              tiles * block - 1)
+        self._load_owned()
+        if space.reduces:
+            em.emit("# the row statistics, in dependency order, each a loop over the keys")
+            for name in space.reduces:
+                em.value(name, self._indices(space.roles[name],
+                                             self.comp.instruction(name).shape.dims))
+        if space.output_dots:
+            em.emit(f"# one loop over the {'queries' if key_kind else 'keys'}: every output "
+                    "dot accumulated")
+            self._output_loop()
+        pointers = self._store_outputs()
+        return self._source(pointers, grid), grid
+
+    def _store_outputs(self) -> list[str]:
+        em, root = self.em, self.comp.root
+        outs = list(root.operands) if root.opcode == "tuple" else [root.name]
+        pointers = []
+        for i, name in enumerate(outs):
+            shape = self.comp.instruction(name).shape
+            at = self._indices(self.space.roles[name], shape.dims)
+            value = self._single(name, at)
+            pointer = self.names.fresh(f"out{i}_ptr")
+            pointers.append(pointer)
+            conds = [f"({self._var(e)} < {n})" for e, n in zip(at, shape.dims)
+                     if isinstance(e, DimExpr) and em.dims[e.index].axis != 0]
+            mask = em.bind(" & ".join(conds) or "True", "out_mask")
+            zero = em.bind(" + ".join(f"{self._var(e)} * 0" for e in at
+                                      if isinstance(e, DimExpr)) or "0", "tile_zero")
+            store_output(em, value, shape, pointer, at, mask, zero, f"output {i}")
+        return pointers
+
+    def _source(self, pointers: list[str], grid) -> str:
+        em, t, space = self.em, self.tiling, self.space
+        kernel_name = self.names.fresh(f"{sanitize(self.fusion_instr.name)}_kernel")
+        parameters = self.comp.parameters
+        constants = [b for b in em.buffers.values() if b.parameter_number is None]
+        signature = [em.buffers[p.name].pointer for p in parameters]
+        signature += [c.pointer for c in constants] + pointers
+        header = comment_block(
+            f"Generated by triton_backend.templates.attention.backward_kernel for fusion "
+            f"{self.fusion_instr.name}.\n{print_instruction(self.fusion_instr)}\n\n"
+            f"{print_computation(self.comp)}\n\n"
+            f"{space.kind} kernel: score dots {list(space.score_dots)}, output dots "
+            f"{list(space.output_dots)}, reductions {list(space.reduces)}, batch "
+            f"{list(space.batch)}, {space.queries} queries, {space.keys} keys\n"
+            f"tiling {t}, grid {grid}")
+        kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n"
+                  + "\n".join(em.lines) + "\n")
+        combiners = "\n\n".join(em.helper_functions.values())
+        specs = kernel_specs(kernel_name, grid, parameters, [c.instruction for c in constants],
+                             tuple(_leaves(self.fusion_instr.shape)),
+                             (t.num_warps, t.num_stages))
+        return (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + "\n\n"
+                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + RUNTIME)
+
+
+def _leaves(shape) -> list[ArrayShape]:
+    return list(flatten_shape(shape))
+
+
+def render_score_kernel(module: HloModule, fusion_instr: HloInstruction, space: ScoreSpace,
+                        tiling: AttentionTiling, numerics: dict[str, DotNumerics],
+                        interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source of the score-space fusion ``fusion_instr`` and its grid
+    (``numerics``: each dot's, by name; ``interpreter``: reductions by halving steps)."""
+    return _ScoreKernel(module, fusion_instr, space, tiling, numerics, interpreter).render()
+
+
+__all__ = ["render_score_kernel"]
