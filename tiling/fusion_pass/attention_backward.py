@@ -153,6 +153,8 @@ def _plan(graph: FusionGraph, scores: set[str], outs: set[str]):
     comp = graph.comp
     users = _users(comp)
     region = _between(comp, scores, outs)
+    if not any(comp.instruction(n).opcode == "reduce" for n in region):
+        return None, "no reduction of the scores between the dots (not attention)"
     for name in region - outs:
         if name == comp.root_name or any(u not in region for u in users[name]):
             return None, f"{name} computed between the dots is also read elsewhere"

@@ -80,20 +80,36 @@ def score_space(module: HloModule, fusion_instr: HloInstruction | str) -> ScoreS
 
 def score_tiling(space: ScoreSpace, operand_bytes: int, tile_sizes=None,
                  target: str | None = None) -> AttentionTiling:
-    """The blocks of a score-space kernel: the forward attention's rules (``tiling``), the
-    query block and the key block swapping roles in a ``key`` kernel, which holds one
-    accumulator per output dot: 8 warps keep those in registers."""
+    """The blocks of a score-space kernel, ``(block_m, block_n)`` over (queries, keys).
+
+    Defaults, from the registers ``ptxas`` reports for the bench backward programs (no
+    spills on sm_80 and sm_90): exact f32 dots run on the FMA units with their operands in
+    registers, so ``32 x 32`` at 8 warps; bf16/f16 take the forward attention's blocks, and
+    the ``key`` kernel, which holds one accumulator per output dot besides its key-side
+    tiles, 8 warps (on sm_80, whose ``mma.sync`` fragments hold more per thread, 32 streamed
+    keys).  ``tile_sizes`` here are (rows, streamed): a ``key`` kernel's are (keys,
+    queries)."""
     head = max(space.head_dims)
-    rows, streamed = (space.keys, space.queries) if space.kind == "key" else \
-        (space.queries, space.keys)
+    key_kind = space.kind == "key"
+    rows, streamed = (space.keys, space.queries) if key_kind else (space.queries, space.keys)
+    arch = target_arch(target)
     if tile_sizes is None and runs_on_interpreter(target):
         tile_sizes = interpreter_tiling(rows, streamed, head, head, operand_bytes)
-    base = tiling_from(tile_sizes, rows, streamed, head, head, operand_bytes,
-                       target_arch(target))
-    if space.kind != "key":
-        return base
-    warps = base.num_warps if tile_sizes is not None else 8
-    return AttentionTiling(base.block_n, base.block_m, base.block_d, warps, base.num_stages)
+    elif tile_sizes is None:
+        base = tiling_from(None, rows, streamed, head, head, operand_bytes, arch)
+        if operand_bytes >= 4:
+            tile_sizes = AttentionTiling(min(base.block_m, 32), min(base.block_n, 32),
+                                         base.block_d, 8, 1)
+        elif key_kind:
+            tile_sizes = AttentionTiling(min(base.block_m, 32 if arch < 90 else 64),
+                                         base.block_n, base.block_d, 8, base.num_stages)
+        else:
+            tile_sizes = base
+    tiling = tiling_from(tile_sizes, rows, streamed, head, head, operand_bytes, arch)
+    if not key_kind:
+        return tiling
+    return AttentionTiling(tiling.block_n, tiling.block_m, tiling.block_d, tiling.num_warps,
+                           tiling.num_stages)
 
 
 def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
@@ -109,6 +125,9 @@ def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, 
                         for d in dots for o in d.operands)
     if isinstance(tile_sizes, (tuple, list)) and space.kind == "key":
         tile_sizes = (tile_sizes[1], tile_sizes[0])
+    elif isinstance(tile_sizes, AttentionTiling) and space.kind == "key":
+        tile_sizes = AttentionTiling(tile_sizes.block_n, tile_sizes.block_m, tile_sizes.block_d,
+                                     tile_sizes.num_warps, tile_sizes.num_stages)
     tiling = score_tiling(space, operand_bytes, tile_sizes, target)
     numerics = {}
     for dot in dots:
