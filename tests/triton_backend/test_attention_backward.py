@@ -1,0 +1,96 @@
+"""The attention backward (``fusion.autodiff.vjp`` of attention as JAX lowers it) compiles to
+at most three kernels (the row statistics, dQ, dK with dV: ``tiling.fusion_pass.
+attention_backward``) that match the reference evaluator under the interpreter; a backward the
+kernels do not fit keeps today's fusion and the decision says why; the bench-sized bf16 and
+f32 backward compile for sm_90 without spills, the bf16 one on the tensor cores (PTX only)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import pytest
+
+import fusion
+from fusion.autodiff.vjp_module import vjp
+from fusion.text.printer import print_hlo
+from tests.triton_backend.test_attention_fusion import (S, attention, hlo, requires_ptxas,
+                                                         run_and_check)
+from tests.triton_backend.test_attention_one_pass import masked_attention
+from tests.triton_backend.test_dot_fusion_ptx import CHILD
+from tiling.fusion_pass.priority_fusion import fuse_module
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.runtime.kernel_loading import TemplateKind
+
+
+def backward(f, shape, dtype) -> str:
+    """The vjp module of ``f(q, k, v)`` at ``shape`` (all three alike)."""
+    return print_hlo(vjp(fusion.parse_hlo(hlo(f, *[S(shape, dtype)] * 3))))
+
+
+CASES = {
+    # name: (forward, [batch, heads, tokens, head], dtype, tiles or None for the default)
+    "causal_f32": (attention(True), (1, 2, 64, 32), jnp.float32, None),
+    "causal_bf16_several_blocks": (attention(True), (1, 1, 48, 16), jnp.bfloat16, (16, 16)),
+    "unmasked_f32_padded": (attention(False), (1, 1, 40, 8), jnp.float32, (16, 32)),
+    "sliding_window_f32": (masked_attention(lambda q, k: (k <= q) & (k > q - 8)),
+                           (1, 2, 48, 8), jnp.float32, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attention_backward_is_three_kernels_and_matches(name):
+    forward, shape, dtype, tiles = CASES[name]
+    text = backward(forward, shape, dtype)
+    fused = fuse_module(fusion.parse_hlo(text)).module
+    fusions = [i.name for i in fused.entry.instructions if i.opcode == "fusion"]
+    tiling = None if tiles is None else dict.fromkeys(fusions, tiles)
+    compiled = run_and_check(text, tiling=tiling)
+    kinds = [f.kind for f in compiled.fusions.values()]
+    assert kinds == [TemplateKind.ATTENTION_BACKWARD] * 3, kinds
+
+
+def test_grouped_query_backward_keeps_todays_fusion_and_says_why():
+    """Q reshaped to [batch, kv heads, group, tokens, head]: the score dots' lhs has two free
+    dims, which the score-space kernels do not take; the region stays as the other stages
+    fuse it, and the decision names the reason."""
+    def gqa(q, k, v):
+        q = q.reshape(1, 2, 2, 32, 16)
+        s = jnp.einsum("bhgqd,bhkd->bhgqk", q, k) / 4.0
+        p = jnp.exp(s - s.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+        return jnp.einsum("bhgqk,bhkd->bhgqd", p, v).reshape(1, 4, 32, 16)
+    text = print_hlo(vjp(fusion.parse_hlo(hlo(gqa, S((1, 4, 32, 16), jnp.float32),
+                                              S((1, 2, 32, 16), jnp.float32),
+                                              S((1, 2, 32, 16), jnp.float32)))))
+    result = fuse_module(fusion.parse_hlo(text))
+    refused = [d for d in result.decisions if d.kind == "attention" and not d.fused
+               and "attention backward" in d.reason]
+    assert refused and "free dim" in refused[0].reason, [str(d) for d in result.decisions
+                                                          if d.kind == "attention"]
+
+
+@pytest.mark.slow
+@requires_ptxas
+def test_bench_sized_backward_compiles_for_sm90_without_spills():
+    requests = []
+    for dtype in (jnp.bfloat16, jnp.float32):
+        module = fuse_module(fusion.parse_hlo(
+            backward(attention(True), (4, 8, 512, 64), dtype))).module
+        fusions = [i.name for i in module.entry.instructions if i.opcode == "fusion"]
+        assert len(fusions) == 3
+        for name in fusions:
+            compiled = compile_fusion(module, name, target="sm_90")
+            assert compiled.kind is TemplateKind.ATTENTION_BACKWARD
+            requests.append([str(compiled.kernel_path), 90])
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)],
+                            capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
+    reports = json.loads(line[len("REPORT"):])
+    assert [r["spills"] for r in reports] == [0] * 6, reports
+    assert all(r["wgmma"] > 0 for r in reports[:3]), reports  # bf16 on the tensor cores
