@@ -33,10 +33,12 @@ from tiling.fusion_pass.graph import FusionGraph
 from tiling.fusion_pass.score_space import NotScoreSpace, analyze_score_space
 
 
-def _dot_producers(comp: HloComputation, name: str, dots: set[str]) -> set[str]:
-    """The dots ``name`` is computed from through no other dot."""
+def _dot_producers(comp: HloComputation, name: str, dots: set[str]) -> tuple[set[str], bool]:
+    """The dots ``name`` is computed from through no other dot, and whether a reduction
+    lies on those paths (a normalization: what makes them scores)."""
     found: set[str] = set()
     seen: set[str] = set()
+    reduced = False
     stack = [name]
     while stack:
         current = stack.pop()
@@ -46,19 +48,22 @@ def _dot_producers(comp: HloComputation, name: str, dots: set[str]) -> set[str]:
         if current in dots:
             found.add(current)
         else:
+            reduced |= comp.instruction(current).opcode == "reduce"
             stack.extend(comp.instruction(current).operands)
-    return found
+    return found, reduced
 
 
 def _regions(comp: HloComputation) -> list[tuple[set[str], set[str]]]:
-    """``(score dots, output dots)`` per connected region (see the module docstring)."""
+    """``(score dots, output dots)`` per connected region: an output dot has one operand
+    computed through no other dot, and through a reduction, from dots shaped alike (the
+    score dots); its other operand is free (a parameter, or computed from other dots)."""
     dots = {i.name for i in comp.instructions if i.opcode == "dot"}
     groups: list[tuple[set[str], set[str]]] = []
     for name in sorted(dots):
         dot = comp.instruction(name)
         sides = [_dot_producers(comp, o, dots) for o in dot.operands]
-        scored = [s for s in sides if s and _alike(comp, s)]
-        if len(scored) != 1 or any(s and s is not scored[0] for s in sides):
+        scored = [found for found, reduced in sides if found and reduced and _alike(comp, found)]
+        if len(scored) != 1:
             continue
         scores, joined = set(scored[0]), {name}
         for group in [g for g in groups if g[0] & scores]:
@@ -106,6 +111,14 @@ def _cheap(comp: HloComputation, name: str) -> bool:
         or instr.opcode == "constant"
 
 
+def _epilogue_op(comp: HloComputation, name: str) -> bool:
+    """An op the kernel applies to an output dot's tile before the store: elementwise, or a
+    transpose (a reshape merging the heads into one dim is the next kernel's read)."""
+    instr = comp.instruction(name)
+    return _cheap(comp, name) and (traits(instr.opcode).elementwise
+                                   or instr.opcode in ("transpose", "copy"))
+
+
 def _prologue(comp: HloComputation, region: set[str], users) -> set[str]:
     """Cheap instructions that only the region (and each other) read: recomputed inside."""
     inside = set(region)
@@ -126,7 +139,7 @@ def _epilogues(comp: HloComputation, outs: set[str], users, root: str
     ends = {}
     for dot in outs:
         end, chain = dot, {dot}
-        while end != root and len(users[end]) == 1 and _cheap(comp, users[end][0]) and \
+        while end != root and len(users[end]) == 1 and _epilogue_op(comp, users[end][0]) and \
                 all(_cheap(comp, o) or o == end
                     for o in comp.instruction(users[end][0]).operands):
             end = users[end][0]
@@ -193,26 +206,36 @@ def _contracts(comp: HloComputation, dot_name: str, region: set[str]) -> str:
 
 
 def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str]) -> str | None:
-    """Swap the nodes touching ``allowed`` for ``nodes``; why not (None: done)."""
-    produced = {o for _, n in nodes for o in n.outputs}
-    kept = {nid: n for nid, n in graph.nodes.items() if not set(n.members) & allowed}
-    gone = [nid for nid in graph.nodes if nid not in kept]
+    """Swap the nodes touching ``allowed`` for ``nodes``, keeping those that still write a
+    value something else reads (less what the new nodes write); why not (None: done)."""
     comp = graph.comp
-    read_after = {o for n in kept.values() for m in n.members
-                  for o in comp.instruction(m).operands} | {comp.root_name}
-    read_after |= {o for _, n in nodes for m in n.members for o in comp.instruction(m).operands
-                   if o not in n.members}
-    for nid in gone:
-        for o in graph.nodes[nid].outputs:
-            if o in read_after and o not in produced and o not in allowed:
-                return f"{o} is written by a kernel the region would replace"
-            if o in read_after - produced and o in allowed and \
-                    any(o not in n.members for _, n in nodes if o in _reads(comp, n)):
-                return f"{o} would be read from memory but no kernel writes it"
-    for nid in gone:
-        del graph.nodes[nid]
+    produced = {o for _, n in nodes for o in n.outputs}
+    touching = {nid for nid, n in graph.nodes.items() if set(n.members) & allowed}
+    needed = {comp.root_name} | {o for _, n in nodes for o in _reads(comp, n)}
+    kept: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        reads = set(needed)
+        for nid, n in graph.nodes.items():
+            if nid not in touching or nid in kept:
+                reads |= _reads(comp, n)
+        for nid in touching - kept:
+            if any(o in reads and o not in produced for o in graph.nodes[nid].outputs):
+                kept.add(nid)
+                changed = True
+    before = dict(graph.nodes)
+    for nid in touching:
+        node = graph.nodes.pop(nid)
+        outputs = tuple(o for o in node.outputs if o not in produced)
+        if nid in kept and outputs:
+            graph.add(Node(node.members, outputs, node.fusible))
     for _, node in nodes:
         graph.add(node)
+    if len(graph.order()) != len(graph.nodes):
+        graph.nodes.clear()
+        graph.nodes.update(before)
+        return "the kernels it keeps and the new ones would read each other in a cycle"
     return None
 
 
