@@ -10,6 +10,11 @@ to ``bench/programs/xla_cpu_kernels.json``.  The committed ``.hlo`` files are wh
 
     python bench/programs/generate.py [--only NAME ...] [--out DIR]
 
+The ``vjp_*`` programs (``VJP_PROGRAMS``) are the backward modules ``fusion.autodiff.vjp``
+derives from a forward program (the attention backward, ``tiling.fusion_pass.
+attention_backward``); their XLA:CPU count is that of JAX's own backward of the same function
+(``jax.vjp``), the same gradients.
+
 ``--training-step`` writes only ``training/transformer_train_step.hlo`` (a two-layer
 transformer's SGD step, forward and backward: ``write_training_step``), the real-model input
 of ``bench/compile_scaling.py``.
@@ -308,6 +313,36 @@ def programs():
     return out
 
 
+#: Backward programs: name -> the forward program ``fusion.autodiff.vjp`` differentiates.
+VJP_PROGRAMS = {
+    "vjp_attention_causal_bf16_4x8x512x64": "attention_causal_bf16_4x8x512x64",
+    "vjp_attention_causal_f32_4x8x512x64": "attention_causal_f32_4x8x512x64",
+}
+
+
+def write_vjp_program(name: str, out: Path, forward) -> int:
+    """Write ``out/NAME.hlo``, the vjp module of the forward program ``VJP_PROGRAMS[name]``;
+    returns XLA:CPU's kernel count of JAX's backward of the same function (needs jax)."""
+    import jax
+
+    sys.path.insert(0, str(HERE.parents[1]))
+    from fusion.autodiff.vjp_module import vjp
+    from fusion.text.parser import parse_hlo
+    from fusion.text.printer import print_hlo
+
+    source = VJP_PROGRAMS[name]
+    module = parse_hlo((out / f"{source}.hlo").read_text())
+    (out / f"{name}.hlo").write_text(print_hlo(vjp(module)) + "\n")
+    fn, fn_args = forward[source]
+
+    def backward(*args):
+        primals, cotangent = args[:-1], args[-1]
+        return jax.vjp(fn, *primals)[1](cotangent)
+
+    cotangent = jax.eval_shape(fn, *fn_args)
+    return count_xla_kernels(jax.jit(backward).lower(*fn_args, cotangent).compile().as_text())
+
+
 #: Where :func:`write_training_step` puts the training-step program: a subfolder, so the
 #: fusion-quality and kernel-compile benches (which read ``programs/*.hlo``) skip it.
 TRAINING_DIR = HERE / "training"
@@ -378,12 +413,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     counts_path = args.out / "xla_cpu_kernels.json"
     counts = json.loads(counts_path.read_text()) if counts_path.exists() else {}
-    for name, (fn, fn_args) in programs().items():
+    forward = programs()
+    for name, (fn, fn_args) in forward.items():
         if args.only and name not in args.only:
             continue
         lowered = jax.jit(fn).lower(*fn_args)
         (args.out / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
         counts[name] = count_xla_kernels(lowered.compile().as_text())
+        print(f"{name}: XLA:CPU {counts[name]} kernel(s)")
+    for name in VJP_PROGRAMS:
+        if args.only and name not in args.only:
+            continue
+        counts[name] = write_vjp_program(name, args.out, forward)
         print(f"{name}: XLA:CPU {counts[name]} kernel(s)")
     counts_path.write_text(json.dumps(
         {"_about": "kernels of XLA:CPU's optimized HLO (fusions + non-trivial unfused ops), "
