@@ -42,6 +42,7 @@ from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend.templates.attention.driver import attention_form, attention_pattern
+from triton_backend.templates.attention.backward_driver import score_space
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.templates.dot.library_call import LibraryDot
 from triton_backend.driver.op_coverage import library_call_sites
@@ -464,7 +465,17 @@ def with_target(report: ModuleReport, found: list[dict], arch: int) -> ModuleRep
 
 
 def _attention_fields(module, instr, kernel) -> dict[str, Any]:
-    """The attention form and the key/value blocks visited, for an attention kernel."""
+    """The attention form and the key/value blocks visited, for an attention kernel (and for
+    an attention backward kernel, its kind and what it writes)."""
+    if kernel.kind is TemplateKind.ATTENTION_BACKWARD:
+        space = score_space(module, instr)
+        writes = (f"output dots {', '.join(space.output_dots)} contracting the "
+                  f"{'queries' if space.kind == 'key' else 'keys'}" if space.output_dots else
+                  f"row statistics {', '.join(space.reduces)}")
+        return {"attention_form": f"backward {space.kind}",
+                "attention_form_reason": f"{writes}; score dots {', '.join(space.score_dots)} "
+                                         "recomputed per block",
+                "kv_blocks_visited_fraction": 1.0}
     if kernel.kind is not TemplateKind.ATTENTION:
         return {}
     form = attention_form(module, instr)
