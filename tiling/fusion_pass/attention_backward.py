@@ -19,9 +19,10 @@ A kind with nothing to write is left out; with no output dot contracting the que
 prologues only the region reads (the cotangent's converts, the mask's iotas) are recomputed
 inside each kernel that reads them.  The region is found by the dots' data flow, not by names:
 an output dot is a dot one of whose operands is computed, through no other dot, from dots
-shaped alike (the score dots).  Anything that does not fit (a value computed between the dots
-that something else reads, a kernel ``analyze_score_space`` refuses) leaves the graph as it
-was, and the decision (kind ``attention``) says why.
+shaped alike (the score dots).  A value of the region something else reads (the forward's
+probabilities in a training step) is still written by the kernel that wrote it.  Anything
+that does not fit (a kernel ``analyze_score_space`` refuses, kernels that would read each
+other) leaves the graph as it was, and the decision (kind ``attention``) says why.
 """
 from __future__ import annotations
 
@@ -56,22 +57,49 @@ def _dot_producers(comp: HloComputation, name: str, dots: set[str]) -> tuple[set
 def _regions(comp: HloComputation) -> list[tuple[set[str], set[str]]]:
     """``(score dots, output dots)`` per connected region: an output dot has one operand
     computed through no other dot, and through a reduction, from dots shaped alike (the
-    score dots); its other operand is free (a parameter, or computed from other dots)."""
+    score dots); its other operand is free (a parameter, or computed from other dots).  An
+    output dot some score dot of its region is computed from (the forward's ``P @ V`` in a
+    training step, which the backward's ``dP`` depends on) is left out: the region's kernels
+    would read each other."""
     dots = {i.name for i in comp.instructions if i.opcode == "dot"}
-    groups: list[tuple[set[str], set[str]]] = []
+    candidates: dict[str, set[str]] = {}
     for name in sorted(dots):
         dot = comp.instruction(name)
         sides = [_dot_producers(comp, o, dots) for o in dot.operands]
         scored = [found for found, reduced in sides if found and reduced and _alike(comp, found)]
-        if len(scored) != 1:
-            continue
-        scores, joined = set(scored[0]), {name}
+        if len(scored) == 1:
+            candidates[name] = scored[0]
+    groups = _grouped(candidates)
+    feeding = {out for scores, outs in groups for out in outs
+               if any(_reaches(comp, s, out) for s in scores)}
+    groups = _grouped({o: s for o, s in candidates.items() if o not in feeding})
+    return [g for g in groups if len(g[1]) >= 2]
+
+
+def _grouped(candidates: dict[str, set[str]]) -> list[tuple[set[str], set[str]]]:
+    groups: list[tuple[set[str], set[str]]] = []
+    for name, found in candidates.items():
+        scores, joined = set(found), {name}
         for group in [g for g in groups if g[0] & scores]:
             groups.remove(group)
             scores |= group[0]
             joined |= group[1]
         groups.append((scores, joined))
-    return [g for g in groups if len(g[1]) >= 2]
+    return groups
+
+
+def _reaches(comp: HloComputation, name: str, target: str) -> bool:
+    """Whether ``name`` is computed from ``target``."""
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        current = stack.pop()
+        if current == target:
+            return True
+        if current not in seen:
+            seen.add(current)
+            stack.extend(comp.instruction(current).operands)
+    return False
 
 
 def _alike(comp: HloComputation, names: set[str]) -> bool:
@@ -80,10 +108,11 @@ def _alike(comp: HloComputation, names: set[str]) -> bool:
 
 
 def _between(comp: HloComputation, scores: set[str], outs: set[str]) -> set[str]:
-    """The instructions on paths from the score dots to the output dots, ends included."""
+    """The instructions on paths from the score dots to the output dots through no other dot,
+    ends included."""
     after = set(scores)
-    for instr in comp.instructions:
-        if instr.name not in outs and any(o in after for o in instr.operands):
+    for instr in comp.instructions:  # through no other dot
+        if instr.opcode != "dot" and any(o in after for o in instr.operands):
             after.add(instr.name)
     before: set[str] = set()
     stack = list(outs)
@@ -161,23 +190,22 @@ def _upstream(comp: HloComputation, outputs, allowed: set[str], stop: set[str]) 
     return found
 
 
-def _plan(graph: FusionGraph, scores: set[str], outs: set[str]):
-    """The new nodes (rows, query, key kernels) and the members they replace, or why not."""
+def _plan(graph: FusionGraph, scores: set[str], outs: set[str], external: set[str]):
+    """The new nodes (rows, query, key kernels) and the members they replace, or why not;
+    ``external``: values of the region the new kernels read rather than compute (a kernel
+    kept for another reader writes them)."""
     comp = graph.comp
     users = _users(comp)
     region = _between(comp, scores, outs)
     if not any(comp.instruction(n).opcode == "reduce" for n in region):
         return None, "no reduction of the scores between the dots (not attention)"
-    for name in region - outs:
-        if name == comp.root_name or any(u not in region for u in users[name]):
-            return None, f"{name} computed between the dots is also read elsewhere"
     ends = _epilogues(comp, outs, users, comp.root_name)
     tails = {m for _, chain in ends.values() for m in chain}
-    allowed = region | tails | _prologue(comp, region | tails, users)
+    allowed = (region | tails | _prologue(comp, region | tails, users)) - external
     by_kind: dict[str, list[str]] = {"query": [], "key": []}
     for dot in sorted(outs, key=graph.index.__getitem__):
         by_kind[_contracts(comp, dot, region)].append(ends[dot][0])
-    reduces = {n for n in region if comp.instruction(n).opcode == "reduce"}
+    reduces = {n for n in region - external if comp.instruction(n).opcode == "reduce"}
     stop = reduces if by_kind["key"] else set()
     nodes: list[tuple[str, Node]] = []
     read: set[str] = set()
@@ -191,7 +219,30 @@ def _plan(graph: FusionGraph, scores: set[str], outs: set[str]):
         rows = tuple(sorted(read, key=graph.index.__getitem__))
         nodes.insert(0, ("rows", Node(graph.ordered(_upstream(comp, rows, allowed, set())),
                                       rows, True)))
-    return (nodes, allowed), None
+    owned = set(graph.owner()) | {o for _, n in nodes for o in n.outputs}
+    closed = []
+    for kind, node in nodes:
+        members = _closed(comp, set(node.members), owned)
+        if members is None:
+            return None, f"the {kind} kernel reads a value no kernel writes"
+        allowed |= members
+        closed.append((kind, Node(graph.ordered(members), node.outputs, True)))
+    return (closed, allowed), None
+
+
+def _closed(comp: HloComputation, members: set[str], owned: set[str]) -> set[str] | None:
+    """``members`` with the cheap values they read that no kernel writes (computed inside
+    another fusion) computed here too; None when one is not cheap."""
+    stack = [o for m in members for o in comp.instruction(m).operands if o not in members]
+    while stack:
+        value = stack.pop()
+        if value in members or value in owned:
+            continue
+        if not _cheap(comp, value):
+            return None
+        members.add(value)
+        stack.extend(comp.instruction(value).operands)
+    return members
 
 
 def _contracts(comp: HloComputation, dot_name: str, region: set[str]) -> str:
@@ -205,9 +256,11 @@ def _contracts(comp: HloComputation, dot_name: str, region: set[str]) -> str:
     return "query" if contracting == shape.rank - 1 else "key"
 
 
-def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str]) -> str | None:
+def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str]):
     """Swap the nodes touching ``allowed`` for ``nodes``, keeping those that still write a
-    value something else reads (less what the new nodes write); why not (None: done)."""
+    value something else reads (less what the new nodes write); why not (None: done), or
+    the values new nodes would write that a kept node reads (nothing done: they are to be
+    read, not written, by the new nodes)."""
     comp = graph.comp
     produced = {o for _, n in nodes for o in n.outputs}
     touching = {nid for nid, n in graph.nodes.items() if set(n.members) & allowed}
@@ -224,6 +277,9 @@ def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str
             if any(o in reads and o not in produced for o in graph.nodes[nid].outputs):
                 kept.add(nid)
                 changed = True
+    conflicts = {o for nid in kept for o in _reads(comp, graph.nodes[nid]) if o in produced}
+    if conflicts:
+        return conflicts
     before = dict(graph.nodes)
     for nid in touching:
         node = graph.nodes.pop(nid)
@@ -258,21 +314,35 @@ def attention_backward_fusion(graph: FusionGraph) -> list[FusionDecision]:
         if any(sum(comp.instruction(m).opcode == "dot" for m in n.members) > 1
                for n in graph.nodes.values() if set(n.members) & (scores | outs)):
             continue  # already an attention kernel
-        plan, why = _plan(graph, scores, outs)
-        if plan is None:
-            decide(False, f"attention backward kept apart: {why}")
-            continue
-        nodes, allowed = plan
-        problem = _check(graph, nodes)
-        if problem is None:
-            problem = _replace(graph, nodes, allowed)
+        made, problem = _fuse_region(graph, scores, outs)
         if problem is not None:
             decide(False, f"attention backward kept apart: {problem}")
             continue
-        kinds = ", ".join(f"{k} ({', '.join(n.outputs)})" for k, n in nodes)
-        decide(True, f"attention backward in {len(nodes)} kernels: {kinds}; score matrices "
+        kinds = ", ".join(f"{k} ({', '.join(n.outputs)})" for k, n in made)
+        decide(True, f"attention backward in {len(made)} kernels: {kinds}; score matrices "
                      "never written")
     return log
+
+
+def _fuse_region(graph: FusionGraph, scores: set[str], outs: set[str]):
+    """``(the new nodes, None)`` once they replace the region's, or ``(None, why not)``.
+    Values the new kernels would write that a kept kernel reads (the forward's row max and
+    sum in a training step, which its probabilities read) are read instead, and the plan
+    made again."""
+    external: set[str] = set()
+    for _ in range(4):
+        plan, why = _plan(graph, scores, outs, external)
+        if plan is None:
+            return None, why
+        nodes, allowed = plan
+        problem = _check(graph, nodes)
+        if problem is not None:
+            return None, problem
+        problem = _replace(graph, nodes, allowed)
+        if not isinstance(problem, set):
+            return (None, problem) if problem else (nodes, None)
+        external |= problem
+    return None, "the kernels it keeps read what the new ones write"
 
 
 def _check(graph: FusionGraph, nodes: list[tuple[str, Node]]) -> str | None:

@@ -240,8 +240,13 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     # dot, the division into the second) would hide the dot -> normalization -> dot pattern.
     if options.attention:
         log += attention_fusion(graph)
-        # The attention backward's region, before the tiled merges split it up.
-        log += attention_backward_fusion(graph)
+        # The attention backward's region, before the tiled merges split it up; its kernels
+        # recompute the scores, so a training step's forward attention, whose scores the
+        # backward read, may now be one kernel too.
+        backward = attention_backward_fusion(graph)
+        log += backward
+        if any(d.fused for d in backward):
+            log += attention_fusion(graph)
     if options.tiled_merges:
         log += tiled_merge_fusion(graph)
     if options.attention:
