@@ -145,7 +145,7 @@ def _epilogue_op(comp: HloComputation, name: str) -> bool:
     transpose (a reshape merging the heads into one dim is the next kernel's read)."""
     instr = comp.instruction(name)
     return _cheap(comp, name) and (traits(instr.opcode).elementwise
-                                   or instr.opcode in ("transpose", "copy"))
+                                   or instr.opcode == "transpose")
 
 
 def _prologue(comp: HloComputation, region: set[str], users) -> set[str]:
