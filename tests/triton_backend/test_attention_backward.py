@@ -23,10 +23,13 @@ from tests.triton_backend.test_attention_fusion import (S, attention, hlo, rando
                                                          requires_ptxas, run_and_check)
 from tests.triton_backend.test_attention_one_pass import masked_attention
 from tests.triton_backend.test_dot_fusion_ptx import CHILD
+from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
+from tiling.fusion_pass.score_band import output_band
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.runtime.kernel_loading import TemplateKind
+from triton_backend.templates.attention.backward_driver import score_space
 
 
 def backward(f, shape, dtype) -> str:
@@ -40,13 +43,17 @@ CASES = {
     "causal_bf16_several_blocks": (attention(True), (1, 1, 48, 16), jnp.bfloat16, (16, 16)),
     "unmasked_f32_padded": (attention(False), (1, 1, 40, 8), jnp.float32, (16, 32)),
     "sliding_window_f32": (masked_attention(lambda q, k: (k <= q) & (k > q - 8)),
-                           (1, 2, 48, 8), jnp.float32, None),
+                           (1, 1, 48, 8), jnp.float32, (16, 16)),
 }
 
+#: The (query, key) band each case's mask leaves visible (None: every block is visited).
+BANDS = {"causal_f32": KeyBand(None, 0), "causal_bf16_several_blocks": KeyBand(None, 0),
+         "unmasked_f32_padded": None, "sliding_window_f32": KeyBand(-7, 0)}
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_attention_backward_is_three_kernels_and_matches(name):
-    forward, shape, dtype, tiles = CASES[name]
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_attention_backward_is_three_kernels_and_matches(case):
+    forward, shape, dtype, tiles = CASES[case]
     text = backward(forward, shape, dtype)
     fused = fuse_module(fusion.parse_hlo(text)).module
     fusions = [i.name for i in fused.entry.instructions if i.opcode == "fusion"]
@@ -54,6 +61,11 @@ def test_attention_backward_is_three_kernels_and_matches(name):
     compiled = run_and_check(text, tiling=tiling)
     kinds = [f.kind for f in compiled.fusions.values()]
     assert kinds == [TemplateKind.ATTENTION_BACKWARD] * 3, kinds
+    for name in fusions:  # the blocks skipped are those the mask hides
+        space = score_space(fused, name)
+        band = output_band(fused, fused.computation(fused.entry.instruction(name).attr("calls")),
+                           space)
+        assert band == (None if space.kind == "rows" else BANDS[case]), (name, band)
 
 
 def test_grouped_query_backward_keeps_todays_fusion_and_says_why():

@@ -211,6 +211,16 @@ def _inside(band: KeyBand, queries: int, keys: int) -> np.ndarray:
     return (cols >= rows + low) & (cols <= rows + high)
 
 
+def visible_band(visible: np.ndarray) -> KeyBand | None:
+    """The band ``[q + low, q + high]`` holding the ``True`` points of ``visible``
+    (``[queries, keys]``) when it follows the diagonal; None when no key block can be skipped.
+
+    >>> visible_band(np.tril(np.ones((4, 4), bool)))
+    KeyBand(low=None, high=0, unmasked_at=None)
+    """
+    return _band(visible)
+
+
 def _band(visible: np.ndarray) -> KeyBand | None:
     """The band ``[q + low, q + high]`` that holds every visible key of each row, when the
     rows' first and last visible keys follow the diagonal (None: no key block to skip)."""
@@ -237,4 +247,4 @@ def _offset(offsets: np.ndarray, bounded: np.ndarray, rows: np.ndarray, holds):
     return c if bool(np.all(holds(rows[~bounded], c))) else False
 
 
-__all__ = ["FILL_LIMIT", "KeyBand", "key_band"]
+__all__ = ["FILL_LIMIT", "KeyBand", "key_band", "visible_band"]

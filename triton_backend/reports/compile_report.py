@@ -42,7 +42,7 @@ from fusion.ir.shape import flatten_shape
 from tiling.policy.candidates import TilingCandidate, evaluate_candidate
 from tiling.symbolic.tiled_fusion import analyze_fusion_tiling
 from triton_backend.templates.attention.driver import attention_form, attention_pattern
-from triton_backend.templates.attention.backward_driver import score_space
+from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.templates.dot.library_call import LibraryDot
 from triton_backend.driver.op_coverage import library_call_sites
@@ -475,7 +475,8 @@ def _attention_fields(module, instr, kernel) -> dict[str, Any]:
         return {"attention_form": f"backward {space.kind}",
                 "attention_form_reason": f"{writes}; score dots {', '.join(space.score_dots)} "
                                          "recomputed per block",
-                "kv_blocks_visited_fraction": 1.0}
+                "kv_blocks_visited_fraction": visited_fraction(module, instr,
+                                                               tuple(kernel.tile_sizes[:2]))}
     if kernel.kind is not TemplateKind.ATTENTION:
         return {}
     form = attention_form(module, instr)

@@ -30,6 +30,8 @@ from __future__ import annotations
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from tiling.fusion_pass.attention_pattern import NotAttention
+from tiling.fusion_pass.attention_mask import KeyBand
+from tiling.fusion_pass.score_band import output_band
 from tiling.fusion_pass.score_space import ScoreSpace, analyze_score_space
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
@@ -133,11 +135,29 @@ def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, 
     for dot in dots:
         lhs, rhs = (comp.instruction(o).shape.dtype for o in dot.operands)
         numerics[dot.name] = DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
+    band = output_band(module, comp, space)
     source, grid = render_score_kernel(module, fusion_instr, space, tiling, numerics,
-                                       interpreter=runs_on_interpreter(target))
+                                       interpreter=runs_on_interpreter(target), band=band)
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.ATTENTION_BACKWARD, path, source,
                           grid, tiling.tile_sizes, loaded)
 
 
-__all__ = ["compile_score_fusion", "is_score_space_fusion", "score_space", "score_tiling"]
+def visited_fraction(module: HloModule, fusion_instr: HloInstruction | str,
+                     tile_sizes: tuple[int, int]) -> float:
+    """The mean fraction of the streamed blocks a program of the score-space kernel visits
+    at ``tile_sizes`` (``(block_m, block_n)``: queries, keys)."""
+    fusion_instr = find_fusion(module, fusion_instr)
+    space = score_space(module, fusion_instr)
+    band = output_band(module, module.computation(fusion_instr.attr("calls")), space)
+    if band is None:
+        return 1.0
+    block_m, block_n = tile_sizes
+    if space.kind == "query":
+        return band.visited_fraction(space.queries, space.keys, block_m, block_n)
+    keys_view = KeyBand(None if band.high is None else -band.high,
+                        None if band.low is None else -band.low)
+    return keys_view.visited_fraction(space.keys, space.queries, block_n, block_m)
+
+
+__all__ = ["compile_score_fusion", "visited_fraction", "is_score_space_fusion", "score_space", "score_tiling"]

@@ -27,6 +27,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.text.printer import print_computation, print_instruction
+from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.score_space import ScoreSpace
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from tiling.policy.limits import MAX_GRID_YZ
@@ -76,6 +77,8 @@ class _ScoreKernel:
     tiling: AttentionTiling
     numerics: dict
     interpreter: bool = False
+    #: The (query, key) band the output dots read (``tiling.fusion_pass.score_band``).
+    band: KeyBand | None = None
 
     def __post_init__(self) -> None:
         self.comp = self.module.computation(self.fusion_instr.attr("calls"))
@@ -187,8 +190,9 @@ class _ScoreKernel:
             numerics = self.numerics[name]
             accs[name] = em.bind(f"tl.zeros(({self.blocks[self.ra]}, {t.block_d}), "
                                  f"dtype={numerics.acc_dtype})", "acc")
+        first, end = self._streamed_blocks(extent, step)
         start = self.names.fresh("start")
-        with em.block(f"for {start} in range(0, {extent}, {step}):"):
+        with em.block(f"for {start} in range({first}, {end}, {step}):"):
             var = em.new_dim("qs" if key_kind else "ks", sa, extent, start,
                              -(-extent // step) * step - 1)
             masks = self._bound(var, extent, step)
@@ -204,6 +208,26 @@ class _ScoreKernel:
             at = self._indices(space.roles[name], dot.shape.dims)
             em.memo[(name, at)] = value
             em.value_axes.setdefault(value, frozenset(em._axes_of(at)))
+
+    def _streamed_blocks(self, extent: int, step: int) -> tuple[str, str]:
+        """The first and the end of the streamed blocks the mask's band lets this program's
+        rows meet (``score_band``; every block without one)."""
+        band, em = self.band, self.em
+        if band is None:
+            return "0", str(extent)
+        block = self.blocks[self.ra]
+        r0 = f"{self.pid} * {block}"
+        # keys k meet queries q + low <= k <= q + high: a key block meets q in [k - high, k - low]
+        low, high = (band.low, band.high) if self.space.kind == "query" else \
+            (None if band.high is None else -band.high, None if band.low is None else -band.low)
+        first, end = "0", str(extent)
+        if low is not None:
+            first = em.bind(f"tl.minimum(tl.maximum({r0} + {low}, 0), {extent}) "
+                            f"// {step} * {step}", "first")
+        if high is not None:
+            end = em.bind(f"tl.minimum(tl.maximum({r0} + {block + high}, 0), {extent})", "end")
+        em.emit("# blocks the mask hides from every row of this program are not visited")
+        return first, end
 
     def _accumulate(self, name: str, acc: str, var: DimExpr, masks: list[str]) -> None:
         em, space = self.em, self.space
@@ -263,6 +287,7 @@ class _ScoreKernel:
             pid = em.bind("tl.program_id(0)", "pid_row")
             pid_b = em.bind("tl.program_id(1)", "pid_batch")
             grid = (tiles, batch)
+        self.pid = pid
         self.batch: list[AffineExpr] = []
         if self.lead:
             flat = em.new_dim("batch", 0, batch, pid_b, batch - 1)
@@ -331,10 +356,13 @@ def _leaves(shape) -> list[ArrayShape]:
 
 def render_score_kernel(module: HloModule, fusion_instr: HloInstruction, space: ScoreSpace,
                         tiling: AttentionTiling, numerics: dict[str, DotNumerics],
-                        interpreter: bool = False) -> tuple[str, tuple[int, ...]]:
+                        interpreter: bool = False, band: KeyBand | None = None
+                        ) -> tuple[str, tuple[int, ...]]:
     """The kernel file source of the score-space fusion ``fusion_instr`` and its grid
-    (``numerics``: each dot's, by name; ``interpreter``: reductions by halving steps)."""
-    return _ScoreKernel(module, fusion_instr, space, tiling, numerics, interpreter).render()
+    (``numerics``: each dot's, by name; ``interpreter``: reductions by halving steps;
+    ``band``: the (query, key) points its output dots read, whose blocks alone it visits)."""
+    return _ScoreKernel(module, fusion_instr, space, tiling, numerics, interpreter,
+                        band).render()
 
 
 __all__ = ["render_score_kernel"]

@@ -1,0 +1,142 @@
+"""Which (query, key) blocks an attention backward kernel may skip: those where every output
+dot's score-shaped operand is 0 whatever the inputs (the mask's ``select(mask, ..., 0)``), so
+the block adds nothing to ``dQ``, ``dK`` or ``dV``.
+
+Each output dot's score operand is rebuilt point by point (``pointwise_probe``: the score dots,
+every parameter and every row vector as inputs, each ``iota`` fed with the query or key
+coordinate its dim reads, found by the indexing maps from that operand) and evaluated at
+every (query, key) point for three random draws, one value per input; a point is *hidden*
+when it is 0 in all of them.  A point 0 for every input contributes nothing, so skipping it
+is exact (a factor of the other operand aside, taken finite as in the forward).  The visible
+points must form a band around the diagonal (``attention_mask``'s rule); the ``query`` kernel
+then visits the key blocks of its rows' band, the ``key`` kernel the query blocks whose band
+holds its keys.  The row statistics kernel visits every key (its max is not exact to skip).
+
+>>> from fusion.text.parser import parse_hlo
+>>> from tiling.fusion_pass.score_space import analyze_score_space
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   q = f32[64,8] parameter(0)
+...   k = f32[64,8] parameter(1)
+...   g = f32[64,8] parameter(2)
+...   s = f32[64,64] dot(q, k), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+...   i = s32[64,64] iota(), iota_dimension=0
+...   j = s32[64,64] iota(), iota_dimension=1
+...   c = pred[64,64] compare(i, j), direction=GE
+...   z = f32[] constant(0)
+...   zb = f32[64,64] broadcast(z), dimensions={}
+...   x = f32[64,64] select(c, s, zb)
+...   ROOT o = f32[64,8] dot(x, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+... }''')
+>>> output_band(m, m.entry, analyze_score_space(m.entry))
+KeyBand(low=None, high=0, unmasked_at=None)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fusion.ir.hlo_module import HloComputation, HloModule
+from tiling.fusion_pass.attention_mask import MAX_POINTS, KeyBand, visible_band
+from tiling.fusion_pass.pointwise_probe import NotPointwise, pointwise
+from tiling.fusion_pass.score_space import ScoreSpace
+from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
+from tiling.maps.affine_expr import Constant, DimExpr, const, d
+from tiling.maps.expr_variables import substitute
+
+#: Random draws of the inputs a hidden point must be 0 for.
+_DRAWS = 3
+
+
+def _units_at_zero(m, e):
+    """``e`` with the dims of extent 1 (always 0) replaced by 0."""
+    units = [const(0) if b.lower == b.upper == 0 else d(i) for i, b in enumerate(m.dim_bounds)]
+    return substitute(e, units, None)
+
+
+def _iota_roles(module: HloModule, comp: HloComputation, root: str, roles: tuple):
+    """Per iota ``root`` reads, the role of the dim it counts (None: a unit dim); None when
+    one counts along a batch dim or through an expression."""
+    view = HloComputation(f"{comp.name}.band", comp.instructions, root)
+    maps = output_to_input_indexing_of_computation(view, module)
+    out = {}
+    for instr in comp.instructions:
+        if instr.opcode != "iota" or instr.name not in maps:
+            continue
+        found = {_units_at_zero(m, m.results[instr.attr("iota_dimension")])
+                 for m in maps[instr.name]}
+        if len(found) != 1:
+            return None
+        (e,) = found
+        if isinstance(e, Constant):
+            out[instr.name] = None
+        elif isinstance(e, DimExpr) and roles[e.index] in ("q", "k", None):
+            out[instr.name] = roles[e.index]
+        else:
+            return None
+    return out
+
+
+def _split_iotas(comp: HloComputation) -> HloComputation:
+    """``comp`` with an iota read by several instructions copied for each (one iota the
+    mask broadcasts along the queries and along the keys feeds two coordinates)."""
+    users: dict[str, list[str]] = {}
+    for instr in comp.instructions:
+        for o in instr.operands:
+            if comp.instruction(o).opcode == "iota":
+                users.setdefault(o, []).append(instr.name)
+    copies: dict[tuple[str, str], str] = {}
+    out = []
+    for instr in comp.instructions:
+        readers = users.get(instr.name, [])
+        if instr.opcode == "iota" and len(readers) > 1:
+            for k, reader in enumerate(readers):
+                copies[(reader, instr.name)] = f"{instr.name}.band{k}"
+                out.append(instr.replace(name=f"{instr.name}.band{k}"))
+            continue
+        operands = tuple(copies.get((instr.name, o), o) for o in instr.operands)
+        out.append(instr.replace(operands=operands) if operands != instr.operands else instr)
+    return HloComputation(comp.name, tuple(out), comp.root_name)
+
+
+def _hidden(module: HloModule, comp: HloComputation, space: ScoreSpace, name: str):
+    """``[queries, keys]``: True where ``name`` is 0 for every draw; None when it is no
+    point-by-point function of the inputs and the (query, key) coordinates."""
+    comp = _split_iotas(comp)
+    roles = _iota_roles(module, comp, name, space.roles[name])
+    if roles is None:
+        return None
+    try:
+        probe = pointwise(module, comp, name, space.score_dots, roles, parameters_as_inputs=True)
+        q, k = np.divmod(np.arange(space.queries * space.keys, dtype=np.int64), space.keys)
+        at = {"q": q, "k": k, None: np.zeros_like(q)}
+        rng = np.random.default_rng(0)
+        names = [*space.score_dots, *(p.name for p in comp.parameters)]
+        zero = np.ones(q.size, bool)
+        for _ in range(_DRAWS):
+            values = {n: np.float32(rng.uniform(-2.0, 2.0)) for n in names}
+            values[None] = np.float32(rng.uniform(-2.0, 2.0))
+            zero &= np.broadcast_to(np.asarray(probe(values, at)) == 0, q.shape)
+    except NotPointwise:
+        return None
+    return zero.reshape(space.queries, space.keys)
+
+
+def output_band(module: HloModule, comp: HloComputation, space: ScoreSpace) -> KeyBand | None:
+    """The band of (query, key) points the output dots of a ``query`` or ``key`` kernel may
+    read (None: every block is visited).  See the module docstring."""
+    if space.kind == "rows" or space.queries * space.keys > MAX_POINTS:
+        return None
+    hidden = np.ones((space.queries, space.keys), bool)
+    for dot_name in space.output_dots:
+        dot = comp.instruction(dot_name)
+        operand = next(o for o in dot.operands if o in space.roles)
+        found = _hidden(module, comp, space, operand)
+        if found is None:
+            return None
+        hidden &= found
+    if hidden.all(axis=1).any() or hidden.all(axis=0).any():
+        return None
+    return visible_band(~hidden)
+
+
+__all__ = ["output_band"]
