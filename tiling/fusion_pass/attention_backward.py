@@ -23,6 +23,36 @@ shaped alike (the score dots).  A value of the region something else reads (the 
 probabilities in a training step) is still written by the kernel that wrote it.  Anything
 that does not fit (a kernel ``analyze_score_space`` refuses, kernels that would read each
 other) leaves the graph as it was, and the decision (kind ``attention``) says why.
+
+>>> from fusion.autodiff.vjp_module import vjp
+>>> from fusion.text.parser import parse_hlo
+>>> from tiling.fusion_pass.priority_fusion import fuse_module
+>>> m = parse_hlo('''HloModule m
+... mx { a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT m = f32[] maximum(a, b) }
+... add { a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT s = f32[] add(a, b) }
+... ENTRY e {
+...   q = f32[2,16,8] parameter(0)
+...   k = f32[2,16,8] parameter(1)
+...   v = f32[2,16,8] parameter(2)
+...   s = f32[2,16,16] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+...   ninf = f32[] constant(-inf)
+...   m = f32[2,16] reduce(s, ninf), dimensions={2}, to_apply=mx
+...   mb = f32[2,16,16] broadcast(m), dimensions={0,1}
+...   x = f32[2,16,16] subtract(s, mb)
+...   e = f32[2,16,16] exponential(x)
+...   zero = f32[] constant(0)
+...   l = f32[2,16] reduce(e, zero), dimensions={2}, to_apply=add
+...   lb = f32[2,16,16] broadcast(l), dimensions={0,1}
+...   p = f32[2,16,16] divide(e, lb)
+...   ROOT o = f32[2,16,8] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+... }''')
+>>> fused = fuse_module(vjp(m)).module
+>>> sum(i.opcode == "fusion" for i in fused.entry.instructions)
+3
 """
 from __future__ import annotations
 

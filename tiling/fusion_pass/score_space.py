@@ -243,11 +243,11 @@ def _check_outputs(comp: HloComputation, roles: dict, kind: str) -> None:
                                 f"writes {sorted(allowed)}")
     for instr in comp.instructions:
         if instr.name not in roles and not traits(instr.opcode).given_value and \
-                instr is not root and not _reaches(comp, instr.name, roles):
+                instr is not root and not _is_read(comp, instr.name):
             raise NotScoreSpace(f"{instr.name} reaches no output")
 
 
-def _reaches(comp: HloComputation, name: str, roles: dict) -> bool:
+def _is_read(comp: HloComputation, name: str) -> bool:
     return any(name in i.operands for i in comp.instructions)
 
 
