@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusion.analysis.emitter_kind import EmitterKind
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
@@ -109,7 +110,9 @@ def test_layout_change_to_words_across_columns():
 @pytest.mark.parametrize("start", [(0, 0), (3, 6), (5, 9), (-2, 4)])
 def test_in_place_dynamic_update_slice(start):
     i, j = (np.int32(s) for s in start)
-    _check(IN_PLACE_DUS, _s4((6, 10)), _s4((2, 3)), i, j)
+    compiled = _check(IN_PLACE_DUS, _s4((6, 10)), _s4((2, 3)), i, j)
+    (fusion,) = compiled.fusions.values()
+    assert fusion.kind is EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE
 
 
 @pytest.mark.parametrize("unique, tiling", [(False, None), (True, {"f": (1, 4)})])
