@@ -124,3 +124,30 @@ def test_scatter_updates_shared_words_atomically(unique, tiling):
     assert "tl.atomic_xor(" in fusion.source
     if unique:  # 4 rows x 3 window tiles: programs share the words that span rows
         assert fusion.grid == (12,)
+
+
+MIXED = """HloModule m
+f {
+  a = s4[6,10]{1,0} parameter(0)
+  n = s4[6,10]{1,0} negate(a)
+  c = s4[6,10]{0,1:E(4)} copy(n)
+  t = s4[10,6]{1,0:E(4)} transpose(a), dimensions={1,0}
+  ROOT r = (s4[6,10]{0,1:E(4)}, s4[10,6]{1,0:E(4)}, s4[6,10]{1,0}) tuple(c, t, n)
+}
+ENTRY e {
+  a = s4[6,10]{1,0} parameter(0)
+  ROOT f = (s4[6,10]{0,1:E(4)}, s4[10,6]{1,0:E(4)}, s4[6,10]{1,0}) fusion(a), kind=kLoop, calls=f
+}"""
+
+
+def test_packed_and_plain_outputs_of_one_fusion():
+    # One kernel; each packed output at its own memory-order coordinates of the flat space.
+    a = _s4((6, 10))
+    want = run_xla(MIXED, a.astype(ml_dtypes.int4))
+    evaluated = evaluate(parse_hlo(MIXED), a)
+    compiled = compile_hlo(MIXED)
+    got = run_compiled(MIXED, a, compiled=compiled)
+    assert len(compiled.fusions) == 1
+    for w, e, g in zip(want, evaluated, got):
+        np.testing.assert_array_equal(np.asarray(w).astype(np.int8), e)
+        np.testing.assert_array_equal(g, e)
