@@ -134,11 +134,12 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
 
 def _stored_shapes(space: tuple[int, ...], outputs: tuple[ArrayShape, ...]
                    ) -> tuple[ArrayShape, ...]:
-    """The outputs as the kernel stores them: over a flat space, an untiled packed output
-    through its flat view (``packed_access.flat_word_view``), its words along the space."""
+    """The outputs whose words a tile must hold whole: over a flat space only the flat views
+    of untiled packed outputs (``packed_access.flat_word_view``), their words along the
+    space (other packed outputs are updated field by field there)."""
     if len(space) != 1:
         return outputs
-    return tuple(flat_word_view(o) or o for o in outputs)
+    return tuple(view for view in map(flat_word_view, outputs) if view is not None)
 
 
 def _launch_options(computation: HloComputation, plan: KernelPlan,

@@ -9,8 +9,8 @@ is the low half).  ``k`` is the layout's physical offset of the logical index
 *Loads* gather per lane: each lane loads its element's word and shifts its field out, so any
 index expression (transposes, reductions, slices) works and padding fields are never looked at.
 
-*Stores* must write whole words (read-modify-write of a word shared by two programs would
-race), so every word is assembled and written by the one program owning all its elements:
+*Stores* must write whole words (a plain read-modify-write of a word shared by two programs
+would race), so every word is assembled and written by the one program owning all its elements:
 :func:`word_grouping` proves, on the layout's simplified indexing map, that a word holds the
 ``per`` elements ``per*q .. per*q + per-1`` of one logical dim ``D`` (all other indices
 fixed), at the slot ``index_D % per``; the kernel's output tile along ``D`` is then required
@@ -27,7 +27,9 @@ An untiled ``E(n)`` layout whose words do *not* lie along one logical dim (``s4[
 a word holds the end of one row and the start of the next) is stored through its
 :func:`flat_word_view`, the same words seen as one dim of elements in memory order: the kernel
 then iterates over that flat space (``kernel_file.iteration_space``), each tile a whole number
-of words, so again one program writes each word, whole.
+of words, so again one program writes each word, whole.  Only a *tiled* layout whose words
+lie along no dim (nor in memory order along the output) is written field by field, with one
+atomic read-modify-write each (:func:`emit_field_update`), as a scatter's targets are.
 
 >>> from tiling.layouts.tiled_layout import parse_tiles
 >>> word_grouping((37, 300), parse_tiles("1,0", "(8,128)(2,1)"), "bf16")
@@ -136,19 +138,6 @@ def needs_flat_words(shape: ArrayShape) -> bool:
         word_grouping(tuple(shape.dims), shape.layout, shape.dtype) is None
 
 
-def grouping_of(addressing: BufferAddressing) -> WordGrouping:
-    """The word grouping of a packed buffer, or ``UnsupportedOpError`` when it has none."""
-    shape = addressing.shape
-    layout = shape.layout
-    assert layout is not None
-    g = word_grouping(tuple(shape.dims), layout, shape.dtype)
-    if g is None:
-        raise UnsupportedOpError(
-            f"packed layout {layout} of {addressing.name} ({shape}) does not put whole words "
-            "along one logical dim, so no kernel tile can own each word", where=addressing.name)
-    return g
-
-
 def minimum_tile_sizes(outputs: tuple[ArrayShape, ...]) -> tuple[int, ...]:
     """Per dim, what an output tile must be a multiple of for one program to own every
     word it stores.
@@ -162,8 +151,9 @@ def minimum_tile_sizes(outputs: tuple[ArrayShape, ...]) -> tuple[int, ...]:
     for i, shape in enumerate(outputs):
         a = buffer_addressing(shape, f"output {i}")
         if a.is_packed:
-            g = grouping_of(a)
-            if g.dim is not None:
+            # No grouping: no tile owns the words, which are then updated atomically.
+            g = word_grouping(tuple(shape.dims), shape.layout, shape.dtype)
+            if g is not None and g.dim is not None:
                 need[g.dim] = max(need[g.dim], g.per_word)
     return tuple(need)
 
@@ -281,8 +271,18 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
     ``indices`` are the output's indices (dim variables of the tile), ``tile`` all the tile's
     dim variables (``mask`` and ``zero`` span them), ``mask`` is true on the lanes to store,
     ``zero`` an index-typed zero tensor over the tile (it broadcasts offsets to the tile).
+    A tiled layout whose words lie along no logical dim (``s8[260]{0:T(128)(4,1)}``: a word
+    holds elements ``i, i+128, i+256, i+384``) has words no tile can own, and neither does a
+    tiled output of a flat space (``kernel_file``): each lane then updates its field
+    atomically (:func:`emit_field_update`).
     """
-    g = grouping_of(addressing)
+    shape = addressing.shape
+    g = word_grouping(tuple(shape.dims), shape.layout, shape.dtype)
+    if g is None or (g.dim is not None and not isinstance(indices[g.dim], DimExpr)):
+        # No tile owns the words (or, at computed indices, a flat space's, no tile is known to)
+        offset = f"{em.index_text(addressing.element_offset(indices))} + {zero}"
+        emit_field_update(em, pointer, addressing, offset, mask, lambda old: value)
+        return
     t = addressing.shape.element_type
     per, bits = g.per_word, g.bits
     fields = em.bind(f"tl.where({mask}, {_storage_to_field(value, t, bits)}, "
@@ -294,9 +294,6 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
                 f"mask={mask})")
         return
     var = indices[g.dim]
-    if not isinstance(var, DimExpr):
-        raise UnsupportedOpError(f"packed store of {addressing.name} at a non-variable index",
-                                 where=addressing.name)
     block = em.dims[var.index].block
     if block % per:
         raise UnsupportedOpError(
@@ -320,5 +317,5 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
 
 __all__ = ["WordGrouping", "emit_field_update", "emit_packed_load", "emit_packed_store",
            "flat_word_view",
-           "grouping_of", "needs_flat_words",
+           "needs_flat_words",
            "minimum_tile_sizes", "word_aligned_tile_sizes", "word_grouping"]
