@@ -486,8 +486,9 @@ _TRITON_TYPES = {
 
 def kernel_signature(kernel_module) -> dict[str, str]:
     """Triton's signature of a generated kernel: every argument is a buffer pointer, in the
-    order inputs, constants, outputs (the generated ``run`` passes them so)."""
-    specs = (*kernel_module.INPUT_SPECS, *kernel_module.CONSTANT_SPECS, *kernel_module.OUTPUT_SPECS)
+    order inputs, constants, outputs, scratch buffers (the generated ``run`` passes them so)."""
+    specs = (*kernel_module.INPUT_SPECS, *kernel_module.CONSTANT_SPECS, *kernel_module.OUTPUT_SPECS,
+             *getattr(kernel_module, "SCRATCH_SPECS", ()))
     names = list(kernel_module.KERNEL.arg_names)
     if len(names) != len(specs):
         raise ValueError(f"kernel takes {len(names)} arguments but the file has {len(specs)} buffer specs")
