@@ -353,10 +353,10 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
 
     Loop and reduction kernels tile the output directly (codegen pads a tile past a small dim
     to a power of two; the analysis takes tiles within the dims).  A dot kernel's tile sizes
-    are ``(BM, BN, BK)`` over the flattened M and N: each batch dim gets 1, and BM (BN) is laid
+    are ``(BM, BN, BK[, SPLIT_K])`` over the flattened M and N: each batch dim gets 1, and BM (BN) is laid
     over the lhs (rhs) free dims from the minor one out.
     """
-    sizes = tuple(kernel.tile_sizes)
+    sizes = tuple(kernel.tile_sizes)[:3]  # a split-K dot's fourth, split_k, is not a tile
     if kernel.kind is TemplateKind.DOT and len(sizes) == 3 and len(output_dims) != 2:
         spec = dot_spec(module, instr)
         nb, nm, nn = len(spec.batch_sizes), len(spec.m_sizes), len(spec.n_sizes)
