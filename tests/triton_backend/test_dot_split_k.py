@@ -116,3 +116,23 @@ def test_autotune_candidates_and_explicit_sizes_carry_split_k():
     assert tiling_from((64, 64, 64, 8), problem, 90).tile_sizes == (64, 64, 64, 8)
     with pytest.raises(UnsupportedOpError, match="exceeds the 2 K steps"):
         tiling_from((16, 16, 64, 3), DotProblem(1, 16, 16, 100, 4), 90)
+
+
+def test_autotune_sweeps_the_dot_template_tilings_split_k_included():
+    from fusion.text.printer import print_hlo
+    from triton_backend.driver.compiled_fusion import compile_fusion
+    from triton_backend.runtime.device_specs import device_spec
+    from triton_backend.tuning.autotune import compile_candidate, plan_sweep
+
+    module = plain_dot("bf16", "bf16", lhs="64,2048", rhs="2048,64", out_dims="64,64")
+    trials = plan_sweep(module, module.entry.root, device_spec("h100"))
+    configs = [t.config for t in trials]
+    assert all(len(c.tile_sizes) in (3, 4) for c in configs)
+    split = next(c for c in configs if len(c.tile_sizes) == 4)
+    # What the tuning database stores comes back as the same kernel.
+    assert compile_candidate(print_hlo(module), "r", split.tile_sizes,
+                             split.num_warps, split.num_stages, on_gpu=False) is None
+    compiled = compile_fusion(module, "r", tile_sizes=split.tile_sizes)
+    assert compiled.tile_sizes == split.tile_sizes
+    # A single 64x64 tile cannot fill 132 SMs: the best predicted candidates split K.
+    assert len(configs[0].tile_sizes) == 4
