@@ -136,3 +136,9 @@ def test_autotune_sweeps_the_dot_template_tilings_split_k_included():
     assert compiled.tile_sizes == split.tile_sizes
     # A single 64x64 tile cannot fill 132 SMs: the best predicted candidates split K.
     assert len(configs[0].tile_sizes) == 4
+
+
+def test_split_k_workspace_past_32_bit_offsets_is_refused():
+    problem = DotProblem(16384, 256, 256, 4096, 2)  # 2^14 tiles x 2 slices x 256 x 256 = 2^31
+    with pytest.raises(UnsupportedOpError, match="32-bit offsets"):
+        tiling_from((256, 256, 16, 2), problem, 90)

@@ -191,12 +191,20 @@ def tiling_problems(tiling: DotTiling, problem: DotProblem, arch: int) -> list[s
     elif not reasons and tiling.split_k > k_steps(tiling, problem):
         reasons.append(f"split_k={tiling.split_k} exceeds the {k_steps(tiling, problem)} K steps "
                        f"of block_k={tiling.block_k}")
+    elif tiling.split_k > 1 and _partials(tiling, problem) >= 2 ** 31:
+        reasons.append(f"split_k={tiling.split_k}'s {_partials(tiling, problem)} partial sums "
+                       "exceed the workspace's 32-bit offsets")
     if not reasons:
         used, limit = shared_memory_bytes(tiling, problem.operand_bytes), _smem_limit(arch)
         if used > limit:
             reasons.append(f"shared memory {used} bytes for {tiling.num_stages} stages exceeds "
                            f"sm_{arch}'s {limit} bytes per block")
     return reasons
+
+
+def _partials(tiling: DotTiling, problem: DotProblem) -> int:
+    tiles = math.ceil(problem.m / tiling.block_m) * math.ceil(problem.n / tiling.block_n)
+    return tiles * problem.batch * tiling.split_k * tiling.block_m * tiling.block_n
 
 
 def check_tiling(tiling: DotTiling, problem: DotProblem, arch: int) -> None:
