@@ -11,16 +11,35 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import fusion
 from fusion.errors import UnsupportedOpError
 from tests.triton_backend.dot_fusion_helpers import entry_as_fusion, random_inputs, to_torch
 from tests.triton_backend.test_dot_fusion import plain_dot, run_and_check
+from triton_backend.device_lib import ordered_sums
 from triton_backend.templates.dot import tiling as dot_tiling
 from triton_backend.templates.dot.driver import compile_dot_fusion
 from triton_backend.templates.dot.tiling import (
     MAX_SPLIT_K, MIN_K_STEPS_PER_SPLIT, SM_COUNT, DotProblem, candidate_tilings,
     default_split_k, default_tiling, grid_size, tiling_from)
+
+
+@triton.jit
+def _arrivals(counters, flags, PARTS: tl.constexpr):
+    pid = tl.program_id(0)
+    last = ordered_sums.last_to_arrive(counters, pid // PARTS, PARTS)
+    tl.store(flags + pid, last.to(tl.int32))
+
+
+def test_exactly_one_program_per_slot_arrives_last_and_resets_the_counter():
+    # Programs run in grid order under the interpreter: the last of each slot's 3 is last.
+    counters = torch.zeros(2, dtype=torch.int32)
+    for _ in range(2):  # the counters left by the first launch serve the second
+        flags = torch.full((6,), -1, dtype=torch.int32)
+        _arrivals[(6,)](counters, flags, 3)
+        assert flags.tolist() == [0, 0, 1, 0, 0, 1] and counters.tolist() == [0, 0]
 
 
 def test_ragged_k_split_in_three_matches_the_evaluator():

@@ -1,6 +1,7 @@
 """Deterministic sums across programs: the last program to arrive adds the parts in order.
 
-A sum that several programs of one launch contribute to (split-K's partial tiles) is not added
+A sum that several programs of one launch contribute to (split-K's partial tiles; any
+cross-program reduction, through :func:`last_to_arrive`) is not added
 with float atomics, whose order, hence rounding, would change from run to run.  Each program
 writes its part to a workspace and counts its arrival with an integer atomic (``acq_rel``: its
 part is visible before the count is, and the last arrival sees every part); the program that
@@ -19,11 +20,29 @@ The kernel uses it as::
     if last:
         ...  # the epilogue, once, on the whole sum
 """
-import triton
 import triton.language as tl
 
+from triton_backend.device_lib.device_function import device_function
 
-@triton.jit
+
+@device_function
+def last_to_arrive(counters, slot, PARTS: tl.constexpr):
+    """Count this program's arrival at ``slot`` (one of ``PARTS``); True in the last one.
+
+    Whatever the program stored before is visible to the last one after this returns (call
+    it after storing the part).  The last one sets the counter back to zero: the other
+    ``PARTS - 1`` have arrived, so nothing else touches it in this launch.
+    """
+    # Every thread's stores happen before the one thread doing the atomic releases them.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu")
+    last = arrived == PARTS - 1
+    if last:
+        tl.store(counters + slot, 0)
+    return last
+
+
+@device_function
 def sum_across_programs(workspace, counters, slot, part, PARTS: tl.constexpr, value, offsets,
                         SIZE: tl.constexpr):
     """Add ``value`` (part ``part`` of ``PARTS``) into sum ``slot``; returns ``(last, total)``:
@@ -32,14 +51,10 @@ def sum_across_programs(workspace, counters, slot, part, PARTS: tl.constexpr, va
     its part of the workspace."""
     base = workspace + slot * (PARTS * SIZE)
     tl.store(base + part * SIZE + offsets, value)
-    # Every thread's part is stored before the one thread doing the atomic releases it.
-    tl.debug_barrier()
-    arrived = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu")
-    last = arrived == PARTS - 1
+    last = last_to_arrive(counters, slot, PARTS)
     total = tl.zeros_like(value)
     if last:
         for p in range(PARTS):  # in part order, whichever program arrived last
             # .cg: read at L2, where the other programs' parts are, never a stale L1 line
             total += tl.load(base + p * SIZE + offsets, cache_modifier=".cg")
-        tl.store(counters + slot, 0)
     return last, total
