@@ -161,3 +161,20 @@ def test_split_k_workspace_past_32_bit_offsets_is_refused():
     problem = DotProblem(16384, 256, 256, 4096, 2)  # 2^14 tiles x 2 slices x 256 x 256 = 2^31
     with pytest.raises(UnsupportedOpError, match="32-bit offsets"):
         tiling_from((256, 256, 16, 2), problem, 90)
+
+
+def test_report_models_a_split_k_kernel_with_its_programs_and_partial_tiles():
+    from triton_backend.reports.compile_report import kernel_model
+    from triton_backend.runtime.device_specs import device_spec
+
+    module = plain_dot("bf16", "bf16", lhs="256,4096", rhs="4096,256", out_dims="256,256")
+    lhs, rhs, out = 256 * 4096 * 2, 4096 * 256 * 2, 256 * 256 * 2
+    models = {}
+    for sizes in ((128, 128, 64), (128, 128, 64, 8)):
+        kernel = compile_dot_fusion(module, "r", tile_sizes=sizes)
+        models[len(sizes)] = kernel_model(module, module.entry.root, kernel, device_spec("h100"))
+    partials = 2 * 4 * (2 * 2 * 8 * 128 * 128)  # f32 partial tiles written once, read once
+    assert models[3].modeled_bytes == lhs * 2 + rhs * 2 + out
+    assert models[4].modeled_bytes == models[3].modeled_bytes + partials
+    # 4 tiles on 132 SMs: the model counts 32 programs' worth of busy SMs with split-K.
+    assert models[4].predicted_time_s < models[3].predicted_time_s

@@ -51,29 +51,32 @@ def dot_workloads(module: HloModule, fusion_instr: HloInstruction,
     """Every candidate tiling of the dot fusion on ``sm_<arch>`` (the default first) with
     its workload (module docstring)."""
     problem = dot_problem(module, fusion_instr)
+    return [(tiling, dot_workload(module, fusion_instr, tiling))
+            for tiling in candidate_tilings(problem, arch)]
+
+
+def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTiling) -> Workload:
+    """The workload of the dot fusion's kernel at ``tiling`` (module docstring)."""
+    problem = dot_problem(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
     inputs = sum(_bytes(p.shape) for p in comp.parameters)
     outputs = sum(_bytes(s) for s in flatten_shape(fusion_instr.shape))
     operand_type = comp.instruction(dot_spec(module, fusion_instr).dot.operands[0]).shape.dtype
-    tc_type = {"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type)
     lhs = problem.batch * problem.m * problem.k * problem.operand_bytes
     rhs = problem.batch * problem.k * problem.n * problem.operand_bytes
-    found = []
-    for tiling in candidate_tilings(problem, arch):
-        tiles_m = math.ceil(problem.m / tiling.block_m)
-        tiles_n = math.ceil(problem.n / tiling.block_n)
-        partials = 0
-        if tiling.split_k > 1:
-            partials = 2 * 4 * (problem.batch * tiles_m * tiles_n * tiling.split_k
-                                * tiling.block_m * tiling.block_n)
-        found.append((tiling, Workload(
-            tiling.tile_sizes, math.prod(grid_size(tiling, problem)),
-            inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1), outputs + partials,
-            inputs, outputs, 0, compute_dtype="f32", tensor_core_flops=dot_flops(problem),
-            tensor_core_dtype=tc_type,
-            shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
-            // tiling.num_stages)))
-    return found
+    tiles_m = math.ceil(problem.m / tiling.block_m)
+    tiles_n = math.ceil(problem.n / tiling.block_n)
+    partials = 0
+    if tiling.split_k > 1:
+        partials = 2 * 4 * (problem.batch * tiles_m * tiles_n * tiling.split_k
+                            * tiling.block_m * tiling.block_n)
+    return Workload(
+        tiling.tile_sizes, math.prod(grid_size(tiling, problem)),
+        inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1), outputs + partials,
+        inputs, outputs, 0, compute_dtype="f32", tensor_core_flops=dot_flops(problem),
+        tensor_core_dtype={"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type),
+        shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
+        // tiling.num_stages)
 
 
-__all__ = ["dot_workloads"]
+__all__ = ["dot_workload", "dot_workloads"]
