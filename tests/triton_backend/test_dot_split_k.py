@@ -178,3 +178,27 @@ def test_report_models_a_split_k_kernel_with_its_programs_and_partial_tiles():
     assert models[4].modeled_bytes == models[3].modeled_bytes + partials
     # 4 tiles on 132 SMs: the model counts 32 programs' worth of busy SMs with split-K.
     assert models[4].predicted_time_s < models[3].predicted_time_s
+
+
+def test_compiled_module_launches_a_split_k_kernel_through_its_prepared_steps():
+    from triton_backend import compile_hlo
+
+    text = """HloModule m
+ENTRY e {
+  a = f32[24,100] parameter(0)
+  b = f32[100,40] parameter(1)
+  ROOT d = f32[24,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    compiled = compile_hlo(text, tiling={"wrapped_d": (16, 32, 16, 4)})
+    (kernel,) = compiled.fusions.values()
+    assert kernel.tile_sizes == (16, 32, 16, 4)
+    prepared = []
+    real_prepare = kernel.module.prepare
+    kernel.module.prepare = lambda *args, **kw: prepared.append(args) or real_prepare(*args, **kw)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((24, 100), np.float32), rng.standard_normal((100, 40), np.float32)
+    want = fusion.evaluate(fusion.parse_hlo(text), a, b)[0]
+    for _ in range(2):  # the second call reuses the prepared launch
+        (got,) = compiled(torch.from_numpy(a), torch.from_numpy(b))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
+    assert len(prepared) == 1  # the steps launch through the file's prepare, decided once
