@@ -1,7 +1,8 @@
 """Every corpus program run on the GPU and checked against the reference evaluator.
 
 Runs ``fusion-compile --json run FILE --check`` for each ``tests/data/hlo/*.hlo`` (the XLA
-dumps, fused and unfused) and ``examples/*.hlo``, one child process per file and several at a
+dumps, fused and unfused), ``examples/*.hlo`` and the bench
+programs of ``GPU_FORM_PROGRAMS``, one child process per file and several at a
 time (Triton's compile of each kernel is CPU work; the launches are small), and prints one
 line per file as it finishes: kernels, compile and run seconds, and whether every output is
 within its element type's tolerance of the evaluator's.  The rows go to a CSV as they come, so
@@ -27,9 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ["file", "status", "kernels", "compile_s", "run_s", "worst_rel_error", "detail"]
 
 
+#: Bench programs whose kernels take forms only a GPU target chooses (split-K dots, whose
+#: partial tiles meet through integer atomics; see ``device_lib/ordered_sums.py``), small
+#: enough for the evaluator to check in seconds.
+GPU_FORM_PROGRAMS = ("matmul_bias_gelu_bf16_1024", "llama_block_bf16_b1_s512_d1024_h8_kv2",
+                     "gpt2_block_f32_b1_s512_d768")
+
+
 def default_files() -> list[Path]:
-    return sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo")) + sorted(
-        (ROOT / "examples").glob("*.hlo"))
+    return (sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
+            + sorted((ROOT / "examples").glob("*.hlo"))
+            + [ROOT / "bench" / "programs" / f"{name}.hlo" for name in GPU_FORM_PROGRAMS])
 
 
 def check_file(path: Path, timeout: float, interpreter: bool) -> dict:

@@ -38,6 +38,7 @@ def _load(path: str):
 
 def _signature(module) -> dict[str, str]:
     specs = list(module.INPUT_SPECS) + [s[:4] for s in module.CONSTANT_SPECS] + list(module.OUTPUT_SPECS)
+    specs += list(getattr(module, "SCRATCH_SPECS", ()))  # split-K's workspace and counters
     names = module.KERNEL.arg_names
     if len(names) != len(specs):
         raise ValueError(f"kernel has {len(names)} parameters but {len(specs)} buffers")

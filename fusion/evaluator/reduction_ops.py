@@ -8,6 +8,10 @@ intermediate is rounded to the declared type exactly as the computation says: a 
 a tree of bf16 additions, an f32 sum a tree of f32 additions.  No fast path can disagree,
 because there is none; the tree makes the cost log2(n) computation calls.
 
+8-bit float reductions instead combine in XLA:CPU's own order
+(``fusion.analysis.xla_reduction_order``: sequential folds from the init value, windows of 32
+for long reduces), since an fp8 sum changes with the order in most results.
+
 >>> fold = lambda arrays: (arrays[0] + arrays[1],)
 >>> [int(v) for v in tree_fold(fold, [np.array(0)], [np.arange(5)])]
 [10]
@@ -23,6 +27,7 @@ from fusion.evaluator.data_movement_ops import pad_array
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.ordered_updates import apply_in_order
 from fusion.analysis.reduction_kind import kept_and_reduced
+from fusion.analysis.xla_reduction_order import WINDOW, folds_in_xla_order, window_levels
 
 Combine = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
@@ -43,6 +48,39 @@ def tree_fold(combine: Combine, inits: list[np.ndarray], arrays: list[np.ndarray
     if length == 0:
         return [np.broadcast_to(i, batch) for i in inits]
     return [np.broadcast_to(r, batch) for r in combine(inits + [a[..., 0] for a in arrays])]
+
+
+def sequential_fold(combine: Combine, inits: list[np.ndarray], arrays: list[np.ndarray]) -> list:
+    """Fold the last axis of ``arrays`` into ``inits`` one element at a time, in order.
+
+    >>> fold = lambda arrays: (arrays[0] * 2 + arrays[1],)
+    >>> [int(v) for v in sequential_fold(fold, [np.array(1)], [np.arange(3)])]
+    [12]
+    """
+    batch = arrays[0].shape[:-1]
+    values = [np.broadcast_to(i, batch) for i in inits]
+    for j in range(arrays[0].shape[-1]):
+        values = [np.broadcast_to(v, batch) for v in combine(values + [a[..., j] for a in arrays])]
+    return values
+
+
+def xla_order_fold(combine: Combine, init: np.ndarray, x: np.ndarray, kept_rank: int) -> np.ndarray:
+    """Reduce the dims of ``x`` after its first ``kept_rank`` as XLA:CPU orders the combines:
+    windows of 32 on every reduced dim while one is longer, then one sequential fold."""
+    levels, _ = window_levels(x.shape[kept_rank:])
+    kept = list(x.shape[:kept_rank])
+    for level in levels:
+        outs = level.out_sizes
+        config = [(0, 0, 0)] * kept_rank + [(lo, o * WINDOW - n - lo, 0) for lo, o, n in
+                                            zip(level.pad_low, outs, level.sizes)]
+        padded = pad_array(x, init, config).reshape(kept + [v for o in outs for v in (o, WINDOW)])
+        r = len(outs)
+        order = list(range(kept_rank)) + [kept_rank + 2 * i for i in range(r)] + \
+            [kept_rank + 2 * i + 1 for i in range(r)]
+        windows = padded.transpose(order).reshape(kept + list(outs) + [WINDOW ** r])
+        (x,) = sequential_fold(combine, [init], [windows])
+    (result,) = sequential_fold(combine, [init], [x.reshape(kept + [-1])])
+    return result
 
 
 def _combiner(ev: Any, instr: Any, key: str = "to_apply") -> Combine:
@@ -68,6 +106,9 @@ def eval_reduce(ev: Any, instr: Any, args: list) -> Any:
     if any(not 0 <= d < rank for d in reduced):
         raise op_error(instr, f"dimensions={list(reduced)} out of range for rank {rank}")
     kept_dims = [inputs[0].shape[d] for d in kept]
+    if len(inputs) == 1 and folds_in_xla_order(instr.shape.element_type) and inputs[0].size:
+        x = np.transpose(inputs[0], kept + reduced)
+        return xla_order_fold(_combiner(ev, instr), inits[0], x, len(kept))
     arranged = [np.transpose(x, kept + reduced).reshape(kept_dims + [-1]) if x.size else
                 np.zeros(kept_dims + [int(np.prod([x.shape[d] for d in reduced]))], x.dtype)
                 for x in inputs]
@@ -106,7 +147,8 @@ def eval_reduce_window(ev: Any, instr: Any, args: list) -> Any:
             )
             views.append(x[index])
         stacked.append(np.stack(views, axis=-1) if views else np.zeros(out_dims + [0], x.dtype))
-    return _result(tree_fold(_combiner(ev, instr), inits, stacked))
+    in_order = len(inputs) == 1 and folds_in_xla_order(instr.shape.element_type)
+    return _result((sequential_fold if in_order else tree_fold)(_combiner(ev, instr), inits, stacked))
 
 
 def eval_select_and_scatter(ev: Any, instr: Any, args: list) -> np.ndarray:

@@ -30,11 +30,14 @@ for path, arch in json.loads(sys.argv[1]):
     spec.loader.exec_module(module)
     names = module.KERNEL.arg_names
     specs = list(module.INPUT_SPECS) + list(module.CONSTANT_SPECS) + list(module.OUTPUT_SPECS)
+    specs += list(getattr(module, "SCRATCH_SPECS", ()))  # split-K workspace, counters
     signature = {name: TYPES[s[1]] for name, s in zip(names, specs)}
     r = compile_for_target(module.KERNEL, signature, {}, aligned=list(names), arch=arch,
                            num_warps=module.NUM_WARPS, num_stages=module.NUM_STAGES)
     out.append({"mma": r.ptx.count("mma."), "wgmma": r.ptx.count("wgmma."),
-                "spills": r.spills, "shared": r.shared_bytes})
+                "spills": r.spills, "shared": r.shared_bytes,
+                "acq_rel_atomics": r.ptx.count("atom.global.gpu.acq_rel"),
+                "cp_async": r.ptx.count("cp.async")})
 print("REPORT" + json.dumps(out))
 '''
 
@@ -42,6 +45,33 @@ requires_ptxas = pytest.mark.skipif(find_ptxas(80) is None or find_ptxas(90) is 
                                     reason="ptxas not found in the Triton wheel")
 
 CASES = [("f32", "f32"), ("bf16", "bf16"), ("f16", "f32"), ("s8", "s32")]
+
+
+def _compile_in_child(requests):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)], capture_output=True,
+                            text=True, env=env, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
+    return json.loads(line[len("REPORT"):])
+
+
+@requires_ptxas
+def test_split_k_kernel_of_the_llama_shape_keeps_tensor_cores_without_spills():
+    # 512x1024 bf16 (the Llama block's dots): 32 tiles of 128x128 leave SMs idle, so the
+    # GPU default splits K (4 slices on sm_90's 132 SMs, 3 on sm_80's 108).
+    module = plain_dot("bf16", "bf16", lhs="512,1024", rhs="1024,1024", out_dims="512,1024")
+    requests = []
+    for arch, split in ((80, 3), (90, 4)):
+        compiled = compile_dot_fusion(module, "r", target=f"sm_{arch}")
+        assert compiled.tile_sizes == (128, 128, 64, split)
+        requests.append([str(compiled.kernel_path), arch])
+    sm80, sm90 = _compile_in_child(requests)
+    assert sm90["wgmma"] > 0 and sm90["cp_async"] > 0 and sm80["mma"] > 0, (sm80, sm90)
+    assert sm80["spills"] == 0 and sm90["spills"] == 0, (sm80, sm90)
+    # One arrival per program, ordered after its partial tile's stores.
+    assert sm80["acq_rel_atomics"] == 1 and sm90["acq_rel_atomics"] == 1, (sm80, sm90)
 
 
 @requires_ptxas

@@ -163,6 +163,7 @@ sys.modules["k"] = module
 spec.loader.exec_module(module)
 names = module.KERNEL.arg_names
 specs = list(module.INPUT_SPECS) + list(module.CONSTANT_SPECS) + list(module.OUTPUT_SPECS)
+specs += list(getattr(module, "SCRATCH_SPECS", ()))
 signature = {name: TYPES[str(s[1])] for name, s in zip(names, specs)}
 r = compile_for_target(module.KERNEL, signature, {}, aligned=list(names), arch=90,
                        num_warps=module.NUM_WARPS, num_stages=module.NUM_STAGES)

@@ -43,13 +43,23 @@ def rows(tmp_path_factory) -> dict[str, dict]:
         shape, shape, shape).as_text(dialect="hlo")
     attention = tmp_path_factory.mktemp("loops") / "attention_causal.hlo"
     attention.write_text(text)
-    matmul = ROOT / "bench" / "programs" / "matmul_bias_gelu_bf16_1024.hlo"
+    # 2048x1024 output: 128 tiles of 128x128, too many to split K on 132 SMs (the bench's
+    # 1024^3 matmul_bias_gelu_bf16_1024 splits K in 2, a loop with a variable start).
+    a, w, b = (jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((2048, 1024), (1024, 1024), (1024,)))
+    text = jax.jit(lambda a, w, b: jax.nn.gelu(
+        jnp.dot(a, w, preferred_element_type=jnp.float32) + b.astype(jnp.float32),
+        approximate=True).astype(jnp.bfloat16)).lower(a, w, b).as_text(dialect="hlo")
+    unsplit = tmp_path_factory.mktemp("loops") / "matmul_bias_gelu_2048.hlo"
+    unsplit.write_text(text)
+    split = ROOT / "bench" / "programs" / "matmul_bias_gelu_bf16_1024.hlo"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert _bench().main([str(attention), str(matmul), "--json"]) == 0
-    by_kind = {row["kind"]: row for row in json.loads(out.getvalue())}
-    assert sorted(by_kind) == ["attention", "dot"]
-    return by_kind
+        assert _bench().main([str(attention), str(unsplit), str(split), "--json"]) == 0
+    by_program = {row["program"]: row for row in json.loads(out.getvalue())}
+    assert sorted(row["kind"] for row in by_program.values()) == ["attention", "dot", "dot"]
+    return {"attention": by_program["attention_causal"],
+            "dot": by_program["matmul_bias_gelu_2048"],
+            "split_k_dot": by_program["matmul_bias_gelu_bf16_1024"]}
 
 
 def test_causal_bf16_attention_loop_is_within_the_target_of_the_reference(rows):
@@ -71,3 +81,13 @@ def test_unrolled_bf16_dot_with_a_gelu_epilogue_is_counted_per_k_step(rows):
     assert per_step <= 1.5 * ref["instructions"], (ours, ref)
     # The span is the steps' work: far less than the whole kernel with its epilogue.
     assert ours["instructions"] < ours["tensor_core"] // ref["tensor_core"] * ref["instructions"]
+
+
+def test_split_k_dot_loop_is_a_loop_within_the_target_of_the_reference(rows):
+    # Split in 2, each program runs 8 of the 16 K steps from a start that depends on its
+    # slice: a real loop, with the tutorial's tensor-core and asynchronous-copy shape.
+    row = rows["split_k_dot"]
+    ours, ref = row["main_loop"], row["reference"]["main_loop"]
+    assert row["tiles"] == [128, 128, 64, 2] and "unrolled" not in ours
+    assert ours["tensor_core"] == ref["tensor_core"] > 0 and ours["async_copies"] > 0
+    assert ours["instructions"] <= 1.5 * ref["instructions"], (ours, ref)

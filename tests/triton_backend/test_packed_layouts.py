@@ -163,11 +163,24 @@ def test_physical_buffers_are_the_calling_convention():
     assert packed.shape == (7680,)
 
 
-def test_words_not_along_one_dim_are_refused_for_stores():
-    # Rank 1 under (128)(4,1): a word holds elements i, i+128, i+256, i+384.
+@pytest.mark.parametrize("tile_sizes", [None, (64,)])
+def test_words_not_along_one_dim_are_stored_field_by_field(tile_sizes):
+    # Rank 1 under (128)(4,1): a word holds elements i, i+128, i+256, i+384, so programs of
+    # 64 elements share every word: one atomic update per field (issue 29).
     out = "s8[260]{0:T(128)(4,1)}"
-    with pytest.raises(UnsupportedOpError, match="does not put whole words"):
-        compile_fusion(parse_hlo(fm(["s8[260]"], f"  ROOT r = {out} negate(p0)", out)), "fusion")
+    compiled, *_ = run_packed(fm(["s8[260]"], f"  ROOT r = {out} negate(p0)", out),
+                              tile_sizes=tile_sizes)
+    assert "tl.atomic_xor(" in compiled.source
+
+
+def test_tiled_packed_output_of_a_flat_space_is_stored_field_by_field():
+    # Outputs of unrelated shapes share a flat space, where no tile holds whole words of the
+    # tiled output (refused before issue 29): 11 programs update its fields atomically.
+    body = (f"  n = bf16[37,300] negate(p0)\n  t = {B} copy(n)\n"
+            f"  r = bf16[50] slice(p1), slice={{[0:50]}}\n  ROOT o = ({B}, bf16[50]) tuple(t, r)")
+    compiled, *_ = run_packed(fm(["bf16[37,300]", "bf16[60]"], body, f"({B}, bf16[50])"),
+                              tile_sizes=(1024,))
+    assert "tl.atomic_xor(" in compiled.source and compiled.grid == (11,)
 
 
 def test_but_such_layouts_are_read():

@@ -50,6 +50,9 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")  # numerics_policy: no FP
 
 PADDED_OUTPUTS = ()  # outputs in a physical layout: allocated zero-filled (padding reads 0)
 OUTPUT_FROM_INPUT = ()  # (output, input) pairs: the output starts as a copy of the input
+# Scratch buffers passed after the outputs, (name, dtype, (entries,), (0,), zeroed): split-K's
+# partial sums and its arrival counters, which the kernel leaves zero again.
+SCRATCH_SPECS = ()
 '''
 
 RUNTIME = '''
@@ -85,6 +88,7 @@ _OUTPUT_ALLOCATIONS = tuple(
     (torch.zeros if i in PADDED_OUTPUTS else torch.empty, [dims[k] for k in reversed(order)], dtype)
     for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS))
 _CONSTANTS = {}  # device -> the constant buffers, made on the first call on that device
+_ZEROED_SCRATCH = {}  # (device, CUDA stream) -> the zeroed scratch buffers launches there share
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
@@ -102,6 +106,33 @@ def _constants(device):
             _physical(torch.tensor(values, dtype=dtype, device=device).reshape(dims), order)
             for name, dtype, dims, order, values in CONSTANT_SPECS]
     return buffers
+
+
+def _scratch(device):
+    """The scratch buffers of one launch.  The zeroed ones (counters the kernel sets back to
+    zero) serve every launch on one CUDA stream, which runs them one after another; another
+    stream, a CUDA graph being captured (it keeps its own, zeroed in the graph) and the
+    interpreter (whose launches other threads may interleave) get buffers of their own.  The
+    others (written before they are read) are new per launch."""
+    key, shared = None, None
+    if device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
+        key = (device, torch.cuda.current_stream(device).cuda_stream)
+        shared = _ZEROED_SCRATCH.get(key)
+    if shared is None:
+        shared = {i: torch.zeros(dims, dtype=dtype, device=device)
+                  for i, (name, dtype, dims, order, zeroed) in enumerate(SCRATCH_SPECS) if zeroed}
+        if key is not None:
+            _ZEROED_SCRATCH[key] = shared
+    return [shared[i] if zeroed else torch.empty(dims, dtype=dtype, device=device)
+            for i, (name, dtype, dims, order, zeroed) in enumerate(SCRATCH_SPECS)]
+
+
+def _with_scratch(kernel, device):
+    """``kernel`` launched with the file's scratch buffers after its other arguments."""
+    def launch(*args, **options):
+        kernel(*args, *_scratch(device), **options)
+
+    return launch
 
 
 def _launch_options(caller, launch_options):
@@ -139,10 +170,11 @@ def run(*inputs, **launch_options):
     # An in-place output (scatter's) starts as a copy of the input it updates.
     for i, source in OUTPUT_FROM_INPUT:
         outputs[i].copy_(args[source])
+    scratch = _scratch(device) if SCRATCH_SPECS else ()
     if options:
-        KERNEL[GRID](*args, *outputs, **options)
+        KERNEL[GRID](*args, *outputs, *scratch, **options)
     else:  # a file naming no launch options: Triton's defaults
-        KERNEL[GRID](*args, *outputs)
+        KERNEL[GRID](*args, *outputs, *scratch)
     return tuple(out if perm is None else out.permute(*perm)
                  for out, perm in zip(outputs, _OUTPUT_PERMS))
 
@@ -155,7 +187,7 @@ def prepare(device, contiguous_inputs=False, **launch_options):
     ``contiguous_inputs`` the caller promises contiguous inputs, passed on as they are."""
     options = _launch_options("prepare", launch_options)
     constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
-    kernel = KERNEL[GRID]
+    kernel = _with_scratch(KERNEL[GRID], device) if SCRATCH_SPECS else KERNEL[GRID]
     allocators = tuple(_allocator(allocate, shape, dtype, device)
                        for allocate, shape, dtype in _OUTPUT_ALLOCATIONS)
     contiguous = torch.Tensor.contiguous

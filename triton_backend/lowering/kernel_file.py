@@ -35,7 +35,11 @@ from triton_backend.lowering.kernel_plan import (
 )
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.rules.memory_rules import store_output
-from triton_backend.lowering.emitter.packed_access import word_aligned_tile_sizes
+from triton_backend.lowering.emitter.packed_access import (
+    flat_word_view,
+    needs_flat_words,
+    word_aligned_tile_sizes,
+)
 from triton_backend.lowering.emitter.value_emitter import ValueEmitter
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
@@ -83,9 +87,11 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
         shapes = [p.shape for p in computation.parameters if isinstance(p.shape, ArrayShape)]
         index_bits = index_bits_for(math.prod(s.dims) for s in (*shapes, *outputs))
     target = INTERPRETER_TILE_ELEMENTS if interpreter else TARGET_TILE_ELEMENTS
+    if tile_sizes is not None and len(tile_sizes) != len(space):
+        tile_sizes = (math.prod(tile_sizes),)  # a flat space: as many elements per program
     plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk,
                        index_bits=index_bits, target_elements=target)
-    aligned = word_aligned_tile_sizes(plan.tile_sizes, outputs)
+    aligned = word_aligned_tile_sizes(plan.tile_sizes, _stored_shapes(space, outputs))
     if aligned != plan.tile_sizes:  # packed outputs: each program must own whole 32-bit words
         plan = plan_kernel(computation, space, aligned, reduction_chunk=reduction_chunk,
                            index_bits=index_bits, target_elements=target)
@@ -126,6 +132,16 @@ def render_kernel_file(module: HloModule, fusion_instr: HloInstruction,
     return RenderedKernel(source, kernel_name, plan, outputs, warps, stages)
 
 
+def _stored_shapes(space: tuple[int, ...], outputs: tuple[ArrayShape, ...]
+                   ) -> tuple[ArrayShape, ...]:
+    """The outputs whose words a tile must hold whole: over a flat space only the flat views
+    of untiled packed outputs (``packed_access.flat_word_view``), their words along the
+    space (other packed outputs are updated field by field there)."""
+    if len(space) != 1:
+        return outputs
+    return tuple(view for view in map(flat_word_view, outputs) if view is not None)
+
+
 def _launch_options(computation: HloComputation, plan: KernelPlan,
                     outputs: tuple[ArrayShape, ...]) -> tuple[int, int]:
     """``kernel_plan.launch_options`` for the plan's largest tensor and the narrowest element
@@ -153,12 +169,17 @@ def iteration_space(computation: HloComputation, fusion_instr: HloInstruction,
     a side output of the update's shape, a transpose or reshape next to its operand) iterates
     over a *flat* space, ``[n]`` for the largest output's ``n`` elements: each output is
     computed at its own row-major coordinates of ``d0`` (its values through the indexing maps,
-    as any output) and stored where ``d0`` is below its own size (``flat_store_limits``).  One
+    as any output) and stored where ``d0`` is below its own size (``flat_store_limits``); an
+    untiled packed output at its memory-order coordinates instead, so that ``d0`` walks its
+    words (``packed_access.flat_word_view``: also the space of an output whose words do not
+    lie along one logical dim).  One
     kernel serves every output, so shared operands are read by one launch; the outputs are
     not computed at one common index (a slice's producer is evaluated once per output it
     feeds), the price of needing no relation between the shapes.
     """
     dims = {o.dims for o in outputs}
+    if any(needs_flat_words(o) for o in outputs):
+        return _flat_space(outputs)  # packed words across dims: stored in memory order
     if len(dims) == 1:
         identity = tuple(d(k) for k in range(len(outputs[0].dims)))
         return outputs[0].dims, tuple(identity for _ in outputs)
@@ -190,19 +211,24 @@ def _flat_space(outputs: tuple[ArrayShape, ...]
     [['d0 floordiv 3', 'd0 mod 3'], ['0', '0']]
     """
     size = max(math.prod(o.dims) for o in outputs)
-    projections = []
-    for shape in outputs:
-        coords, stride = [], math.prod(shape.dims)
-        if stride == 0:  # an empty output is never stored (its limit is 0): any coordinates
-            projections.append(tuple(Constant(0) for _ in shape.dims))
-            continue
-        for k, n in enumerate(shape.dims):
-            stride //= n
-            q = d(0) // stride if stride > 1 else d(0)
-            # The slowest coordinate needs no mod: lanes past the output's size are not stored.
-            coords.append(q if k == 0 else (q % n if n > 1 else Constant(0)))
-        projections.append(tuple(coords))
-    return (size,), tuple(projections)
+    return (size,), tuple(_flat_coordinates(shape) for shape in outputs)
+
+
+def _flat_coordinates(shape: ArrayShape) -> tuple[AffineExpr, ...]:
+    """The coordinates of ``shape`` at flat index ``d0``: row-major, or in memory order for an
+    untiled packed layout (then ``d0`` is the element's place in its words)."""
+    coords, stride = [Constant(0)] * shape.rank, math.prod(shape.dims)
+    if stride == 0:  # an empty output is never stored (its limit is 0): any coordinates
+        return tuple(coords)
+    major_first = (tuple(reversed(shape.layout.minor_to_major)) if flat_word_view(shape)
+                   else tuple(range(shape.rank)))
+    for position, k in enumerate(major_first):
+        n = shape.dims[k]
+        stride //= n
+        q = d(0) // stride if stride > 1 else d(0)
+        # The slowest coordinate needs no mod: lanes past the output's size are not stored.
+        coords[k] = q if position == 0 else (q % n if n > 1 else Constant(0))
+    return tuple(coords)
 
 
 def flat_store_limits(space: tuple[int, ...], outputs: tuple[ArrayShape, ...]
@@ -250,7 +276,7 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
                 raise UnsupportedOpError("tuple-shaped fusion output", where=operand)
             values.append(value)
     else:
-        value = em.value(root.name, tuple(out_vars) if outputs[0].rank else ())
+        value = em.value(root.name, _indices(projections[0], out_vars) if outputs[0].rank else ())
         values = list(value) if isinstance(value, tuple) else [value]
     if len(values) != len(outputs):
         raise UnsupportedOpError(f"root produces {len(values)} values for {len(outputs)} outputs",
@@ -266,6 +292,9 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
         dropped = [names[k] for k in range(len(names)) if k not in used]
         if dropped:
             store_mask = f"{store_mask} & " + " & ".join(f"({n} == 0)" for n in dropped)
+        view = flat_word_view(shape) if len(out_vars) == 1 and shape.rank else None
+        if view is not None and projection == _flat_coordinates(shape):  # the words in memory order, along the flat space
+            shape, indices = view, (out_vars[0],)
         store_output(em, v, shape, pointer, indices, store_mask, zero, f"output {i}", tuple(out_vars))
 
 

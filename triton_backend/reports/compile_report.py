@@ -45,6 +45,7 @@ from triton_backend.templates.attention.driver import attention_form, attention_
 from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 from triton_backend.templates.dot.driver import dot_spec
 from triton_backend.templates.dot.library_call import LibraryDot
+from triton_backend.templates.dot.tiling import DotTiling
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import ptx_report, sass_loops
@@ -53,6 +54,7 @@ from triton_backend.runtime.device_specs import device_spec
 from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
+from triton_backend.tuning.dot_candidates import dot_workload
 from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, estimate
 
 _CHILD_MARKER = "COMPILE-REPORT-JSON "
@@ -354,10 +356,10 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
 
     Loop and reduction kernels tile the output directly (codegen pads a tile past a small dim
     to a power of two; the analysis takes tiles within the dims).  A dot kernel's tile sizes
-    are ``(BM, BN, BK)`` over the flattened M and N: each batch dim gets 1, and BM (BN) is laid
+    are ``(BM, BN, BK[, SPLIT_K])`` over the flattened M and N: each batch dim gets 1, and BM (BN) is laid
     over the lhs (rhs) free dims from the minor one out.
     """
-    sizes = tuple(kernel.tile_sizes)
+    sizes = tuple(kernel.tile_sizes)[:3]  # a split-K dot's fourth, split_k, is not a tile
     if kernel.kind is TemplateKind.DOT and len(sizes) == 3 and len(output_dims) != 2:
         spec = dot_spec(module, instr)
         nb, nm, nn = len(spec.batch_sizes), len(spec.m_sizes), len(spec.n_sizes)
@@ -378,18 +380,8 @@ def _output_tile(module, instr, kernel, output_dims: tuple[int, ...]) -> tuple[i
     return tuple(min(t, max(n, 1)) for t, n in zip(sizes, output_dims))
 
 
-def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
-                 num_stages: int = 1) -> KernelModel:
-    """The cost model's prediction for ``kernel`` (a ``CompiledFusion`` of ``instr``) on
-    ``spec``: the tile analysis' costs of its tiling (``tiling.policy.candidates.evaluate_candidate``,
-    through ``autotune.workload_for``), estimated by ``cost_model.estimate``.  A kernel the
-    tile analysis cannot model (a sort, a scatter, a tiling it rejects) is modeled at its
-    compulsory bytes, and ``note`` says why."""
-
-    comp = module.computation(instr.attr("calls"))
-    inputs = sum(_array_bytes(p.shape) for p in comp.parameters)
-    outputs = _array_bytes(instr.shape)
-    blocks = max(1, math.prod(kernel.grid))
+def _analysis_workload(module, instr, kernel) -> tuple[Workload | None, str]:
+    """The tile analysis' workload of ``kernel``'s tiling, or None and why not."""
     workload, note = None, ""
     try:
         analysis = analyze_fusion_tiling(module, instr)
@@ -402,6 +394,27 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
             note = f"tile analysis rejects the tiling: {candidate.reason}"
     except Exception as err:  # noqa: BLE001 - any analysis failure: modeled as compulsory
         note = f"no tile analysis ({type(err).__name__}: {str(err)[:160]})"
+    return workload, note
+
+
+def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
+                 num_stages: int = 1) -> KernelModel:
+    """The cost model's prediction for ``kernel`` (a ``CompiledFusion`` of ``instr``) on
+    ``spec``: the tile analysis' costs of its tiling (``tiling.policy.candidates.evaluate_candidate``,
+    through ``autotune.workload_for``), estimated by ``cost_model.estimate``; a split-K dot
+    kernel's, its programs and partial tiles included, by ``dot_candidates.dot_workload``.  A kernel the
+    tile analysis cannot model (a sort, a scatter, a tiling it rejects) is modeled at its
+    compulsory bytes, and ``note`` says why."""
+
+    comp = module.computation(instr.attr("calls"))
+    inputs = sum(_array_bytes(p.shape) for p in comp.parameters)
+    outputs = _array_bytes(instr.shape)
+    blocks = max(1, math.prod(kernel.grid))
+    sizes = tuple(kernel.tile_sizes)
+    if kernel.kind is TemplateKind.DOT and len(sizes) == 4:  # split-K: its programs, partials
+        workload, note = dot_workload(module, instr, DotTiling(*sizes[:3], split_k=sizes[3])), ""
+    else:
+        workload, note = _analysis_workload(module, instr, kernel)
     if workload is None:
         workload = Workload(tuple(kernel.tile_sizes), blocks, inputs, outputs, inputs, outputs, 0)
         note = "modeled at compulsory bytes; " + note
@@ -498,8 +511,9 @@ _TRITON_TYPES = {
 
 def kernel_signature(kernel_module) -> dict[str, str]:
     """Triton's signature of a generated kernel: every argument is a buffer pointer, in the
-    order inputs, constants, outputs (the generated ``run`` passes them so)."""
-    specs = (*kernel_module.INPUT_SPECS, *kernel_module.CONSTANT_SPECS, *kernel_module.OUTPUT_SPECS)
+    order inputs, constants, outputs, scratch buffers (the generated ``run`` passes them so)."""
+    specs = (*kernel_module.INPUT_SPECS, *kernel_module.CONSTANT_SPECS, *kernel_module.OUTPUT_SPECS,
+             *getattr(kernel_module, "SCRATCH_SPECS", ()))
     names = list(kernel_module.KERNEL.arg_names)
     if len(names) != len(specs):
         raise ValueError(f"kernel takes {len(names)} arguments but the file has {len(specs)} buffer specs")

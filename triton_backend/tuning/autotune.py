@@ -63,6 +63,8 @@ from triton_backend.tuning.cost_model import CostEstimate, InfeasibleLaunch, Wor
 from triton_backend.runtime.device_specs import DeviceSpec, device_spec
 from triton_backend.runtime.tuning_db import TuningDb, find_fusion, fusion_key
 from tiling.policy.candidates import tiling_candidates
+from triton_backend.templates.dot.driver import is_dot_fusion
+from triton_backend.tuning.dot_candidates import dot_workloads
 from fusion.analysis.emitter_kind import EmitterKind, analyze_fusion
 from fusion.logs import get_logger
 
@@ -196,6 +198,8 @@ def plan_sweep(module: HloModule, fusion_instr: HloInstruction, spec: DeviceSpec
                budget: int | None = None) -> list[Trial]:
     """Every legal (tiling, warps, stages) with its estimate, best predicted first, cut to
     ``budget``.  A ``FusionCompilerError`` when the fusion has no legal tiling."""
+    if is_dot_fusion(module, fusion_instr):  # the dot template's own tilings, split-K too
+        return _dot_sweep(module, fusion_instr, spec, budget)
     report = tiling_candidates(module, fusion_instr)
     if not report.legal:
         raise FusionCompilerError(f"no legal tiling to tune: {report.default_reason}",
@@ -216,6 +220,24 @@ def plan_sweep(module: HloModule, fusion_instr: HloInstruction, spec: DeviceSpec
                 config = Config(tuple(candidate.tile_sizes), candidate.reduction_chunk, warps,
                                 stages)
                 trials.append(Trial(config, cost))
+    order = {id(e): i for i, e in enumerate(rank([t.estimate for t in trials]))}
+    trials.sort(key=lambda t: order[id(t.estimate)])
+    return trials[:budget] if budget else trials
+
+
+def _dot_sweep(module: HloModule, fusion_instr: HloInstruction, spec: DeviceSpec,
+               budget: int | None) -> list[Trial]:
+    """``plan_sweep`` of a dot fusion: each candidate of ``dot_candidates`` with the warps
+    and stages it names (``(BM, BN, BK[, SPLIT_K])`` tile sizes), best predicted first."""
+    trials = []
+    for tiling, workload in dot_workloads(module, fusion_instr, spec.compute_capability):
+        try:
+            cost = estimate(workload, spec, num_warps=tiling.num_warps,
+                            num_stages=tiling.num_stages)
+        except InfeasibleLaunch:
+            continue
+        trials.append(Trial(Config(tiling.tile_sizes, None, tiling.num_warps,
+                                   tiling.num_stages), cost))
     order = {id(e): i for i, e in enumerate(rank([t.estimate for t in trials]))}
     trials.sort(key=lambda t: order[id(t.estimate)])
     return trials[:budget] if budget else trials

@@ -29,7 +29,7 @@ import re
 
 #: Names a generated kernel module binds itself; an HLO value may never shadow them.
 KERNEL_RESERVED_NAMES = frozenset({
-    "tl", "triton", "torch", "np", "libdevice", "xla_math", "bit_packing", "math",
+    "tl", "triton", "torch", "np", "libdevice", "xla_math", "bit_packing", "math", "ordered_sums",
 })
 
 _NOT_IDENTIFIER_CHAR = re.compile(r"[^A-Za-z0-9_]")

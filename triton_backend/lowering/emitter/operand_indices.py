@@ -123,7 +123,7 @@ def runtime_symbols(em: ValueEmitter, m: IndexingMap, indices: Indices, hint: st
         low, high = var.feasible_values.lower, var.feasible_values.upper
         symbols.append(em.new_symbol(
             f"tl.minimum(tl.maximum(({raw}).to(tl.int64), {low}), {high}).to({em.index_dtype})",
-            f"{hint}{j}", at))
+            f"{hint}{j}", at, value=raw))
     return symbols
 
 

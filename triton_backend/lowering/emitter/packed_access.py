@@ -9,8 +9,8 @@ is the low half).  ``k`` is the layout's physical offset of the logical index
 *Loads* gather per lane: each lane loads its element's word and shifts its field out, so any
 index expression (transposes, reductions, slices) works and padding fields are never looked at.
 
-*Stores* must write whole words (read-modify-write of a word shared by two programs would
-race), so every word is assembled and written by the one program owning all its elements:
+*Stores* must write whole words (a plain read-modify-write of a word shared by two programs
+would race), so every word is assembled and written by the one program owning all its elements:
 :func:`word_grouping` proves, on the layout's simplified indexing map, that a word holds the
 ``per`` elements ``per*q .. per*q + per-1`` of one logical dim ``D`` (all other indices
 fixed), at the slot ``index_D % per``; the kernel's output tile along ``D`` is then required
@@ -23,6 +23,14 @@ never written (the host allocates packed outputs zero-filled, so all padding rea
 layout whose words hold one element each (e.g. a rank-1 array under ``(8,128)(2,1)``) is
 written lane by lane.
 
+An untiled ``E(n)`` layout whose words do *not* lie along one logical dim (``s4[10,6]{1,0:E(4)}``:
+a word holds the end of one row and the start of the next) is stored through its
+:func:`flat_word_view`, the same words seen as one dim of elements in memory order: the kernel
+then iterates over that flat space (``kernel_file.iteration_space``), each tile a whole number
+of words, so again one program writes each word, whole.  Only a *tiled* layout whose words
+lie along no dim (nor in memory order along the output) is written field by field, with one
+atomic read-modify-write each (:func:`emit_field_update`), as a scatter's targets are.
+
 >>> from tiling.layouts.tiled_layout import parse_tiles
 >>> word_grouping((37, 300), parse_tiles("1,0", "(8,128)(2,1)"), "bf16")
 WordGrouping(per_word=2, bits=16, dim=0, slot=0)
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fusion.ir.element_types import ElementType
@@ -48,7 +57,7 @@ from tiling.maps.range_evaluator import RangeEvaluator
 from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.lowering.emitter.addressing import BufferAddressing, buffer_addressing
 from triton_backend.lowering.emitter.value_emitter import ValueEmitter
-from triton_backend.lowering.emitter.triton_types import storage_dtype
+from triton_backend.lowering.emitter.triton_types import render_load_widen, storage_dtype
 
 
 @dataclass(frozen=True)
@@ -99,17 +108,34 @@ def word_grouping(dims: tuple[int, ...], layout: Layout, dtype: str) -> WordGrou
     return None
 
 
-def grouping_of(addressing: BufferAddressing) -> WordGrouping:
-    """The word grouping of a packed buffer, or ``UnsupportedOpError`` when it has none."""
-    shape = addressing.shape
+def flat_word_view(shape: ArrayShape) -> ArrayShape | None:
+    """The rank-1 view, in memory order, of a word-packed shape with an untiled ``E(n)``
+    layout (its words lie along the one dim); None for any other shape.
+
+    >>> from fusion.text.parser import parse_layout
+    >>> str(flat_word_view(ArrayShape("s4", (10, 6), parse_layout("{0,1:E(4)}"))))
+    's4[60]{0:E(4)}'
+    """
     layout = shape.layout
-    assert layout is not None
-    g = word_grouping(tuple(shape.dims), layout, shape.dtype)
-    if g is None:
-        raise UnsupportedOpError(
-            f"packed layout {layout} of {addressing.name} ({shape}) does not put whole words "
-            "along one logical dim, so no kernel tile can own each word", where=addressing.name)
-    return g
+    if layout is None or layout.tiles or not layout.element_size_in_bits or \
+            elements_per_word(shape.dtype, layout) < 2:
+        return None
+    return ArrayShape(shape.dtype, (math.prod(shape.dims),),
+                      Layout((0,), element_size_in_bits=layout.element_size_in_bits))
+
+
+def needs_flat_words(shape: ArrayShape) -> bool:
+    """Whether a packed output is stored through its :func:`flat_word_view`: its words do not
+    lie along one logical dim, and its layout is untiled.
+
+    >>> from fusion.text.parser import parse_layout
+    >>> needs_flat_words(ArrayShape("s4", (10, 6), parse_layout("{1,0:E(4)}")))
+    True
+    >>> needs_flat_words(ArrayShape("s4", (10, 16), parse_layout("{1,0:E(4)}")))
+    False
+    """
+    return flat_word_view(shape) is not None and \
+        word_grouping(tuple(shape.dims), shape.layout, shape.dtype) is None
 
 
 def minimum_tile_sizes(outputs: tuple[ArrayShape, ...]) -> tuple[int, ...]:
@@ -125,8 +151,9 @@ def minimum_tile_sizes(outputs: tuple[ArrayShape, ...]) -> tuple[int, ...]:
     for i, shape in enumerate(outputs):
         a = buffer_addressing(shape, f"output {i}")
         if a.is_packed:
-            g = grouping_of(a)
-            if g.dim is not None:
+            # No grouping: no tile owns the words, which are then updated atomically.
+            g = word_grouping(tuple(shape.dims), shape.layout, shape.dtype)
+            if g is not None and g.dim is not None:
                 need[g.dim] = max(need[g.dim], g.per_word)
     return tuple(need)
 
@@ -211,6 +238,31 @@ def emit_packed_load(em: ValueEmitter, pointer: str, addressing: BufferAddressin
     return _field_to_storage(field, addressing.shape.element_type, bits)
 
 
+def emit_field_update(em: ValueEmitter, pointer: str, addressing: BufferAddressing,
+                      offset: str, mask: str, update: Callable[[str], str]) -> None:
+    """Read-modify-write one packed field per lane, in words other programs (or lanes) may
+    write at the same time: a scatter's targets are data, so no tiling can own its words.
+
+    ``offset`` is each lane's physical element offset (a tensor as large as ``mask``);
+    ``update(old)`` gives the new value
+    (storage dtype) from the old (register representation).  Each field is written by one
+    lane at a time (the caller's contract), so ``atomic_xor`` of ``(old ^ new) << shift``
+    sets it whatever the word's other fields do meanwhile.  The word is read ``volatile``:
+    the previous row of a serial scatter may have changed it through an atomic.
+    """
+    t = addressing.shape.element_type
+    per, bits = addressing.per_word, addressing.bits
+    off = em.bind(offset, "field_off")
+    word_pointer = em.bind(f"{pointer} + {off} // {per}", "word_ptr")
+    shift = em.bind(f"(({off} & {per - 1}) * {bits}).to(tl.uint32)", "field_shift")
+    word = em.bind(f"tl.load({word_pointer}, mask={mask}, other=0, volatile=True)", "word")
+    old_field = em.bind(f"(({word}.to(tl.uint32, bitcast=True) >> {shift}) & {(1 << bits) - 1})",
+                        "old_field")
+    old = em.bind(render_load_widen(_field_to_storage(old_field, t, bits), t), "old")
+    new_field = em.bind(_storage_to_field(update(old), t, bits), "new_field")
+    em.emit(f"tl.atomic_xor({word_pointer}, ({old_field} ^ {new_field}) << {shift}, mask={mask})")
+
+
 def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressing,
                       value: str, indices: tuple[AffineExpr, ...], mask: str, zero: str,
                       tile: tuple[AffineExpr, ...]) -> None:
@@ -219,8 +271,18 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
     ``indices`` are the output's indices (dim variables of the tile), ``tile`` all the tile's
     dim variables (``mask`` and ``zero`` span them), ``mask`` is true on the lanes to store,
     ``zero`` an index-typed zero tensor over the tile (it broadcasts offsets to the tile).
+    A tiled layout whose words lie along no logical dim (``s8[260]{0:T(128)(4,1)}``: a word
+    holds elements ``i, i+128, i+256, i+384``) has words no tile can own, and neither does a
+    tiled output of a flat space (``kernel_file``): each lane then updates its field
+    atomically (:func:`emit_field_update`).
     """
-    g = grouping_of(addressing)
+    shape = addressing.shape
+    g = word_grouping(tuple(shape.dims), shape.layout, shape.dtype)
+    if g is None or (g.dim is not None and not isinstance(indices[g.dim], DimExpr)):
+        # No tile owns the words (or, at computed indices, a flat space's, no tile is known to)
+        offset = f"{em.index_text(addressing.element_offset(indices))} + {zero}"
+        emit_field_update(em, pointer, addressing, offset, mask, lambda old: value)
+        return
     t = addressing.shape.element_type
     per, bits = g.per_word, g.bits
     fields = em.bind(f"tl.where({mask}, {_storage_to_field(value, t, bits)}, "
@@ -232,9 +294,6 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
                 f"mask={mask})")
         return
     var = indices[g.dim]
-    if not isinstance(var, DimExpr):
-        raise UnsupportedOpError(f"packed store of {addressing.name} at a non-variable index",
-                                 where=addressing.name)
     block = em.dims[var.index].block
     if block % per:
         raise UnsupportedOpError(
@@ -256,5 +315,7 @@ def emit_packed_store(em: ValueEmitter, pointer: str, addressing: BufferAddressi
     em.emit(f"tl.store({pointer} + {offsets}, {words}, mask={word_mask})")
 
 
-__all__ = ["WordGrouping", "emit_packed_load", "emit_packed_store", "grouping_of",
+__all__ = ["WordGrouping", "emit_field_update", "emit_packed_load", "emit_packed_store",
+           "flat_word_view",
+           "needs_flat_words",
            "minimum_tile_sizes", "word_aligned_tile_sizes", "word_grouping"]

@@ -161,13 +161,20 @@ class ValueEmitter:
         return d(len(self.dims) - 1)
 
     def new_symbol(self, expr_text: str, hint: str,
-                   from_indices: tuple[AffineExpr, ...] = ()) -> AffineExpr:
+                   from_indices: tuple[AffineExpr, ...] = (),
+                   value: str | None = None) -> AffineExpr:
         """A runtime value bound to a symbol usable in index expressions.
 
         ``from_indices`` are the indices it was read at (it spans their axes; none: a scalar).
+        ``value``, the identifier ``expr_text`` computes from, narrows that to the axes the
+        value really spans: a start read through a broadcast of a scalar is itself a scalar,
+        and a mask compared from it must be broadcast (see :meth:`comparable_index`).
         """
+        axes = frozenset(self._axes_of(from_indices))
+        if value is not None:
+            axes &= self.value_axes.get(value, axes)
         self.symbols.append(self.bind(expr_text, hint))
-        self.symbol_axes.append(frozenset(self._axes_of(from_indices)))
+        self.symbol_axes.append(axes)
         return s(len(self.symbols) - 1)
 
     def _axes_of(self, indices: tuple[AffineExpr, ...]) -> set[int]:

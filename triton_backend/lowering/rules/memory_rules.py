@@ -121,5 +121,9 @@ def lower_constant(em: ValueEmitter, instr: HloInstruction, indices: tuple[Affin
     if not isinstance(literal, Literal) or len(literal.values) != math.prod(shape.dims):
         raise UnsupportedOpError("constant without a matching array literal", where=instr.name)
     if shape.rank == 0 or len({repr(v) for v in literal.values}) == 1:
-        return em.bind(scalar_literal(literal.values[0], shape.element_type), instr.name)
+        value = em.bind(scalar_literal(literal.values[0], shape.element_type), instr.name)
+        # A 0-d tensor whatever ``indices`` span (a splat array constant read at block
+        # indices): recorded so, ``spanning`` broadcasts it before an op combines it.
+        em.value_axes[value] = frozenset()
+        return value
     return load_buffer(em, instr, indices)

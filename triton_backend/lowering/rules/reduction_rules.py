@@ -28,6 +28,7 @@ from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, a
 from triton_backend.lowering.emitter.triton_types import (FLOAT8, register_dtype, render_round,
                                                           storage_dtype)
 from triton_backend.lowering.emitter.identifiers import sanitize
+from triton_backend.lowering.rules.ordered_reduction import emit_ordered_fold, folds_in_order
 
 #: ``lanes(fresh dims) -> (values, extra validity mask or None)`` for one reduction.
 Lanes = Callable[[list[DimExpr]], tuple[list[str], str | None]]
@@ -44,14 +45,20 @@ def combine_function(em: ValueEmitter, to_apply: str, arity: int) -> str:
 
 
 def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[AffineExpr, ...],
-                   extents: Sequence[int], lanes: Lanes, input_types, init_names: Sequence[str]) -> Value:
+                   extents: Sequence[int], lanes: Lanes, input_types, init_names: Sequence[str],
+                   tree_windows: bool = False) -> Value:
     """Reduce ``lanes`` over the axes ``kernel_plan`` gave ``instr``; combine the inits in once.
 
-    ``out_indices`` are the indices the result is wanted at (they fix its kept axes).
+    ``out_indices`` are the indices the result is wanted at (they fix its kept axes).  An
+    8-bit float result folds in XLA:CPU's order instead (``ordered_reduction``; with
+    ``tree_windows``, a reduce's long dims windowed as XLA does).
     """
     arity = len(init_names)
-    axes = em.reduce_axes[instr.name]
     combine = combine_function(em, instr.attr("to_apply"), arity)
+    if folds_in_order(instr, arity):
+        return emit_ordered_fold(em, instr, out_indices, extents, lanes, init_names[0], combine,
+                                 tree_windows)
+    axes = em.reduce_axes[instr.name]
     reduced_shape = em.shape_of(out_indices)
     full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
     if em.reduction_chunk is None:
@@ -208,7 +215,8 @@ def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineE
         return values, None
 
     types = [array_shape(em.instruction(n)).element_type for n in inputs]
-    return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits)
+    return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits,
+                          tree_windows=True)
 
 
 __all__ = ["combine_function", "emit_reduction", "emit_tree_reduce", "lower_reduce"]

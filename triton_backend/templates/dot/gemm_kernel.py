@@ -5,7 +5,10 @@ Both templates render one ``BLOCK_M x BLOCK_N`` output tile per program of a ``b
 batch on grid y, or folded into grid x past its 65535 blocks) with grouped tile ordering, an
 accumulator that ``tl.dot`` fills in a loop over K from two operand tiles, an epilogue that
 reads the hero (the dot or the convolution) as that accumulator, masked stores of the outputs,
-and the same kernel file around it.  Only the operand and output indices differ (a dot's
+and the same kernel file around it.  With split-K (``tiling.split_k > 1``) each program adds
+one K slice of its tile, and the last program of a tile to finish adds the slices' partial
+sums in slice order (``device_lib.ordered_sums``) and runs the epilogue on the whole sum; the
+partial sums and the arrival counters are the file's ``SCRATCH_SPECS``.  Only the operand and output indices differ (a dot's
 dimension numbers, a convolution's window): those stay in each template (``dot.kernel``,
 ``conv.kernel``), and :func:`gemm_prelude` and :class:`GemmKernel` here render the rest.
 """
@@ -25,11 +28,14 @@ from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_file import output_shapes
 from triton_backend.lowering.rules.value_rules import rule_for
-from triton_backend.templates.dot.tiling import DotProblem, DotTiling, batch_on_grid_x, grid_size
+from triton_backend.templates.dot.tiling import (DotProblem, DotTiling, batch_on_grid_x, grid_size,
+                                                 k_slice)
 
 #: bf16 tl.dot in the Triton 3.9 interpreter multiplies the raw uint16 bits; there the
 #: (exact) widened operands are multiplied in fp32 instead, which is what the tensor cores
 #: compute for bf16 (exact products, fp32 accumulation).
+SPLIT_K_IMPORT = "from triton_backend.device_lib import ordered_sums\n"
+
 DOT_BF16_PRELUDE = (
     "\n# bf16 operands go to the tensor cores as bf16; the interpreter's bf16 tl.dot is broken,\n"
     "# so there they are multiplied as (exactly widened) fp32.\n"
@@ -78,12 +84,17 @@ class GemmKernel:
     helpers: dict = field(default_factory=dict)
     helper_names: dict = field(default_factory=dict)
     out_pointers: tuple[str, ...] = ()
+    acc_dtype: str = ""
+    pid: str = ""
     pid_batch: str = ""
     pid_m: str = ""
     pid_n: str = ""
     acc: str = ""
     k0: str = ""
     top: tuple[str, ...] = ()
+    #: Split-K: the program's K slice, and the pointers of the partial sums and the counters.
+    pid_k: str = ""
+    scratch_pointers: tuple[str, ...] = ()
 
     @property
     def tiles_m(self) -> int:
@@ -94,9 +105,20 @@ class GemmKernel:
         return math.ceil(self.problem.n / self.tiling.block_n)
 
     @property
+    def split_k(self) -> int:
+        return self.tiling.split_k
+
+    @property
+    def k_slice(self) -> int:
+        """The K extent each program adds (all of K, in whole steps, without split-K)."""
+        return k_slice(self.tiling, self.problem)
+
+    @property
     def k_ragged(self) -> bool:
         """Whether the last K tile has lanes past K (they must add nothing)."""
-        return self.problem.k % self.tiling.block_k != 0
+        if self.split_k == 1:
+            return self.problem.k % self.tiling.block_k != 0
+        return self.split_k * self.k_slice != self.problem.k
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -138,14 +160,18 @@ class GemmKernel:
     def k_dim(self, em: ValueEmitter, axis: int) -> DimExpr:
         """The K index of the loop's step on ``axis`` of ``em``."""
         k, bk = self.problem.k, self.tiling.block_k
-        return em.new_dim("k", axis, k, self.k0, math.ceil(k / bk) * bk - 1 if k else bk - 1)
+        return em.new_dim("k", axis, k, self.k0, self.split_k * self.k_slice - 1 if k else bk - 1)
 
     def k_loop(self, lhs: ValueEmitter, rhs: ValueEmitter, a: str, b: str,
                input_precision: str | None, acc_dtype: str) -> tuple[str, ...]:
         """The K loop: both operand tiles rendered, then one ``tl.dot`` into the accumulator."""
         acc = self.acc
         precision = f", input_precision={input_precision!r}" if input_precision else ""
-        return (f"for {self.k0} in range(0, {self.problem.k}, {self.tiling.block_k}):",
+        bounds = f"0, {self.problem.k}"
+        if self.split_k > 1:  # this program's slice: K_SLICE = steps / split_k rounded up
+            start = f"{self.pid_k} * {self.k_slice}"
+            bounds = f"{start}, {start} + {self.k_slice}"
+        return (f"for {self.k0} in range({bounds}, {self.tiling.block_k}):",
                 *lhs.lines, *rhs.lines,
                 f"        {acc} = tl.dot({a}, {b}, {acc}{precision}, out_dtype={acc_dtype})")
 
@@ -188,15 +214,46 @@ class GemmKernel:
         constants = [buf for buf in self.buffers.values() if buf.parameter_number is None]
         signature = [self.buffers[p.name].pointer for p in parameters]
         signature += [c.pointer for c in constants] + list(self.out_pointers)
-        body = ["    " + line for line in self.top] + ["    " + loop[0], *loop[1:], *epi.lines]
+        signature += list(self.scratch_pointers)
+        body = ["    " + line for line in self.top] + ["    " + loop[0], *loop[1:]]
+        body += self._split_k_sum() + ["    " + line for line in epi.lines] \
+            if self.split_k > 1 else epi.lines
         kernel = (f"@triton.jit\ndef {self.kernel_name}({', '.join(signature)}):\n"
                   + "\n".join(body) + "\n")
         combiners = "\n\n".join(self.helpers.values())
         specs = kernel_specs(self.kernel_name, self.grid, parameters,
                              [c.instruction for c in constants], self.outputs,
                              (self.tiling.num_warps, self.tiling.num_stages))
-        return (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + "\n\n"
-                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + RUNTIME)
+        imports = KERNEL_IMPORTS + (SPLIT_K_IMPORT if self.split_k > 1 else "")
+        return (header + PRELUDE + imports + DOT_BF16_PRELUDE + "\n\n"
+                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs
+                + self._scratch_specs() + RUNTIME)
+
+    def _split_k_sum(self) -> list[str]:
+        """After the K loop of a split-K kernel: the partial tile joins the others, and the
+        program that adds the last one goes on to the epilogue with their ordered sum."""
+        names, bm, bn = self.names, self.tiling.block_m, self.tiling.block_n
+        tile, offsets, last = names.fresh("tile"), names.fresh("tile_offsets"), names.fresh("last")
+        partials, arrivals = self.scratch_pointers
+        return [f"    # split-K: this program's partial tile joins the other {self.split_k - 1}; the "
+                "tile's last program to finish",
+                "    # adds them in slice order (deterministic) and runs the epilogue once",
+                f"    {tile} = {self.pid_batch} * {self.tiles_m * self.tiles_n} + {self.pid}",
+                f"    {offsets} = tl.arange(0, {bm})[:, None] * {bn} + tl.arange(0, {bn})[None, :]",
+                f"    {last}, {self.acc} = ordered_sums.sum_across_programs({partials}, {arrivals}, "
+                f"{tile}, {self.pid_k}, {self.split_k}, {self.acc}, {offsets}, {bm * bn})",
+                f"    if {last}:"]
+
+    def _scratch_specs(self) -> str:
+        """``SCRATCH_SPECS`` of a split-K file: the partial tiles (the accumulator's type, one
+        per slice of every tile) and one zeroed arrival counter per tile."""
+        if self.split_k == 1:
+            return ""
+        tiles = self.tiles_m * self.tiles_n * self.problem.batch
+        partials = tiles * self.split_k * self.tiling.block_m * self.tiling.block_n
+        dtype = "torch.int32" if self.acc_dtype == "tl.int32" else "torch.float32"
+        return (f"SCRATCH_SPECS = (('split_k_partials', {dtype}, ({partials},), (0,), False), "
+                f"('split_k_arrivals', torch.int32, ({tiles},), (0,), True))\n")
 
 
 def gemm_prelude(module: HloModule, fusion_instr: HloInstruction, tiling: DotTiling,
@@ -212,16 +269,23 @@ def gemm_prelude(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     for p in kernel.computation.parameters:  # parameter pointers first, in parameter order
         kernel.emitter(ValueEmitter, [1], "    ").pointer_for(p)
     out_pointers = tuple(names.fresh(f"out{i}_ptr") for i in range(len(kernel.outputs)))
+    split = tiling.split_k
     pid, pid_batch = names.fresh("pid"), names.fresh(batch_id)
+    program, pid_k = (names.fresh("program"), names.fresh("pid_k")) if split > 1 else (pid, "")
     group, first_m, group_rows = names.fresh(group_id), names.fresh("first_m"), names.fresh("group_rows")
     pid_m, pid_n = names.fresh("pid_m"), names.fresh("pid_n")
     tiles_m, tiles = kernel.tiles_m, kernel.tiles_m * kernel.tiles_n
     in_group = tiling.group_m * kernel.tiles_n
     if batch_on_grid_x(problem):
         # Past grid y's 65535 blocks the batch shares grid x: program = batch * tiles + tile.
-        top = [f"{pid_batch} = tl.program_id(0) // {tiles}", f"{pid} = tl.program_id(0) % {tiles}"]
+        top = [f"{pid_batch} = tl.program_id(0) // {tiles * split}",
+               f"{program} = tl.program_id(0) % {tiles * split}"]
     else:
-        top = [f"{pid} = tl.program_id(0)", f"{pid_batch} = tl.program_id(1)"]
+        top = [f"{program} = tl.program_id(0)", f"{pid_batch} = tl.program_id(1)"]
+    if split > 1:
+        top += [f"# split-K: programs s * {tiles} .. (s + 1) * {tiles} - 1 add K slice s of "
+                "every tile",
+                f"{pid_k} = {program} // {tiles}", f"{pid} = {program} % {tiles}"]
     top += ["# grouped ordering: GROUP_M rows of tiles walk the N tiles together (L2 reuse)",
             f"{group} = {pid} // {in_group}",
             f"{first_m} = {group} * {tiling.group_m}",
@@ -230,8 +294,11 @@ def gemm_prelude(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
             f"{pid_n} = ({pid} % {in_group}) // {group_rows}"]
     acc, k0 = names.fresh("acc"), names.fresh("k0")
     top.append(f"{acc} = tl.zeros(({tiling.block_m}, {tiling.block_n}), dtype={acc_dtype})")
-    return replace(kernel, out_pointers=out_pointers, pid_batch=pid_batch, pid_m=pid_m,
-                   pid_n=pid_n, acc=acc, k0=k0, top=tuple(top))
+    scratch = (names.fresh("split_k_partials_ptr"), names.fresh("split_k_arrivals_ptr")) \
+        if split > 1 else ()
+    return replace(kernel, out_pointers=out_pointers, acc_dtype=acc_dtype, pid=pid,
+                   pid_batch=pid_batch, pid_m=pid_m, pid_n=pid_n, acc=acc, k0=k0, top=tuple(top),
+                   pid_k=pid_k, scratch_pointers=scratch)
 
 
 def operand_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], dtype: str,

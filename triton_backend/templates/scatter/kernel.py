@@ -23,6 +23,10 @@ stores of one element must come from one combine).
 * otherwise one program applies the rows in order (load, combine, store, barrier), which is
   XLA's sequential semantics.
 
+Into a word-packed output (``s4[..]{..:E(4)}``), where rows, programs and lanes share 32-bit
+words, each lane's store is one ``atomic_xor`` of its field's change
+(``packed_access.emit_field_update``), in either mode.
+
 >>> import fusion
 >>> m = fusion.parse_hlo('''HloModule m
 ... add {
@@ -61,6 +65,7 @@ from tiling.maps.affine_expr import AffineExpr, const
 from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.runtime.kernel_loading import CompiledFusion, load_kernel
 from triton_backend.lowering.emitter.addressing import buffer_addressing
+from triton_backend.lowering.emitter.packed_access import emit_field_update
 from triton_backend.lowering.host_template import (
     PRELUDE,
     RUNTIME,
@@ -264,9 +269,16 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan,
         checks.append(f"({text} >= 0) & ({text} <= {out.dims[j] - window_size[j]})")
     mask = em.bind(" & ".join(checks), "in_bounds")
     target = tuple(starts.get(j, const(0)) + offsets[j] for j in range(out.rank))
+    addressings = [buffer_addressing(shape, f"output {k}") for k, shape in enumerate(outs)]
+    if any(a.is_packed for a in addressings):
+        offset = (f"{em.index_text(addressings[0].element_offset(target))} + "
+                  f"{em.index_text(row)} * 0 + {em.index_text(win)} * 0")
+        _emit_packed_update(em, scatter, addressings, out_pointers[0], offset, updates,
+                            mask, em.shape_of((row, win)))
+        return
     pointers = []
     for k, (shape, out_pointer) in enumerate(zip(outs, out_pointers)):
-        offset = em.index_text(buffer_addressing(shape, f"output {k}").offset(target))
+        offset = em.index_text(addressings[k].offset(target))
         # Offsets broadcast over the whole tile, so pointer, value and mask share one shape.
         pointers.append(em.bind(f"{out_pointer} + {offset} + {em.index_text(row)} * 0 + "
                                 f"{em.index_text(win)} * 0", "target"))
@@ -284,6 +296,29 @@ def _emit_update(em: ValueEmitter, comp: HloComputation, plan: ScatterPlan,
     em.emit(f"{', '.join(news)}, _ = {combine}({', '.join(olds)}, {one}, {', '.join(updates)}, {one})")
     for pointer, new, shape in zip(pointers, news, outs):
         em.emit(f"tl.store({pointer}, {render_store_narrow(new, shape.element_type)}, mask={mask})")
+
+
+def _emit_packed_update(em: ValueEmitter, scatter: HloInstruction, addressings,
+                        pointer: str, offset: str, updates: list[str], mask: str,
+                        tile: tuple[int, ...]) -> None:
+    """A scatter into a word-packed output (``s4[..]{..:E(4)}``): each lane read-modify-writes
+    its field atomically (``packed_access.emit_field_update``), since updates of other rows,
+    programs or lanes may land in the same word.  One output: the N fields of a variadic
+    scatter could not be combined in one atomic step."""
+    if len(addressings) != 1:
+        raise UnsupportedOpError(f"variadic scatter {scatter.name} into word-packed outputs",
+                                 where=scatter.name)
+    (addressing,), (update,) = addressings, updates
+    combine = combine_function(em, scatter.attr("to_apply"), 1)
+    t = addressing.shape.element_type
+    one = "tl.full([], 1, tl.int8)"
+
+    def combined(old: str) -> str:
+        new = em.names.fresh("new")
+        em.emit(f"{new}, _ = {combine}({old}, {one}, {update}, {one})")
+        return em.bind(f"tl.broadcast_to({render_store_narrow(new, t)}, {tile})", "new_value")
+
+    emit_field_update(em, pointer, addressing, offset, mask, combined)
 
 
 def compile_scatter_fusion(module: HloModule, fusion_instr: HloInstruction, *,
