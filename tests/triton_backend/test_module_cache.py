@@ -9,6 +9,7 @@ an empty cache.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ from fusion.ir.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
-from triton_backend.runtime import module_cache, module_plan
+from triton_backend.runtime import ir_snapshot, module_cache, module_plan
 from triton_backend.runtime import source_stamp
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
@@ -251,11 +252,17 @@ def _corrupt(path: pathlib.Path, how: str) -> None:
             data["plan"]["fusions"][0]["grid"] = "1, 2"
         elif how == "other-key":
             data["key"]["target"] = "cuda:80"
+        elif how == "snapshot-garbage":  # base64 of bytes that are no pickle
+            data["plan"]["snapshot"] = base64.b64encode(
+                ir_snapshot.SNAPSHOT_FORMAT + b"\x80\x05 not a module").decode()
+        elif how == "snapshot-not-base64":
+            data["plan"]["snapshot"] = "%%%"
         path.write_text(render_entry(json.dumps(data)))
 
 
 @pytest.mark.parametrize("how", ["truncated", "garbage", "edited", "fusion-dropped",
-                                 "kernel-outside", "wrong-types", "other-key"])
+                                 "kernel-outside", "wrong-types", "other-key",
+                                 "snapshot-garbage", "snapshot-not-base64"])
 def test_a_corrupted_or_edited_plan_is_ignored_and_rewritten(how, monkeypatch):
     cold = compile_hlo(SOFTMAX)
     expected = _run(cold, SOFTMAX)
@@ -513,12 +520,40 @@ def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
     assert _locations(source) == _locations(parse_hlo(SOFTMAX))
 
 
-def test_a_module_run_as_given_is_parsed_by_the_warm_compile():
+def test_a_module_run_as_given_comes_from_the_plans_snapshot_unparsed(monkeypatch):
+    from triton_backend.driver import module_compiler
+
     text = (HLO / "cond.after.hlo").read_text()  # XLA-fused: no fused text in its plan
-    compile_hlo(text)
+    cold = compile_hlo(text)
     module_cache.forget_remembered()
+    parses = []
+    real = module_compiler.parse_hlo
+    monkeypatch.setattr(module_compiler, "parse_hlo", lambda t: parses.append(t) or real(t))
     warm = compile_hlo(text)
-    assert warm.module is warm.source_module and warm.module == parse_hlo(text)
+    assert parses == [] and warm.module is warm.source_module
+    assert warm.module == parse_hlo(text) and _locations(warm.module) == _locations(cold.module)
+    for got, want in zip(_run(warm, text), _run(cold, text)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("program", ["softmax.before", "cond.after"])
+def test_a_plan_without_a_snapshot_still_loads_from_its_text(program, monkeypatch):
+    text = (HLO / f"{program}.hlo").read_text()
+    cold = compile_hlo(text)
+    [plan_path] = _plan_paths()
+    data = json.loads(plan_path.read_text().partition("\n")[2])
+    assert data["plan"]["snapshot"] is not None
+    # The text form, as a plan holds it when the module has a value a snapshot cannot hold.
+    data["plan"]["snapshot"] = None
+    if data["plan"]["module_text"] is not None:
+        data["plan"]["locations"] = [list(loc)
+                                     for loc in module_plan._locations_of(cold.module)]
+    plan_path.write_text(render_entry(json.dumps(data)))
+    module_cache.forget_remembered()
+    calls = _count_compiles(monkeypatch)
+    warm = compile_hlo(text)
+    assert calls == []
+    _assert_same_compile(warm, cold)
 
 
 @pytest.mark.parametrize("parts", [[[True]], "yes", [[1], [True]], [[True], [None]]])
