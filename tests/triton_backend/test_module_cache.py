@@ -567,3 +567,80 @@ def test_a_plan_with_malformed_complex_parts_is_refused(parts):
     good = module_plan.FusionPlan.from_data({**data, "complex_parts": [[True, False], [True]]})
     assert good.complex_parts == ((True, False), (True,))
     assert module_plan.FusionPlan.from_data(good.to_data()) == good
+
+
+# -- the background stamp check (``source_stamp.StampCheck``) --------------------------------
+
+def test_the_background_check_gives_the_stamped_hash_by_stats_alone(tree, monkeypatch):
+    root, cache = tree
+    first = source_stamp.source_hash(str(root), cache)
+    assert first == _full_hash(root)
+
+    def forbidden(*args):
+        raise AssertionError("an unchanged tree was walked or hashed")
+
+    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
+    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+    check = source_stamp.StampCheck(str(root), cache)
+    assert check.take(str(root), cache) == first
+    assert check.take(str(root), cache) is None  # given once: a later call checks again
+
+
+@pytest.mark.parametrize("change", ["edited in place", "edited, same size", "removed"])
+def test_the_background_check_notices_an_edited_source(change, tree):
+    root, cache = tree
+    before = source_stamp.source_hash(str(root), cache)
+    parser = root / "fusion" / "parser.py"
+    if change == "edited in place":
+        with open(parser, "a") as handle:  # the folder's time does not change
+            handle.write("C = 3\n")
+    elif change == "edited, same size":
+        parser.write_text("A = 9\n")
+        os.utime(parser, ns=(_PAST_NS + 1, _PAST_NS + 1))
+    else:
+        parser.unlink()
+    assert source_stamp.StampCheck(str(root), cache).take() is None
+    assert source_stamp.source_hash(str(root), cache) not in (before, None)
+
+
+def test_the_background_check_is_for_its_own_tree_cache_and_process(tree, tmp_path,
+                                                                     monkeypatch):
+    root, cache = tree
+    source_stamp.source_hash(str(root), cache)
+    assert source_stamp.StampCheck(str(root), cache).take(str(root), tmp_path / "other") is None
+    assert source_stamp.StampCheck(str(root), cache).take(str(tmp_path), cache) is None
+    forked = source_stamp.StampCheck(str(root), cache)
+    monkeypatch.setattr(source_stamp.os, "getpid", lambda: -1)  # as in a forked child
+    assert forked.take() is None
+
+
+def test_an_edited_compiler_source_invalidates_a_plan_in_a_fresh_process(tree, monkeypatch,
+                                                                         caplog):
+    """What a fresh process does (a background check from the import, then the compile),
+    on a stand-in project tree: an edit made in place between two processes misses."""
+    root, _ = tree
+    cache = module_cache.default_cache_dir()
+
+    def fresh_process() -> None:
+        module_cache.forget_remembered()
+        module_cache.source_hash.cache_clear()
+        monkeypatch.setattr(module_cache, "_PRECHECK",
+                            source_stamp.StampCheck(str(root), cache, module_cache.__version__))
+
+    monkeypatch.setattr(source_stamp, "project_root", lambda: str(root))
+    fresh_process()
+    cold = compile_hlo(SOFTMAX)
+    fresh_process()
+    calls = _count_compiles(monkeypatch)
+    assert compile_hlo(SOFTMAX).fusions == cold.fusions and calls == []  # a hit
+    with open(root / "tiling" / "__init__.py", "a") as handle:
+        handle.write("EDITED = True\n")
+    fresh_process()
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    again = compile_hlo(SOFTMAX)
+    assert calls, "a plan made by other compiler sources must compile again"
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert any(m.endswith("differs in source") for m in messages), messages
+    for got, want in zip(_run(again, SOFTMAX), _run(cold, SOFTMAX)):
+        np.testing.assert_array_equal(got, want)
+    module_cache.source_hash.cache_clear()
