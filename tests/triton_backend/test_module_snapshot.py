@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import pickle
+import zlib
 from fractions import Fraction
 
 import pytest
@@ -58,7 +59,7 @@ class _Calls:
 
 
 def _planted(payload) -> bytes:
-    return ir_snapshot.SNAPSHOT_FORMAT + pickle.dumps(payload, protocol=5)
+    return ir_snapshot.SNAPSHOT_FORMAT + zlib.compress(pickle.dumps(payload, protocol=5))
 
 
 @pytest.mark.parametrize("payload", ["open", "eval", "module-in-a-call"])
@@ -77,15 +78,22 @@ def test_a_snapshot_that_names_anything_but_ir_classes_is_refused_uncalled(paylo
 
 
 @pytest.mark.parametrize("data", [b"", b"hlo-ir-snapshot/0\n", "truncated", "not-a-module",
+                                  "not-compressed", "trailing-bytes", "inflates-too-far",
                                   "other-format"])
-def test_bytes_that_are_not_a_module_snapshot_are_an_error(data):
+def test_bytes_that_are_not_a_module_snapshot_are_an_error(data, monkeypatch):
     module = parse_hlo("HloModule m\nENTRY e { ROOT c = s32[] constant(7) }")
     good = ir_snapshot.encode(module)
     if data == "truncated":
         data = good[: len(good) // 2]
     elif data == "not-a-module":
         data = ir_snapshot.encode(module.entry.root.shape) or b""
-        data = data or ir_snapshot.SNAPSHOT_FORMAT + pickle.dumps((1, 2), protocol=5)
+    elif data == "not-compressed":
+        data = ir_snapshot.SNAPSHOT_FORMAT + pickle.dumps(module, protocol=5)
+    elif data == "trailing-bytes":
+        data = good + b"more"
+    elif data == "inflates-too-far":
+        monkeypatch.setattr(ir_snapshot, "MAX_BYTES", 100)
+        data = good
     elif data == "other-format":
         data = good.replace(ir_snapshot.SNAPSHOT_FORMAT, b"hlo-ir-snapshot/99\n", 1)
     with pytest.raises(ir_snapshot.SnapshotError):

@@ -14,8 +14,11 @@ directory from becoming a way to run code and a stale entry from being misread:
   decode to something that is not an ``HloModule``, are a :class:`SnapshotError` (the plan is
   then unusable: a miss, never a crash).
 
-The module cache keys plans on the compiler's sources (``source_stamp``), so bytes written by
-other IR classes are never read; ``SNAPSHOT_FORMAT`` versions the layout itself.
+The pickle is zlib-compressed (to about a sixth: the plan file that carries it in base64 is
+hashed and decoded on every warm start, and that costs more per byte than inflating), and
+inflated to at most ``MAX_BYTES``.  The module cache keys plans on the compiler's sources
+(``source_stamp``), so bytes written by other IR classes are never read; ``SNAPSHOT_FORMAT``
+versions the layout itself.
 
 >>> from fusion.text.parser import parse_hlo
 >>> module = parse_hlo("HloModule m\\nENTRY e { ROOT c = s32[] constant(7) }")
@@ -28,6 +31,7 @@ import copyreg
 import dataclasses
 import io
 import pickle
+import zlib
 from typing import Any
 
 from fusion.ir import attributes, convolution, hlo_module, layout, shape
@@ -35,6 +39,8 @@ from fusion.ir.hlo_module import HloModule
 
 #: Leads every snapshot; bump when the layout of the bytes changes.
 SNAPSHOT_FORMAT = b"hlo-ir-snapshot/1\n"
+#: The most a snapshot inflates to (a module of a million instructions takes far less).
+MAX_BYTES = 1 << 30
 
 #: The classes a snapshot may name: every dataclass the IR's modules define.
 _CLASSES: dict[tuple[str, str], type] = {
@@ -87,12 +93,11 @@ def encode(module: HloModule) -> bytes | None:
     True
     """
     buffer = io.BytesIO()
-    buffer.write(SNAPSHOT_FORMAT)
     try:
         _Pickler(buffer, protocol=5).dump(module)
     except (_Unencodable, RecursionError, pickle.PicklingError):
         return None
-    return buffer.getvalue()
+    return SNAPSHOT_FORMAT + zlib.compress(buffer.getbuffer(), 6)
 
 
 def decode(data: bytes) -> HloModule:
@@ -106,7 +111,12 @@ def decode(data: bytes) -> HloModule:
     if not data.startswith(SNAPSHOT_FORMAT):
         raise SnapshotError(f"not a module snapshot (format {SNAPSHOT_FORMAT!r})")
     try:
-        module = _Unpickler(io.BytesIO(data[len(SNAPSHOT_FORMAT):])).load()
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(memoryview(data)[len(SNAPSHOT_FORMAT):], MAX_BYTES)
+        if inflater.unconsumed_tail or inflater.unused_data or not inflater.eof:
+            raise SnapshotError("the snapshot is truncated, has bytes after its end or "
+                                f"inflates past {MAX_BYTES} bytes")
+        module = _Unpickler(io.BytesIO(raw)).load()
     except SnapshotError:
         raise
     except Exception as err:  # noqa: BLE001 - untrusted bytes: whatever fails is "no snapshot"
@@ -116,4 +126,4 @@ def decode(data: bytes) -> HloModule:
     return module
 
 
-__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode", "encode"]
+__all__ = ["MAX_BYTES", "SNAPSHOT_FORMAT", "SnapshotError", "decode", "encode"]
