@@ -9,6 +9,7 @@ an empty cache.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ from fusion.ir.element_types import element_type_of_numpy
 from fusion.evaluator import evaluate
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
-from triton_backend.runtime import module_cache, module_plan
+from triton_backend.runtime import ir_snapshot, module_cache, module_plan
 from triton_backend.runtime import source_stamp
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
@@ -251,11 +252,17 @@ def _corrupt(path: pathlib.Path, how: str) -> None:
             data["plan"]["fusions"][0]["grid"] = "1, 2"
         elif how == "other-key":
             data["key"]["target"] = "cuda:80"
+        elif how == "snapshot-garbage":  # base64 of bytes that are no pickle
+            data["plan"]["snapshot"] = base64.b64encode(
+                ir_snapshot.SNAPSHOT_FORMAT + b"\x80\x05 not a module").decode()
+        elif how == "snapshot-not-base64":
+            data["plan"]["snapshot"] = "%%%"
         path.write_text(render_entry(json.dumps(data)))
 
 
 @pytest.mark.parametrize("how", ["truncated", "garbage", "edited", "fusion-dropped",
-                                 "kernel-outside", "wrong-types", "other-key"])
+                                 "kernel-outside", "wrong-types", "other-key",
+                                 "snapshot-garbage", "snapshot-not-base64"])
 def test_a_corrupted_or_edited_plan_is_ignored_and_rewritten(how, monkeypatch):
     cold = compile_hlo(SOFTMAX)
     expected = _run(cold, SOFTMAX)
@@ -513,12 +520,40 @@ def test_a_warm_compile_parses_the_given_text_only_when_it_is_read(monkeypatch):
     assert _locations(source) == _locations(parse_hlo(SOFTMAX))
 
 
-def test_a_module_run_as_given_is_parsed_by_the_warm_compile():
+def test_a_module_run_as_given_comes_from_the_plans_snapshot_unparsed(monkeypatch):
+    from triton_backend.driver import module_compiler
+
     text = (HLO / "cond.after.hlo").read_text()  # XLA-fused: no fused text in its plan
-    compile_hlo(text)
+    cold = compile_hlo(text)
     module_cache.forget_remembered()
+    parses = []
+    real = module_compiler.parse_hlo
+    monkeypatch.setattr(module_compiler, "parse_hlo", lambda t: parses.append(t) or real(t))
     warm = compile_hlo(text)
-    assert warm.module is warm.source_module and warm.module == parse_hlo(text)
+    assert parses == [] and warm.module is warm.source_module
+    assert warm.module == parse_hlo(text) and _locations(warm.module) == _locations(cold.module)
+    for got, want in zip(_run(warm, text), _run(cold, text)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("program", ["softmax.before", "cond.after"])
+def test_a_plan_without_a_snapshot_still_loads_from_its_text(program, monkeypatch):
+    text = (HLO / f"{program}.hlo").read_text()
+    cold = compile_hlo(text)
+    [plan_path] = _plan_paths()
+    data = json.loads(plan_path.read_text().partition("\n")[2])
+    assert data["plan"]["snapshot"] is not None
+    # The text form, as a plan holds it when the module has a value a snapshot cannot hold.
+    data["plan"]["snapshot"] = None
+    if data["plan"]["module_text"] is not None:
+        data["plan"]["locations"] = [list(loc)
+                                     for loc in module_plan._locations_of(cold.module)]
+    plan_path.write_text(render_entry(json.dumps(data)))
+    module_cache.forget_remembered()
+    calls = _count_compiles(monkeypatch)
+    warm = compile_hlo(text)
+    assert calls == []
+    _assert_same_compile(warm, cold)
 
 
 @pytest.mark.parametrize("parts", [[[True]], "yes", [[1], [True]], [[True], [None]]])
@@ -532,3 +567,80 @@ def test_a_plan_with_malformed_complex_parts_is_refused(parts):
     good = module_plan.FusionPlan.from_data({**data, "complex_parts": [[True, False], [True]]})
     assert good.complex_parts == ((True, False), (True,))
     assert module_plan.FusionPlan.from_data(good.to_data()) == good
+
+
+# -- the background stamp check (``source_stamp.StampCheck``) --------------------------------
+
+def test_the_background_check_gives_the_stamped_hash_by_stats_alone(tree, monkeypatch):
+    root, cache = tree
+    first = source_stamp.source_hash(str(root), cache)
+    assert first == _full_hash(root)
+
+    def forbidden(*args):
+        raise AssertionError("an unchanged tree was walked or hashed")
+
+    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
+    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+    check = source_stamp.StampCheck(str(root), cache)
+    assert check.take(str(root), cache) == first
+    assert check.take(str(root), cache) is None  # given once: a later call checks again
+
+
+@pytest.mark.parametrize("change", ["edited in place", "edited, same size", "removed"])
+def test_the_background_check_notices_an_edited_source(change, tree):
+    root, cache = tree
+    before = source_stamp.source_hash(str(root), cache)
+    parser = root / "fusion" / "parser.py"
+    if change == "edited in place":
+        with open(parser, "a") as handle:  # the folder's time does not change
+            handle.write("C = 3\n")
+    elif change == "edited, same size":
+        parser.write_text("A = 9\n")
+        os.utime(parser, ns=(_PAST_NS + 1, _PAST_NS + 1))
+    else:
+        parser.unlink()
+    assert source_stamp.StampCheck(str(root), cache).take() is None
+    assert source_stamp.source_hash(str(root), cache) not in (before, None)
+
+
+def test_the_background_check_is_for_its_own_tree_cache_and_process(tree, tmp_path,
+                                                                     monkeypatch):
+    root, cache = tree
+    source_stamp.source_hash(str(root), cache)
+    assert source_stamp.StampCheck(str(root), cache).take(str(root), tmp_path / "other") is None
+    assert source_stamp.StampCheck(str(root), cache).take(str(tmp_path), cache) is None
+    forked = source_stamp.StampCheck(str(root), cache)
+    monkeypatch.setattr(source_stamp.os, "getpid", lambda: -1)  # as in a forked child
+    assert forked.take() is None
+
+
+def test_an_edited_compiler_source_invalidates_a_plan_in_a_fresh_process(tree, monkeypatch,
+                                                                         caplog):
+    """What a fresh process does (a background check from the import, then the compile),
+    on a stand-in project tree: an edit made in place between two processes misses."""
+    root, _ = tree
+    cache = module_cache.default_cache_dir()
+
+    def fresh_process() -> None:
+        module_cache.forget_remembered()
+        module_cache.source_hash.cache_clear()
+        monkeypatch.setattr(module_cache, "_PRECHECK",
+                            source_stamp.StampCheck(str(root), cache, module_cache.__version__))
+
+    monkeypatch.setattr(source_stamp, "project_root", lambda: str(root))
+    fresh_process()
+    cold = compile_hlo(SOFTMAX)
+    fresh_process()
+    calls = _count_compiles(monkeypatch)
+    assert compile_hlo(SOFTMAX).fusions == cold.fusions and calls == []  # a hit
+    with open(root / "tiling" / "__init__.py", "a") as handle:
+        handle.write("EDITED = True\n")
+    fresh_process()
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    again = compile_hlo(SOFTMAX)
+    assert calls, "a plan made by other compiler sources must compile again"
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert any(m.endswith("differs in source") for m in messages), messages
+    for got, want in zip(_run(again, SOFTMAX), _run(cold, SOFTMAX)):
+        np.testing.assert_array_equal(got, want)
+    module_cache.source_hash.cache_clear()

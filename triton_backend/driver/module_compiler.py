@@ -286,14 +286,20 @@ def _cached(key: module_cache.ModuleKey, text_or_module: str | HloModule, device
 def _from_plan(plan: module_plan.ModulePlan, text_or_module: str | HloModule,
                device: torch.device, physical_outputs: bool,
                tuning_device: str | None) -> CompiledModule | None:
-    """The compiled module a plan describes: its module parsed, its kernel files checked
-    (imported at their first launch), its host programs rebuilt; None when a kernel file is
-    unusable."""
-    if isinstance(text_or_module, str) and plan.module_text is not None:
-        source: Any = Unparsed(text_or_module)
+    """The compiled module a plan describes: its module decoded from the plan's snapshot
+    (else parsed), its kernel files checked (imported at their first launch), its host
+    programs rebuilt; None when a kernel file is unusable."""
+    if isinstance(text_or_module, str) and plan.snapshot is not None:
+        # The snapshot is the module that runs, fused or the given text's (the key holds the
+        # text's hash): decoding it costs a fraction of a parse.
+        module = plan.snapshot_module()
+        source: Any = module if plan.module_text is None else Unparsed(text_or_module)
     else:
-        source = _parse(text_or_module)  # the module given is the module that runs
-    module = plan.module(source)
+        if isinstance(text_or_module, str) and plan.module_text is not None:
+            source = Unparsed(text_or_module)
+        else:
+            source = _parse(text_or_module)  # the module given is the module that runs
+        module = plan.module(source)
     launched = [i.name for c in host_computations(module) for i in module.computation(c)
                 if i.opcode == "fusion" and empty_outputs(i) is None]
     if launched != [f.name for f in plan.fusions]:

@@ -94,13 +94,20 @@ def source_hash() -> str:
     file added, removed or renamed changes its folder's).  Checking that stamp is a stat of
     each path it names, not a walk of the tree; when any differs, the tree is walked and the
     files hashed again (``FUSION_LOG=debug`` names what changed).  An installed wheel is
-    hashed by its ``RECORD`` instead (the SHA-256 of every installed file, one read).
+    hashed by its ``RECORD`` instead (the SHA-256 of every installed file, one read).  The
+    first call takes the result of that check from a background thread started when this
+    module was imported (``source_stamp.StampCheck``), when it found the stamp holding.
 
     >>> len(source_hash())
     64
     """
-    return source_stamp.source_hash(source_stamp.project_root(), default_cache_dir(),
-                                    __version__)
+    root, directory = source_stamp.project_root(), default_cache_dir()
+    return _PRECHECK.take(root, directory) or source_stamp.source_hash(root, directory,
+                                                                      __version__)
+
+
+# Started on import: the stats run while the rest of the compiler is imported.
+_PRECHECK = source_stamp.StampCheck(source_stamp.project_root(), default_cache_dir(), __version__)
 
 
 @functools.cache

@@ -1,10 +1,12 @@
 """A compile's decisions as plain data: the plans the module cache stores and loads.
 
-A **plan** (:class:`ModulePlan`) is plain data (JSON, never pickle: the cache directory must
-not become a way to run code): the fused module's HLO text and its source locations, each
+A **plan** (:class:`ModulePlan`) is plain data (JSON, never plain pickle: the cache directory
+must not become a way to run code): the fused module's HLO text and either its source
+locations or its snapshot (``ir_snapshot``: the module as bytes that name only IR classes,
+loaded several times faster than the text parses; also kept for a module run as given), each
 launched fusion's kernel file (:class:`FusionPlan`: its name in the kernel cache and the
 SHA-256 of its body), grid, tile sizes, tiling reason and reduction chunk, and how the module
-was fused (mode, fallbacks, decisions).  Loading a plan parses the fused module and checks
+was fused (mode, fallbacks, decisions).  Loading a plan decodes (else parses) the fused module and checks
 each kernel file's body against the recorded hash (``cache_files.read_entry``): a kernel file
 that is missing, truncated or edited is never run, the plan is unusable and the module is
 compiled again.  The checked text is imported at the kernel's first launch
@@ -23,6 +25,8 @@ what a plan holds and how it turns back into compiled fusions.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -36,13 +40,13 @@ from fusion.logs import get_logger
 from fusion.text.parser import parse_hlo
 from fusion.text.printer import print_hlo
 from tiling.fusion_pass.decisions import FusionDecision
-from triton_backend.runtime import cache_files, kernel_cache
+from triton_backend.runtime import cache_files, ir_snapshot, kernel_cache
 from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 from triton_backend.runtime.complex_fusion import ComplexPairFusion
 from triton_backend.runtime.kernel_loading import CompiledFusion, kernel_kind
 
 #: Bump when the plan's data or its meaning changes.
-PLAN_FORMAT = "2"
+PLAN_FORMAT = "3"
 
 _KERNEL_FILE = re.compile(r"kernel_[0-9a-f]{40}\.py")
 
@@ -193,7 +197,9 @@ class ModulePlan:
 
     ``module_text`` is the fused module (None: the module given runs as it is);
     ``locations`` the source locations of its computations and instructions
-    (``(computation, instruction or None, line, column)``), which its printed text loses.
+    (``(computation, instruction or None, line, column)``), which its printed text loses;
+    ``snapshot`` the module that runs (fused or given) as ``ir_snapshot`` bytes, locations
+    included (then ``locations`` is empty), or None when it holds a value the snapshot cannot.
     """
 
     module_text: str | None
@@ -202,6 +208,7 @@ class ModulePlan:
     fusion_mode: str
     fusion_fallbacks: tuple[str, ...]
     decisions: tuple[FusionDecision, ...]
+    snapshot: bytes | None = None
 
     @classmethod
     def of(cls, module: HloModule, source: HloModule, fusions: Mapping[str, Any],
@@ -217,13 +224,30 @@ class ModulePlan:
             text, locations = None, ()
         else:
             text, locations = print_hlo(module), _locations_of(module)
-        return cls(text, locations, planned, fusion_mode, tuple(fusion_fallbacks), decisions)
+        snapshot = ir_snapshot.encode(module)
+        if snapshot is not None:
+            locations = ()
+        return cls(text, locations, planned, fusion_mode, tuple(fusion_fallbacks), decisions,
+                   snapshot)
 
     def module(self, source: HloModule) -> HloModule:
-        """The module that runs: ``source``, or the fused text parsed, its locations restored."""
+        """The module that runs: ``source``, or the fused module (its snapshot decoded, else
+        its text parsed and its locations restored)."""
         if self.module_text is None:
             return source
+        if self.snapshot is not None:
+            return self.snapshot_module()
         return _with_locations(parse_hlo(self.module_text), self.locations)
+
+    def snapshot_module(self) -> HloModule:
+        """The module the snapshot holds (the given one when ``module_text`` is None);
+        ``PlanError`` without one, or when it does not decode."""
+        if self.snapshot is None:
+            raise PlanError("it holds no module snapshot")
+        try:
+            return ir_snapshot.decode(self.snapshot)
+        except ir_snapshot.SnapshotError as err:
+            raise PlanError(str(err)) from None
 
     def load_fusions(self, kernel_dir: Path) -> dict[str, CompiledFusion] | None:
         """Every fusion, its kernel file checked; None if one is unusable."""
@@ -242,20 +266,28 @@ class ModulePlan:
                 "fusion_mode": self.fusion_mode,
                 "fusion_fallbacks": list(self.fusion_fallbacks),
                 "decisions": [[d.computation, d.producer, list(d.consumers), d.fused, d.reason,
-                               d.bytes_saved, d.kind] for d in self.decisions]}
+                               d.bytes_saved, d.kind] for d in self.decisions],
+                "snapshot": None if self.snapshot is None
+                else base64.b64encode(self.snapshot).decode("ascii")}
 
     @classmethod
     def from_data(cls, data: Any) -> ModulePlan:
         """The plan in ``data`` (decoded JSON); ``PlanError`` when anything is off."""
         data = expect_object(data, "plan")
-        text = data.get("module_text")
+        text, snapshot = data.get("module_text"), data.get("snapshot")
+        if snapshot is not None:
+            try:
+                snapshot = base64.b64decode(_text(snapshot, "snapshot"), validate=True)
+            except binascii.Error as err:
+                raise PlanError(f"snapshot is not base64: {err}") from None
         return cls(None if text is None else _text(text, "module_text"),
                    tuple(_location(v) for v in _list(data.get("locations"), "locations")),
                    tuple(FusionPlan.from_data(v) for v in _list(data.get("fusions"), "fusions")),
                    _text(data.get("fusion_mode"), "fusion_mode"),
                    tuple(_text(v, "fallback") for v in _list(data.get("fusion_fallbacks"),
                                                               "fusion_fallbacks")),
-                   tuple(_decision(v) for v in _list(data.get("decisions"), "decisions")))
+                   tuple(_decision(v) for v in _list(data.get("decisions"), "decisions")),
+                   snapshot)
 
 
 def _same_module(module: HloModule, source: HloModule) -> bool:

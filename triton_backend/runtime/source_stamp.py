@@ -8,12 +8,20 @@ own bytecode cache trusts) and every folder's modification time (a file added, r
 renamed changes its folder's).  Checking the stamp is a stat of each path it names, not a
 walk of the tree; when any differs, the tree is walked and the files hashed again
 (``FUSION_LOG=debug`` names what changed).
+
+A stat per file is what noticing an edit made in place takes (a folder's time changes only
+when an entry is added, removed or renamed), and about 300 of them cost a fresh process's
+warm compile a quarter of its budget.  So :class:`StampCheck` runs the check (read-only: the
+stamp and its stats, or the ``RECORD``) in a background thread from the moment the module
+cache is imported, while the rest of the compiler is still being imported; the first compile
+takes its result, and anything short of a stamp that holds is decided again on the spot.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,14 +60,11 @@ def source_hash(root: str, directory: Path, version: str | None = None) -> str:
     its ``.dist-info``): pip writes there the SHA-256 of every file it installed and rewrites
     it on every install, so one small read replaces a stat of each source file.
     """
-    record = _installed_record(root, version)
-    if record is not None:
-        return hashlib.sha256(b"RECORD\0" + record).hexdigest()
-    # One stamp per checkout: a cache directory may be shared by several.
-    stamp = directory / "sources" / f"{content_hash(root)[:40]}.txt"
+    held = _cheap_hash(root, directory, version)
+    if held is not None:
+        return held
+    stamp = _stamp_path(root, directory)
     recorded = _read_stamp(stamp, root)
-    if recorded is not None and _stamp_holds(root, recorded):
-        return recorded["hash"]
     started = time.time_ns()
     folders, files = _walk_sources(root)
     stamped = _stamped_files(recorded)
@@ -82,6 +87,63 @@ def source_hash(root: str, directory: Path, version: str | None = None) -> str:
     except (CacheError, OSError) as err:
         _log.debug("module cache: cannot store the source hash in %s: %s", stamp, err)
     return value
+
+
+def _cheap_hash(root: str, directory: Path, version: str | None) -> str | None:
+    """The hash when the ``RECORD`` gives it, or the stamp holds (read-only); else None."""
+    record = _installed_record(root, version)
+    if record is not None:
+        return hashlib.sha256(b"RECORD\0" + record).hexdigest()
+    recorded = _read_stamp(_stamp_path(root, directory), root)
+    if recorded is not None and _stamp_holds(root, recorded):
+        return recorded["hash"]
+    return None
+
+
+def _stamp_path(root: str, directory: Path) -> Path:
+    # One stamp per checkout: a cache directory may be shared by several.
+    return directory / "sources" / f"{content_hash(root)[:40]}.txt"
+
+
+class StampCheck:
+    """``source_hash``'s cheap part (the ``RECORD``, or the stamp and a stat of each path it
+    names), started now in a background thread; :meth:`take` gives its hash once.
+
+    Only a hash that the ``RECORD`` or a holding stamp gives comes back; anything else (no
+    stamp, a changed source, a failure) is None and left to ``source_hash``, which decides it
+    again.  A process forked meanwhile gets None: the thread ran in its parent.
+
+    >>> import tempfile
+    >>> check = StampCheck(tempfile.mkdtemp(), Path(tempfile.mkdtemp()))
+    >>> check.take(), check.take()  # nothing stamped there
+    (None, None)
+    """
+
+    def __init__(self, root: str, directory: Path, version: str | None = None) -> None:
+        self.root, self.directory, self.version = root, directory, version
+        self._pid = os.getpid()
+        self._done = threading.Event()
+        self._hash: str | None = None
+        self._taken = False
+        threading.Thread(target=self._run, name="fusion-source-stamp", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._hash = _cheap_hash(self.root, self.directory, self.version)
+        except Exception as err:  # noqa: BLE001 - any failure: the caller checks on the spot
+            _log.debug("module cache: the background source-stamp check failed: %s", err)
+        finally:
+            self._done.set()
+
+    def take(self, root: str | None = None, directory: Path | None = None) -> str | None:
+        """The hash the check found (waiting for it), the first time only, and only for the
+        same ``root`` and ``directory`` (when given); else None."""
+        if self._taken or os.getpid() != self._pid \
+                or (root, directory) not in ((None, None), (self.root, self.directory)):
+            return None
+        self._taken = True
+        self._done.wait()
+        return self._hash
 
 
 def _installed_record(root: str, version: str | None) -> bytes | None:
@@ -189,4 +251,4 @@ def _source_changes(before: _Files, after: _Files, limit: int = 8) -> str:
     return ", ".join(changes[:limit]) + more
 
 
-__all__ = ["PACKAGES", "project_root", "source_hash"]
+__all__ = ["PACKAGES", "StampCheck", "project_root", "source_hash"]
