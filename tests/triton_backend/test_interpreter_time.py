@@ -105,16 +105,21 @@ ENTRY e {
 
 
 def _k_steps(source: str) -> int:
-    (k, step), = re.findall(r"for \w+ in range\(0, (\d+), (\d+)\)", source)
-    return -(-int(k) // int(step))
+    """K steps per program: of ``range(0, K, STEP)``, or a split-K slice's
+    ``range(pid_k * S, pid_k * S + S, STEP)``."""
+    (k, sliced, step), = re.findall(
+        r"for \w+ in range\((?:0|\w+ \* \d+), (\d+|\w+ \* \d+ \+ (\d+)), (\d+)\)", source)
+    return -(-int(sliced or k) // int(step))
 
 
 def test_dot_takes_the_largest_tiles_under_the_interpreter():
     gpu = compile_fusion(parse_hlo(DOT), "fusion", target="sm_90")
     interpreted = compile_fusion(parse_hlo(DOT), "fusion")
     assert gpu.kind == interpreted.kind == "dot"
-    assert (gpu.tile_sizes, interpreted.tile_sizes) == ((128, 128, 64), (256, 256, 128))
-    # Programs times K steps: 4 x 5 tiles of 12 steps on a GPU, 2 x 3 tiles of 6 here.
+    # On sm_90 the 20 tiles leave SMs idle: K splits in 3 slices (``default_split_k``).
+    assert (gpu.tile_sizes, interpreted.tile_sizes) == ((128, 128, 64, 3), (256, 256, 128))
+    # Programs times K steps: 4 x 5 tiles x 3 slices of 4 steps on a GPU, 2 x 3 tiles of 6
+    # here: the same work, in fewer and larger programs under the interpreter.
     assert math.prod(gpu.grid) * _k_steps(gpu.source) == 20 * 12
     assert math.prod(interpreted.grid) * _k_steps(interpreted.source) == 6 * 6
 
