@@ -27,6 +27,9 @@ SHARDS = 2
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
               "matmul_bf16", "attention", "gelu", "swiglu")
 
+#: Families whose bf16 kernels must use ``wgmma`` on sm_90 (the attention backward's three).
+TENSOR_CORE = ("attention", "vjp_attention", "matmul_bf16", "matmul_bias_gelu")
+
 requires_ptxas = pytest.mark.skipif(not all(find_ptxas(a) for a in ARCHS),
                                     reason="ptxas is not in the Triton wheel")
 
@@ -61,6 +64,11 @@ def test_every_bench_kernel_compiles_without_spills(target_compiles, arch, part)
                if r["spill_store_bytes"] or r["spill_load_bytes"]]
     assert not spilled, spilled
     assert all(r["registers"] > 0 for r in results)
+    if arch == 90:  # bf16 attention, forward and backward (``vjp_``), on the tensor cores
+        scalar = [names(paths) for paths, r in zip(groups, results)
+                  if any(p.parent.name.startswith(TENSOR_CORE) and "bf16" in p.parent.name
+                         for p in paths) and not r["ptx_features"].get("wgmma")]
+        assert not scalar, scalar
 
 
 @requires_ptxas

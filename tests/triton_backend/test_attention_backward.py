@@ -1,14 +1,11 @@
 """The attention backward (``fusion.autodiff.vjp`` of attention as JAX lowers it) compiles to
 at most three kernels (the row statistics, dQ, dK with dV: ``tiling.fusion_pass.
 attention_backward``) that match the reference evaluator under the interpreter; a backward the
-kernels do not fit keeps today's fusion and the decision says why; the bench-sized bf16 and
-f32 backward compile for sm_90 without spills, the bf16 one on the tensor cores (PTX only)."""
+kernels do not fit keeps today's fusion and the decision says why.  The bench-sized bf16 and
+f32 backward (``bench/programs/vjp_attention_*``) are compiled for sm_80 and sm_90 by
+``tests/conformance/test_bench_kernels_compile.py``: no spills, bf16 on ``wgmma``."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -20,13 +17,11 @@ import fusion
 from fusion.autodiff.vjp_module import vjp
 from fusion.text.printer import print_hlo
 from tests.triton_backend.test_attention_fusion import (S, attention, hlo, random_inputs,
-                                                         requires_ptxas, run_and_check)
+                                                         run_and_check)
 from tests.triton_backend.test_attention_one_pass import masked_attention
-from tests.triton_backend.test_dot_fusion_ptx import CHILD
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.fusion_pass.score_band import output_band
-from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.runtime.kernel_loading import TemplateKind
 from triton_backend.templates.attention.backward_driver import score_space
@@ -86,30 +81,6 @@ def test_grouped_query_backward_keeps_todays_fusion_and_says_why():
                and "attention backward" in d.reason]
     assert refused and "free dim" in refused[0].reason, [str(d) for d in result.decisions
                                                           if d.kind == "attention"]
-
-
-@pytest.mark.slow
-@requires_ptxas
-def test_bench_sized_backward_compiles_for_sm90_without_spills():
-    requests = []
-    for dtype in (jnp.bfloat16, jnp.float32):
-        module = fuse_module(fusion.parse_hlo(
-            backward(attention(True), (4, 8, 512, 64), dtype))).module
-        fusions = [i.name for i in module.entry.instructions if i.opcode == "fusion"]
-        assert len(fusions) == 3
-        for name in fusions:
-            compiled = compile_fusion(module, name, target="sm_90")
-            assert compiled.kind is TemplateKind.ATTENTION_BACKWARD
-            requests.append([str(compiled.kernel_path), 90])
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)],
-                            capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
-    reports = json.loads(line[len("REPORT"):])
-    assert [r["spills"] for r in reports] == [0] * 6, reports
-    assert all(r["wgmma"] > 0 for r in reports[:3]), reports  # bf16 on the tensor cores
 
 
 def test_transformer_block_backward_holds_the_three_kernels_and_matches():
