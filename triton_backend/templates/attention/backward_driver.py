@@ -41,21 +41,14 @@ from triton_backend.templates.attention.backward_kernel import render_score_kern
 from triton_backend.templates.attention.kernel import DotNumerics
 from triton_backend.templates.attention.tiling import (AttentionTiling, interpreter_tiling,
                                                        tiling_from)
+from triton_backend.templates.attention.driver import fused_computation
 from triton_backend.templates.dot.driver import dot_numerics, target_arch
-
-
-def _computation(module: HloModule, fusion_instr: HloInstruction):
-    called = fusion_instr.attr("calls", None)
-    if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
-            or not module.has_computation(called):
-        return None
-    return module.computation(called)
 
 
 def is_score_space_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a score-space fusion (see the module docstring)."""
     try:
-        comp = _computation(module, find_fusion(module, fusion_instr))
+        comp = fused_computation(module, find_fusion(module, fusion_instr))
     except UnsupportedOpError:
         return False
     if comp is None or not any(i.opcode == "dot" for i in comp.instructions):
@@ -70,7 +63,7 @@ def is_score_space_fusion(module: HloModule, fusion_instr: HloInstruction | str)
 def score_space(module: HloModule, fusion_instr: HloInstruction | str) -> ScoreSpace:
     """The fusion's score space; ``UnsupportedOpError`` with the reason otherwise."""
     fusion_instr = find_fusion(module, fusion_instr)
-    comp = _computation(module, fusion_instr)
+    comp = fused_computation(module, fusion_instr)
     if comp is None:
         raise UnsupportedOpError(f"{fusion_instr.name} is no fusion", where=fusion_instr.name)
     try:

@@ -270,7 +270,7 @@ class _ScoreKernel:
 
     # --- the kernel -------------------------------------------------------------------------
     def render(self) -> tuple[str, tuple[int, ...]]:
-        em, t, space = self.em, self.tiling, self.space
+        em, space = self.em, self.space
         for p in self.comp.parameters:
             em.pointer_for(p)
         key_kind = space.kind == "key"

@@ -50,7 +50,9 @@ from triton_backend.templates.attention.tiling import interpreter_tiling, tiling
 from triton_backend.runtime.kernel_cache import KernelCache
 
 
-def _computation(module: HloModule, fusion_instr: HloInstruction):
+def fused_computation(module: HloModule, fusion_instr: HloInstruction):
+    """The computation ``fusion_instr`` calls, or None when it is not a fusion calling one of
+    ``module``'s computations."""
     called = fusion_instr.attr("calls", None)
     if fusion_instr.opcode != "fusion" or not isinstance(called, str) \
             or not module.has_computation(called):
@@ -61,7 +63,7 @@ def _computation(module: HloModule, fusion_instr: HloInstruction):
 def is_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> bool:
     """True when ``fusion_instr`` is a fusion whose computation is attention."""
     try:
-        comp = _computation(module, find_fusion(module, fusion_instr))
+        comp = fused_computation(module, find_fusion(module, fusion_instr))
     except UnsupportedOpError:
         return False
     if comp is None or sum(i.opcode == "dot" for i in comp.instructions) != 2:
@@ -76,7 +78,7 @@ def is_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str) -
 def attention_pattern(module: HloModule, fusion_instr: HloInstruction | str) -> AttentionPattern:
     """The fusion's attention pattern; ``UnsupportedOpError`` with the reason otherwise."""
     fusion_instr = find_fusion(module, fusion_instr)
-    comp = _computation(module, fusion_instr)
+    comp = fused_computation(module, fusion_instr)
     if comp is None:
         raise UnsupportedOpError(f"{fusion_instr.name} is no fusion", where=fusion_instr.name)
     try:
