@@ -104,3 +104,15 @@ def test_launch_runs_the_file_with_explicit_options(module):
     assert torch.equal(out, x[None, :] + y)
     with pytest.raises(TypeError, match="unknown launch options"):
         compiled.module.run(x, y, num_ctas=2)
+
+
+def test_the_untuned_default_of_a_dot_fusion_is_its_gpu_tiling():
+    """``default_config`` compiles for the bare ``"cuda"`` target, which the dot template used
+    to refuse ("cannot read a compute capability"): it is the sm_90 default."""
+    from tests.triton_backend.test_interpreter_time import DOT
+    from triton_backend.driver.compiled_fusion import compile_fusion
+    from triton_backend.tuning.autotune import default_config
+
+    module = parse_hlo(DOT)
+    config = default_config(module, module.entry.instruction("fusion"))
+    assert config.tile_sizes == tuple(compile_fusion(module, "fusion", target="sm_90").tile_sizes)

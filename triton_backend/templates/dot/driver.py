@@ -192,8 +192,13 @@ def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
 
 
 def target_arch(target: str | None) -> int:
-    """The compute capability a target names (``"cuda:80"``, ``"sm_90"``); 90 for none."""
-    if not target:
+    """The compute capability a target names (``"cuda:80"``, ``"sm_90"``); 90 for none, or a
+    backend named without one (``"cuda"``, what ``autotune`` compiles its untuned default for).
+
+    >>> target_arch("cuda:80"), target_arch("sm_90"), target_arch("cuda"), target_arch(None)
+    (80, 90, 90, 90)
+    """
+    if not target or str(target).strip().lower() in ("cuda", "gpu"):
         return 90
     digits = "".join(ch for ch in str(target).rsplit(":", 1)[-1] if ch.isdigit())
     if not digits:
