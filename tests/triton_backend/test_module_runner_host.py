@@ -219,6 +219,10 @@ def test_output_check_tolerances():
     assert not off.passed and off.mismatches == 1
     assert off.max_abs_error == pytest.approx(2e-5, rel=0.1)
     assert not compare_output("o0", ref, np.float32([1, 0, np.inf, -2]), "f32").passed
+    # Near a zero reference the relative error is taken over atol, not over 0 (1e301 before).
+    zero = compare_output("o0", np.float32([0.0, 4.0]), np.float32([3e-6, 4.0]), "f32")
+    assert not zero.passed and zero.max_rel_error == pytest.approx(3e-6 / zero.tolerance.atol,
+                                                                   rel=1e-3)
     assert not compare_output("o0", ref, np.float32([1, np.nan, -np.inf, -2]), "f32").passed
     bf = np.array([1.0, 2.0], ml_dtypes.bfloat16)
     one_ulp = np.array([1.0078125, 2.0], ml_dtypes.bfloat16)

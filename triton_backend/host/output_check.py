@@ -61,7 +61,12 @@ TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
 
 @dataclass(frozen=True)
 class OutputComparison:
-    """How one output compares: worst absolute and relative error, and the verdict."""
+    """How one output compares: worst absolute and relative error, and the verdict.
+
+    The relative error of an element is its error over ``max(|reference|, atol)``: against a
+    reference of 0 (an Adam update's cancelled gradient, say) a plain quotient is 1e301,
+    which says nothing; over ``atol`` it says how far past the absolute tolerance it is.
+    """
 
     key: str
     dtype: str
@@ -111,7 +116,7 @@ def compare_output(key: str, reference: np.ndarray, actual: np.ndarray, dtype: s
         close = same | (~nan_ref & ~nan_out & np.isfinite(ref) & (diff <= tol.atol + tol.rtol * np.abs(ref)))
         finite = np.isfinite(diff)
         diff = np.where(same, 0.0, np.where(finite, diff, np.inf))
-        rel = diff / np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+        rel = diff / np.maximum(np.abs(ref), max(tol.atol, np.finfo(np.float64).tiny))
         rel = np.where(same, 0.0, rel)
     return OutputComparison(key, dtype, float(diff.max()), float(np.nanmax(rel)), tol,
                             int((~close).sum()), int(ref.size))
