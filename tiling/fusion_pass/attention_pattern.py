@@ -70,6 +70,7 @@ operands, head and value dims of at most ``MAX_HEAD_DIM``).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
@@ -129,7 +130,7 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
             raise NotAttention(f"the lhs of neither dot ({first.name}, {second.name}) is "
                                "computed from the other dot")
     for dot in (first, second):
-        _check_dot(comp, dot)
+        check_float_dot(comp, dot)
     if _depends_on(comp, second.operands[1], first.name):
         raise NotAttention(f"the rhs of {second.name} is computed from {first.name}")
     root = comp.root
@@ -167,8 +168,8 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     lhs1, rhs1 = (comp.instruction(o).shape for o in first.operands)
     rhs2 = comp.instruction(second.operands[1]).shape
     head_dim = lhs1.dims[first.attr("lhs_contracting_dims")[0]]
-    value_dim = rhs2.dims[_free(rhs2.rank, second, "rhs")[0]]
-    queries, keys = second.shape.dims[nb], rhs1.dims[_free(rhs1.rank, first, "rhs")[0]]
+    value_dim = rhs2.dims[free_dims(rhs2.rank, second, "rhs")[0]]
+    queries, keys = second.shape.dims[nb], rhs1.dims[free_dims(rhs1.rank, first, "rhs")[0]]
     if queries == 1 or keys == 1:
         raise NotAttention(f"{queries} queries and {keys} keys: the template tiles both "
                            "(a single query or key is a plain dot fusion's job)")
@@ -189,31 +190,40 @@ def is_attention(comp: HloComputation) -> bool:
     return True
 
 
-def _free(rank: int, dot: HloInstruction, side: str) -> list[int]:
+def free_dims(rank: int, dot: HloInstruction, side: str) -> list[int]:
+    """The dims of ``dot``'s ``side`` operand (of ``rank``) neither batch nor contracted."""
     taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims", ()))
     return [d for d in range(rank) if d not in taken]
 
 
-def _check_dot(comp: HloComputation, dot: HloInstruction) -> None:
+def check_float_dot(comp: HloComputation, dot: HloInstruction,
+                    error: type[Exception] | None = None,
+                    grouped_lhs: bool = True,
+                    algorithms: Collection[str] = DOT_ALGORITHM_PRECISIONS) -> None:
+    """Raise ``error`` (default :class:`NotAttention`) unless ``dot`` is one an attention
+    kernel multiplies: array operands of a float type the template takes, one contracting
+    dim and one free dim each (several lhs free dims too, a query-head group, when
+    ``grouped_lhs``), a float result, and no dot algorithm outside ``algorithms``."""
+    error = error or NotAttention
     shapes = [comp.instruction(o).shape for o in dot.operands]
     if not all(isinstance(s, ArrayShape) for s in (*shapes, dot.shape)):
-        raise NotAttention(f"{dot.name} has tuple-shaped operands")
+        raise error(f"{dot.name} has tuple-shaped operands")
     for side, shape in zip(("lhs", "rhs"), shapes):
         if len(dot.attr(f"{side}_contracting_dims", ())) != 1:
-            raise NotAttention(f"{dot.name} contracts more or fewer than one {side} dim")
-        free = len(_free(shape.rank, dot, side))
-        if free != 1 and not (side == "lhs" and free > 1):
+            raise error(f"{dot.name} contracts more or fewer than one {side} dim")
+        free = len(free_dims(shape.rank, dot, side))
+        if free != 1 and not (grouped_lhs and side == "lhs" and free > 1):
             # Several lhs free dims are a query-head group (batch roles) and the query dim.
-            raise NotAttention(f"{dot.name}'s {side} has {free} free dims, not one")
+            raise error(f"{dot.name}'s {side} has {free} free dims, not one")
         if shape.dtype not in FLOAT_DOT_TYPES:
-            raise NotAttention(f"{dot.name}'s {side} is {shape.dtype}; the template multiplies "
-                               f"{', '.join(FLOAT_DOT_TYPES)}")
+            raise error(f"{dot.name}'s {side} is {shape.dtype}; the template multiplies "
+                        f"{', '.join(FLOAT_DOT_TYPES)}")
     if dot.shape.dtype not in FLOAT_DOT_TYPES:
-        raise NotAttention(f"{dot.name} produces {dot.shape.dtype}")
+        raise error(f"{dot.name} produces {dot.shape.dtype}")
     algorithm = dot.attr("algorithm", None)
-    if algorithm is not None and str(algorithm) not in DOT_ALGORITHM_PRECISIONS:
-        raise NotAttention(f"{dot.name} names dot algorithm {algorithm}, which the template "
-                           "does not lower")
+    if algorithm is not None and str(algorithm) not in algorithms:
+        raise error(f"{dot.name} names dot algorithm {algorithm}, which the template "
+                    "does not lower")
 
 
 def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,
@@ -226,7 +236,7 @@ def _dot_operand_roles(dot: HloInstruction, mine: tuple, rank: int, side: str,
     for i, dim in enumerate(batch):
         roles[dim] = mine[i]
     roles[dot.attr(f"{side}_contracting_dims")[0]] = contracting
-    free = _free(rank, dot, side)
+    free = free_dims(rank, dot, side)
     own = mine[len(batch):len(batch) + len(free)] if side == "lhs" else mine[-1:]
     for dim, role in zip(free, own):
         roles[dim] = role
@@ -363,4 +373,4 @@ def _depends_on(comp: HloComputation, name: str, target: str) -> bool:
 
 
 __all__ = ["MAX_HEAD_DIM", "AttentionPattern", "NotAttention", "analyze_attention",
-           "is_attention"]
+           "check_float_dot", "free_dims", "is_attention"]

@@ -172,7 +172,6 @@ def producer_consumer_fusion(graph: FusionGraph) -> list[FusionDecision]:
     merge only the producers whose node or consumers changed are judged again: the new nodes
     and the owners of every value the removed or new nodes read.  The candidates wait in a
     heap (stale entries are skipped), so a chain of n ops costs O(n log n), not O(n^2)."""
-    comp = graph.comp
     readers = {v: set(r) for v, r in graph.readers().items()}
     owner = graph.owner()
     inputs = {nid: graph.input_set(node) for nid, node in graph.nodes.items()}

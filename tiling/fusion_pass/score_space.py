@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
-from tiling.fusion_pass.attention_pattern import FLOAT_DOT_TYPES, MAX_HEAD_DIM, NotAttention
+from tiling.fusion_pass.attention_pattern import (MAX_HEAD_DIM, NotAttention, check_float_dot,
+                                               free_dims)
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr
 
@@ -74,34 +75,12 @@ class NotScoreSpace(NotAttention):
     """Why a computation is not a score-space kernel (the message says)."""
 
 
-def _free(rank: int, dot: HloInstruction, side: str) -> list[int]:
-    taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims", ()))
-    return [i for i in range(rank) if i not in taken]
-
-
 def _dependents(comp: HloComputation, names) -> set[str]:
     out = set(names)
     for instr in comp.instructions:
         if any(o in out for o in instr.operands):
             out.add(instr.name)
     return out
-
-
-def _check_dot(comp: HloComputation, dot: HloInstruction) -> None:
-    shapes = [comp.instruction(o).shape for o in dot.operands]
-    if not all(isinstance(s, ArrayShape) for s in (*shapes, dot.shape)):
-        raise NotScoreSpace(f"{dot.name} has tuple-shaped operands")
-    for side, shape in zip(("lhs", "rhs"), shapes):
-        if len(dot.attr(f"{side}_contracting_dims", ())) != 1:
-            raise NotScoreSpace(f"{dot.name} contracts more or fewer than one {side} dim")
-        if len(_free(shape.rank, dot, side)) != 1:
-            raise NotScoreSpace(f"{dot.name}'s {side} has not exactly one free dim")
-        if shape.dtype not in FLOAT_DOT_TYPES:
-            raise NotScoreSpace(f"{dot.name}'s {side} is {shape.dtype}")
-    if dot.shape.dtype not in FLOAT_DOT_TYPES:
-        raise NotScoreSpace(f"{dot.name} produces {dot.shape.dtype}")
-    if dot.attr("algorithm", None) is not None:
-        raise NotScoreSpace(f"{dot.name} names a dot algorithm")
 
 
 def _units(roles: tuple, dims: tuple[int, ...]) -> tuple:
@@ -125,7 +104,7 @@ def _output_roles(comp: HloComputation, dot: HloInstruction, roles: dict) -> tup
     if contracted not in ("q", "k"):
         raise NotScoreSpace(f"{dot.name} contracts a {contracted!r} dim of the scores, not the "
                             "query or key dim")
-    (free,) = _free(rank, dot, side)
+    (free,) = free_dims(rank, dot, side)
     batch = tuple(x[i] for i in dot.attr(f"{side}_batch_dims", ()))
     lhs_free = (x[free],) if side == "lhs" else ("d",)
     rhs_free = ("d",) if side == "lhs" else (x[free],)
@@ -196,7 +175,8 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
     module docstring for the rules and an example."""
     scores, outputs = _classify(comp)
     for dot in (*scores, *outputs):
-        _check_dot(comp, dot)
+        # Scores from one query dim: a query-head group (GQA) is not taken yet.
+        check_float_dot(comp, dot, NotScoreSpace, grouped_lhs=False, algorithms=())
     first = scores[0]
     nb = len(first.attr("lhs_batch_dims", ()))
     for dot in scores[1:]:
@@ -219,7 +199,7 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
     for d in outputs:
         side = 1 if d.operands[0] in roles else 0
         shape = comp.instruction(d.operands[side]).shape
-        heads.add(shape.dims[_free(shape.rank, d, ("lhs", "rhs")[side])[0]])
+        heads.add(shape.dims[free_dims(shape.rank, d, ("lhs", "rhs")[side])[0]])
     if max(heads) > MAX_HEAD_DIM:
         raise NotScoreSpace(f"a head dim {max(heads)} exceeds {MAX_HEAD_DIM}")
     queries, keys = first.shape.dims[nb], first.shape.dims[nb + 1]

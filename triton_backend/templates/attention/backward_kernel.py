@@ -28,9 +28,9 @@ from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.text.printer import print_computation, print_instruction
 from tiling.fusion_pass.attention_mask import KeyBand
+from tiling.fusion_pass.attention_pattern import free_dims
 from tiling.fusion_pass.score_space import ScoreSpace
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
-from tiling.policy.limits import MAX_GRID_YZ
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
 from triton_backend.lowering.emitter.value_emitter import ValueEmitter
@@ -38,7 +38,8 @@ from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
-from triton_backend.templates.attention.kernel import DotNumerics, _decompose, _operand_indices
+from triton_backend.templates.attention.kernel import (DotNumerics, _decompose, _operand_indices,
+                                                       row_and_batch_programs)
 from triton_backend.templates.attention.tiling import AttentionTiling
 from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
 
@@ -59,12 +60,6 @@ class _HookedEmitter(ValueEmitter):
             self.value_axes.setdefault(result, frozenset(self._axes_of(tuple(indices))))
             self.memo[key] = result
         return self.memo[key]
-
-
-def _free_dim(rank: int, dot: HloInstruction, side: str) -> int:
-    taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims"))
-    (free,) = [i for i in range(rank) if i not in taken]
-    return free
 
 
 @dataclass
@@ -241,7 +236,7 @@ class _ScoreKernel:
         x = self._tile(self._single(x_name, x_at), (self.qa, self.ka), masks,
                        numerics.operand_dtype, "x", transpose=space.kind == "key")
         y_shape = self.comp.instruction(y_name).shape
-        free = _free_dim(y_shape.rank, dot, sides[1 - xs])
+        (free,) = free_dims(y_shape.rank, dot, sides[1 - xs])
         head = self._head(y_shape.dims[free])
         y_at = _operand_indices(dot, sides[1 - xs], y_shape.rank, self.batch, head, var)
         sa = self.em.dims[var.index].axis
@@ -279,14 +274,7 @@ class _ScoreKernel:
         block = self.blocks[self.ra]
         batch = math.prod(space.batch)
         tiles = -(-rows // block)
-        if batch > MAX_GRID_YZ:
-            pid = em.bind(f"tl.program_id(0) % {tiles}", "pid_row")
-            pid_b = em.bind(f"tl.program_id(0) // {tiles}", "pid_batch")
-            grid = (tiles * batch, 1)
-        else:
-            pid = em.bind("tl.program_id(0)", "pid_row")
-            pid_b = em.bind("tl.program_id(1)", "pid_batch")
-            grid = (tiles, batch)
+        pid, pid_b, grid = row_and_batch_programs(em, tiles, batch, "pid_row")
         self.pid = pid
         self.batch: list[AffineExpr] = []
         if self.lead:

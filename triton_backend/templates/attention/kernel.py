@@ -95,6 +95,20 @@ class _AttentionEmitter(ValueEmitter):
         return self.memo[key]
 
 
+def row_and_batch_programs(em: ValueEmitter, tiles: int, batch: int,
+                           hint: str) -> tuple[str, str, tuple[int, int]]:
+    """The program ids of a grid of ``tiles`` row blocks times ``batch`` elements: the row
+    block's (named ``hint``), the batch element's, and the grid.  Past grid y's limit the
+    batch shares grid x."""
+    if batch > MAX_GRID_YZ:
+        pid = em.bind(f"tl.program_id(0) % {tiles}", hint)
+        pid_b = em.bind(f"tl.program_id(0) // {tiles}", "pid_batch")
+        return pid, pid_b, (tiles * batch, 1)
+    pid = em.bind("tl.program_id(0)", hint)
+    pid_b = em.bind("tl.program_id(1)", "pid_batch")
+    return pid, pid_b, (tiles, batch)
+
+
 def _decompose(flat: DimExpr, sizes: tuple[int, ...]) -> list[AffineExpr]:
     """Row-major components of a flattened index (the slowest one without a mod; a dim of
     extent 1 is the constant 0, as the pattern's roles and the indexing maps have it)."""
@@ -424,14 +438,7 @@ class _Kernel:
         out_pointer = self.names.fresh("out0_ptr")
         batch = math.prod(pattern.batch)
         tiles_m = -(-pattern.queries // t.block_m)
-        if batch > MAX_GRID_YZ:  # past grid y's limit the batch shares grid x
-            pid_m = em.bind(f"tl.program_id(0) % {tiles_m}", "pid_m")
-            pid_b = em.bind(f"tl.program_id(0) // {tiles_m}", "pid_batch")
-            grid = (tiles_m * batch, 1)
-        else:
-            pid_m = em.bind("tl.program_id(0)", "pid_m")
-            pid_b = em.bind("tl.program_id(1)", "pid_batch")
-            grid = (tiles_m, batch)
+        pid_m, pid_b, grid = row_and_batch_programs(em, tiles_m, batch, "pid_m")
         self.pid_m = pid_m
         self.batch: list[AffineExpr] = []
         if self.lead:
