@@ -365,6 +365,15 @@ def _full_hash(root: pathlib.Path) -> str:
     return source_stamp._hash_files(str(root), source_stamp._walk_sources(str(root))[1])
 
 
+def _forbid_walking(monkeypatch) -> None:
+    """From now on, walking or hashing the tree fails the test: only stats are allowed."""
+    def forbidden(*args):
+        raise AssertionError("an unchanged tree was walked or hashed")
+
+    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
+    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+
+
 @pytest.fixture
 def tree(tmp_path):
     return _tree(tmp_path / "project"), tmp_path / "cache"
@@ -374,12 +383,7 @@ def test_the_source_stamp_is_checked_by_stat_alone_when_nothing_changed(tree, mo
     root, cache = tree
     first = source_stamp.source_hash(str(root), cache)
     assert first == _full_hash(root)
-
-    def forbidden(*args):
-        raise AssertionError("an unchanged tree was walked or hashed")
-
-    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
-    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+    _forbid_walking(monkeypatch)
     assert source_stamp.source_hash(str(root), cache) == first
 
 
@@ -575,12 +579,7 @@ def test_the_background_check_gives_the_stamped_hash_by_stats_alone(tree, monkey
     root, cache = tree
     first = source_stamp.source_hash(str(root), cache)
     assert first == _full_hash(root)
-
-    def forbidden(*args):
-        raise AssertionError("an unchanged tree was walked or hashed")
-
-    monkeypatch.setattr(source_stamp, "_walk_sources", forbidden)
-    monkeypatch.setattr(source_stamp, "_hash_files", forbidden)
+    _forbid_walking(monkeypatch)
     check = source_stamp.StampCheck(str(root), cache)
     assert check.take(str(root), cache) == first
     assert check.take(str(root), cache) is None  # given once: a later call checks again
