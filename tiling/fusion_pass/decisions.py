@@ -330,3 +330,31 @@ def epilogue_problem(comp: HloComputation, producer: Node, consumer: Node) -> st
             return (f"{m} has {elements(comp, m)} elements, not the reduction's {count}: the "
                     "reduction would be recomputed per element")
     return None
+
+
+def outer_reduction_problem(comp: HloComputation, producer: Node, consumer: Node) -> str | None:
+    """Why ``consumer``'s reduction cannot take the reduction node ``producer`` in (None if it
+    can): the consumer must reduce the producer's results, each read once, with elementwise
+    work around it (a loss's mean over rows of each row's log-sum-exp).  Nothing is then
+    computed twice, and the merged kernel splits the outer reduction among programs
+    (``triton_backend.lowering.kernel_plan``'s split reduction) where its outputs are few.
+    """
+    reduces = reduce_members(comp, consumer.members)
+    if len(reduces) != 1:
+        return f"the consumer has {len(reduces)} reductions"
+    outer = comp.instruction(reduces[0])
+    count, out_count = elements(comp, producer.root), elements(comp, outer.name)
+    if elements(comp, outer.operands[0]) != count:
+        return (f"the consumer's reduction {outer.name} reduces {elements(comp, outer.operands[0])}"
+                f" elements, not the {count} results of the producer's")
+    for m in consumer.members:
+        instr = comp.instruction(m)
+        t = traits(instr.opcode)
+        if m == outer.name or (instr.opcode == "constant" and elements(comp, m) == 1):
+            continue
+        if not (t.elementwise or t.keeps_constant or instr.opcode == "constant"):
+            return f"{instr.opcode} {m} is neither elementwise nor the consumer's reduction"
+        if elements(comp, m) not in (count, out_count):
+            return (f"{m} has {elements(comp, m)} elements: the producer's results would be "
+                    "read more than once")
+    return None

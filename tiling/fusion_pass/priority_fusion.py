@@ -56,6 +56,8 @@ from tiling.fusion_pass.decisions import (
     broadcast_reuse,
     epilogue_problem,
     is_kernel,
+    outer_reduction_problem,
+    reduce_members,
 )
 from tiling.fusion_pass.attention import attention_fusion, split_attention_prologues
 from tiling.fusion_pass.attention_backward import attention_backward_fusion
@@ -124,7 +126,11 @@ def _judge(graph: FusionGraph, producer: Node, consumers: list[int], reject):
     if reduces and len(consumers) > 1:
         return reject(f"reduction {reduces[0]} would be computed {len(consumers)} times")
     if reduces:
-        problem = epilogue_problem(comp, producer, graph.nodes[consumers[0]])
+        consumer = graph.nodes[consumers[0]]
+        problem = epilogue_problem(comp, producer, consumer)
+        if problem and reduce_members(comp, consumer.members):
+            outer = outer_reduction_problem(comp, producer, consumer)
+            problem = None if outer is None else f"{problem}, and {outer}"
         if problem:
             return reject(f"no reduction epilogue: {problem}")
     if expensive and len(consumers) > 1:

@@ -70,6 +70,11 @@ COST_TOLERANCE = 0.10
 DEFAULT_DEVICE: DeviceSpec = device_spec("h100")
 #: SMs of the default device: the target shrinks until every SM gets a block.
 NUM_SMS = DEFAULT_DEVICE.sm_count
+#: Programs a split reduction aims for (two per SM of the default device): a looped reduction
+#: with fewer output tiles than this is split among programs, when each keeps at least
+#: ``MIN_SPLIT_ELEMENTS`` reduced elements.
+SPLIT_REDUCTION_PROGRAMS = 2 * NUM_SMS
+MIN_SPLIT_ELEMENTS = 1 << 14
 #: A parameter buffer at most a quarter of L2 stays there while the kernel runs, so only its
 #: first read comes from DRAM (the streamed operands and the outputs pass through L2 too).
 L2_RESIDENT_FRACTION = 4

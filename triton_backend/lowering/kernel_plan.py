@@ -41,8 +41,12 @@ from tiling.policy.legality import reduced_extent
 from tiling.policy.limits import (
     DEFAULT_REDUCTION_CHUNK,
     MAX_PERSISTENT_REDUCTION,
+    MIN_SPLIT_ELEMENTS,
+    SPLIT_REDUCTION_PROGRAMS,
     TARGET_TILE_ELEMENTS,
 )
+from triton_backend.lowering.rules.ordered_reduction import folds_in_order
+from triton_backend.lowering.rules.split_reduction import splittable
 from tiling.symbolic.tiled_fusion import (
     SymbolicTiledFusion,
     analyze_computation_tiling,
@@ -80,6 +84,20 @@ def index_bits_for(element_counts) -> int:
 
 
 @dataclass(frozen=True)
+class SplitReduction:
+    """The outermost reduced dim of ``reduce`` walked by ``parts`` programs per output tile,
+    ``span`` elements each (a whole number of the axis' blocks): a reduction whose output
+    tiles are too few to fill the GPU (a sum to a scalar, a loss's mean over rows) is spread
+    over the SMs as XLA's tree-reduction rewriter does, but in one kernel.  Each program
+    reduces its span; the tile's last program to finish combines the parts in part order
+    (``rules.split_reduction``), so the result is the same on every run."""
+
+    reduce: str
+    parts: int
+    span: int
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """Static shape of a kernel: axes ``[output dims..., reduction axes...]`` and the grid.
 
@@ -96,10 +114,16 @@ class KernelPlan:
     tiles_per_dim: tuple[int, ...]
     reduction_chunk: int | None = None
     index_bits: int = 32
+    split: SplitReduction | None = None
+
+    @property
+    def tiles(self) -> int:
+        """Output tiles (each one program, or ``split.parts`` programs)."""
+        return math.prod(self.tiles_per_dim)
 
     @property
     def grid(self) -> tuple[int]:
-        return (math.prod(self.tiles_per_dim),)
+        return (self.tiles * (self.split.parts if self.split else 1),)
 
 
 def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
@@ -171,13 +195,16 @@ def nested_reductions(analysis: SymbolicTiledFusion | None, reducers: list[str])
 def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                 tile_sizes: tuple[int, ...] | None = None, *,
                 reduction_chunk: int | None = None, index_bits: int = 32,
-                target_elements: int = TARGET_TILE_ELEMENTS) -> KernelPlan:
+                target_elements: int = TARGET_TILE_ELEMENTS,
+                split_parts: int | None = None) -> KernelPlan:
     """The plan for tiles of ``output_dims`` (a rank-0 output is iterated as ``(1,)``).
 
     Without ``reduction_chunk``, reductions whose padded extent exceeds
     ``MAX_PERSISTENT_REDUCTION`` are looped in chunks of ``DEFAULT_REDUCTION_CHUNK``.  Without
     ``tile_sizes``, a program holds about ``target_elements`` elements (a GPU's block, or
-    ``INTERPRETER_TILE_ELEMENTS`` for the interpreter).
+    ``INTERPRETER_TILE_ELEMENTS`` for the interpreter).  A looped reduction whose output
+    tiles cannot fill the GPU is split among programs (``_split``; ``split_parts`` 1: never,
+    n: into n parts).
     """
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
@@ -192,10 +219,20 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                                  where=computation.name)
     reduce_axes, reduce_blocks = [], []
     nested = nested_reductions(analysis, reducers) if reducers else set()
+    blocks_of = {name: _looped_blocks(computation, name, ext, reduction_chunk,
+                                      _chunk_budget(reduction_chunk, ext))
+                 for name, ext in zip(reducers, extents) if name in nested}
+    # A chunk of an outer reduction holds its nested ones' blocks too (a loss's mean over
+    # rows: each row's logsumexp): together at most a persistent reduction's elements.
+    inner = max((math.prod(b) for b in blocks_of.values()), default=1)
+    for name, ext in zip(reducers, extents):
+        if name not in nested:
+            budget = reduction_chunk if inner == 1 or reduction_chunk is None \
+                else max(1, min(reduction_chunk, MAX_PERSISTENT_REDUCTION // inner))
+            blocks_of[name] = _looped_blocks(computation, name, ext, reduction_chunk, budget)
     shared: dict[tuple, tuple[int, ...]] = {}
     for name, ext in zip(reducers, extents):
-        blocks = [next_power_of_two(e) if reduction_chunk is None else
-                  min(reduction_chunk, next_power_of_two(e)) for e in ext]
+        blocks = blocks_of[name]
         # Reductions computed once per output element over the same extents share axes:
         # fewer, smaller tensors (a 4-D space for three row reductions took minutes to lower).
         key = (tuple(ext), tuple(blocks))
@@ -224,5 +261,76 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                                      f"two must not exceed its dim ({t} > {n})", where=computation.name)
     tiles = tuple(-(-size // tile) for size, tile in zip(space, tile_sizes))
     blocks = tuple(next_power_of_two(t) for t in tile_sizes)
+    split = None
+    if reduction_chunk is not None and split_parts != 1:
+        split = _split(computation, reducers, extents, nested, blocks_of, math.prod(tiles),
+                       split_parts)
     return KernelPlan(space, tile_sizes, blocks + tuple(reduce_blocks), tuple(reduce_axes), tiles,
-                      reduction_chunk, index_bits)
+                      reduction_chunk, index_bits, split)
+
+
+def _chunk_budget(reduction_chunk: int | None, extents: tuple[int, ...]) -> int | None:
+    """Elements per chunk of a nested reduction: all of it when it fits a persistent
+    reduction (no loop inside the outer one's), else the chunk."""
+    whole = math.prod(next_power_of_two(e) for e in extents)
+    if reduction_chunk is None or whole <= MAX_PERSISTENT_REDUCTION:
+        return whole
+    return reduction_chunk
+
+
+def _looped_blocks(computation: HloComputation, name: str, extents: tuple[int, ...],
+                   reduction_chunk: int | None, budget: int | None) -> list[int]:
+    """The blocks of one reduction's axes (in its dim order): whole dims, padded to powers of
+    two, when persistent; looped, at most ``budget`` elements per chunk in all, given to the
+    most minor dims first (a sum over both dims of a row-major matrix walks rows of 1024, not
+    1024 x 1024 blocks).  A reduce-window's window dims each get the chunk."""
+    whole = [next_power_of_two(e) for e in extents]
+    if reduction_chunk is None:
+        return whole
+    instr = computation.instruction(name)
+    if instr.opcode != "reduce" or budget is None:
+        return [min(reduction_chunk, w) for w in whole]
+    operand = computation.instruction(instr.operands[0]).shape
+    reduced = kept_and_reduced(operand.rank, instr.attr("dimensions"))[1]
+    position = {dim: k for k, dim in enumerate(reduced)}
+    minor_first = [position[dim] for dim in operand.layout.minor_to_major if dim in position] \
+        if isinstance(operand, ArrayShape) and operand.layout is not None \
+        else list(reversed(range(len(extents))))
+    blocks, left = [1] * len(extents), budget
+    for k in minor_first:
+        blocks[k] = min(left, whole[k])
+        left = max(1, left // blocks[k])
+    return blocks
+
+
+def _split(computation: HloComputation, reducers: list[str], extents: list[tuple[int, ...]],
+           nested: set[str], blocks_of: dict[str, list[int]], tiles: int,
+           split_parts: int | None) -> SplitReduction | None:
+    """How the outer reduction's first reduced dim is split among programs, or None.
+
+    Only a lone outer ``reduce`` (every other reduction nested in its operand) whose result
+    does not fold in XLA's order (fp8) is split: the parts join after its loop, so nothing
+    else may need its result before then.  The default (``split_parts`` None) splits when the
+    output tiles are fewer than ``SPLIT_REDUCTION_PROGRAMS`` and each part keeps at least
+    ``MIN_SPLIT_ELEMENTS`` reduced elements; ``split_parts`` asks for that many parts (fewer
+    when the dim has fewer blocks).
+    """
+    outer = [(name, ext) for name, ext in zip(reducers, extents) if name not in nested]
+    if len(outer) != 1:
+        return None
+    name, ext = outer[0]
+    instr = computation.instruction(name)
+    arity = len(instr.operands) // 2
+    if instr.opcode != "reduce" or not ext or folds_in_order(instr, arity) \
+            or not all(splittable(computation.instruction(o).shape)
+                       for o in instr.operands[:arity]):
+        return None
+    block = blocks_of[name][0]
+    steps = -(-ext[0] // block)
+    if split_parts is None:
+        work = math.prod(ext) * max((math.prod(e) for n, e in zip(reducers, extents)
+                                     if n in nested), default=1)
+        split_parts = min(-(-SPLIT_REDUCTION_PROGRAMS // tiles), work // MIN_SPLIT_ELEMENTS)
+    per_part = -(-steps // max(1, min(split_parts, steps)))
+    parts = -(-steps // per_part)
+    return SplitReduction(name, parts, per_part * block) if parts > 1 else None

@@ -415,6 +415,9 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
         workload, note = dot_workload(module, instr, DotTiling(*sizes[:3], split_k=sizes[3])), ""
     else:
         workload, note = _analysis_workload(module, instr, kernel)
+        if workload is not None and blocks > workload.num_blocks:
+            # A split reduction launches parts of each output tile: its waves are the grid's.
+            workload = replace(workload, num_blocks=blocks)
     if workload is None:
         workload = Workload(tuple(kernel.tile_sizes), blocks, inputs, outputs, inputs, outputs, 0)
         note = "modeled at compulsory bytes; " + note

@@ -117,6 +117,9 @@ class ValueEmitter:
     #: ``tl.reduce``: for the Triton interpreter, whose ``tl.reduce`` calls the combiner once
     #: per element in Python (a million-element reduction took minutes).
     tree_reductions: bool = False
+    #: The reduction split among programs and what its code defined
+    #: (``rules.split_reduction.SplitEmission``); None when no reduction is split.
+    split: object = None
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
     #: Kernel axes of the indices each value identifier was first computed at (a value that

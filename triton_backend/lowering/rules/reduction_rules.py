@@ -29,6 +29,7 @@ from triton_backend.lowering.emitter.triton_types import (FLOAT8, register_dtype
                                                           storage_dtype)
 from triton_backend.lowering.emitter.identifiers import sanitize
 from triton_backend.lowering.rules.ordered_reduction import emit_ordered_fold, folds_in_order
+from triton_backend.lowering.rules.split_reduction import join_parts
 
 #: ``lanes(fresh dims) -> (values, extra validity mask or None)`` for one reduction.
 Lanes = Callable[[list[DimExpr]], tuple[list[str], str | None]]
@@ -68,6 +69,10 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
     else:
         accumulators = _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape,
                                input_types, combine)
+        if em.split is not None and em.split.plan.reduce == instr.name:
+            dtypes = [register_dtype(accumulator_type(t)) for t in input_types] + ["tl.int8"]
+            accumulators = join_parts(em, instr.name, accumulators, dtypes, reduced_shape,
+                                      combine)
     # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
     init_values = [f"tl.broadcast_to({em.scalar_value(name)}, {reduced_shape})" for name in init_names]
     results = [em.names.fresh(f"{instr.name}_r{i}") for i in range(arity)]
@@ -178,17 +183,22 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
                             f"{instr.name}_acc") for t in input_types]
     accumulators.append(em.bind(f"tl.zeros({reduced_shape}, tl.int8)", f"{instr.name}_acc_valid"))
     loops = []
+    # A split reduction's outermost loop walks this program's span of the dim only.
+    split = em.split is not None and em.split.plan.reduce == instr.name
     for k, (axis, extent) in enumerate(zip(axes, extents)):
         block = em.axis_blocks[axis]
         start = em.names.fresh(f"r_{instr.name}_{k}_start")
-        header = f"for {start} in range(0, {extent}, {block}):"
+        bounds = em.split.loop_bounds(block) if split and k == 0 else f"0, {extent}, {block}"
+        header = f"for {start} in range({bounds}):"
         context = em.block(header, hoist=True, hoist_at=None if loops else above_accumulators)
         loops.append((context, start, axis, extent, block))
     fresh = []
     for context, start, axis, extent, block in loops:
         context.__enter__()
-        fresh.append(em.new_dim(f"r_{instr.name}_{len(fresh)}", axis, extent, start,
-                                -(-extent // block) * block - 1))
+        upper = -(-extent // block) * block - 1
+        if split and not fresh:  # the parts' spans may run past the dim (masked lanes)
+            upper = max(upper, em.split.plan.parts * em.split.plan.span - 1)
+        fresh.append(em.new_dim(f"r_{instr.name}_{len(fresh)}", axis, extent, start, upper))
     chunk = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
     em.emit(f"{', '.join(accumulators)} = {combine}({', '.join(accumulators)}, {', '.join(chunk)})")
     for context, *_ in reversed(loops):

@@ -27,6 +27,7 @@ from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, render_
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_file import output_shapes
+from triton_backend.lowering.rules.split_reduction import ORDERED_SUMS_IMPORT
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.templates.dot.tiling import (DotProblem, DotTiling, batch_on_grid_x, grid_size,
                                                  k_slice)
@@ -34,7 +35,7 @@ from triton_backend.templates.dot.tiling import (DotProblem, DotTiling, batch_on
 #: bf16 tl.dot in the Triton 3.9 interpreter multiplies the raw uint16 bits; there the
 #: (exact) widened operands are multiplied in fp32 instead, which is what the tensor cores
 #: compute for bf16 (exact products, fp32 accumulation).
-SPLIT_K_IMPORT = "from triton_backend.device_lib import ordered_sums\n"
+SPLIT_K_IMPORT = ORDERED_SUMS_IMPORT
 
 DOT_BF16_PRELUDE = (
     "\n# bf16 operands go to the tensor cores as bf16; the interpreter's bf16 tl.dot is broken,\n"
