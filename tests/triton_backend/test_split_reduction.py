@@ -206,3 +206,17 @@ def test_split_kernel_file_declares_its_scratch():
     assert math.prod(rendered.plan.grid) == parts
     single = render_kernel_file(module, module.entry.root, split_parts=1)
     assert single.plan.split is None and "last_to_arrive" not in single.source
+
+
+def test_column_sums_over_many_rows_loop_instead_of_spilling():
+    """A bias gradient's column sums at a GPU's tiling: 64 coalesced columns times 8192 rows
+    held whole spilled 47 KB on sm_90; the rows are looped (at most a persistent reduction's
+    elements per program) and split among programs."""
+    text = fm(["f32[8192,768]"], "  z = f32[] constant(0)\n"
+              "  ROOT r = f32[768] reduce(p0, z), dimensions={0}, to_apply=add", "f32[768]",
+              ADD.format(t="f32"))
+    computation = parse_hlo(text).computation("f")
+    plan = plan_kernel(computation, (768,), (64,))
+    assert plan.reduction_chunk is not None
+    assert kernel_plan.program_elements(computation, plan) <= kernel_plan.MAX_PERSISTENT_REDUCTION
+    assert plan.split is not None and plan.grid[0] == 12 * plan.split.parts

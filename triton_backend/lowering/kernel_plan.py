@@ -204,8 +204,32 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     ``tile_sizes``, a program holds about ``target_elements`` elements (a GPU's block, or
     ``INTERPRETER_TILE_ELEMENTS`` for the interpreter).  A looped reduction whose output
     tiles cannot fill the GPU is split among programs (``_split``; ``split_parts`` 1: never,
-    n: into n parts).
+    n: into n parts).  A program holds at most ``MAX_PERSISTENT_REDUCTION`` elements (or
+    ``target_elements``, when larger) of any tensor where it can: a persistent reduction
+    whose output tile makes it larger is looped (a bias gradient's column sums over 8192
+    rows kept 64 x 8192 elements per program and spilled 47 KB), and a looped one's outer
+    chunk shrinks.
     """
+    limit = max(MAX_PERSISTENT_REDUCTION, target_elements)
+    plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
+                 target_elements, split_parts, None)
+    if not plan.reduce_axes or program_elements(computation, plan) <= limit:
+        return plan
+    chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
+    cap = chunk
+    while True:
+        plan = _plan(computation, output_dims, tile_sizes, chunk, index_bits, target_elements,
+                     split_parts, cap)
+        if cap == 1 or program_elements(computation, plan) <= limit:
+            return plan
+        cap //= 2
+
+
+def _plan(computation: HloComputation, output_dims: tuple[int, ...],
+          tile_sizes: tuple[int, ...] | None, reduction_chunk: int | None, index_bits: int,
+          target_elements: int, split_parts: int | None, outer_cap: int | None) -> KernelPlan:
+    """``plan_kernel``'s plan with the outer reductions' chunks at most ``outer_cap``
+    elements (None: the chunk)."""
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
@@ -229,6 +253,8 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
         if name not in nested:
             budget = reduction_chunk if inner == 1 or reduction_chunk is None \
                 else max(1, min(reduction_chunk, MAX_PERSISTENT_REDUCTION // inner))
+            if budget is not None and outer_cap is not None:
+                budget = min(budget, outer_cap)
             blocks_of[name] = _looped_blocks(computation, name, ext, reduction_chunk, budget)
     shared: dict[tuple, tuple[int, ...]] = {}
     for name, ext in zip(reducers, extents):
@@ -264,7 +290,7 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     split = None
     if reduction_chunk is not None and split_parts != 1:
         split = _split(computation, reducers, extents, nested, blocks_of, math.prod(tiles),
-                       split_parts)
+                       math.prod(blocks), split_parts)
     return KernelPlan(space, tile_sizes, blocks + tuple(reduce_blocks), tuple(reduce_axes), tiles,
                       reduction_chunk, index_bits, split)
 
@@ -304,7 +330,7 @@ def _looped_blocks(computation: HloComputation, name: str, extents: tuple[int, .
 
 
 def _split(computation: HloComputation, reducers: list[str], extents: list[tuple[int, ...]],
-           nested: set[str], blocks_of: dict[str, list[int]], tiles: int,
+           nested: set[str], blocks_of: dict[str, list[int]], tiles: int, tile_elements: int,
            split_parts: int | None) -> SplitReduction | None:
     """How the outer reduction's first reduced dim is split among programs, or None.
 
@@ -312,8 +338,9 @@ def _split(computation: HloComputation, reducers: list[str], extents: list[tuple
     does not fold in XLA's order (fp8) is split: the parts join after its loop, so nothing
     else may need its result before then.  The default (``split_parts`` None) splits when the
     output tiles are fewer than ``SPLIT_REDUCTION_PROGRAMS`` and each part keeps at least
-    ``MIN_SPLIT_ELEMENTS`` reduced elements; ``split_parts`` asks for that many parts (fewer
-    when the dim has fewer blocks).
+    ``MIN_SPLIT_ELEMENTS`` elements to reduce (its output tile times its share of the reduced
+    elements); ``split_parts`` asks for that many parts (fewer when the dim has fewer
+    blocks).
     """
     outer = [(name, ext) for name, ext in zip(reducers, extents) if name not in nested]
     if len(outer) != 1:
@@ -328,8 +355,8 @@ def _split(computation: HloComputation, reducers: list[str], extents: list[tuple
     block = blocks_of[name][0]
     steps = -(-ext[0] // block)
     if split_parts is None:
-        work = math.prod(ext) * max((math.prod(e) for n, e in zip(reducers, extents)
-                                     if n in nested), default=1)
+        work = tile_elements * math.prod(ext) * max(
+            (math.prod(e) for n, e in zip(reducers, extents) if n in nested), default=1)
         split_parts = min(-(-SPLIT_REDUCTION_PROGRAMS // tiles), work // MIN_SPLIT_ELEMENTS)
     per_part = -(-steps // max(1, min(split_parts, steps)))
     parts = -(-steps // per_part)
