@@ -147,6 +147,12 @@ def _torch_programs():
     def cross_entropy(logits, labels):
         return F.cross_entropy(logits.float(), labels.long())
 
+    def bias_grad(dy):
+        return dy.float().sum(0)
+
+    def global_norm(g):
+        return g.square().sum().sqrt()
+
     def gelu(x):
         return F.gelu(x, approximate="tanh")
 
@@ -206,7 +212,8 @@ def _torch_programs():
     return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
             "rmsnorm": rmsnorm, "cross_entropy": cross_entropy, "gelu": gelu, "swiglu": swiglu,
             "matmul_bias_gelu": matmul_bias_gelu, "matmul": matmul, "attention": attention,
-            "gpt2_block": gpt2_block, "llama_block": llama_block}
+            "gpt2_block": gpt2_block, "llama_block": llama_block, "bias_grad": bias_grad,
+            "global_norm": global_norm}
 
 
 def torch_program(name: str):

@@ -160,6 +160,12 @@ def programs():
         one_hot = jax.nn.one_hot(labels, lf.shape[-1], dtype=f32)
         return jnp.mean(lse - jnp.sum(lf * one_hot, axis=-1))
 
+    def bias_grad(dy):  # a bias's gradient: the output gradient's column sums
+        return jnp.sum(dy.astype(jnp.float32), axis=0)
+
+    def global_norm(g):  # gradient clipping's norm: a whole tensor to one number
+        return jnp.sqrt(jnp.sum(jnp.square(g)))
+
     def gelu(x):
         return jax.nn.gelu(x, approximate=True)
 
@@ -288,6 +294,8 @@ def programs():
         cross_entropy_one_hot, (arg((4096, 8192), f32), arg((4096,), jnp.int32)))
     out["cross_entropy_one_hot_bf16_4096x8192"] = (
         cross_entropy_one_hot, (arg((4096, 8192), bf16), arg((4096,), jnp.int32)))
+    out["bias_grad_bf16_8192x768"] = (bias_grad, (arg((8192, 768), bf16),))
+    out["global_norm_f32_4096x8192"] = (global_norm, (arg((4096, 8192), f32),))
     out["gelu_bf16_6x512x4096"] = (gelu, (arg((6, 512, 4096), bf16),))
     out["gelu_f32_4096x4096"] = (gelu, (arg((4096, 4096), f32),))
     out["swiglu_bf16_4096x4096"] = (swiglu, (arg((4096, 4096), bf16), arg((4096, 4096), bf16)))

@@ -23,9 +23,11 @@ PROGRAMS = sorted((Path(__file__).resolve().parents[2] / "bench" / "programs").g
 ARCHS = (90, 80)
 SHARDS = 2
 #: Families that must be one kernel (rows of 1,024 to 8,192, f32 and bf16; attention causal,
-#: unmasked and grouped-query with a sliding window; the plain bf16 matmuls).
+#: unmasked and grouped-query with a sliding window; the plain bf16 matmuls; the loss, a
+#: bias gradient and a global norm, whose reductions are split among programs).
 ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gelu",
-              "matmul_bf16", "attention", "gelu", "swiglu")
+              "matmul_bf16", "attention", "gelu", "swiglu", "cross_entropy", "bias_grad",
+              "global_norm")
 
 #: Families whose bf16 kernels must use ``wgmma`` on sm_90 (the attention backward's three).
 TENSOR_CORE = ("attention", "vjp_attention", "matmul_bf16", "matmul_bias_gelu")
