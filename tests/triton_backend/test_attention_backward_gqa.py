@@ -94,3 +94,14 @@ def test_grouped_query_backward_is_three_kernels_and_matches(case):
         assert math.prod(grid) == per * -(-tokens // compiled.fusions[name].tile_sizes[
             space.kind == "key"]), (space.kind, grid)
     assert sorted(spaces) == ["key", "query", "rows"]
+
+
+def test_repeated_kv_backward_holds_the_three_kernels_and_matches():
+    """K and V repeated with ``jnp.repeat``: the backward is multi-head attention's three
+    kernels, and the repeat's vjp sums each group's dK and dV in kernels of their own that
+    read the key kernel's outputs (such a reader was once taken for a kernel computing those
+    outputs, and the pass failed with a KeyError)."""
+    forward = hlo(gqa("repeat", causal), *shapes("repeat", 2, jnp.float32, 1, 4, 32, 16))
+    compiled = run_and_check(print_hlo(vjp(fusion.parse_hlo(forward))))
+    kinds = [f.kind for f in compiled.fusions.values()]
+    assert kinds.count(TemplateKind.ATTENTION_BACKWARD) == 3, kinds

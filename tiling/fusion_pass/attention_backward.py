@@ -14,6 +14,10 @@ by several kernels; here the region from the score dots to the output dots becom
 * one ``key`` kernel writing those that contract the queries (all of them: one loop computes
   every one), with their epilogues.
 
+Grouped- and multi-query attention's backward is the same: the score dots' lhs free dims
+before the queries are the query-head group (``score_space``), dK and dV contract it with the
+queries, and the ``key`` kernel sums it per kv head.
+
 A kind with nothing to write is left out; with no output dot contracting the queries, the
 ``query`` kernel computes the reductions itself and there is no ``rows`` kernel.  Cheap
 prologues only the region reads (the cotangent's converts, the mask's iotas) are recomputed
@@ -307,7 +311,11 @@ def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str
             if any(o in reads and o not in produced for o in graph.nodes[nid].outputs):
                 kept.add(nid)
                 changed = True
-    conflicts = {o for nid in kept for o in _reads(comp, graph.nodes[nid]) if o in produced}
+    # Only the row statistics can be read instead of written (the forward's kernels compute
+    # them too); a kept kernel reading dQ, dK or dV is their consumer (the sum over a
+    # repeated kv head's query heads), ordered after them (a cycle is caught below).
+    statistics = {o for kind, n in nodes if kind == "rows" for o in n.outputs}
+    conflicts = {o for nid in kept for o in _reads(comp, graph.nodes[nid]) if o in statistics}
     if conflicts:
         return conflicts
     before = dict(graph.nodes)
