@@ -6,11 +6,12 @@ A *score dot* is a dot whose operands are computed from no dot, one free dim eac
 is ``(batch..., q, k)`` (the lhs free dim is the query role, the rhs free dim the key role), its
 contracting dim the head role ``c``.  Grouped-query attention (``attention_pattern``'s second
 example) gives the lhs more free dims before the query dim: a query-head *group* the rhs (K, V)
-does not have, which takes batch roles after the dot's own (``ScoreSpace.group``).  Roles then flow *forward* through the indexing maps:
-every value computed from a score dot gets, per dim, the role of the operand dim its map reads
-(an elementwise op, a transpose, a broadcast keep them; a reduction drops the dim it reduces,
-which must be the key role).  An *output dot* contracts a score-space operand (over ``q`` or
-``k``) with a free operand (one free dim, role ``d``).  No op name is looked at.
+does not have, which takes batch roles after the dot's own (``ScoreSpace.group``).  Roles then
+flow *forward* through the indexing maps: every value computed from a score dot gets, per dim,
+the role of the operand dim its map reads (an elementwise op, a transpose, a broadcast keep
+them; a reduction drops the dim it reduces, which must be the key role).  An *output dot*
+contracts a score-space operand (over ``q`` or ``k``) with a free operand (one free dim, role
+``d``).  No op name is looked at.
 
 The kernel a score-space computation becomes is one of three *kinds*:
 
@@ -86,12 +87,6 @@ class ScoreSpace:
     def kv_batch(self) -> tuple[int, ...]:
         """The batch extents K and V have (``batch`` without the query-head group)."""
         return self.batch[:len(self.batch) - len(self.group)]
-
-    @property
-    def group_roles(self) -> tuple:
-        """The group's roles (one of extent 1 has none)."""
-        first = len(self.kv_batch)
-        return tuple(("b", first + i) for i, n in enumerate(self.group) if n != 1)
 
     @property
     def streamed(self) -> str:
