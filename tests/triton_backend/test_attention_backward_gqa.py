@@ -29,6 +29,7 @@ from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.fusion_pass.score_band import output_band
 from triton_backend.driver.module_compiler import compile_hlo
+from triton_backend.reports.compile_report import build_report
 from triton_backend.runtime.kernel_loading import TemplateKind
 from triton_backend.templates.attention.backward_driver import score_space
 
@@ -94,6 +95,9 @@ def test_grouped_query_backward_is_three_kernels_and_matches(case):
         assert math.prod(grid) == per * -(-tokens // compiled.fusions[name].tile_sizes[
             space.kind == "key"]), (space.kind, grid)
     assert sorted(spaces) == ["key", "query", "rows"]
+    forms = {k["attention_form"]: k["attention_form_reason"]
+             for k in build_report(compiled).to_json()["fusions"]}
+    assert f"contracting the queries of {group} query heads" in forms["backward key"], forms
 
 
 def test_repeated_kv_backward_holds_the_three_kernels_and_matches():
