@@ -22,8 +22,9 @@ import torch
 
 import fusion
 from fusion.autodiff.vjp_module import vjp
+from fusion.ir.shape import flatten_shape
 from fusion.text.printer import print_hlo
-from tests.triton_backend.test_attention_fusion import hlo, random_inputs, run_and_check
+from tests.triton_backend.test_attention_fusion import S, hlo, random_inputs, run_and_check
 from tests.triton_backend.test_attention_gqa import causal, gqa, shapes, sliding_window
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
@@ -104,8 +105,50 @@ def test_repeated_kv_backward_holds_the_three_kernels_and_matches():
     """K and V repeated with ``jnp.repeat``: the backward is multi-head attention's three
     kernels, and the repeat's vjp sums each group's dK and dV in kernels of their own that
     read the key kernel's outputs (such a reader was once taken for a kernel computing those
-    outputs, and the pass failed with a KeyError)."""
+    outputs, and the pass failed with a KeyError); they read the key kernel's transposed dV
+    rather than transposing a dV of their own, which would keep dV's dot and the
+    probabilities it reads in memory."""
     forward = hlo(gqa("repeat", causal), *shapes("repeat", 2, jnp.float32, 1, 4, 32, 16))
     compiled = run_and_check(print_hlo(vjp(fusion.parse_hlo(forward))))
     kinds = [f.kind for f in compiled.fusions.values()]
     assert kinds.count(TemplateKind.ATTENTION_BACKWARD) == 3, kinds
+    assert len(kinds) == 5, kinds  # and the two group sums
+    written = [leaf.dims for i in compiled.module.entry.instructions if i.opcode == "fusion"
+               for leaf in flatten_shape(i.shape)]
+    assert not [dims for dims in written if dims[-2:] == (32, 32)], written  # no score matrix
+
+
+def test_grouped_query_block_backward_with_rope_holds_the_three_kernels_and_matches():
+    """A Llama-style block's backward (projections, rotate-half RoPE on Q and K, causal
+    grouped-query attention, output projection): the kernels RoPE's vjp makes read the dQ and
+    dK the attention kernels write (once taken for kernels computing them: the pass failed with
+    a KeyError), and the rest matches the evaluator at 2e-5 of the largest gradient, as the
+    multi-head block of ``test_attention_backward`` does."""
+    def block(x, w_q, w_k, w_v, w_o):
+        b, t, d = x.shape
+        kv, hd = w_k.shape[1] // 8, 8
+
+        def rope(a):  # rotate-half at positions 0..t-1
+            angles = jnp.arange(t, dtype=a.dtype)[:, None] * (0.5 ** jnp.arange(hd // 2))
+            angles = jnp.concatenate([angles, angles], axis=-1)
+            rotated = jnp.concatenate([-a[..., hd // 2:], a[..., :hd // 2]], axis=-1)
+            return a * jnp.cos(angles) + rotated * jnp.sin(angles)
+
+        q = rope((x @ w_q).reshape(b, t, -1, hd).transpose(0, 2, 1, 3))
+        k = rope((x @ w_k).reshape(b, t, kv, hd).transpose(0, 2, 1, 3))
+        v = (x @ w_v).reshape(b, t, kv, hd).transpose(0, 2, 1, 3)
+        a = gqa("grouped", causal)(q, k, v)
+        return x + jnp.tanh(a.transpose(0, 2, 1, 3).reshape(b, t, -1) @ w_o)
+
+    f32 = jnp.float32
+    args = (S((1, 32, 32), f32), S((32, 32), f32), S((32, 16), f32), S((32, 16), f32),
+            S((32, 32), f32))
+    module = vjp(fusion.parse_hlo(hlo(block, *args)))
+    compiled = compile_hlo(print_hlo(module))
+    kinds = [f.kind for f in compiled.fusions.values()]
+    assert kinds.count(TemplateKind.ATTENTION_BACKWARD) == 3, kinds
+    arrays = [a * 0.3 for a in random_inputs(module)]  # scores of a few units, as trained
+    got = compiled(*[torch.from_numpy(a) for a in arrays])
+    for g, w in zip(got, fusion.evaluate(module, *arrays)):
+        w = np.asarray(w)
+        assert np.abs(g.numpy() - w).max() <= 2e-5 * np.abs(w).max()
