@@ -325,6 +325,9 @@ def programs():
 VJP_PROGRAMS = {
     "vjp_attention_causal_bf16_4x8x512x64": "attention_causal_bf16_4x8x512x64",
     "vjp_attention_causal_f32_4x8x512x64": "attention_causal_f32_4x8x512x64",
+    # grouped-query: dK and dV per kv head sum its group's query heads
+    "vjp_attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512":
+        "attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512",
 }
 
 

@@ -102,6 +102,9 @@ PINNED_KERNELS = {
     "transformer_train_step.hlo": 89,
     "transpose.before.hlo": 1,
     "unique.before.hlo": 14,
+    "vjp_attention_causal_bf16_4x8x512x64.hlo": 3,
+    "vjp_attention_causal_f32_4x8x512x64.hlo": 3,
+    "vjp_attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512.hlo": 3,
     "while_dynamic_slice.before.hlo": 4,
 }
 # Lowered on purpose when gathers became fusible producers (a gather reads one operand
@@ -109,6 +112,8 @@ PINNED_KERNELS = {
 # cross_entropy_f32 4 -> 2, gather 2 -> 1, median 5 -> 3, unique 17 -> 14.
 # Added later with their programs, as the pass of the day fused them: the plain bf16 matmuls
 # and the Llama block.
+# The attention backward programs (``vjp_*``): the row statistics, dQ, dK with dV; the
+# grouped-query one since the score-space kernels take the query-head group.
 # Llama block 10 -> 11 on purpose: K's RoPE (cos/sin) is a kernel of its own instead of a
 # prologue every query block's program of the attention kernel recomputed
 # (``attention.split_attention_prologues``).

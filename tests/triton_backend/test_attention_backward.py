@@ -3,7 +3,8 @@ at most three kernels (the row statistics, dQ, dK with dV: ``tiling.fusion_pass.
 attention_backward``) that match the reference evaluator under the interpreter; a backward the
 kernels do not fit keeps today's fusion and the decision says why.  The bench-sized bf16 and
 f32 backward (``bench/programs/vjp_attention_*``) are compiled for sm_80 and sm_90 by
-``tests/conformance/test_bench_kernels_compile.py``: no spills, bf16 on ``wgmma``."""
+``tests/conformance/test_bench_kernels_compile.py``: no spills, bf16 on ``wgmma``.  Grouped-query
+and multi-query attention's backward: ``test_attention_backward_gqa``."""
 from __future__ import annotations
 
 
@@ -61,26 +62,6 @@ def test_attention_backward_is_three_kernels_and_matches(case):
         band = output_band(fused, fused.computation(fused.entry.instruction(name).attr("calls")),
                            space)
         assert band == (None if space.kind == "rows" else BANDS[case]), (name, band)
-
-
-def test_grouped_query_backward_keeps_todays_fusion_and_says_why():
-    """Q reshaped to [batch, kv heads, group, tokens, head]: the score dots' lhs has two free
-    dims, which the score-space kernels do not take; the region stays as the other stages
-    fuse it, and the decision names the reason."""
-    def gqa(q, k, v):
-        q = q.reshape(1, 2, 2, 32, 16)
-        s = jnp.einsum("bhgqd,bhkd->bhgqk", q, k) / 4.0
-        p = jnp.exp(s - s.max(-1, keepdims=True))
-        p = p / p.sum(-1, keepdims=True)
-        return jnp.einsum("bhgqk,bhkd->bhgqd", p, v).reshape(1, 4, 32, 16)
-    text = print_hlo(vjp(fusion.parse_hlo(hlo(gqa, S((1, 4, 32, 16), jnp.float32),
-                                              S((1, 2, 32, 16), jnp.float32),
-                                              S((1, 2, 32, 16), jnp.float32)))))
-    result = fuse_module(fusion.parse_hlo(text))
-    refused = [d for d in result.decisions if d.kind == "attention" and not d.fused
-               and "attention backward" in d.reason]
-    assert refused and "free dim" in refused[0].reason, [str(d) for d in result.decisions
-                                                          if d.kind == "attention"]
 
 
 def test_transformer_block_backward_holds_the_three_kernels_and_matches():

@@ -26,16 +26,17 @@ def gqa(form: str, visible=None):
     def mask(s):
         if visible is None:
             return s
-        return jnp.where(visible(jnp.arange(T)[:, None], jnp.arange(T)[None, :]), s, -jnp.inf)
+        t = s.shape[-1]
+        return jnp.where(visible(jnp.arange(t)[:, None], jnp.arange(t)[None, :]), s, -jnp.inf)
 
     def f(q, k, v):
-        b, h = q.shape[:2]
+        b, h, t, d = q.shape
         if form == "grouped":
             kvh = k.shape[1]
-            qg = q.reshape(b, kvh, h // kvh, T, D)
+            qg = q.reshape(b, kvh, h // kvh, t, d)
             s = mask(jnp.einsum("bhgqd,bhkd->bhgqk", qg, k) / 4.0)
             o = jnp.einsum("bhgqk,bhkd->bhgqd", jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
-            return o.reshape(b, h, T, D)
+            return o.reshape(b, h, t, d)
         if form == "repeat":
             group = h // k.shape[1]
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
@@ -47,9 +48,10 @@ def gqa(form: str, visible=None):
     return f
 
 
-def shapes(form: str, kv_heads: int, dtype=jnp.float32, batch: int = 2, heads: int = 4):
-    kv = (batch, T, D) if form == "shared" else (batch, kv_heads, T, D)
-    return S((batch, heads, T, D), dtype), S(kv, dtype), S(kv, dtype)
+def shapes(form: str, kv_heads: int, dtype=jnp.float32, batch: int = 2, heads: int = 4,
+           tokens: int = T, head_dim: int = D):
+    kv = (batch, tokens, head_dim) if form == "shared" else (batch, kv_heads, tokens, head_dim)
+    return S((batch, heads, tokens, head_dim), dtype), S(kv, dtype), S(kv, dtype)
 
 
 def causal(q, k):

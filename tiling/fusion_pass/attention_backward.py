@@ -14,6 +14,10 @@ by several kernels; here the region from the score dots to the output dots becom
 * one ``key`` kernel writing those that contract the queries (all of them: one loop computes
   every one), with their epilogues.
 
+Grouped- and multi-query attention's backward is the same: the score dots' lhs free dims
+before the queries are the query-head group (``score_space``), dK and dV contract it with the
+queries, and the ``key`` kernel sums it per kv head.
+
 A kind with nothing to write is left out; with no output dot contracting the queries, the
 ``query`` kernel computes the reductions itself and there is no ``rows`` kernel.  Cheap
 prologues only the region reads (the cotangent's converts, the mask's iotas) are recomputed
@@ -295,27 +299,30 @@ def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str
     produced = {o for _, n in nodes for o in n.outputs}
     touching = {nid for nid, n in graph.nodes.items() if set(n.members) & allowed}
     needed = {comp.root_name} | {o for _, n in nodes for o in _reads(comp, n)}
-    kept: set[int] = set()
+    kept: dict[int, Node] = {}
     changed = True
     while changed:
         changed = False
         reads = set(needed)
         for nid, n in graph.nodes.items():
             if nid not in touching or nid in kept:
-                reads |= _reads(comp, n)
-        for nid in touching - kept:
+                reads |= _reads(comp, kept.get(nid, n))
+        for nid in touching - set(kept):
             if any(o in reads and o not in produced for o in graph.nodes[nid].outputs):
-                kept.add(nid)
+                kept[nid] = _trimmed(graph, graph.nodes[nid], produced)
                 changed = True
-    conflicts = {o for nid in kept for o in _reads(comp, graph.nodes[nid]) if o in produced}
+    # Only the row statistics can be read instead of written (the forward's kernels compute
+    # them too); a kept kernel reading dQ, dK or dV is their consumer (the sum over a
+    # repeated kv head's query heads), ordered after them (a cycle is caught below).
+    statistics = {o for kind, n in nodes if kind == "rows" for o in n.outputs}
+    conflicts = {o for n in kept.values() for o in _reads(comp, n) if o in statistics}
     if conflicts:
         return conflicts
     before = dict(graph.nodes)
     for nid in touching:
-        node = graph.nodes.pop(nid)
-        outputs = tuple(o for o in node.outputs if o not in produced)
-        if nid in kept and outputs:
-            graph.add(Node(node.members, outputs, node.fusible))
+        graph.nodes.pop(nid)
+        if nid in kept and kept[nid].outputs:
+            graph.add(kept[nid])
     for _, node in nodes:
         graph.add(node)
     if len(graph.order()) != len(graph.nodes):
@@ -323,6 +330,16 @@ def _replace(graph: FusionGraph, nodes: list[tuple[str, Node]], allowed: set[str
         graph.nodes.update(before)
         return "the kernels it keeps and the new ones would read each other in a cycle"
     return None
+
+
+def _trimmed(graph: FusionGraph, node: Node, produced: set[str]) -> Node:
+    """``node`` kept beside the new kernels: its outputs they do not write, from the members
+    those need, less what the new kernels write (read from them instead: the sum of a repeated
+    kv head's dV reads the key kernel's transposed dV rather than transposing dV again, which
+    would keep dV's dot, and the probabilities it reads, in memory)."""
+    outputs = tuple(o for o in node.outputs if o not in produced)
+    members = _upstream(graph.comp, outputs, set(node.members) - produced, set())
+    return Node(graph.ordered(members), outputs, node.fusible)
 
 
 def _reads(comp: HloComputation, node: Node) -> set[str]:

@@ -198,22 +198,40 @@ def free_dims(rank: int, dot: HloInstruction, side: str) -> list[int]:
 
 def check_float_dot(comp: HloComputation, dot: HloInstruction,
                     error: type[Exception] | None = None,
-                    grouped_lhs: bool = True,
-                    algorithms: Collection[str] = DOT_ALGORITHM_PRECISIONS) -> None:
+                    grouped: Collection[str] = ("lhs",),
+                    algorithms: Collection[str] = DOT_ALGORITHM_PRECISIONS,
+                    summed_group: bool = False) -> None:
     """Raise ``error`` (default :class:`NotAttention`) unless ``dot`` is one an attention
     kernel multiplies: array operands of a float type the template takes, one contracting
-    dim and one free dim each (several lhs free dims too, a query-head group, when
-    ``grouped_lhs``), a float result, and no dot algorithm outside ``algorithms``."""
+    dim and one free dim each (several free dims too, a query-head group and the queries, on
+    the sides in ``grouped``; several contracting dims, the group summed with the queries
+    as the grouped-query backward's ``dK`` and ``dV`` do, when ``summed_group``), a float
+    result, and no dot algorithm outside ``algorithms``.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> c = parse_hlo('''HloModule m
+    ... ENTRY e {
+    ...   p = f32[2,4,16,16] parameter(0)
+    ...   q = f32[2,4,16,8] parameter(1)
+    ...   ROOT dk = f32[2,16,8] dot(p, q), lhs_batch_dims={0}, lhs_contracting_dims={1,2}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+    ... }''').entry
+    >>> check_float_dot(c, c.root, summed_group=True)
+    >>> check_float_dot(c, c.root)
+    Traceback (most recent call last):
+    ...
+    tiling.fusion_pass.attention_pattern.NotAttention: dk contracts 2 lhs dims, not one
+    """
     error = error or NotAttention
     shapes = [comp.instruction(o).shape for o in dot.operands]
     if not all(isinstance(s, ArrayShape) for s in (*shapes, dot.shape)):
         raise error(f"{dot.name} has tuple-shaped operands")
     for side, shape in zip(("lhs", "rhs"), shapes):
-        if len(dot.attr(f"{side}_contracting_dims", ())) != 1:
-            raise error(f"{dot.name} contracts more or fewer than one {side} dim")
+        contracted = len(dot.attr(f"{side}_contracting_dims", ()))
+        if contracted != 1 and not (summed_group and contracted > 1):
+            raise error(f"{dot.name} contracts {contracted} {side} dims, not one")
         free = len(free_dims(shape.rank, dot, side))
-        if free != 1 and not (grouped_lhs and side == "lhs" and free > 1):
-            # Several lhs free dims are a query-head group (batch roles) and the query dim.
+        if free != 1 and not (side in grouped and free > 1):
+            # Several free dims are a query-head group (batch roles) and the query dim.
             raise error(f"{dot.name}'s {side} has {free} free dims, not one")
         if shape.dtype not in FLOAT_DOT_TYPES:
             raise error(f"{dot.name}'s {side} is {shape.dtype}; the template multiplies "

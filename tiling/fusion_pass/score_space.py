@@ -4,11 +4,14 @@ that contract them; what the attention backward's kernels are made of.
 
 A *score dot* is a dot whose operands are computed from no dot, one free dim each: its result
 is ``(batch..., q, k)`` (the lhs free dim is the query role, the rhs free dim the key role), its
-contracting dim the head role ``c``.  Roles then flow *forward* through the indexing maps:
-every value computed from a score dot gets, per dim, the role of the operand dim its map reads
-(an elementwise op, a transpose, a broadcast keep them; a reduction drops the dim it reduces,
-which must be the key role).  An *output dot* contracts a score-space operand (over ``q`` or
-``k``) with a free operand (one free dim, role ``d``).  No op name is looked at.
+contracting dim the head role ``c``.  Grouped-query attention (``attention_pattern``'s second
+example) gives the lhs more free dims before the query dim: a query-head *group* the rhs (K, V)
+does not have, which takes batch roles after the dot's own (``ScoreSpace.group``).  Roles then
+flow *forward* through the indexing maps: every value computed from a score dot gets, per dim,
+the role of the operand dim its map reads (an elementwise op, a transpose, a broadcast keep
+them; a reduction drops the dim it reduces, which must be the key role).  An *output dot*
+contracts a score-space operand (over ``q`` or ``k``) with a free operand (one free dim, role
+``d``).  No op name is looked at.
 
 The kernel a score-space computation becomes is one of three *kinds*:
 
@@ -16,9 +19,10 @@ The kernel a score-space computation becomes is one of three *kinds*:
   statistics: reductions over the keys, any number, in dependency order);
 * ``query``: every output dot contracts the key role (``dQ = dS @ K``): one program per block
   of queries streams the keys;
-* ``key``: every output dot contracts the query role (``dK = dS^T @ Q``, ``dV = P^T @ dO``):
-  one program per block of keys streams the queries; nothing computed from the scores may be
-  reduced (the row statistics come in as inputs).
+* ``key``: every output dot contracts the query role (``dK = dS^T @ Q``, ``dV = P^T @ dO``),
+  and with it every group role (a kv head's ``dK`` sums its group's query heads): one program
+  per block of keys streams the queries of each query head of the group; nothing computed from
+  the scores may be reduced (the row statistics come in as inputs).
 
 >>> from fusion.text.parser import parse_hlo
 >>> c = parse_hlo('''HloModule m
@@ -33,6 +37,17 @@ The kernel a score-space computation becomes is one of three *kinds*:
 >>> space = analyze_score_space(c.entry)
 >>> space.kind, space.score_dots, space.output_dots, space.roles["o"]
 ('key', ('s',), ('o',), (('b', 0), 'd', 'k'))
+>>> g = parse_hlo('''HloModule g
+... ENTRY e {
+...   q = f32[2,4,16,8] parameter(0)
+...   k = f32[2,16,8] parameter(1)
+...   s = f32[2,4,16,16] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+...   e = f32[2,4,16,16] exponential(s)
+...   ROOT dk = f32[2,16,8] dot(e, q), lhs_batch_dims={0}, lhs_contracting_dims={1,2}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+... }''')
+>>> grouped = analyze_score_space(g.entry)
+>>> grouped.kind, grouped.batch, grouped.group, grouped.roles["dk"]
+('key', (2, 4), (4,), (('b', 0), 'k', 'd'))
 """
 from __future__ import annotations
 
@@ -52,8 +67,10 @@ class ScoreSpace:
     """What the score-space kernel needs to know (see the module docstring).
 
     ``reduces``: the reductions over the key role computed from the scores, in order;
-    ``head_dims``: the extents of the ``c`` and ``d`` dims the kernel holds whole;
-    ``roles``: per value computed from a score dot, the role of each dim."""
+    ``batch``: the batch roles' extents, the score dots' batch dims then the query-head group
+    (``group``: the last ``len(group)`` of them, which K and V do not have; a ``key`` kernel
+    sums over them); ``head_dims``: the extents of the ``c`` and ``d`` dims the kernel holds
+    whole; ``roles``: per value computed from a score dot, the role of each dim."""
 
     kind: str
     score_dots: tuple[str, ...]
@@ -63,7 +80,13 @@ class ScoreSpace:
     queries: int
     keys: int
     head_dims: tuple[int, ...]
+    group: tuple[int, ...]
     roles: dict = field(compare=False, repr=False)
+
+    @property
+    def kv_batch(self) -> tuple[int, ...]:
+        """The batch extents K and V have (``batch`` without the query-head group)."""
+        return self.batch[:len(self.batch) - len(self.group)]
 
     @property
     def streamed(self) -> str:
@@ -88,27 +111,31 @@ def _units(roles: tuple, dims: tuple[int, ...]) -> tuple:
 
 
 def _score_roles(dot: HloInstruction) -> tuple:
-    nb = len(dot.attr("lhs_batch_dims", ()))
+    """Batch roles for the batch dims and the lhs free dims before the query (the group)."""
+    nb = dot.shape.rank - 2
     return _units(tuple(("b", i) for i in range(nb)) + ("q", "k"), dot.shape.dims)
 
 
-def _output_roles(comp: HloComputation, dot: HloInstruction, roles: dict) -> tuple[tuple, str]:
-    """An output dot's roles and the role it contracts."""
+def _output_roles(comp: HloComputation, dot: HloInstruction, roles: dict,
+                  group: tuple) -> tuple[tuple, str]:
+    """An output dot's roles and the role it contracts (``group``: the group's roles, which a
+    dot contracting the queries must contract too)."""
     scored = [i for i, o in enumerate(dot.operands) if o in roles]
     if len(scored) != 1:
         raise NotScoreSpace(f"{dot.name} multiplies two values computed from the scores")
     side = ("lhs", "rhs")[scored[0]]
     x = roles[dot.operands[scored[0]]]
-    rank = len(x)
-    contracted = x[dot.attr(f"{side}_contracting_dims")[0]]
-    if contracted not in ("q", "k"):
-        raise NotScoreSpace(f"{dot.name} contracts a {contracted!r} dim of the scores, not the "
-                            "query or key dim")
-    (free,) = free_dims(rank, dot, side)
+    contracted = {x[c] for c in dot.attr(f"{side}_contracting_dims")} - {None}
+    if contracted == {"k"} or contracted == {"q", *group}:
+        role = "k" if "k" in contracted else "q"
+    else:
+        raise NotScoreSpace(f"{dot.name} contracts {sorted(map(str, contracted))} of the "
+                            "scores, not the key dim or the query dim with the query-head "
+                            "group")
+    free = tuple(x[f] for f in free_dims(len(x), dot, side))
     batch = tuple(x[i] for i in dot.attr(f"{side}_batch_dims", ()))
-    lhs_free = (x[free],) if side == "lhs" else ("d",)
-    rhs_free = ("d",) if side == "lhs" else (x[free],)
-    return _units(batch + lhs_free + rhs_free, dot.shape.dims), contracted
+    own = free + ("d",) if side == "lhs" else ("d",) + free
+    return _units(batch + own, dot.shape.dims), role
 
 
 def _forward(comp: HloComputation, instr: HloInstruction, roles: dict) -> tuple:
@@ -151,7 +178,7 @@ def _classify(comp: HloComputation):
     return scores, outputs
 
 
-def _walk_roles(comp: HloComputation, scores, outputs) -> tuple[dict, set[str]]:
+def _walk_roles(comp: HloComputation, scores, outputs, group: tuple) -> tuple[dict, set[str]]:
     roles: dict = {d.name: _score_roles(d) for d in scores}
     contracted: set[str] = set()
     out_names = {d.name for d in outputs}
@@ -163,7 +190,7 @@ def _walk_roles(comp: HloComputation, scores, outputs) -> tuple[dict, set[str]]:
                 continue
             raise NotScoreSpace(f"{instr.name} computed from the scores is tuple-shaped")
         if instr.name in out_names:
-            roles[instr.name], role = _output_roles(comp, instr, roles)
+            roles[instr.name], role = _output_roles(comp, instr, roles, group)
             contracted.add(role)
         else:
             roles[instr.name] = _forward(comp, instr, roles)
@@ -174,15 +201,21 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
     """The score space of ``comp``; raises ``NotScoreSpace`` with the reason otherwise.  See the
     module docstring for the rules and an example."""
     scores, outputs = _classify(comp)
-    for dot in (*scores, *outputs):
-        # Scores from one query dim: a query-head group (GQA) is not taken yet.
-        check_float_dot(comp, dot, NotScoreSpace, grouped_lhs=False, algorithms=())
+    for dot in scores:  # the lhs's free dims: a query-head group (if any), the queries
+        check_float_dot(comp, dot, NotScoreSpace, grouped=("lhs",), algorithms=())
+    from_scores = _dependents(comp, [d.name for d in scores])
+    for dot in outputs:  # the scored side keeps the group or sums it with the queries
+        side = "lhs" if dot.operands[0] in from_scores else "rhs"
+        check_float_dot(comp, dot, NotScoreSpace, grouped=(side,), algorithms=(),
+                        summed_group=True)
     first = scores[0]
     nb = len(first.attr("lhs_batch_dims", ()))
     for dot in scores[1:]:
         if dot.shape.dims != first.shape.dims or len(dot.attr("lhs_batch_dims", ())) != nb:
             raise NotScoreSpace(f"the scores {dot.name} and {first.name} differ in shape")
-    roles, contracted = _walk_roles(comp, scores, outputs)
+    nall = first.shape.rank - 2
+    group_roles = tuple(("b", i) for i in range(nb, nall) if first.shape.dims[i] != 1)
+    roles, contracted = _walk_roles(comp, scores, outputs, group_roles)
     if len(contracted) > 1:
         raise NotScoreSpace("some output dots contract the queries, others the keys")
     kind = {"k": "query", "q": "key"}.get(next(iter(contracted), None), "rows")
@@ -193,7 +226,7 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
     if kind == "key" and reduces:
         raise NotScoreSpace(f"{reduces[0]} reduces the keys in a kernel that streams the "
                             "queries: the row statistics must come in as inputs")
-    _check_outputs(comp, roles, kind)
+    _check_outputs(comp, roles, kind, group_roles)
     heads = {comp.instruction(d.operands[0]).shape.dims[d.attr("lhs_contracting_dims")[0]]
              for d in scores}
     for d in outputs:
@@ -202,15 +235,15 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
         heads.add(shape.dims[free_dims(shape.rank, d, ("lhs", "rhs")[side])[0]])
     if max(heads) > MAX_HEAD_DIM:
         raise NotScoreSpace(f"a head dim {max(heads)} exceeds {MAX_HEAD_DIM}")
-    queries, keys = first.shape.dims[nb], first.shape.dims[nb + 1]
+    queries, keys = first.shape.dims[nall], first.shape.dims[nall + 1]
     if queries == 1 or keys == 1:
         raise NotScoreSpace("a single query or key is a plain dot fusion's job")
     return ScoreSpace(kind, tuple(d.name for d in scores), tuple(d.name for d in outputs),
-                      reduces, tuple(first.shape.dims[:nb]), queries, keys,
-                      tuple(sorted(heads)), roles)
+                      reduces, tuple(first.shape.dims[:nall]), queries, keys,
+                      tuple(sorted(heads)), tuple(first.shape.dims[nb:nall]), roles)
 
 
-def _check_outputs(comp: HloComputation, roles: dict, kind: str) -> None:
+def _check_outputs(comp: HloComputation, roles: dict, kind: str, group: tuple) -> None:
     root = comp.root
     outs = list(root.operands) if root.opcode == "tuple" else [root.name]
     allowed = {"rows": {"q"}, "query": {"q", "d"}, "key": {"k", "d"}}[kind]
@@ -221,6 +254,9 @@ def _check_outputs(comp: HloComputation, roles: dict, kind: str) -> None:
         if not spread <= allowed:
             raise NotScoreSpace(f"the output {name} spans {sorted(spread)}; a {kind} kernel "
                                 f"writes {sorted(allowed)}")
+        if kind == "key" and set(roles[name]) & set(group):
+            raise NotScoreSpace(f"the output {name} keeps the query-head group a key kernel "
+                                "sums over")
     for instr in comp.instructions:
         if instr.name not in roles and not traits(instr.opcode).given_value and \
                 instr is not root and not _is_read(comp, instr.name):

@@ -485,9 +485,12 @@ def _attention_fields(module, instr, kernel) -> dict[str, Any]:
     an attention backward kernel, its kind and what it writes)."""
     if kernel.kind is TemplateKind.ATTENTION_BACKWARD:
         space = score_space(module, instr)
-        writes = (f"output dots {', '.join(space.output_dots)} contracting the "
-                  f"{'queries' if space.kind == 'key' else 'keys'}" if space.output_dots else
-                  f"row statistics {', '.join(space.reduces)}")
+        contracted = "keys"
+        if space.kind == "key":  # with a query-head group, summed per kv head in one program
+            contracted = f"queries of {math.prod(space.group)} query heads" if space.group \
+                else "queries"
+        writes = (f"output dots {', '.join(space.output_dots)} contracting the {contracted}"
+                  if space.output_dots else f"row statistics {', '.join(space.reduces)}")
         return {"attention_form": f"backward {space.kind}",
                 "attention_form_reason": f"{writes}; score dots {', '.join(space.score_dots)} "
                                          "recomputed per block",

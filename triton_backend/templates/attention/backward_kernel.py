@@ -11,7 +11,10 @@ over blocks of the *streamed* one:
   in each), then (``query``) one loop accumulates every output dot ``X @ Y`` (``X`` score
   shaped ``[BLOCK_M, BLOCK_N]``, ``Y`` the free operand at the key block);
 * ``key`` kernels own ``BLOCK_N`` keys and stream the queries: one loop accumulates every
-  output dot ``X^T @ Y`` (``dK``, ``dV`` together), the per-row vectors read as inputs.
+  output dot ``X^T @ Y`` (``dK``, ``dV`` together), the per-row vectors read as inputs.  With
+  a query-head group (grouped-query attention, ``ScoreSpace.group``) the programs are per kv
+  head and an outer loop walks the group's query heads in order, so a kv head's ``dK`` and
+  ``dV`` sum its group in one program, in a fixed order: no atomics, the same bits each run.
 
 Each score dot is the template's own ``tl.dot`` of its two operand tiles (the owned side
 loaded once, before any loop); each output dot multiplies as the HLO's types say
@@ -20,6 +23,7 @@ dot; lanes past the head dims are zeroed in the score dots' operands; stores are
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -186,8 +190,11 @@ class _ScoreKernel:
             accs[name] = em.bind(f"tl.zeros(({self.blocks[self.ra]}, {t.block_d}), "
                                  f"dtype={numerics.acc_dtype})", "acc")
         first, end = self._streamed_blocks(extent, step)
-        start = self.names.fresh("start")
-        with em.block(f"for {start} in range({first}, {end}, {step}):"):
+        with contextlib.ExitStack() as loops:
+            if key_kind and space.group:
+                loops.enter_context(self._group_loop())
+            start = self.names.fresh("start")
+            loops.enter_context(em.block(f"for {start} in range({first}, {end}, {step}):"))
             var = em.new_dim("qs" if key_kind else "ks", sa, extent, start,
                              -(-extent // step) * step - 1)
             masks = self._bound(var, extent, step)
@@ -203,6 +210,22 @@ class _ScoreKernel:
             at = self._indices(space.roles[name], dot.shape.dims)
             em.memo[(name, at)] = value
             em.value_axes.setdefault(value, frozenset(em._axes_of(at)))
+
+    @contextlib.contextmanager
+    def _group_loop(self):
+        """A ``key`` kernel's loop over its kv head's query-head group, in order (the
+        accumulators sum the group); inside it the batch indices end with the group's."""
+        em, group = self.em, math.prod(self.space.group)
+        kv = list(self.batch)
+        head = self.names.fresh("group_head")
+        em.emit("# every query head of the kv head's group, in order: dK and dV sum them")
+        with em.block(f"for {head} in range(0, {group}):"):
+            var = em.new_dim("group", 0, group, head, group - 1)
+            self.batch = kv + _decompose(var, self.space.group)
+            try:
+                yield
+            finally:
+                self.batch = kv
 
     def _streamed_blocks(self, extent: int, step: int) -> tuple[str, str]:
         """The first and the end of the streamed blocks the mask's band lets this program's
@@ -238,7 +261,14 @@ class _ScoreKernel:
         y_shape = self.comp.instruction(y_name).shape
         (free,) = free_dims(y_shape.rank, dot, sides[1 - xs])
         head = self._head(y_shape.dims[free])
-        y_at = _operand_indices(dot, sides[1 - xs], y_shape.rank, self.batch, head, var)
+        # Y's batch and contracting dims pair with X's: read at the indices of X's roles there
+        # (the streamed dim, and with a query-head group summed, the group's).
+        x_roles = space.roles[x_name]
+        paired = [[self._indices((x_roles[i],), (x_shape.dims[i],), var)[0]
+                   for i in dot.attr(f"{sides[xs]}_{what}_dims", ())]
+                  for what in ("batch", "contracting")]
+        y_at = _operand_indices(dot, sides[1 - xs], y_shape.rank, paired[0], head,
+                                tuple(paired[1]))
         sa = self.em.dims[var.index].axis
         y = self._tile(self._single(y_name, y_at), (sa, self.da), masks,
                        numerics.operand_dtype, "y")
@@ -272,14 +302,16 @@ class _ScoreKernel:
         self.ra = self.ka if key_kind else self.qa
         rows = space.keys if key_kind else space.queries
         block = self.blocks[self.ra]
-        batch = math.prod(space.batch)
+        # A key kernel's programs are per kv head: the group is its loop's (``_group_loop``).
+        programs = space.kv_batch if key_kind else space.batch
+        batch = math.prod(programs)
         tiles = -(-rows // block)
         pid, pid_b, grid = row_and_batch_programs(em, tiles, batch, "pid_row")
         self.pid = pid
         self.batch: list[AffineExpr] = []
         if self.lead:
             flat = em.new_dim("batch", 0, batch, pid_b, batch - 1)
-            self.batch = _decompose(flat, space.batch)
+            self.batch = _decompose(flat, programs)
         self.row = em.new_dim("k" if key_kind else "q", self.ra, rows, f"{pid} * {block}",
                               tiles * block - 1)
         self._load_owned()

@@ -128,14 +128,21 @@ def _operand_indices(dot: HloInstruction, side: str, rank: int, batch, free, con
 
     ``batch`` holds the kernel's batch indices: the dot's batch dims, then (a query-head
     group) the lhs free dims before the query dim, which the rhs does not have: grouped-query
-    attention reads K and V at the kv head alone, shared by the group."""
+    attention reads K and V at the kv head alone, shared by the group.  ``contracting``: the
+    index of the contracting dim, or a tuple of one per contracting dim in the dot's order
+    (the grouped-query backward's ``dK`` and ``dV`` contract the group with the queries)."""
     out: list = [None] * rank
     batch_dims = dot.attr(f"{side}_batch_dims", ())
     for i, dim in enumerate(batch_dims):
         out[dim] = batch[i]
-    (c,) = dot.attr(f"{side}_contracting_dims")
-    out[c] = contracting
-    frees = [k for k in range(rank) if out[k] is None and k != c]
+    contracting_dims = dot.attr(f"{side}_contracting_dims")
+    at = contracting if isinstance(contracting, tuple) else (contracting,)
+    if len(at) != len(contracting_dims):
+        raise UnsupportedOpError(f"{dot.name}'s {side} contracts {len(contracting_dims)} dims, "
+                                 f"the kernel indexes {len(at)}", where=dot.name)
+    for c, index in zip(contracting_dims, at):
+        out[c] = index
+    frees = [k for k in range(rank) if out[k] is None]
     own = [*batch[len(batch_dims):], free] if side == "lhs" else [free]
     if len(own) != len(frees):
         raise UnsupportedOpError(f"{dot.name}'s {side} has {len(frees)} free dims, the kernel "
