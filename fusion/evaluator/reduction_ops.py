@@ -10,7 +10,8 @@ because there is none; the tree makes the cost log2(n) computation calls.
 
 8-bit float reductions instead combine in XLA:CPU's own order
 (``fusion.analysis.xla_reduction_order``: sequential folds from the init value, windows of 32
-for long reduces), since an fp8 sum changes with the order in most results.
+for long reduces, a tree of 16-wide scans for scans longer than 16), since an fp8 sum changes
+with the order in most results.
 
 >>> fold = lambda arrays: (arrays[0] + arrays[1],)
 >>> [int(v) for v in tree_fold(fold, [np.array(0)], [np.arange(5)])]
@@ -27,7 +28,8 @@ from fusion.evaluator.data_movement_ops import pad_array
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.ordered_updates import apply_in_order
 from fusion.analysis.reduction_kind import kept_and_reduced
-from fusion.analysis.xla_reduction_order import WINDOW, folds_in_xla_order, window_levels
+from fusion.analysis.xla_reduction_order import SCAN_BASE, WINDOW, Scan, folds_in_xla_order, \
+    scan_window, window_levels
 
 Combine = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
@@ -83,6 +85,58 @@ def xla_order_fold(combine: Combine, init: np.ndarray, x: np.ndarray, kept_rank:
     return result
 
 
+def _sliding_fold(combine: Combine, init: np.ndarray, x: np.ndarray, size: int, low: int,
+                  high: int) -> np.ndarray:
+    """A stride-1 reduce-window of ``size`` over the last axis of ``x`` padded with ``init``
+    (``low``, ``high``): each window folded sequentially from init, padding included."""
+    config = [(0, 0, 0)] * (x.ndim - 1) + [(low, high, 0)]
+    padded = pad_array(x, init, config)
+    count = padded.shape[-1] - size + 1
+    windows = np.stack([padded[..., k:k + count] for k in range(size)], axis=-1)
+    (result,) = sequential_fold(combine, [init], [windows])
+    return result
+
+
+def xla_order_scan(combine: Combine, init: np.ndarray, x: np.ndarray, reverse: bool,
+                   exclusive: bool) -> np.ndarray:
+    """Scan the last axis of ``x`` as XLA:CPU's ``ReduceWindowRewriter`` orders the combines:
+    one window per element up to ``SCAN_BASE`` elements, else columns of ``SCAN_BASE``
+    scanned alone, their totals scanned exclusively (the same way), then
+    ``combine(column_scan, prefix)``.
+
+    >>> add = lambda arrays: (arrays[0] + arrays[1],)
+    >>> [int(v) for v in xla_order_scan(add, np.array(0), np.arange(20), False, False)][-3:]
+    [153, 171, 190]
+    """
+    n = x.shape[-1]
+    if n <= SCAN_BASE:
+        pad = n if exclusive else n - 1
+        return _sliding_fold(combine, init, x, n, 0 if reverse else pad, pad if reverse else 0)
+    columns = -(-n // SCAN_BASE)
+    padded = pad_array(x, init, [(0, 0, 0)] * (x.ndim - 1) + [(0, columns * SCAN_BASE - n, 0)])
+    tiles = padded.reshape(x.shape[:-1] + (columns, SCAN_BASE))
+    edge = SCAN_BASE - 1
+    scanned = _sliding_fold(combine, init, tiles, SCAN_BASE, 0 if reverse else edge,
+                            edge if reverse else 0)
+    totals = scanned[..., 0] if reverse else scanned[..., -1]
+    prefix = xla_order_scan(combine, init, totals, reverse, exclusive=True)
+    prefix = prefix[..., 1:] if reverse else prefix[..., :-1]
+    (combined,) = combine([scanned, np.broadcast_to(prefix[..., None], scanned.shape)])
+    result = np.broadcast_to(combined, scanned.shape).reshape(x.shape[:-1] + (-1,))[..., :n]
+    if exclusive:  # the inclusive scan, shifted by one init value
+        result = pad_array(result, init, [(0, 0, 0)] * (x.ndim - 1) +
+                           [(0, 1, 0) if reverse else (1, 0, 0)])
+    return result
+
+
+def _ordered_scan(instr: Any, inputs: list) -> Scan | None:
+    """The scan XLA:CPU rewrites as a tree that ``instr`` is (one fp8 input), else None."""
+    if len(inputs) != 1 or not folds_in_xla_order(instr.shape.element_type) or not inputs[0].size:
+        return None
+    scan = scan_window(instr.attr("window").dims, inputs[0].shape)
+    return scan if scan is not None and scan.tree else None
+
+
 def _combiner(ev: Any, instr: Any, key: str = "to_apply") -> Combine:
     name = instr.attr(key)
     return lambda arrays: ev.call_scalar(name, arrays, caller=instr)
@@ -133,6 +187,11 @@ def _window_output_dims(instr: Any, padded: tuple[int, ...], dims: list) -> list
 def eval_reduce_window(ev: Any, instr: Any, args: list) -> Any:
     inputs, inits = _split_operands(instr, args)
     dims = _window_dims(instr, inputs[0].ndim)
+    scan = _ordered_scan(instr, inputs)
+    if scan is not None:
+        x = np.moveaxis(inputs[0], scan.dim, -1)
+        result = xla_order_scan(_combiner(ev, instr), inits[0], x, scan.reverse, scan.exclusive)
+        return np.moveaxis(result, -1, scan.dim)
     config = [(d.padding_low, d.padding_high, d.base_dilation - 1) for d in dims]
     padded = [pad_array(x, init, config) for x, init in zip(inputs, inits)]
     out_dims = _window_output_dims(instr, padded[0].shape, dims)

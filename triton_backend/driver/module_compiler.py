@@ -48,6 +48,7 @@ from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
 from fusion.transforms.reducer_inlining import inline_reducer_fusions
+from fusion.transforms.scan_tree import rewrite_fp8_scans
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
@@ -198,8 +199,10 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel
     (a plain dot chosen by ``dot_library``'s rule: a library call, ``_compile_one``)."""
     # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
-    # scalar code, so the fusion is inlined first (the same ops, the same value).
-    source = inline_reducer_fusions(_parse(text_or_module))
+    # scalar code, so the fusion is inlined first (the same ops, the same value).  A long fp8
+    # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
+    # or not: every kernel runs what this returns).
+    source = rewrite_fp8_scans(inline_reducer_fusions(_parse(text_or_module)))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:

@@ -6,7 +6,8 @@ a sum in any other order: with 3 or 2 mantissa bits every add rounds.  So an fp8
 at the init value, rounded to the fp8 type after each combine, in the order
 ``fusion.analysis.xla_reduction_order`` describes: sequential over the reduced elements
 (row-major), and, when a reduced dim is longer than 32, windows of 32 per reduced dim (low
-padding ``pad_low``, padding elements the init value) folded first, level by level.  For
+padding ``pad_low``, padding elements the init value) folded first, level by level (a long fp8 scan arrives
+already split into windows of 16 by ``fusion.transforms.scan_tree``).  For
 ``f8e4m3fn[4,40] -> [4]``::
 
     r_acc = tl.broadcast_to(init, [4, 1])             # the final fold, over 2 windows

@@ -7,7 +7,9 @@ Output element ``o`` of dim ``k`` reads window position ``w`` (``0 <= w < size``
 holes) the element is the init value, as XLA pads the operand with it.  Window dims of size
 1 need no axis (``w = 0``).  Each window dim of size > 1 owns a kernel axis
 (``kernel_plan``), persistent or looped exactly as a reduce (``reduction_rules``); the
-cumulative-sum form (``size = n``, ``padding_low = n - 1``) is just a large window.
+cumulative-sum form (``size = n``, ``padding_low = n - 1``) is just a large window (an fp8
+one longer than 16 arrives as ``fusion.transforms.scan_tree``'s tree of windows of 16, the
+order XLA:CPU rounds in).
 """
 from __future__ import annotations
 
