@@ -348,7 +348,7 @@ def _compile(w: _Writer, reused: dict[int, tuple[int, int]], parameters: Mapping
             dead_after.setdefault(i, []).append(name)
     for i, lines in enumerate(rendered):
         body += lines
-        if dead_after.get(i):
+        if dead_after.get(i) and i + 1 < len(rendered):  # the return frees the rest
             body.append(f"del {', '.join(sorted(dead_after[i], key=lambda n: int(n[1:])))}")
     body.append(f"return {keep}")
     count = len(parameters)
