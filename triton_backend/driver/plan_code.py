@@ -5,35 +5,41 @@ tuple element, a prepared launch, or a kernel launched in place: :class:`InlineL
 :func:`generate` writes the function that runs them, ``run(arguments, context)``, and
 compiles it (host code, not a Triton kernel).  Interpreting a tuple per step cost a loop,
 a mode dispatch, an operand fetch and a release loop per step; the generated function is
-what one would write by hand::
+what one would write by hand (a chain of three kernels, ``tests/triton_backend/
+test_plan_code.py``'s ``CHAIN``)::
 
     def run(arguments, context):
-        if len(arguments) != 2:
-            arguments = pad_arguments(arguments, 2)
-        a0, a1 = arguments
-        with lock:
-            # 'fusion' = kernel 'fusion'
-            v0 = allocate0_0()
-            kernel0(a0, v0, num_warps=4)
-            # 'neg' = kernel 'neg' (into the buffer of 'fusion')
-            kernel1(v0, a1, v0 ...)
+        if len(arguments) != 1:
+            arguments = pad_arguments(arguments, 1)
+        a0, = arguments
+        with plan_lock:
+            # 'n'
+            v0 = allocate1()
+            kernel0(a0, v0, num_warps=1, num_stages=1)
+            # 'm'
+            v1 = allocate3()
+            kernel2(v0, v1, num_warps=1, num_stages=1)
+            # 'k'; output 0 into the buffer of 'n'
+            kernel4(v1, v0, num_warps=1, num_stages=1)
+            return v0
 
 A value lives in a local variable, deleted after its last use (as the interpreted program
-released it); a parameter is ``a<number>``, a constant a global bound at compile time.  The
-source is registered with ``linecache`` under a file name naming the computation, so a
-traceback through a plan shows its line.
+released it); a parameter is ``a<number>``, a constant a global bound at compile time; a
+kernel's permuted output goes to a reader whose permutation undoes it as the buffer itself
+(no ``permute``, no ``contiguous``).  The source is registered with ``linecache`` under a
+file name naming the computation, so a traceback through a plan shows its line.
 
 **Buffer reuse within one call** (as XLA's buffer assignment): a kernel launched in place
 (its outputs allocated by the plan) may write an output into the buffer of a value that
-died before it, when both have the same shape and dtype and the output needs no zero
-fill.  Only values that are a launched-in-place kernel's own outputs and are read by
-kernels alone (launched in place or through a kernel file's prepared launch, whose
-results never share memory with their operands) qualify: never a parameter, a constant,
-the computation's result (or part of it), a value a host op, a view, a tuple or a library
-call reads.  Buffers are never
-kept across calls (each call allocates its own, so concurrent calls share nothing); on a
-GPU, launches on one stream run in order, so a kernel writing a dead buffer runs after the
-kernels that read it.  The plan records what it reused (``Generated.reused``).
+died before it, when both have the same shape and dtype and the output needs no zero fill
+(the kernel writes every element).  Only values that are a launched-in-place kernel's own
+outputs and are read by kernels alone (launched in place or through a kernel file's
+prepared launch, whose results never share memory with their operands) qualify: never a
+parameter, a constant, the computation's result (or part of it), a value a host op, a
+view, a tuple or a library call reads.  Buffers are never kept across calls (each call
+allocates its own, so concurrent calls share nothing); on a GPU, launches on one stream
+run in order, so a kernel writing a dead buffer runs after the kernels that read it.  The
+plan records what it reused (``Generated.reused``).
 """
 from __future__ import annotations
 
@@ -53,9 +59,9 @@ HOST, KERNEL_ONE, KERNEL_TUPLE, ELEMENT, PURE, TUPLE, INLINE = range(7)
 class InlineLaunch:
     """A kernel the generated code launches itself (``CompiledFusion.launch_parts``):
     ``kernel(*inputs, *constants, *outputs, **options)``; ``outputs`` one ``(allocate,
-    shape, dtype, zeroed)`` per output (``is_tuple``: the value is their tuple, else
-    the only one); ``contiguous`` per operand, whether it is known
-    contiguous (else ``.contiguous()`` is called on it); ``lock`` held around the kernel
+    shape, dtype, zeroed)`` per output (``is_tuple``: the value is their tuple, else the
+    only one); ``contiguous`` per operand, whether it is known contiguous (else
+    ``.contiguous()`` is called on it); ``lock`` held around the kernel
     (None: no lock, or the plan holds it for the whole run); ``input_perms`` per operand the
     permutation of its logical tensor to the buffer the kernel reads (None: row-major; the
     permuted tensor is made contiguous), ``output_perms`` per output the permutation of its
@@ -122,7 +128,8 @@ def _text(ref, name: Callable[[int], str]) -> str:
 
 
 def _literal_options(options: Mapping[str, Any]) -> bool:
-    return all(isinstance(v, (bool, int, float, str, type(None))) for v in options.values())
+    """Whether the options read back as keyword literals (a float's nan or inf would not)."""
+    return all(isinstance(v, (bool, int, str, type(None))) for v in options.values())
 
 
 def generate(program: Any, parameters: Mapping[str, int], launches: Mapping[str, tuple], *,
@@ -132,8 +139,8 @@ def generate(program: Any, parameters: Mapping[str, int], launches: Mapping[str,
     parameter steps' names to their numbers, ``launches`` a step's name to ``(mode, call)``
     or ``(mode, call, kernel_file)`` (a step not there is a host op, its executor called with
     the host context; ``kernel_file``: a callable launch is a kernel file's, whose results
-    never share memory with its operands); ``lock``
-    is held over the whole run; ``reuse`` allows buffer reuse."""
+    never share memory with its operands); ``lock`` is held over the whole run; ``reuse``
+    allows buffer reuse."""
     w = _Writer()
     ref: dict[str, Any] = {name: f"a{k}" for name, k in parameters.items()}
     readers: dict[str, list[int]] = {}
@@ -288,7 +295,8 @@ def _inline(w: _Writer, name: str, launch: InlineLaunch, operands: list, reads: 
         text += [f"{var(e)} = {var(o)}.permute{tuple(perm)!r}"
                  for e, o, perm in zip(logical, outs, perms) if e != o]
         if built:
-            text.append(f"{var(value)} = ({''.join(var(e) + ', ' for e in logical)})")
+            text.append(f"{var(value)} = ({', '.join(map(var, logical))}"
+                        f"{',' if len(logical) == 1 else ''})")
         return text
 
     statement = _Statement(lines, reads, tuple(outs) + views + built, kernel_reads=True,
