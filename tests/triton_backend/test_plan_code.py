@@ -72,6 +72,7 @@ def _check(text: str, compiled=None):
     references = evaluate(module, *arrays)
     assert len(outputs) == len(references)
     for ref, out in zip(references, outputs):
+        assert out.is_contiguous()
         assert torch.allclose(torch.from_numpy(tensor_to_numpy(out)), torch.from_numpy(ref),
                               rtol=1e-5, atol=1e-6)
     return compiled, tensors, outputs
@@ -198,8 +199,22 @@ def test_a_permuted_result_is_returned_logical():
     text = TRANSPOSED.replace("  ROOT m = f32[8,16] fusion(n), kind=kLoop, calls=g\n",
                               "  m = f32[8,16] fusion(n), kind=kLoop, calls=g\n"
                               "  ROOT t = (f32[8,16]{0,1}, f32[8,16]) tuple(n, m)\n")
-    compiled, _, _ = _check(text)
-    assert "permute" in _entry_plan(compiled).source
+    compiled, _, _ = _check(text)  # n contiguous, as every result
+    plan = _entry_plan(compiled)
+    assert "permute" in plan.source and not plan.contiguous_result
+
+
+def test_a_kernels_own_contiguous_result_is_returned_as_it_is():
+    compiled = compile_hlo(CHAIN)
+    x = torch.randn(4, 8)
+    compiled(x)
+    assert _entry_plan(compiled).contiguous_result
+    seen = []
+    namespace = _entry_plan(compiled).run.__globals__
+    allocate = namespace["allocate1"]
+    namespace["allocate1"] = lambda: seen.append(allocate()) or seen[-1]
+    out, = compiled(x)
+    assert out is seen[0]  # k went into n's buffer, which is returned as it is
 
 
 LOOP = """HloModule m

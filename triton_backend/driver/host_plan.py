@@ -46,7 +46,11 @@ class HostPlan:
     ``context()`` makes the host ops' context (called once, and only when a host op runs:
     ``needs_context``); ``lock`` is held over the whole run (the interpreter's, for a plan
     of kernels alone); ``source`` the function's text, ``reused`` the buffers it reuses
-    (``plan_code.Generated``)."""
+    (``plan_code.Generated``); ``contiguous_result``: every tensor of the result is known
+    contiguous (a kernel file's row-major or physical output), so a caller skips
+    ``contiguous()`` on it."""
+
+    contiguous_result = False
 
     def __init__(self, generated, parameters: int, needs_context: bool, lock: Any = None):
         self.run = generated.function
@@ -121,7 +125,26 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
                 and getattr(fusions[step.name], "prepared_launch", None) is not None \
                 and _made_contiguous(instr.shape):
             contiguous.add(step.name)
-    return HostPlan.of(program, parameters, launches, lock=plan_lock, reuse=reuse)
+    plan = HostPlan.of(program, parameters, launches, lock=plan_lock, reuse=reuse)
+    plan.contiguous_result = _contiguous_result(program.root, instrs, fusions, contiguous)
+    return plan
+
+
+def _contiguous_result(root: str, instrs: Mapping[str, HloInstruction],
+                       fusions: Mapping[str, Any], contiguous: set) -> bool:
+    """Whether every tensor of the value ``root`` (or of the tuple it makes) is known
+    contiguous: in ``contiguous``, or an output of a kernel file's multi-output launch in a
+    row-major or physical layout."""
+    def known(name: str) -> bool:
+        instr = instrs.get(name)
+        return name in contiguous or (
+            instr is not None and instr.opcode == "fusion" and isinstance(instr.shape, TupleShape)
+            and getattr(fusions.get(name), "prepared_launch", None) is not None
+            and all(_made_contiguous(s) for s in instr.shape.elements))
+
+    instr = instrs.get(root)
+    names = instr.operands if instr is not None and instr.opcode == "tuple" else (root,)
+    return all(known(name) for name in names)
 
 
 def _launch(compiled: Any, instr: HloInstruction, device: torch.device, contiguous: set,
