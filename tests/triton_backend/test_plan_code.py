@@ -268,3 +268,31 @@ def test_missing_arguments_fail_only_where_read():
     # Extra arguments are ignored, as before.
     value, missing = plan.run((torch.tensor([2.0]), torch.zeros(1), torch.zeros(1)), lambda: None)
     assert missing is False
+
+
+def test_kernels_beside_a_host_op_take_the_interpreters_lock_each():
+    text = LOOP.replace("  ROOT y = f32[4] get-tuple-element(loop), index=1\n",
+                        "  y = f32[4] get-tuple-element(loop), index=1\n"
+                        "  ROOT z = f32[4] negate(y)\n")
+    compiled, _, _ = _check(text)
+    source = _entry_plan(compiled).source
+    if compiled.device.type == "cpu":  # the interpreter's launches run one at a time
+        assert "with lock" in source and "plan_lock" not in source
+
+
+def test_kernels_without_launch_parts_run_through_their_prepared_launch(monkeypatch):
+    from triton_backend.runtime.kernel_loading import CompiledFusion
+
+    parts = CompiledFusion.launch_parts
+    monkeypatch.setattr(CompiledFusion, "launch_parts", lambda self, device: None)
+    compiled, _, _ = _check(MIXED)
+    plan = _entry_plan(compiled)
+    assert "kernel" not in plan.source and "launch" in plan.source and plan.reused == ()
+    # m through its prepared launch, n and k in place: a prepared launch's results never
+    # view its operands, so n, dead once m ran, still takes k's output.
+    monkeypatch.setattr(CompiledFusion, "launch_parts",
+                        lambda self, device: None if self.fusion_name == "m"
+                        else parts(self, device))
+    compiled, _, _ = _check(CHAIN)
+    plan = _entry_plan(compiled)
+    assert "launch" in plan.source and plan.reused == (("k", 0, "n"),)
