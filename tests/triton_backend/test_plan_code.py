@@ -22,8 +22,8 @@ NEG = "f { a = f32[4,8] parameter(0)\n    ROOT n = f32[4,8] negate(a) }\n"
 EXP = "g { b = f32[4,8] parameter(0)\n    ROOT e = f32[4,8] exponential(b) }\n"
 ADD = ("h { c = f32[4,8] parameter(0)\n    d = f32[4,8] parameter(1)\n"
        "    ROOT s = f32[4,8] add(c, d) }\n")
-TWO = ("t { p = f32[4,8] parameter(0)\n    q = f32[4,8] negate(p)\n    r = f32[4,8] exponential(p)\n"
-       "    ROOT u = (f32[4,8], f32[4,8]) tuple(q, r) }\n")
+TWO = ("t { p = f32[4,8] parameter(0)\n    q = f32[4,8] negate(p)\n"
+       "    r = f32[4,8] exponential(p)\n    ROOT u = (f32[4,8], f32[4,8]) tuple(q, r) }\n")
 
 #: A chain: n dies when m is made, so k (same shape and dtype) is written into n's buffer.
 CHAIN = f"""HloModule m
@@ -296,3 +296,11 @@ def test_kernels_without_launch_parts_run_through_their_prepared_launch(monkeypa
     compiled, _, _ = _check(CHAIN)
     plan = _entry_plan(compiled)
     assert "launch" in plan.source and plan.reused == (("k", 0, "n"),)
+
+
+def test_hostile_names_stay_in_comments_and_the_file_name():
+    name = "c\x00\n'\"\u2028 ROOT"
+    neg = Step(name + "n", (name,), lambda ops, ctx: -ops[0], (name,))
+    plan = HostPlan.of(Program(name, (Step(name, (), None, ()), neg), name + "n"), {name: 0}, {})
+    assert plan.run((torch.tensor([1.0]),), lambda: None).tolist() == [-1.0]
+    assert "\x00" not in plan.run.__code__.co_filename and plan.source.isascii()

@@ -338,8 +338,8 @@ def _assign_buffers(w: _Writer) -> dict[int, tuple[int, int]]:
     return {o: (donor, buffer_of[o]) for o, donor in taken.items()}
 
 
-def _compile(w: _Writer, reused: dict[int, tuple[int, int]], parameters: Mapping[str, int], root: Any,
-             needs_context: bool, lock: Any, title: str) -> Generated:
+def _compile(w: _Writer, reused: dict[int, tuple[int, int]], parameters: Mapping[str, int],
+             root: Any, needs_context: bool, lock: Any, title: str) -> Generated:
     def var(i: int) -> str:
         return f"v{reused[i][1]}" if i in reused else f"v{i}"
 
@@ -372,7 +372,7 @@ def _compile(w: _Writer, reused: dict[int, tuple[int, int]], parameters: Mapping
         body = ["    " + line for line in body]
     source = "def run(arguments, context):\n" + "".join(
         f"    {line}\n" for line in head + body)
-    filename = f"<host plan {next(_PLANS)}: {title}>"
+    filename = f"<host plan {next(_PLANS)}: {ascii(title)[1:-1]}>"  # no NUL, no newline
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     w.namespace["pad_arguments"] = pad_arguments
     exec(compile(source, filename, "exec"), w.namespace)
