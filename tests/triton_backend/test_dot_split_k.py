@@ -193,12 +193,13 @@ ENTRY e {
     (kernel,) = compiled.fusions.values()
     assert kernel.tile_sizes == (16, 32, 16, 4)
     prepared = []
-    real_prepare = kernel.module.prepare
-    kernel.module.prepare = lambda *args, **kw: prepared.append(args) or real_prepare(*args, **kw)
+    real_parts = kernel.module.launch_parts
+    kernel.module.launch_parts = lambda *args, **kw: prepared.append(args) or real_parts(*args, **kw)
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((24, 100), np.float32), rng.standard_normal((100, 40), np.float32)
     want = fusion.evaluate(fusion.parse_hlo(text), a, b)[0]
     for _ in range(2):  # the second call reuses the prepared launch
         (got,) = compiled(torch.from_numpy(a), torch.from_numpy(b))
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
-    assert len(prepared) == 1  # the steps launch through the file's prepare, decided once
+    # The plan launches the kernel (with its scratch) from the file's launch_parts, decided once.
+    assert len(prepared) == 1

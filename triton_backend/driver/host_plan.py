@@ -1,18 +1,21 @@
-"""A host program prepared to run: a flat tuple of steps over integer slots, built once.
+"""A host program prepared to run: one generated Python function per plan, built once.
 
 ``module_runner.Program`` says what a computation does (named steps, each with its operands'
 names and the names that die after it).  Interpreting it on every call cost a dict of values,
-a list built per step and a fusion wrapper per launch.  :func:`host_plan` turns it, once per
-module and device, into a :class:`HostPlan`:
+a list built per step and a fusion wrapper per launch.  :func:`host_plan` decides once, per
+module and device, how each step runs, and ``plan_code.generate`` writes the straight-line
+function that runs them (a :class:`HostPlan`):
 
-* every value has a slot in a list (parameters first, by number), operands are fetched with
-  one ``operator.itemgetter`` call, and the slots that die after a step are precomputed;
-* parameter and constant steps disappear: a call's slots start as its arguments followed by
-  the constants (materialized at compile time, shared by every call);
-* a kernel step calls its fusion's prepared launch directly
-  (``CompiledFusion.prepared_launch``: launch options, constants, allocations and layouts
-  decided once); a ``get-tuple-element`` indexes its operand's slot; any other step is its
-  host op's executor, as before.
+* parameter and constant steps disappear: parameters are the function's locals, constants
+  (materialized at compile time, shared by every call) its globals;
+* a kernel whose launch only allocates and calls (``CompiledFusion.launch_parts``) is
+  launched by the generated code itself, its outputs' buffers allocated there or, within the
+  call, taken from a value that died before it (``plan_code``'s buffer reuse); any other
+  kernel step calls its fusion's prepared launch (``CompiledFusion.prepared_launch``:
+  launch options, constants, allocations and layouts decided once);
+* a ``get-tuple-element`` is the element of its operand (a name, for a kernel launched in
+  place), a ``tuple`` a tuple display, a view its executor without a host context; any
+  other step is its host op's executor, as before.
 
 >>> import torch
 >>> from triton_backend.driver.module_runner import Step, Program
@@ -23,9 +26,7 @@ module and device, into a :class:`HostPlan`:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from operator import itemgetter
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -33,91 +34,49 @@ import torch
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
+from triton_backend.driver.plan_code import (
+    ELEMENT, HOST, INLINE, KERNEL_ONE, KERNEL_TUPLE, PURE, TUPLE, InlineLaunch, generate,
+)
 from triton_backend.host.views import is_view_layout
 from triton_backend.lowering.emitter.addressing import is_physical_layout
 
-#: How a step makes its result: a host op's value, a kernel's only output, its tuple, an
-#: element of the operand's tuple (the step's ``call`` is then the index), or a host op that
-#: needs no host context (a view or a tuple: ``_is_pure``).
-HOST, KERNEL_ONE, KERNEL_TUPLE, ELEMENT, PURE = 0, 1, 2, 3, 4
 
-
-def _fetcher(slots: Sequence[int]) -> Callable:
-    """One C-level call giving a step's operands from the slot list (a list or a tuple)."""
-    if len(slots) >= 2:
-        return itemgetter(*slots)
-    if slots:  # itemgetter(i) would give the value itself, not a sequence of one
-        return itemgetter(slice(slots[0], slots[0] + 1))
-    return itemgetter(slice(0, 0))
-
-
-@dataclass(frozen=True)
 class HostPlan:
-    """A program's steps as ``(mode, call, fetch, slot, release)`` tuples (plain tuples: the
-    loop unpacks them); ``tail`` the slots after the ``parameters`` (constants, else None)."""
+    """A program's generated function: ``run(arguments, context)`` -> its value, where
+    ``context()`` makes the host ops' context (called once, and only when a host op runs:
+    ``needs_context``); ``lock`` is held over the whole run (the interpreter's, for a plan
+    of kernels alone); ``source`` the function's text, ``reused`` the buffers it reuses
+    (``plan_code.Generated``); ``contiguous_result``: every tensor of the result is known
+    contiguous (a kernel file's row-major or physical output), so a caller skips
+    ``contiguous()`` on it."""
 
-    steps: tuple[tuple, ...]
-    tail: tuple
-    parameters: int
-    root: int
-    needs_context: bool
-    lock: Any = None  # held over the whole run (the interpreter's, for a plan of kernels alone)
+    contiguous_result = False
+
+    def __init__(self, generated, parameters: int, needs_context: bool, lock: Any = None):
+        self.run = generated.function
+        self.source = generated.source
+        self.reused = generated.reused
+        self.parameters = parameters
+        self.needs_context = needs_context
+        self.lock = lock
 
     @staticmethod
-    def of(program: Any, parameters: Mapping[str, int],
-           launches: Mapping[str, tuple]) -> "HostPlan":
+    def of(program: Any, parameters: Mapping[str, int], launches: Mapping[str, tuple], *,
+           lock: Any = None, reuse: bool = True) -> "HostPlan":
         """The plan of ``program`` whose parameter steps are named in ``parameters`` (name ->
-        number) and whose kernel steps are in ``launches`` (name -> ``(mode, launch)``)."""
-        slot = dict(parameters)
-        for step in program.steps:
-            slot.setdefault(step.name, len(slot))
-        tail: list = [None] * (len(slot) - len(parameters))
-        steps = []
-        for step in program.steps:
-            if step.name in parameters:
-                continue
-            if step.constant is not None:
-                tail[slot[step.name] - len(parameters)] = step.constant
-                continue
-            mode, call = launches.get(step.name, (HOST, step.execute))
-            steps.append((mode, call, _fetcher([slot[o] for o in step.operands]), slot[step.name],
-                          tuple(slot[d] for d in step.release)))
-        return HostPlan(tuple(steps), tuple(tail), len(parameters), slot[program.root],
-                        any(s[0] == HOST for s in steps))
-
-    def run(self, arguments: Sequence[Any], context: Callable[[], Any]) -> Any:
-        """The program's value on ``arguments``; ``context()`` makes the host ops' context
-        (called once, and only when a host op runs)."""
-        if self.lock is None:
-            return self._run(arguments, context)
-        with self.lock:
-            return self._run(arguments, context)
-
-    def _run(self, arguments: Sequence[Any], context: Callable[[], Any]) -> Any:
-        if len(arguments) == self.parameters:
-            slots = [*arguments, *self.tail]
-        else:  # as the interpreted program: missing parameters fail only when read
-            given = list(arguments[:self.parameters])
-            slots = given + [None] * (self.parameters - len(given)) + list(self.tail)
-        ctx = context() if self.needs_context else None
-        for mode, call, fetch, slot, release in self.steps:
-            if mode == KERNEL_ONE:
-                slots[slot] = call(*fetch(slots))[0]
-            elif mode == ELEMENT:
-                slots[slot] = fetch(slots)[0][call]
-            elif mode == PURE:
-                slots[slot] = call(fetch(slots), None)
-            elif mode == KERNEL_TUPLE:
-                slots[slot] = tuple(call(*fetch(slots)))
-            else:
-                slots[slot] = call(list(fetch(slots)), ctx)
-            for dead in release:
-                slots[dead] = None
-        return slots[self.root]
+        number) and whose other planned steps are in ``launches`` (name -> ``(mode, call)``,
+        ``plan_code``'s modes; a step not there is a host op)."""
+        needs_context = any(launches.get(step.name, (HOST,))[0] == HOST
+                            for step in program.steps
+                            if step.name not in parameters and step.constant is None)
+        generated = generate(program, parameters, launches, needs_context=needs_context,
+                             lock=lock, reuse=reuse, title=program.name)
+        return HostPlan(generated, len(parameters), needs_context, lock)
 
 
 def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, Any],
-              device: torch.device, *, contiguous_parameters: bool = False) -> HostPlan:
+              device: torch.device, *, contiguous_parameters: bool = False,
+              reuse: bool = True) -> HostPlan:
     """The plan of ``program`` (the host program of ``computation``): its fusions' launches
     prepared for ``device`` (a compiled fusion without ``prepared_launch`` is called as it
     is; a complex-pair fusion's splits and joins its complex tensors around the launch).
@@ -137,11 +96,15 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
     kernels_only = all(step.name in planned or step.name in pure or step.name in parameters
                        or step.constant is not None for step in program.steps)
     contiguous = set(parameters) if contiguous_parameters else set()
-    launches, locks = {}, set()
+    locks = {fusions[name].launch_lock(device) for name in planned
+             if getattr(fusions.get(name), "prepared_launch", None) is not None} - {None}
+    plan_lock = locks.pop() if kernels_only and locks else None  # the interpreter's: one
+    launches = {}
     for step in program.steps:
         instr = instrs[step.name]
         if step.name in pure:
-            launches[step.name] = (PURE, step.execute)
+            launches[step.name] = (TUPLE, None) if instr.opcode == "tuple" \
+                else (PURE, step.execute)
         if step.constant is not None and isinstance(step.constant, torch.Tensor) \
                 and step.constant.is_contiguous():
             contiguous.add(step.name)
@@ -154,26 +117,54 @@ def host_plan(program: Any, computation: HloComputation, fusions: Mapping[str, A
                     and _made_contiguous(instr.shape):
                 contiguous.add(step.name)
             continue
-        compiled = fusions[step.name]
-        prepared = getattr(compiled, "prepared_launch", None)
-        if prepared is None:
-            launch = compiled
-        else:
-            launch = prepared(device, locked=not kernels_only,
-                              contiguous_inputs=all(o in contiguous for o in instr.operands))
-            locks.add(compiled.launch_lock(device))
-        is_tuple = isinstance(instr.shape, TupleShape)
-        launches[step.name] = (KERNEL_TUPLE if is_tuple else KERNEL_ONE, launch)
-        # Only a kernel file's prepared launch allocates its outputs itself (row-major ones
+        launches[step.name] = _launch(fusions[step.name], instr, device, contiguous,
+                                      locked=plan_lock is None)
+        # Only a kernel file's launch allocates its outputs itself (row-major ones
         # contiguous); anything else called here (a library call) may return a view.
-        if not is_tuple and prepared is not None and _made_contiguous(instr.shape):
+        if launches[step.name][0] in (KERNEL_ONE, INLINE) \
+                and getattr(fusions[step.name], "prepared_launch", None) is not None \
+                and _made_contiguous(instr.shape):
             contiguous.add(step.name)
-    locks.discard(None)
-    plan = HostPlan.of(program, parameters, launches)
-    if kernels_only and locks:
-        lock, = locks  # the interpreter's: there is one
-        plan = replace(plan, lock=lock)
+    plan = HostPlan.of(program, parameters, launches, lock=plan_lock, reuse=reuse)
+    plan.contiguous_result = _contiguous_result(program.root, instrs, fusions, contiguous)
     return plan
+
+
+def _contiguous_result(root: str, instrs: Mapping[str, HloInstruction],
+                       fusions: Mapping[str, Any], contiguous: set) -> bool:
+    """Whether every tensor of the value ``root`` (or of the tuple it makes) is known
+    contiguous: in ``contiguous``, or an output of a kernel file's multi-output launch in a
+    row-major or physical layout."""
+    def known(name: str) -> bool:
+        instr = instrs.get(name)
+        return name in contiguous or (
+            instr is not None and instr.opcode == "fusion" and isinstance(instr.shape, TupleShape)
+            and getattr(fusions.get(name), "prepared_launch", None) is not None
+            and all(_made_contiguous(s) for s in instr.shape.elements))
+
+    instr = instrs.get(root)
+    names = instr.operands if instr is not None and instr.opcode == "tuple" else (root,)
+    return all(known(name) for name in names)
+
+
+def _launch(compiled: Any, instr: HloInstruction, device: torch.device, contiguous: set,
+            locked: bool) -> tuple:
+    """How a kernel step runs: launched in place by the generated code (``INLINE``, its
+    ``launch_parts``), else through its prepared launch (or the compiled fusion itself);
+    ``locked``: the launch takes the interpreter's lock itself (the plan does not hold it)."""
+    is_tuple = isinstance(instr.shape, TupleShape)
+    parts = getattr(compiled, "launch_parts", None)
+    parts = parts(device) if parts is not None else None
+    if parts is not None:
+        kernel, constants, outputs, options, input_perms, output_perms = parts
+        return INLINE, InlineLaunch(kernel, constants, outputs, options,
+                                    tuple(o in contiguous for o in instr.operands), is_tuple,
+                                    compiled.launch_lock(device) if locked else None,
+                                    input_perms, output_perms)
+    prepared = getattr(compiled, "prepared_launch", None)
+    launch = compiled if prepared is None else prepared(
+        device, locked=locked, contiguous_inputs=all(o in contiguous for o in instr.operands))
+    return (KERNEL_TUPLE if is_tuple else KERNEL_ONE), launch, prepared is not None
 
 
 def _is_pure(instr: HloInstruction) -> bool:
@@ -190,4 +181,4 @@ def _made_contiguous(shape: Shape) -> bool:
     return isinstance(shape, ArrayShape) and (is_physical_layout(shape) or is_view_layout(shape))
 
 
-__all__ = ["ELEMENT", "HOST", "HostPlan", "KERNEL_ONE", "KERNEL_TUPLE", "PURE", "host_plan"]
+__all__ = ["HostPlan", "host_plan"]

@@ -239,6 +239,29 @@ def prepare(device, contiguous_inputs=False, **launch_options):
     return launch
 
 
+def launch_parts(device, **launch_options):
+    """What a compiled module's generated host code needs to launch the kernel itself
+    (``driver/plan_code``), or None when a launch does more than permute its inputs,
+    allocate its outputs and call the kernel (an output starting as a copy of an input):
+    ``(kernel, constants, outputs, options, input_perms, output_perms)``;
+    ``kernel(*inputs, *constants, *outputs, **options)`` launches on ``device`` (contiguous
+    buffers of ``INPUT_SPECS``; ``input_perms[i]``: the permutation making input ``i``'s
+    logical tensor its buffer, None when row-major); ``outputs`` one ``(allocate, shape,
+    dtype, zeroed)`` per output: ``allocate()`` makes a new buffer (contiguous, of ``shape``
+    and ``dtype``; zero-filled when ``zeroed``, else the kernel writes every element, so a
+    dead buffer of that shape and dtype serves); ``output_perms[i]`` the permutation of
+    output ``i``'s buffer to its logical value (None: row-major)."""
+    if OUTPUT_FROM_INPUT:
+        return None
+    options = _launch_options("launch_parts", launch_options)
+    constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
+    kernel = _with_scratch(KERNEL[GRID], device) if SCRATCH_SPECS else KERNEL[GRID]
+    outputs = tuple((_allocator(allocate, shape, dtype, device), tuple(shape), dtype,
+                     allocate is not torch.empty)
+                    for allocate, shape, dtype in _OUTPUT_ALLOCATIONS)
+    return kernel, constants, outputs, options, _INPUT_PERMS, _OUTPUT_PERMS
+
+
 def _allocator(allocate, shape, dtype, device):
     """``allocate()`` -> a new output buffer of ``shape`` on ``device``: by the allocator
     torch.compile's generated code calls where torch has one (a third of ``torch.empty``'s

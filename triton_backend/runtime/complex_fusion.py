@@ -64,6 +64,11 @@ class ComplexPairFusion(CompiledFusion):
         parts = super().__call__(*split_complex(tensors, self.operand_parts), **launch_options)
         return join_complex(tuple(parts), self.output_parts)
 
+    def launch_parts(self, device):
+        """None: the expansion's kernel takes split parts, so it launches through
+        :meth:`prepared_launch`, which splits and joins."""
+        return None
+
     def prepared_launch(self, device, *, locked: bool = True, contiguous_inputs: bool = False):
         """The expansion's prepared launch, called with and returning complex tensors (the
         parts it splits off are contiguous, so ``contiguous_inputs`` holds for them too)."""

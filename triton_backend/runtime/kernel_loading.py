@@ -119,6 +119,17 @@ class CompiledFusion:
 
         return locked_launch
 
+    def launch_parts(self, device):
+        """What a compiled module's generated host code needs to launch this kernel itself on
+        ``device`` (the kernel file's ``launch_parts``: the kernel, its constants, its outputs'
+        allocators, its launch options), or None when the launch must go through
+        :meth:`prepared_launch` (permutes, in-place outputs, a file written before
+        ``launch_parts`` existed).  The caller holds :meth:`launch_lock` around the kernel."""
+        on_cpu = device.type == "cpu"
+        self._launcher(on_cpu)
+        parts = getattr(self.__dict__["_runners"][on_cpu], "launch_parts", None)
+        return parts(device) if parts is not None else None
+
     def launch_lock(self, device):
         """The lock a launch on ``device`` must hold (the interpreter's), or None."""
         return self._launcher(device.type == "cpu")[1]
