@@ -93,12 +93,12 @@ def test_large_reductions_are_looped_automatically():
     plan = plan_kernel(module.computation("f"), (2,))
     assert plan.reduction_chunk == DEFAULT_REDUCTION_CHUNK
     assert plan.axis_blocks[1] == DEFAULT_REDUCTION_CHUNK
-    compiled = compile_fusion(module, "fusion")
-    # One output tile: the rows are split among programs, each looping over its span.
-    assert compiled.reduction_chunk is not None and "for r_r_0_start in range(split_part * " \
-        in compiled.source
+    # At a GPU's blocks, 2 rows cannot fill the SMs: each row is split among programs.
+    assert plan.split is not None and plan.grid == (2 * plan.split.parts,)
     unsplit = plan_kernel(module.computation("f"), (2,), split_parts=1)
     assert unsplit.split is None and unsplit.grid == (2,)  # a program per row
+    compiled = compile_fusion(module, "fusion")  # the interpreter's blocks: never split
+    assert compiled.reduction_chunk is not None and "for r_r_0_start in range(0, 100000," in compiled.source
 
 
 WINDOWS = {

@@ -70,6 +70,7 @@ def assert_plan_within_limits(text: str, tile_sizes, chunk) -> None:
     assert all(b & (b - 1) == 0 for b in plan.axis_blocks), plan.axis_blocks
     assert math.prod(plan.axis_blocks) <= TRITON_MAX_NUMEL, plan
     blocks = math.prod(-(-n // t) for n, t in zip(space or (1,), plan.tile_sizes))
+    blocks *= plan.split.parts if plan.split else 1  # a split reduction's parts per tile
     assert plan.grid == (blocks,) and blocks <= GRID_X, plan
 
 

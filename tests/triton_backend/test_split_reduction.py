@@ -17,6 +17,10 @@ from triton_backend.lowering import kernel_plan
 from triton_backend.lowering.kernel_file import render_kernel_file
 from triton_backend.lowering.kernel_plan import plan_kernel
 
+#: Kernels rendered as for a GPU (its blocks, the split) and run here under the interpreter:
+#: the interpreter's own blocks are never split (its programs cost milliseconds each).
+GPU = "sm_90"
+
 ADD = "add {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] add(a, b) }}\n"
 MAX = "max {{ a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] maximum(a, b) }}\n"
 AND = "and { a = pred[] parameter(0)\n  b = pred[] parameter(1)\n  ROOT r = pred[] and(a, b) }\n"
@@ -45,7 +49,8 @@ def test_sum_of_squares_to_a_scalar_is_split_among_programs(small_splits):
     body = ("  sq = f32[70,300] multiply(p0, p0)\n  z = f32[] constant(0)\n"
             "  ROOT r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add")
     text = fm(["f32[70,300]"], body, "f32[]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=21000, reduction_chunk=64)
+    compiled = run_and_compare(text, exact=False, reduction_length=21000, reduction_chunk=64,
+                               target=GPU)
     assert _parts(compiled.source) > 1
     assert "ordered_sums.last_to_arrive" in compiled.source
     assert "split_arrivals" in compiled.source  # the zeroed counters travel as scratch
@@ -57,7 +62,7 @@ def test_integer_sums_of_parts_are_exact(small_splits, dtype):
     body = (f"  z = {out}[] constant(0)\n"
             f"  ROOT r = {out}[] reduce(p0, z), dimensions={{0,1}}, to_apply=add")
     text = fm([f"{dtype}[50,200]"], body, f"{out}[]", ADD.format(t=out))
-    compiled = run_and_compare(text, exact=True, reduction_chunk=32)
+    compiled = run_and_compare(text, exact=True, reduction_chunk=32, target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -66,7 +71,8 @@ def test_column_sums_keep_their_tile_and_split_the_rows(small_splits):
     body = ("  z = f32[] constant(0)\n"
             "  ROOT r = f32[12] reduce(p0, z), dimensions={0}, to_apply=add")
     text = fm(["f32[3000,12]"], body, "f32[12]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=3000, reduction_chunk=128)
+    compiled = run_and_compare(text, exact=False, reduction_length=3000, reduction_chunk=128,
+                               target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -78,7 +84,8 @@ def test_max_with_nan_and_inf_lanes(small_splits):
     for special in (np.inf, np.nan):
         x = rng.standard_normal((40, 100)).astype(np.float32)
         x[37, 5] = special  # in the last parts, which no other program reads first
-        compiled = run_and_compare(text, exact=True, arrays=[x], reduction_chunk=16)
+        compiled = run_and_compare(text, exact=True, arrays=[x], reduction_chunk=16,
+                                   target=GPU)
         assert _parts(compiled.source) > 1
 
 
@@ -94,7 +101,7 @@ def test_argmax_joins_value_and_index_parts(small_splits):
     x[:, 7] = x[:, 1500] = 9.0
     x[3, 1900] = np.nan
     compiled = run_and_compare(text, exact=True, arrays=[x], tile_sizes=(8,),
-                               reduction_chunk=64)
+                               reduction_chunk=64, target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -105,7 +112,8 @@ def test_pred_all_is_split(small_splits):
     x = np.ones((30, 100), bool)
     for value in (True, False):
         x[29, 99] = value
-        compiled = run_and_compare(text, exact=True, arrays=[x.copy()], reduction_chunk=16)
+        compiled = run_and_compare(text, exact=True, arrays=[x.copy()], reduction_chunk=16,
+                                   target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -113,7 +121,8 @@ def test_bf16_sums_accumulate_in_f32_across_parts(small_splits):
     body = ("  z = bf16[] constant(0)\n"
             "  ROOT r = bf16[] reduce(p0, z), dimensions={0,1}, to_apply=add")
     text = fm(["bf16[64,128]"], body, "bf16[]", ADD.format(t="bf16"))
-    compiled = run_and_compare(text, exact=False, reduction_length=8192, reduction_chunk=32)
+    compiled = run_and_compare(text, exact=False, reduction_length=8192, reduction_chunk=32,
+                               target=GPU)
     assert _parts(compiled.source) > 1
     assert "torch.float32" in compiled.source.split("SCRATCH_SPECS = (('")[1].split("\n")[0]
 
@@ -136,7 +145,8 @@ def test_mean_over_rows_of_a_row_reduction_is_split_by_rows(small_splits):
     """A loss's mean over rows of each row's logsumexp: the rows are split among programs,
     each row's own reductions stay whole inside a part."""
     text = fm(["f32[96,200]"], LOSS_MEAN, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=200, reduction_chunk=8)
+    compiled = run_and_compare(text, exact=False, reduction_length=200, reduction_chunk=8,
+                               target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -191,6 +201,16 @@ def test_two_outer_reductions_are_not_split():
             "  ROOT l = f32[] log(s)")
     text = fm(["f32[512,512]"], body, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
     assert _plan(text).split is None
+
+
+def test_the_interpreters_blocks_are_not_split():
+    text = fm(["f32[1000,1000]"], "  z = f32[] constant(0)\n"
+              "  ROOT r = f32[] reduce(p0, z), dimensions={0,1}, to_apply=add", "f32[]",
+              ADD.format(t="f32"))
+    computation = parse_hlo(text).computation("f")
+    interpreted = plan_kernel(computation, (), target_elements=kernel_plan.INTERPRETER_TILE_ELEMENTS)
+    assert interpreted.split is None and interpreted.grid == (1,)
+    assert _plan(text).split is not None
 
 
 def test_split_kernel_file_declares_its_scratch():

@@ -56,8 +56,8 @@ def test_per_row_loss_is_one_kernel_and_matches_xla(dtype):
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_mean_loss_fuses_like_the_one_hot_form(dtype):
-    """In-range labels give a finite mean; the kernels are those of the one-hot program: the
-    row reduction and the mean over rows."""
+    """In-range labels give a finite mean; the kernel is that of the one-hot program: the
+    row reduction with the mean over rows in it (split among programs on a GPU)."""
     labels = np.array([0, 63, 5, 17, 32, 1, 62, 40], dtype=np.int32)
     text = small_program(f"cross_entropy_{dtype}")
     compiled = compare_three_ways(text, logits(dtype), labels, rtol=1e-5, atol=1e-5)
@@ -65,10 +65,9 @@ def test_mean_loss_fuses_like_the_one_hot_form(dtype):
     one_hot = build_report(compare_three_ways(small_program(f"cross_entropy_one_hot_{dtype}"),
                                               logits(dtype), labels, rtol=1e-5, atol=1e-5),
                            device=None)
-    assert len(report.fusions) == len(one_hot.fusions) == 2
-    # Only the per-row losses travel between the two kernels: ROWS floats written and read
-    # (at 4096x8192 that is 32 KiB over 64 MiB of logits: 1.0005x the compulsory bytes).
-    assert report.kernel_bytes - report.compulsory_bytes == 2 * ROWS * 4
+    assert len(report.fusions) == len(one_hot.fusions) == 1
+    # Nothing travels between kernels: the logits and labels are read once, the mean written.
+    assert report.kernel_bytes == report.compulsory_bytes
 
 
 # What ``logsumexp(x) - x[row, labels[row]]`` is without the program's validity check: the

@@ -204,22 +204,26 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     ``tile_sizes``, a program holds about ``target_elements`` elements (a GPU's block, or
     ``INTERPRETER_TILE_ELEMENTS`` for the interpreter).  A looped reduction whose output
     tiles cannot fill the GPU is split among programs (``_split``; ``split_parts`` 1: never,
-    n: into n parts).  A program holds at most ``MAX_PERSISTENT_REDUCTION`` elements (or
-    ``target_elements``, when larger) of any tensor where it can: a persistent reduction
-    whose output tile makes it larger is looped (a bias gradient's column sums over 8192
-    rows kept 64 x 8192 elements per program and spilled 47 KB), and a looped one's outer
-    chunk shrinks.
+    n: into n parts).  A program holds at most ``MAX_PERSISTENT_REDUCTION`` elements of any
+    tensor where it can: a persistent reduction whose output tile makes it larger is looped
+    (a bias gradient's column sums over 8192 rows kept 64 x 8192 elements per program and
+    spilled 47 KB), and a looped one's outer chunk shrinks.
+
+    The interpreter's blocks (``target_elements`` past a persistent reduction) keep the chunk
+    per reduced dim and are not split: the interpreter pays milliseconds per program and per
+    loop trip, not per element, so a sum of 1000 x 1000 is one program of one trip there.
     """
-    limit = max(MAX_PERSISTENT_REDUCTION, target_elements)
+    limit = MAX_PERSISTENT_REDUCTION
+    gpu_blocks = target_elements <= MAX_PERSISTENT_REDUCTION
     plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
-                 target_elements, split_parts, None)
-    if not plan.reduce_axes or program_elements(computation, plan) <= limit:
+                 target_elements, split_parts if gpu_blocks else 1, None, gpu_blocks)
+    if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= limit:
         return plan
     chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
     cap = chunk
     while True:
         plan = _plan(computation, output_dims, tile_sizes, chunk, index_bits, target_elements,
-                     split_parts, cap)
+                     split_parts, cap, True)
         if cap == 1 or program_elements(computation, plan) <= limit:
             return plan
         cap //= 2
@@ -227,9 +231,11 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
 
 def _plan(computation: HloComputation, output_dims: tuple[int, ...],
           tile_sizes: tuple[int, ...] | None, reduction_chunk: int | None, index_bits: int,
-          target_elements: int, split_parts: int | None, outer_cap: int | None) -> KernelPlan:
+          target_elements: int, split_parts: int | None, outer_cap: int | None,
+          budgets: bool) -> KernelPlan:
     """``plan_kernel``'s plan with the outer reductions' chunks at most ``outer_cap``
-    elements (None: the chunk)."""
+    elements (None: the chunk); without ``budgets``, a looped reduction's every dim gets the
+    chunk (the interpreter's blocks)."""
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
@@ -244,7 +250,7 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
     reduce_axes, reduce_blocks = [], []
     nested = nested_reductions(analysis, reducers) if reducers else set()
     blocks_of = {name: _looped_blocks(computation, name, ext, reduction_chunk,
-                                      _chunk_budget(reduction_chunk, ext))
+                                      _chunk_budget(reduction_chunk, ext) if budgets else None)
                  for name, ext in zip(reducers, extents) if name in nested}
     # A chunk of an outer reduction holds its nested ones' blocks too (a loss's mean over
     # rows: each row's logsumexp): together at most a persistent reduction's elements.
@@ -255,6 +261,7 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
                 else max(1, min(reduction_chunk, MAX_PERSISTENT_REDUCTION // inner))
             if budget is not None and outer_cap is not None:
                 budget = min(budget, outer_cap)
+            budget = budget if budgets else None
             blocks_of[name] = _looped_blocks(computation, name, ext, reduction_chunk, budget)
     shared: dict[tuple, tuple[int, ...]] = {}
     for name, ext in zip(reducers, extents):
