@@ -29,7 +29,7 @@ AND = "and { a = pred[] parameter(0)\n  b = pred[] parameter(1)\n  ROOT r = pred
 @pytest.fixture
 def small_splits(monkeypatch):
     """Split reductions of test-sized inputs (the default wants 16K elements per part)."""
-    monkeypatch.setattr(kernel_plan, "MIN_SPLIT_ELEMENTS", 256)
+    monkeypatch.setattr(kernel_plan, "MIN_SPLIT_ELEMENTS", 1024)
 
 
 def _split_of(compiled):
@@ -46,10 +46,10 @@ def _parts(source: str) -> int:
 
 
 def test_sum_of_squares_to_a_scalar_is_split_among_programs(small_splits):
-    body = ("  sq = f32[70,300] multiply(p0, p0)\n  z = f32[] constant(0)\n"
+    body = ("  sq = f32[30,100] multiply(p0, p0)\n  z = f32[] constant(0)\n"
             "  ROOT r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add")
-    text = fm(["f32[70,300]"], body, "f32[]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=21000, reduction_chunk=64,
+    text = fm(["f32[30,100]"], body, "f32[]", ADD.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=3000, reduction_chunk=128,
                                target=GPU)
     assert _parts(compiled.source) > 1
     assert "ordered_sums.last_to_arrive" in compiled.source
@@ -61,8 +61,8 @@ def test_integer_sums_of_parts_are_exact(small_splits, dtype):
     out = "s32" if dtype == "s32" else "u8"
     body = (f"  z = {out}[] constant(0)\n"
             f"  ROOT r = {out}[] reduce(p0, z), dimensions={{0,1}}, to_apply=add")
-    text = fm([f"{dtype}[50,200]"], body, f"{out}[]", ADD.format(t=out))
-    compiled = run_and_compare(text, exact=True, reduction_chunk=32, target=GPU)
+    text = fm([f"{dtype}[24,100]"], body, f"{out}[]", ADD.format(t=out))
+    compiled = run_and_compare(text, exact=True, reduction_chunk=64, target=GPU)
     assert _parts(compiled.source) > 1
 
 
@@ -70,8 +70,8 @@ def test_column_sums_keep_their_tile_and_split_the_rows(small_splits):
     """A bias gradient's shape: few output columns, many rows."""
     body = ("  z = f32[] constant(0)\n"
             "  ROOT r = f32[12] reduce(p0, z), dimensions={0}, to_apply=add")
-    text = fm(["f32[3000,12]"], body, "f32[12]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=3000, reduction_chunk=128,
+    text = fm(["f32[1000,12]"], body, "f32[12]", ADD.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=1000, reduction_chunk=256,
                                target=GPU)
     assert _parts(compiled.source) > 1
 
@@ -79,12 +79,12 @@ def test_column_sums_keep_their_tile_and_split_the_rows(small_splits):
 def test_max_with_nan_and_inf_lanes(small_splits):
     body = ("  ninf = f32[] constant(-inf)\n"
             "  ROOT r = f32[] reduce(p0, ninf), dimensions={0,1}, to_apply=max")
-    text = fm(["f32[40,100]"], body, "f32[]", MAX.format(t="f32"))
+    text = fm(["f32[24,100]"], body, "f32[]", MAX.format(t="f32"))
     rng = np.random.default_rng(3)
     for special in (np.inf, np.nan):
-        x = rng.standard_normal((40, 100)).astype(np.float32)
-        x[37, 5] = special  # in the last parts, which no other program reads first
-        compiled = run_and_compare(text, exact=True, arrays=[x], reduction_chunk=16,
+        x = rng.standard_normal((24, 100)).astype(np.float32)
+        x[21, 5] = special  # in the last parts, which no other program reads first
+        compiled = run_and_compare(text, exact=True, arrays=[x], reduction_chunk=64,
                                    target=GPU)
         assert _parts(compiled.source) > 1
 
@@ -108,11 +108,11 @@ def test_argmax_joins_value_and_index_parts(small_splits):
 def test_pred_all_is_split(small_splits):
     body = ("  t = pred[] constant(true)\n"
             "  ROOT r = pred[] reduce(p0, t), dimensions={0,1}, to_apply=and")
-    text = fm(["pred[30,100]"], body, "pred[]", AND)
-    x = np.ones((30, 100), bool)
+    text = fm(["pred[24,100]"], body, "pred[]", AND)
+    x = np.ones((24, 100), bool)
     for value in (True, False):
-        x[29, 99] = value
-        compiled = run_and_compare(text, exact=True, arrays=[x.copy()], reduction_chunk=16,
+        x[23, 99] = value
+        compiled = run_and_compare(text, exact=True, arrays=[x.copy()], reduction_chunk=64,
                                    target=GPU)
     assert _parts(compiled.source) > 1
 
@@ -128,24 +128,24 @@ def test_bf16_sums_accumulate_in_f32_across_parts(small_splits):
 
 
 LOSS_MEAN = """  ninf = f32[] constant(-inf)
-  m = f32[96] reduce(p0, ninf), dimensions={1}, to_apply=max
-  mb = f32[96,200] broadcast(m), dimensions={0}
-  d = f32[96,200] subtract(p0, mb)
-  e = f32[96,200] exponential(d)
+  m = f32[24] reduce(p0, ninf), dimensions={1}, to_apply=max
+  mb = f32[24,100] broadcast(m), dimensions={0}
+  d = f32[24,100] subtract(p0, mb)
+  e = f32[24,100] exponential(d)
   z = f32[] constant(0)
-  s = f32[96] reduce(e, z), dimensions={1}, to_apply=add
-  l = f32[96] log(s)
-  lse = f32[96] add(l, m)
+  s = f32[24] reduce(e, z), dimensions={1}, to_apply=add
+  l = f32[24] log(s)
+  lse = f32[24] add(l, m)
   t = f32[] reduce(lse, z), dimensions={0}, to_apply=add
-  n = f32[] constant(96)
+  n = f32[] constant(24)
   ROOT r = f32[] divide(t, n)"""
 
 
 def test_mean_over_rows_of_a_row_reduction_is_split_by_rows(small_splits):
     """A loss's mean over rows of each row's logsumexp: the rows are split among programs,
     each row's own reductions stay whole inside a part."""
-    text = fm(["f32[96,200]"], LOSS_MEAN, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=200, reduction_chunk=8,
+    text = fm(["f32[24,100]"], LOSS_MEAN, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=8,
                                target=GPU)
     assert _parts(compiled.source) > 1
 
@@ -240,3 +240,26 @@ def test_column_sums_over_many_rows_loop_instead_of_spilling():
     assert plan.reduction_chunk is not None
     assert kernel_plan.program_elements(computation, plan) <= kernel_plan.MAX_PERSISTENT_REDUCTION
     assert plan.split is not None and plan.grid[0] == 12 * plan.split.parts
+
+
+def test_a_compiled_module_runs_its_split_kernel_again_and_again(small_splits):
+    """Through ``compile_hlo`` (the module's host plan launching the kernel with its scratch):
+    the arrival counters are left at zero, so every call joins its parts afresh."""
+    import torch
+
+    from fusion.evaluator import evaluate
+    from triton_backend import compile_hlo
+
+    text = ("HloModule norm\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  g = f32[64,512] parameter(0)\n"
+            "  sq = f32[64,512] multiply(g, g)\n  z = f32[] constant(0)\n"
+            "  r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add\n"
+            "  ROOT n = f32[] sqrt(r)\n}\n")
+    module = compile_hlo(text, target=GPU)
+    (fusion,) = module.fusions.values()
+    assert math.prod(fusion.grid) > 1 and "last_to_arrive" in fusion.source
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal((64, 512)).astype(np.float32)
+        (got,) = module(torch.from_numpy(x))
+        np.testing.assert_allclose(got.numpy(), evaluate(parse_hlo(text), x), rtol=1e-5)
