@@ -40,6 +40,7 @@ from triton_backend.cli.npz_files import (
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.world_run import print_ranks, run_world
 from fusion.evaluator import evaluate
+from fusion.analysis.summation_length import output_summation_lengths
 from triton_backend.host.output_check import OutputComparison, compare_output
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
@@ -175,8 +176,11 @@ def _run_world(module, args, paths, tiling) -> int:
 def _compare(module, inputs, outputs, out_types, max_iterations=None,
              f32_dot_precision="ieee") -> list[OutputComparison]:
     references = evaluate(module, *inputs, max_while_iterations=max_iterations)
-    return [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision)
-            for n, (ref, out, dtype) in enumerate(zip(references, outputs, out_types))]
+    lengths = output_summation_lengths(module)
+    return [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
+                           summation_length=length)
+            for n, (ref, out, dtype, length) in enumerate(zip(references, outputs, out_types,
+                                                              lengths))]
 
 
 def _check_json(comparisons: list[OutputComparison]) -> dict:

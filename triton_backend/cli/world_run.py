@@ -25,6 +25,7 @@ from fusion.evaluator.spmd import evaluate_spmd
 from fusion.ir.hlo_module import HloModule
 from fusion.transforms.dot_algorithm import with_f32_dot_precision
 from triton_backend.cli.npz_files import output_types, summary
+from fusion.analysis.summation_length import output_summation_lengths
 from triton_backend.host.output_check import OutputComparison, compare_output
 from triton_backend.runtime.atomic_files import atomic_output
 
@@ -77,10 +78,11 @@ def write_npz_keys(path: Path, keys: list[str], arrays: list, types: list[str]) 
 def compare_ranks(module: HloModule, inputs: list, outputs: list,
                   f32_dot_precision: str = "ieee") -> list[OutputComparison]:
     """Every rank's outputs against ``evaluate_spmd``'s, keyed ``oK_rankR``."""
-    types = output_types(module)
-    return [compare_output(f"o{k}_rank{r}", ref, out, dtype, f32_dot_precision=f32_dot_precision)
+    types, lengths = output_types(module), output_summation_lengths(module)
+    return [compare_output(f"o{k}_rank{r}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
+                           summation_length=length)
             for r, (refs, outs) in enumerate(zip(evaluate_spmd(module, inputs), outputs))
-            for k, (ref, out, dtype) in enumerate(zip(refs, outs, types))]
+            for k, (ref, out, dtype, length) in enumerate(zip(refs, outs, types, lengths))]
 
 
 def run_world(module: HloModule, args: argparse.Namespace, paths, tiling) -> tuple:

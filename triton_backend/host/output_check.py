@@ -4,7 +4,10 @@ An element passes when ``|out - ref| <= atol + rtol * |ref|`` (NaN where the ref
 the same infinity where it has one).  The tolerances allow for what ``numerics_policy``
 documents: transcendentals within a few ulps on f32/f64, one or two ulps of rounding for the
 16- and 8-bit floats (a last-bit difference in f32 may move the rounded result by one ulp);
-integers and pred must be exact.
+integers and pred must be exact.  A float result behind a sum of ``n`` terms (a reduction, a
+dot, a convolution: ``fusion.analysis.summation_length``) is compared at ``sqrt(n)`` times
+its type's tolerance: the order of a sum's combines is unspecified, and a GPU's differs from
+the evaluator's pairwise tree.
 
 With f32 dots run as TF32 (``compile_hlo(f32_dot_precision="tf32")``, ``run
 --f32-dot-precision tf32``) f32 outputs are compared at :data:`TF32_TOLERANCE` instead: TF32
@@ -23,6 +26,7 @@ False
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,11 +99,31 @@ def tolerance_for(dtype: str, f32_dot_precision: str = "ieee") -> Tolerance:
     return TOLERANCES.get(dtype, EXACT)
 
 
+def widened(tol: Tolerance, summation_length: int) -> Tolerance:
+    """``tol`` scaled by ``sqrt(summation_length)`` (an exact type's stays exact).
+
+    >>> widened(Tolerance(0.5, 1.0), 10000), widened(EXACT, 10000)
+    (Tolerance(atol=50.0, rtol=100.0), Tolerance(atol=0.0, rtol=0.0))
+    """
+    scale = math.sqrt(max(1, summation_length))
+    return Tolerance(tol.atol * scale, tol.rtol * scale)
+
+
 def compare_output(key: str, reference: np.ndarray, actual: np.ndarray, dtype: str, *,
-                   f32_dot_precision: str = "ieee") -> OutputComparison:
+                   f32_dot_precision: str = "ieee", summation_length: int = 1) -> OutputComparison:
     """Compare ``actual`` with ``reference`` (same shape) under ``dtype``'s tolerance (with
-    f32 dots run at ``f32_dot_precision``)."""
-    tol = tolerance_for(dtype, f32_dot_precision)
+    f32 dots run at ``f32_dot_precision``), widened by ``sqrt(summation_length)`` for a
+    float result behind a sum of that many terms
+    (``fusion.analysis.summation_length``): two orders of such a sum differ by about that
+    many roundings, which a result that cancels shows as a large relative error.
+
+    >>> compare_output("o0", np.float32([1e-6]), np.float32([3e-5]), "f32").passed
+    False
+    >>> compare_output("o0", np.float32([1e-6]), np.float32([3e-5]), "f32",
+    ...                summation_length=8192).passed
+    True
+    """
+    tol = widened(tolerance_for(dtype, f32_dot_precision), summation_length)
     kind = element_type(dtype).kind
     if tuple(reference.shape) != tuple(actual.shape):
         return OutputComparison(key, dtype, float("inf"), float("inf"), tol, reference.size,
@@ -123,4 +147,4 @@ def compare_output(key: str, reference: np.ndarray, actual: np.ndarray, dtype: s
 
 
 __all__ = ["EXACT", "OutputComparison", "TF32_TOLERANCE", "TOLERANCES", "Tolerance",
-           "compare_output", "tolerance_for"]
+           "compare_output", "tolerance_for", "widened"]
