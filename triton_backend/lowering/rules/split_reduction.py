@@ -106,8 +106,8 @@ def join_parts(em, name: str, accumulators: list[str], dtypes: list[str],
     offsets = em.bind(f"tl.broadcast_to({lanes}, {list(shape)})" if lanes
                       else f"tl.zeros({list(shape)}, tl.int32)", "part_offsets")
     region = em.bind(f"{split.tile} * {split.plan.parts * split.size}", "parts_base")
-    em.emit(f"# split reduction: part {split.part} of {split.plan.parts} joins the others; the "
-            "tile's last program to finish adds them in part order")
+    em.emit(f"# split reduction: this program's part joins the tile's other "
+            f"{split.plan.parts - 1}; the last to finish adds them in part order")
     split.dtypes = [_WORKSPACE_DTYPES[t] for t in dtypes]
     split.pointers = [em.names.fresh(f"split_part{i}_ptr") for i in range(len(accumulators))]
     split.counters = em.names.fresh("split_arrivals_ptr")
