@@ -312,24 +312,38 @@ def broadcast_reuse(fused: HloComputation, name: str) -> bool:
     return False
 
 
+def _misfit_member(comp: HloComputation, members, counts: tuple[int, ...]
+                   ) -> tuple[str, bool] | None:
+    """The first of ``members`` that is not elementwise work over ``counts`` elements (what only
+    repeats or reshapes a value and constants count as elementwise; a scalar constant is read
+    once per element anyway): ``(name, True)`` when it is no elementwise op at all,
+    ``(name, False)`` when it has another element count; None when every member fits."""
+    for m in members:
+        instr = comp.instruction(m)
+        t = traits(instr.opcode)
+        if not (t.elementwise or t.keeps_constant or instr.opcode == "constant"):
+            return m, True
+        if instr.opcode == "constant" and elements(comp, m) == 1:
+            continue
+        if elements(comp, m) not in counts:
+            return m, False
+    return None
+
+
 def epilogue_problem(comp: HloComputation, producer: Node, consumer: Node) -> str | None:
     """Why a reduction node cannot take ``consumer`` as its epilogue (None if it can): the
     epilogue must be elementwise work on the reduction's output shape."""
     if reduce_members(comp, consumer.members):
         return "the consumer has its own reduction"
     count = elements(comp, producer.root)
-    for m in consumer.members:
-        instr = comp.instruction(m)
-        # Elementwise work, what only repeats or reshapes a value, and constants.
-        t = traits(instr.opcode)
-        if not (t.elementwise or t.keeps_constant or instr.opcode == "constant"):
-            return f"{instr.opcode} {m} is no elementwise epilogue op"
-        if instr.opcode == "constant" and elements(comp, m) == 1:
-            continue  # a scalar constant is read once per element anyway
-        if elements(comp, m) != count:
-            return (f"{m} has {elements(comp, m)} elements, not the reduction's {count}: the "
-                    "reduction would be recomputed per element")
-    return None
+    misfit = _misfit_member(comp, consumer.members, (count,))
+    if misfit is None:
+        return None
+    m, not_elementwise = misfit
+    if not_elementwise:
+        return f"{comp.instruction(m).opcode} {m} is no elementwise epilogue op"
+    return (f"{m} has {elements(comp, m)} elements, not the reduction's {count}: the "
+            "reduction would be recomputed per element")
 
 
 def outer_reduction_problem(comp: HloComputation, producer: Node, consumer: Node) -> str | None:
@@ -347,14 +361,13 @@ def outer_reduction_problem(comp: HloComputation, producer: Node, consumer: Node
     if elements(comp, outer.operands[0]) != count:
         return (f"the consumer's reduction {outer.name} reduces {elements(comp, outer.operands[0])}"
                 f" elements, not the {count} results of the producer's")
-    for m in consumer.members:
-        instr = comp.instruction(m)
-        t = traits(instr.opcode)
-        if m == outer.name or (instr.opcode == "constant" and elements(comp, m) == 1):
-            continue
-        if not (t.elementwise or t.keeps_constant or instr.opcode == "constant"):
-            return f"{instr.opcode} {m} is neither elementwise nor the consumer's reduction"
-        if elements(comp, m) not in (count, out_count):
-            return (f"{m} has {elements(comp, m)} elements: the producer's results would be "
-                    "read more than once")
-    return None
+    misfit = _misfit_member(comp, [m for m in consumer.members if m != outer.name],
+                            (count, out_count))
+    if misfit is None:
+        return None
+    m, not_elementwise = misfit
+    if not_elementwise:
+        return (f"{comp.instruction(m).opcode} {m} is neither elementwise nor the consumer's "
+                "reduction")
+    return (f"{m} has {elements(comp, m)} elements: the producer's results would be read more "
+            "than once")

@@ -216,7 +216,7 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     limit = MAX_PERSISTENT_REDUCTION
     gpu_blocks = target_elements <= MAX_PERSISTENT_REDUCTION
     plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
-                 target_elements, split_parts if gpu_blocks else 1, None, gpu_blocks)
+                 target_elements, split_parts, None, gpu_blocks)
     if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= limit:
         return plan
     chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
@@ -235,7 +235,7 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
           budgets: bool) -> KernelPlan:
     """``plan_kernel``'s plan with the outer reductions' chunks at most ``outer_cap``
     elements (None: the chunk); without ``budgets``, a looped reduction's every dim gets the
-    chunk (the interpreter's blocks)."""
+    chunk and nothing is split (the interpreter's blocks)."""
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
@@ -295,7 +295,7 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
     tiles = tuple(-(-size // tile) for size, tile in zip(space, tile_sizes))
     blocks = tuple(next_power_of_two(t) for t in tile_sizes)
     split = None
-    if reduction_chunk is not None and split_parts != 1:
+    if budgets and reduction_chunk is not None and split_parts != 1:
         split = _split(computation, reducers, extents, nested, blocks_of, math.prod(tiles),
                        math.prod(blocks), split_parts)
     return KernelPlan(space, tile_sizes, blocks + tuple(reduce_blocks), tuple(reduce_axes), tiles,

@@ -67,9 +67,10 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
                  for k, (axis, extent) in enumerate(zip(axes, extents))]
         accumulators = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
     else:
+        split = em.split is not None and em.split.plan.reduce == instr.name
         accumulators = _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape,
-                               input_types, combine)
-        if em.split is not None and em.split.plan.reduce == instr.name:
+                               input_types, combine, split)
+        if split:
             dtypes = [register_dtype(accumulator_type(t)) for t in input_types] + ["tl.int8"]
             accumulators = join_parts(em, instr.name, accumulators, dtypes, reduced_shape,
                                       combine)
@@ -175,7 +176,8 @@ def emit_tree_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tup
     return [em.bind(f"tl.reshape({t}, {kept})", f"{hint}_acc") for t in tensors]
 
 
-def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_types, combine) -> list[str]:
+def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_types, combine,
+            split: bool) -> list[str]:
     # Reductions the chunks need that do not depend on the loop (softmax's max, needed by its
     # sum's chunks) are emitted once, above the accumulators: the loops hoist them.
     above_accumulators = len(em.lines)
@@ -184,7 +186,6 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     accumulators.append(em.bind(f"tl.zeros({reduced_shape}, tl.int8)", f"{instr.name}_acc_valid"))
     loops = []
     # A split reduction's outermost loop walks this program's span of the dim only.
-    split = em.split is not None and em.split.plan.reduce == instr.name
     for k, (axis, extent) in enumerate(zip(axes, extents)):
         block = em.axis_blocks[axis]
         start = em.names.fresh(f"r_{instr.name}_{k}_start")

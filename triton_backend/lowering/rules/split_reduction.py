@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from fusion.errors import UnsupportedOpError
 from fusion.ir.shape import ArrayShape, Shape
 from triton_backend.lowering.emitter.triton_types import register_dtype
+from triton_backend.lowering.host_template import scratch_specs_line
 from triton_backend.lowering.rules.combine_function import accumulator_type
 
 #: The device library the joining code calls (imported by kernel files that split).
@@ -85,10 +86,9 @@ class SplitEmission:
         """The file's ``SCRATCH_SPECS``: a workspace per accumulator (every part of every
         tile), then the zeroed arrival counters, in the kernel's parameter order."""
         entries = self.tiles * self.plan.parts * self.size
-        specs = [f"('split_part_{i}', {dtype}, ({entries},), (0,), False)"
-                 for i, dtype in enumerate(self.dtypes)]
-        specs.append(f"('split_arrivals', torch.int32, ({self.tiles},), (0,), True)")
-        return f"SCRATCH_SPECS = ({', '.join(specs)}, )\n"
+        return scratch_specs_line([(f"split_part_{i}", dtype, entries)
+                                   for i, dtype in enumerate(self.dtypes)],
+                                  ("split_arrivals", self.tiles))
 
 
 def join_parts(em, name: str, accumulators: list[str], dtypes: list[str],

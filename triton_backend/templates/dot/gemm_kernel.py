@@ -25,7 +25,8 @@ from triton_backend.lowering.emitter.addressing import buffer_addressing
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, sanitize
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
-from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
+from triton_backend.lowering.host_template import (PRELUDE, RUNTIME, kernel_specs,
+                                                   scratch_specs_line)
 from triton_backend.lowering.kernel_file import output_shapes
 from triton_backend.lowering.rules.split_reduction import ORDERED_SUMS_IMPORT
 from triton_backend.lowering.rules.value_rules import rule_for
@@ -253,8 +254,8 @@ class GemmKernel:
         tiles = self.tiles_m * self.tiles_n * self.problem.batch
         partials = tiles * self.split_k * self.tiling.block_m * self.tiling.block_n
         dtype = "torch.int32" if self.acc_dtype == "tl.int32" else "torch.float32"
-        return (f"SCRATCH_SPECS = (('split_k_partials', {dtype}, ({partials},), (0,), False), "
-                f"('split_k_arrivals', torch.int32, ({tiles},), (0,), True))\n")
+        return scratch_specs_line([("split_k_partials", dtype, partials)],
+                                  ("split_k_arrivals", tiles))
 
 
 def gemm_prelude(module: HloModule, fusion_instr: HloInstruction, tiling: DotTiling,
