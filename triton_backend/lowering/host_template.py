@@ -347,23 +347,6 @@ def kernel_specs(kernel_name: str, grid: tuple, parameters: Sequence[HloInstruct
         + ")\n")
 
 
-def scratch_specs_line(workspaces: Sequence[tuple[str, str, int]], counters: tuple[str, int]
-                       ) -> str:
-    """The ``SCRATCH_SPECS`` line of a kernel whose programs meet through
-    ``device_lib.ordered_sums``: ``workspaces`` as ``(name, torch dtype text, entries)``
-    (written before they are read: new per launch), then ``counters`` ``(name, entries)`` of
-    int32 arrival counters (zeroed; the kernel leaves them zero), in the kernel's parameter
-    order.
-
-    >>> print(scratch_specs_line([("w", "torch.int8", 8)], ("c", 2)), end="")
-    SCRATCH_SPECS = (('w', torch.int8, (8,), (0,), False), ('c', torch.int32, (2,), (0,), True), )
-    """
-    specs = [f"({name!r}, {dtype}, ({entries},), (0,), False)"
-             for name, dtype, entries in workspaces]
-    specs.append(f"({counters[0]!r}, torch.int32, ({counters[1]},), (0,), True)")
-    return f"SCRATCH_SPECS = ({', '.join(specs)}, )\n"
-
-
 def padded_outputs_line(outputs) -> str:
     """``PADDED_OUTPUTS = (...)`` naming the outputs in a physical layout ('' when none).
 

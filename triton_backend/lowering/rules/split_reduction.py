@@ -18,12 +18,12 @@ by the kernel) are the file's ``SCRATCH_SPECS`` (``host_template``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fusion.errors import UnsupportedOpError
 from fusion.ir.shape import ArrayShape, Shape
 from triton_backend.lowering.emitter.triton_types import register_dtype
-from triton_backend.lowering.host_template import scratch_specs_line
 from triton_backend.lowering.rules.combine_function import accumulator_type
 
 #: The device library the joining code calls (imported by kernel files that split).
@@ -58,6 +58,23 @@ def splittable(shape: Shape) -> bool:
         return register_dtype(accumulator_type(shape.element_type)) in _WORKSPACE_DTYPES
     except UnsupportedOpError:
         return False
+
+
+def scratch_specs_line(workspaces: Sequence[tuple[str, str, int]], counters: tuple[str, int]
+                       ) -> str:
+    """The ``SCRATCH_SPECS`` line of a kernel whose programs meet through
+    ``device_lib.ordered_sums``: ``workspaces`` as ``(name, torch dtype text, entries)``
+    (written before they are read: new per launch), then ``counters`` ``(name, entries)`` of
+    int32 arrival counters (zeroed; the kernel leaves them zero), in the kernel's parameter
+    order.
+
+    >>> print(scratch_specs_line([("w", "torch.int8", 8)], ("c", 2)), end="")
+    SCRATCH_SPECS = (('w', torch.int8, (8,), (0,), False), ('c', torch.int32, (2,), (0,), True), )
+    """
+    specs = [f"({name!r}, {dtype}, ({entries},), (0,), False)"
+             for name, dtype, entries in workspaces]
+    specs.append(f"({counters[0]!r}, torch.int32, ({counters[1]},), (0,), True)")
+    return f"SCRATCH_SPECS = ({', '.join(specs)}, )\n"
 
 
 @dataclass
@@ -136,4 +153,4 @@ def last_program_mask(em, mask: str, shape: tuple[int, ...]) -> str:
 
 
 __all__ = ["ORDERED_SUMS_IMPORT", "SplitEmission", "SplitRefused", "join_parts",
-           "last_program_mask", "splittable"]
+           "last_program_mask", "scratch_specs_line", "splittable"]

@@ -25,10 +25,9 @@ from triton_backend.lowering.emitter.addressing import buffer_addressing
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, sanitize
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
-from triton_backend.lowering.host_template import (PRELUDE, RUNTIME, kernel_specs,
-                                                   scratch_specs_line)
+from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_file import output_shapes
-from triton_backend.lowering.rules.split_reduction import ORDERED_SUMS_IMPORT
+from triton_backend.lowering.rules.split_reduction import ORDERED_SUMS_IMPORT, scratch_specs_line
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.templates.dot.tiling import (DotProblem, DotTiling, batch_on_grid_x, grid_size,
                                                  k_slice)
