@@ -72,12 +72,14 @@ def _write_job(work: Path, texts: Sequence[str], modules: Sequence[HloModule],
 
 def _first_failed(procs: Sequence[subprocess.Popen], work: Path, failed: list[int]) -> int:
     """The rank that failed first: by the times in the ranks' reports (the others fail once
-    it is gone), else the lowest that exited."""
+    it is gone), else the lowest that exited.  A report counts whether or not its rank has
+    exited yet: a rank that raised may still be tearing torch down when a peer's collective,
+    failing because of it, exits first."""
     time.sleep(0.2)  # ranks failing for one reason (a world-size mismatch) all report it
     reports = {}
     for r in range(len(procs)):
         path = work / f"error{r}.json"
-        if procs[r].poll() not in (None, 0) and path.exists():
+        if path.exists():  # written whole (process_worker renames it into place)
             reports[r] = json.loads(path.read_text()).get("time", 0.0)
     if not reports:
         return failed[0]

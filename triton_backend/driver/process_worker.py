@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -68,7 +69,10 @@ def main(argv: list[str]) -> int:
     else:
         return 0
     report["time"] = time.time()  # the launcher reports the rank that failed first
-    (work / f"error{rank}.json").write_text(json.dumps(report))
+    # Whole or not at all: the launcher reads reports while ranks are still exiting.
+    partial = work / f"error{rank}.json.part"
+    partial.write_text(json.dumps(report))
+    os.replace(partial, work / f"error{rank}.json")
     return 1
 
 
