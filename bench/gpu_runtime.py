@@ -13,7 +13,9 @@ kernel count and the largest difference of our output from eager PyTorch's.  The
 columns are the GPU's own busy time per call (kernels, copies and fills, from
 ``torch.profiler``) for ours and eager: a whole call's time minus them is host work.  Whole
 calls are also timed for ours from a CUDA graph (``cuda_graph=True``), ours as a torch op,
-and torch.compile with ``mode="reduce-overhead"`` (``graph us``, ``op us``, ``compile-ro us``).
+and torch.compile with ``mode="reduce-overhead"`` (``graph us``, ``op us``, ``compile-ro us``),
+and ours with every launch through Triton's ``JITFunction.run`` instead of the direct launch
+(``jit-launch us``: ``FUSION_DIRECT_LAUNCH=0``).
 
 **Corpus fusions** (``--corpus``, or FILES): each fusion of the corpus that both we and
 ``bench/hlo_torch_reference.py`` can express, compiled alone, against its eager and compiled
@@ -57,9 +59,11 @@ def _bench(fn) -> tuple[float, float, float]:
     return median * 1e-3, p20 * 1e-3, p80 * 1e-3
 
 
-def _device_seconds(fn, calls: int = 20) -> float:
+def _device_seconds(fn, calls: int = 20) -> tuple[float, str]:
     """GPU busy time per call (kernels, copies, fills), from the profiler: the median of
-    do_bench is a whole call, host glue included; this is what the GPU itself spends."""
+    do_bench is a whole call, host glue included; this is what the GPU itself spends.  Also
+    the busiest GPU activities, ``"name=us; ..."`` per call (at most 8), to say which kernel
+    of a program the time goes to."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -70,9 +74,36 @@ def _device_seconds(fn, calls: int = 20) -> float:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    busy_us = sum(e.self_device_time_total for e in prof.key_averages()
-                  if e.device_type == DeviceType.CUDA)
-    return busy_us * 1e-6 / calls
+    events = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    busy_us = sum(e.self_device_time_total for e in events)
+    busiest = sorted(events, key=lambda e: -e.self_device_time_total)[:8]
+    breakdown = "; ".join(f"{e.key[:48]}={e.self_device_time_total / calls:.1f}" for e in busiest)
+    return busy_us * 1e-6 / calls, breakdown
+
+
+def program_flops(module) -> tuple[int, str | None]:
+    """Operations of the program's dots (``2 * output elements * contracted size`` each, every
+    dot the HLO computes, masked attention scores included) and the first dot's operand type.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> program_flops(parse_hlo('''HloModule m
+    ... ENTRY e {
+    ...   a = bf16[64,32] parameter(0)
+    ...   b = bf16[32,16] parameter(1)
+    ...   ROOT d = f32[64,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    ... }'''))
+    (65536, 'bf16')
+    """
+    total, dtype = 0, None
+    for comp in module.computations:
+        for instr in comp:
+            if instr.opcode != "dot":
+                continue
+            lhs = comp.instruction(instr.operands[0]).array_shape
+            contracted = math.prod(lhs.dims[d] for d in instr.attr("lhs_contracting_dims", ()))
+            total += 2 * math.prod(instr.array_shape.dims) * contracted
+            dtype = dtype or lhs.dtype
+    return total, dtype
 
 
 def _bytes(shapes) -> int:
@@ -266,8 +297,9 @@ def _handwritten_for(name: str):
     return None
 
 
-def measure_program(path: Path, peak_bw: float | None) -> dict:
-    """One bench program: ours, eager, torch.compile (and hand-written Triton) timed."""
+def measure_program(path: Path, peak_bw: float | None, spec=None) -> dict:
+    """One bench program: ours, eager, torch.compile (and hand-written Triton) timed; with a
+    device ``spec``, TFLOP/s of its dots against the tensor-core peak of their type."""
     import torch
 
     import triton_backend
@@ -287,6 +319,14 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
         _bytes(flatten_shape(module.entry.root.shape))
     row["compulsory_bytes"] = compulsory
     row["kernels"] = len(compiled.fusions)
+    flops, dot_type = program_flops(module)
+    peak_flops = None
+    if flops:
+        row["flops"] = flops
+        try:
+            peak_flops = spec.peak_flops(dot_type, tensor_cores=True) if spec else None
+        except ValueError:  # no tensor-core path for this type (f32 counts as TF32's)
+            peak_flops = None
     stage = "run"
     try:
         inputs = program_inputs(module)
@@ -316,10 +356,15 @@ def measure_program(path: Path, peak_bw: float | None) -> dict:
         for label, fn in fns:
             if label in ("ours", "eager"):
                 stage = f"profiling {label}"
-                row[f"{label}_device_s"] = _device_seconds(fn)
+                row[f"{label}_device_s"], row[f"{label}_busiest"] = _device_seconds(fn)
                 if peak_bw:
                     row[f"{label}_device_peak_fraction"] = \
                         compulsory / row[f"{label}_device_s"] / peak_bw
+                if flops:
+                    row[f"{label}_device_tflops"] = flops / row[f"{label}_device_s"] / 1e12
+                    if peak_flops:
+                        row[f"{label}_device_peak_flops_fraction"] = \
+                            flops / row[f"{label}_device_s"] / peak_flops
     except Exception as err:  # noqa: BLE001 - one program's failure is a row, not a crash
         row["skipped" if "ours_s" not in row else "error"] = \
             f"{stage}: {type(err).__name__}: {str(err)[:100]}"
@@ -349,7 +394,23 @@ def _launch_paths(path: Path, module, inputs, reference, row: dict) -> list:
         fn = torch.compile(reference, mode="reduce-overhead")
         return lambda: fn(*inputs)
 
-    makers = [("ours_graph", graphed), ("ours_op", op)]
+    def through_triton():
+        # Every launch through JITFunction.run (runtime/direct_launch switched off), which is
+        # decided when the call's plan is built: on its first call, here (cache=False: a
+        # module of its own, not the one compile_hlo keeps and the plain call already built).
+        compiled = triton_backend.compile_hlo(module, cache=False)
+        previous = os.environ.get("FUSION_DIRECT_LAUNCH")
+        os.environ["FUSION_DIRECT_LAUNCH"] = "0"
+        try:
+            compiled(*inputs)
+        finally:
+            if previous is None:
+                del os.environ["FUSION_DIRECT_LAUNCH"]
+            else:
+                os.environ["FUSION_DIRECT_LAUNCH"] = previous
+        return lambda: compiled(*inputs)
+
+    makers = [("ours_graph", graphed), ("ours_op", op), ("ours_jit_launch", through_triton)]
     if reference is not None:
         makers.append(("torch_compile_ro", reduce_overhead))
     for label, make in makers:
@@ -363,15 +424,26 @@ def _launch_paths(path: Path, module, inputs, reference, row: dict) -> list:
     return paths
 
 
+#: Program-name prefixes timed first, so that a run cut short by its time limit has measured
+#: the programs where the FLOPs are (issue 26) before the memory-bound ones.
+FIRST = ("attention", "matmul", "gpt2_block", "llama_block", "vjp_attention", "cross_entropy",
+         "global_norm", "bias_grad")
+
+
 def program_files(only: list[str] | None = None) -> list[Path]:
-    files = sorted(PROGRAMS.glob("*.hlo"))
+    """The bench programs (or those named in ``only``), the :data:`FIRST` families first."""
+    def rank(f: Path) -> tuple[int, str]:
+        first = [i for i, prefix in enumerate(FIRST) if f.stem.startswith(prefix + "_")]
+        return (first[0] if first else len(FIRST), f.stem)
+
+    files = sorted(PROGRAMS.glob("*.hlo"), key=rank)
     return [f for f in files if not only or f.stem in only]
 
 
 PROGRAM_HEADER = (f"{'program':<40}{'kern':>5}{'ours us':>10}{'eager us':>10}{'compile us':>11}"
                   f"{'hand us':>9}{'ours GB/s':>10}{'%peak':>7}{'eager %':>8}{'compile %':>10}"
                   f"{'max diff':>10}{'ours gpu us':>12}{'eager gpu us':>13}{'gpu %peak':>10}"
-                  f"{'graph us':>9}{'op us':>8}{'compile-ro us':>14}")
+                  f"{'graph us':>9}{'op us':>8}{'compile-ro us':>14}{'jit-launch us':>14}")
 
 
 def program_line(r: dict) -> str:
@@ -390,8 +462,14 @@ def program_line(r: dict) -> str:
             f"{cell('ours_device_s', 1e6):>12}{cell('eager_device_s', 1e6):>13}"
             f"{cell('ours_device_peak_fraction', 100):>10}"
             f"{cell('ours_graph_s', 1e6):>9}{cell('ours_op_s', 1e6):>8}"
-            f"{cell('torch_compile_ro_s', 1e6):>14}"
-            + (f"  ({r['error'][:80]})" if "error" in r else ""))
+            f"{cell('torch_compile_ro_s', 1e6):>14}{cell('ours_jit_launch_s', 1e6):>14}"
+            + (f"  ({r['error'][:80]})" if "error" in r else "")
+            + (f"\n{'':<8}dots: {r['flops'] / 1e9:.1f} GFLOP, ours {cell('ours_device_tflops')}"
+               f" TFLOP/s ({cell('ours_device_peak_flops_fraction', 100)}% of tensor-core peak),"
+               f" eager {cell('eager_device_tflops')} TFLOP/s" if "flops" in r else "")
+            + "".join(f"\n{'':<8}{label} busiest (us per call): {r[f'{label}_busiest']}"
+                      for label in ("ours", "eager")
+                      if f"{label}_busiest" in r and r.get("kernels", 1) > 1))
 
 
 def print_program_table(rows: list[dict]) -> None:
@@ -483,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         # Each row is printed and the CSV rewritten as it comes: a run cut short keeps them.
         print(PROGRAM_HEADER, flush=True)
         for path in files:
-            rows.append(measure_program(path, peak))
+            rows.append(measure_program(path, peak, spec))
             print(program_line(rows[-1]), flush=True)
             write_csv(rows, args.csv)
             torch.cuda.empty_cache()

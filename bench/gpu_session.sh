@@ -1,15 +1,15 @@
-#!/usr/bin/env bash
 # The GPU checks of one session, in one command, for a machine lent for minutes: what the
-# machine is, the README's job (examples/gelu.hlo --check) launched on the GPU, the call paths
-# only a GPU exercises (bench/gpu_paths_check.py), host time per call, the runtime
-# table (bench/gpu_runtime.py: ours vs eager vs torch.compile) and every corpus program run on
-# the GPU against the reference evaluator (bench/gpu_corpus_check.py).  Each step has its own
-# time limit and writes its log and CSV under $OUT (default gpu_out/) as it goes, so a step cut
-# short still leaves what it measured.  Runs from the checkout (PYTHONPATH), nothing installed:
-# the machine's own torch, triton and numpy are used.
+# machine is, the README's job (examples/gelu.hlo --check) launched on the GPU, the runtime
+# table (bench/gpu_runtime.py: ours vs eager vs torch.compile, the programs with dots first),
+# measured block sizes of the dot and attention templates (bench/tile_sweep.py), every corpus
+# program run on the GPU against the reference evaluator (bench/gpu_corpus_check.py), the call
+# paths only a GPU exercises (bench/gpu_paths_check.py) and host time per call.  Each step has
+# its own time limit and writes its log and CSV under $OUT (default gpu_out/) as it goes, so a
+# step cut short still leaves what it measured.  Runs from the checkout (PYTHONPATH), nothing
+# installed: the machine's own torch, triton and numpy are used.
 #
-#   bash bench/gpu_session.sh    (defaults sum to 585 s: one device call of at most 600 s;
-#   README_S PATHS_S HOST_S RUNTIME_S CORPUS_S set the steps' limits)
+#   bash bench/gpu_session.sh    (defaults sum to 575 s: one device call of at most 600 s;
+#   README_S RUNTIME_S SWEEP_S CORPUS_S PATHS_S HOST_S set the steps' limits)
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -27,20 +27,24 @@ PY=${PYTHON:-python3}
 } 2>&1 | tee "$OUT/env.txt"
 
 echo "== README job on the GPU"
-timeout "${README_S:-60}" "$PY" -m triton_backend run examples/gelu.hlo --check 2>&1 \
+timeout "${README_S:-30}" "$PY" -m triton_backend run examples/gelu.hlo --check 2>&1 \
   | tee "$OUT/readme_job.txt"
 
-echo "== GPU-only call paths (CUDA graphs, torch op, library dots, TF32) vs the plain call"
-timeout "${PATHS_S:-120}" "$PY" bench/gpu_paths_check.py 2>&1 | tee "$OUT/gpu_paths_check.txt"
-
-echo "== host time per call (launches stubbed)"
-timeout "${HOST_S:-45}" "$PY" bench/host_overhead.py --json > "$OUT/host_overhead.json" 2> "$OUT/host_overhead.err"
-
 echo "== runtime"
-timeout "${RUNTIME_S:-240}" "$PY" bench/gpu_runtime.py --csv "$OUT/gpu_runtime.csv" \
+timeout "${RUNTIME_S:-250}" "$PY" bench/gpu_runtime.py --csv "$OUT/gpu_runtime.csv" \
   --png "$OUT/gpu_runtime.png" 2>&1 | tee "$OUT/gpu_runtime.txt"
 
+echo "== block sizes of the dot and attention templates, measured"
+timeout "${SWEEP_S:-100}" "$PY" bench/tile_sweep.py --csv "$OUT/tile_sweep.csv" 2>&1 \
+  | tee "$OUT/tile_sweep.txt"
+
 echo "== corpus on the GPU"
-timeout "${CORPUS_S:-120}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
-  --timeout 120 --csv "$OUT/gpu_corpus_check.csv" 2>&1 | tee "$OUT/gpu_corpus_check.txt"
+timeout "${CORPUS_S:-100}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
+  --timeout 100 --csv "$OUT/gpu_corpus_check.csv" 2>&1 | tee "$OUT/gpu_corpus_check.txt"
+
+echo "== GPU-only call paths (CUDA graphs, torch op, library dots, TF32) vs the plain call"
+timeout "${PATHS_S:-75}" "$PY" bench/gpu_paths_check.py 2>&1 | tee "$OUT/gpu_paths_check.txt"
+
+echo "== host time per call (launches stubbed)"
+timeout "${HOST_S:-20}" "$PY" bench/host_overhead.py --json > "$OUT/host_overhead.json" 2> "$OUT/host_overhead.err"
 echo "== done"

@@ -80,6 +80,9 @@ class OpTraits:
     ``replica-id``: a ``u32[]``); 0 on one device, the rank among several processes.
     ``implied_shape``: its text may leave the result shape out, which follows from the
     operands' shapes alone (``fusion.text.implied_shapes``); XLA's parser infers it too.
+    ``width_dependent``: its value depends on the bit widths of its types, not only on the
+    values (it reinterprets bits, rounds to a narrower format, or makes random bits), so the
+    module computed in wider floats (``fusion.transforms.promote_floats``) means another thing.
     """
 
     elementwise: bool = False
@@ -111,6 +114,7 @@ class OpTraits:
     global_ids_flag: bool = False
     device_id: bool = False
     implied_shape: bool = False
+    width_dependent: bool = False
 
 
 _NONE = OpTraits()
@@ -147,7 +151,7 @@ OPCODES: dict[str, OpTraits] = {
     "atan2": _EXPENSIVE_ELEMENTWISE,
     "bitcast": replace(_MOVEMENT, trivial=True, reshape_like=True, keeps_constant=True,
                        wraps_operands=True),
-    "bitcast-convert": replace(_FLOP_FREE_ELEMENTWISE, implied_shape=False),
+    "bitcast-convert": replace(_FLOP_FREE_ELEMENTWISE, implied_shape=False, width_dependent=True),
     "broadcast": replace(_MOVEMENT, keeps_constant=True),
     "call": replace(_CONTROL_FLOW, inlinable=True),
     "cbrt": _EXPENSIVE_ELEMENTWISE,
@@ -207,15 +211,15 @@ OPCODES: dict[str, OpTraits] = {
     "recv-done": _SIDE_EFFECT,
     "reduce": replace(_INDEX_CHANGING, expensive=True, own_loop=True, kernel_reducer=True,
                       reduction=True),
-    "reduce-precision": replace(_ELEMENTWISE, implied_shape=False),
+    "reduce-precision": replace(_ELEMENTWISE, implied_shape=False, width_dependent=True),
     "reduce-scatter": _FLAGGED_COLLECTIVE,
     "reduce-window": OpTraits(own_loop=True, kernel_reducer=True, reduction=True),
     "remainder": _EXPENSIVE_ELEMENTWISE,
     "replica-id": _DEVICE_ID,
     "reshape": replace(_MOVEMENT, reshape_like=True, keeps_constant=True, passes_counter=True),
     "reverse": _MOVEMENT,
-    "rng": _SIDE_EFFECT,
-    "rng-bit-generator": _SIDE_EFFECT,
+    "rng": replace(_SIDE_EFFECT, width_dependent=True),
+    "rng-bit-generator": replace(_SIDE_EFFECT, width_dependent=True),
     "rng-get-and-update-state": _SIDE_EFFECT,
     "round-nearest-afz": _ELEMENTWISE,
     "round-nearest-even": _ELEMENTWISE,

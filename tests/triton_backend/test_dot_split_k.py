@@ -123,8 +123,10 @@ def test_default_rule_splits_only_idle_sms_with_long_k(arch):
         assert tiling.split_k == want, (shape, tiling)
         programs = math.prod(grid_size(tiling, problem))
         assert tiling.split_k == 1 or programs <= SM_COUNT[arch]
-    # The Llama block's 512x1024 dots: 32 tiles of 128x128 on 132 SMs, K in 4 slices.
-    assert default_tiling(DotProblem(1, 512, 1024, 1024, 2), 90).split_k == 4
+    # The Llama block's 512x1024 dots: 32 tiles of 128x128 would leave most of sm_90's 132
+    # SMs idle; 64 tiles of 64x128 still do, so K is split in 2 (128 programs).
+    llama = default_tiling(DotProblem(1, 512, 1024, 1024, 2), 90)
+    assert (llama.block_m, llama.block_n, llama.split_k) == (64, 128, 2)
     assert default_split_k(DotProblem(1, 512, 1024, 1024, 2), 128, 128, 64, 80) == 3
 
 

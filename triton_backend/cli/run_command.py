@@ -41,7 +41,8 @@ from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.world_run import print_ranks, run_world
 from fusion.evaluator import evaluate
 from fusion.analysis.summation_length import output_summation_lengths
-from triton_backend.host.output_check import OutputComparison, compare_output
+from triton_backend.host.output_check import (OutputComparison, compare_output,
+                                               judged_against_exact)
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
 
@@ -177,10 +178,11 @@ def _compare(module, inputs, outputs, out_types, max_iterations=None,
              f32_dot_precision="ieee") -> list[OutputComparison]:
     references = evaluate(module, *inputs, max_while_iterations=max_iterations)
     lengths = output_summation_lengths(module)
-    return [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
-                           summation_length=length)
-            for n, (ref, out, dtype, length) in enumerate(zip(references, outputs, out_types,
-                                                              lengths))]
+    comparisons = [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
+                                  summation_length=length)
+                   for n, (ref, out, dtype, length) in enumerate(zip(references, outputs,
+                                                                     out_types, lengths))]
+    return judged_against_exact(module, inputs, references, outputs, comparisons, max_iterations)
 
 
 def _check_json(comparisons: list[OutputComparison]) -> dict:
@@ -189,7 +191,12 @@ def _check_json(comparisons: list[OutputComparison]) -> dict:
                          "max_abs_error": float(c.max_abs_error),
                          "max_rel_error": float(c.max_rel_error),
                          "atol": c.tolerance.atol, "rtol": c.tolerance.rtol,
-                         "mismatches": int(c.mismatches), "size": int(c.size)}
+                         "mismatches": int(c.mismatches), "size": int(c.size),
+                         "against_f64": None if c.exact is None else {
+                             "max_error": c.exact.max_error, "mean_error": c.exact.mean_error,
+                             "reference_max_error": c.exact.reference_max_error,
+                             "reference_mean_error": c.exact.reference_mean_error,
+                             "passed": c.exact.passed}}
                         for c in comparisons]}
 
 

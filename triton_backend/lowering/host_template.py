@@ -88,7 +88,7 @@ _OUTPUT_ALLOCATIONS = tuple(
     (torch.zeros if i in PADDED_OUTPUTS else torch.empty, [dims[k] for k in reversed(order)], dtype)
     for i, (name, dtype, dims, order) in enumerate(OUTPUT_SPECS))
 _CONSTANTS = {}  # device -> the constant buffers, made on the first call on that device
-_ZEROED_SCRATCH = {}  # (device, CUDA stream) -> the zeroed scratch buffers launches there share
+_STREAM_SCRATCH = {}  # (device index, CUDA stream) -> the scratch buffers launches there share
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
@@ -109,22 +109,36 @@ def _constants(device):
 
 
 def _scratch(device):
-    """The scratch buffers of one launch.  The zeroed ones (counters the kernel sets back to
-    zero) serve every launch on one CUDA stream, which runs them one after another; another
-    stream, a CUDA graph being captured (it keeps its own, zeroed in the graph) and the
-    interpreter (whose launches other threads may interleave) get buffers of their own.  The
-    others (written before they are read) are new per launch."""
-    key, shared = None, None
-    if device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
-        key = (device, torch.cuda.current_stream(device).cuda_stream)
-        shared = _ZEROED_SCRATCH.get(key)
-    if shared is None:
-        shared = {i: torch.zeros(dims, dtype=dtype, device=device)
-                  for i, (name, dtype, dims, order, zeroed) in enumerate(SCRATCH_SPECS) if zeroed}
-        if key is not None:
-            _ZEROED_SCRATCH[key] = shared
-    return [shared[i] if zeroed else torch.empty(dims, dtype=dtype, device=device)
-            for i, (name, dtype, dims, order, zeroed) in enumerate(SCRATCH_SPECS)]
+    """The scratch buffers of one launch.  Launches on one CUDA stream run one after another,
+    so they share one set: the zeroed buffers (counters the kernel sets back to zero) and the
+    others (written before they are read).  Another stream, a CUDA graph being captured (it
+    keeps buffers of its own, zeroed in the graph) and the interpreter (whose launches other
+    threads may interleave) get sets of their own.  The stream is read with torch's raw
+    calls: a ``torch.cuda.Stream`` object per launch cost more than the launch."""
+    if device.type == "cuda" and not torch._C._cuda_isCurrentStreamCapturing():
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        key = (index, torch._C._cuda_getCurrentRawStream(index))
+        shared = _STREAM_SCRATCH.get(key)
+        if shared is None:
+            shared = _STREAM_SCRATCH[key] = _new_scratch(device)
+        return shared
+    return _new_scratch(device)
+
+
+def _new_scratch(device):
+    return [(torch.zeros if zeroed else torch.empty)(dims, dtype=dtype, device=device)
+            for name, dtype, dims, order, zeroed in SCRATCH_SPECS]
+
+
+def _kernel_launcher(device):
+    """``KERNEL[GRID]``; on a GPU, launched straight through its compiled launcher from the
+    second call on (``triton_backend.runtime.direct_launch``: Triton's per-call binding cost
+    more than the launch)."""
+    if device.type == "cuda" and hasattr(KERNEL, "params"):
+        from triton_backend.runtime.direct_launch import direct_launcher, enabled
+        if enabled():
+            return direct_launcher(KERNEL, GRID)
+    return KERNEL[GRID]
 
 
 def _with_scratch(kernel, device):
@@ -187,7 +201,8 @@ def prepare(device, contiguous_inputs=False, **launch_options):
     ``contiguous_inputs`` the caller promises contiguous inputs, passed on as they are."""
     options = _launch_options("prepare", launch_options)
     constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
-    kernel = _with_scratch(KERNEL[GRID], device) if SCRATCH_SPECS else KERNEL[GRID]
+    kernel = _kernel_launcher(device)
+    kernel = _with_scratch(kernel, device) if SCRATCH_SPECS else kernel
     allocators = tuple(_allocator(allocate, shape, dtype, device)
                        for allocate, shape, dtype in _OUTPUT_ALLOCATIONS)
     contiguous = torch.Tensor.contiguous
@@ -255,7 +270,8 @@ def launch_parts(device, **launch_options):
         return None
     options = _launch_options("launch_parts", launch_options)
     constants = tuple(_constants(device)) if CONSTANT_SPECS else ()
-    kernel = _with_scratch(KERNEL[GRID], device) if SCRATCH_SPECS else KERNEL[GRID]
+    kernel = _kernel_launcher(device)
+    kernel = _with_scratch(kernel, device) if SCRATCH_SPECS else kernel
     outputs = tuple((_allocator(allocate, shape, dtype, device), tuple(shape), dtype,
                      allocate is not torch.empty)
                     for allocate, shape, dtype in _OUTPUT_ALLOCATIONS)

@@ -40,7 +40,7 @@ from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.templates.attention.backward_kernel import render_score_kernel
 from triton_backend.templates.attention.kernel import DotNumerics
 from triton_backend.templates.attention.tiling import (AttentionTiling, interpreter_tiling,
-                                                       tiling_from)
+                                                       register_tiling, tiling_from)
 from triton_backend.templates.attention.driver import fused_computation
 from triton_backend.templates.dot.driver import dot_numerics, target_arch
 
@@ -91,7 +91,7 @@ def score_tiling(space: ScoreSpace, operand_bytes: int, tile_sizes=None,
     if tile_sizes is None and runs_on_interpreter(target):
         tile_sizes = interpreter_tiling(rows, streamed, head, head, operand_bytes)
     elif tile_sizes is None:
-        base = tiling_from(None, rows, streamed, head, head, operand_bytes, arch)
+        base = register_tiling(rows, streamed, head, head, operand_bytes, arch)
         if operand_bytes >= 4:
             tile_sizes = AttentionTiling(min(base.block_m, 32), min(base.block_n, 32),
                                          base.block_d, 8, 1)

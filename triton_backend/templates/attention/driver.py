@@ -37,7 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import AttentionPattern, NotAttention, analyze_attention
 from tiling.fusion_pass.attention_mask import KeyBand, key_band
 from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_softmax, why_not_online
@@ -128,6 +129,25 @@ def _numerics(module: HloModule, fusion_instr: HloInstruction, name: str) -> Dot
     return DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
 
 
+def _computed_scores_operands(comp: HloComputation, pattern) -> bool:
+    """Whether the scores' dot reads an operand computed in the kernel (more live registers
+    per key block than loads: ``tiling.default_tiling`` keeps smaller tiles for it): one
+    reached through anything but a given value, a conversion, a copy, a broadcast, a
+    reshape or a transpose (RoPE's multiplies and adds are)."""
+    seen, todo = set(), list(comp.instruction(pattern.dot1).operands)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        instr = comp.instruction(name)
+        op = traits(instr.opcode)
+        if not (op.given_value or op.flop_free or op.keeps_constant or op.physical_transpose):
+            return True
+        todo.extend(instr.operands)
+    return False
+
+
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                              tile_sizes=None, target: str | None = None,
                              cache: KernelCache | None = None) -> CompiledFusion:
@@ -146,7 +166,8 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
         tile_sizes = interpreter_tiling(pattern.queries, pattern.keys, pattern.head_dim,
                                         pattern.value_dim, operand_bytes)
     tiling = tiling_from(tile_sizes, pattern.queries, pattern.keys, pattern.head_dim,
-                         pattern.value_dim, operand_bytes, target_arch(target))
+                         pattern.value_dim, operand_bytes, target_arch(target),
+                         computed_operands=_computed_scores_operands(comp, pattern))
     numerics = (_numerics(module, fusion_instr, pattern.dot1),
                 _numerics(module, fusion_instr, pattern.dot2))
     form = attention_form(module, fusion_instr)

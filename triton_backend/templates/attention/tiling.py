@@ -52,13 +52,47 @@ def block_d_for(head_dim: int, value_dim: int) -> int:
 
 
 def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
-                   operand_bytes: int, arch: int = 90) -> AttentionTiling:
+                   operand_bytes: int, arch: int = 90,
+                   computed_operands: bool = False) -> AttentionTiling:
+    """The forward kernel's default: on sm_90 16-bit operands take ``64 x 64`` blocks at 4
+    warps and three stages, whatever the head dim, as measured on an H200
+    (``bench/tile_sweep.py``, Triton 3.6): at ``[4,16,2048,128]`` 464 us against 908 us for
+    :func:`register_tiling`'s ``64 x 32`` at 8 warps and two stages (276 against 514
+    causal), and 17.4 us against 19.7 at two stages for causal ``[4,8,512,64]``.  ``128 x
+    128`` at 8 warps was faster still on plain attention (394 and 259 us) but spills in
+    kernels with more live state.  Where the scores' operands are computed in the kernel
+    (``computed_operands``: RoPE fused in front of the scores, as in the Llama block) at head
+    dims past 64, every 4-warp tiling spills on sm_90, and so does every other target's
+    kernel: those take :func:`register_tiling`.
+
+    >>> default_tiling(2048, 2048, 128, 128, 2, 90)
+    AttentionTiling(block_m=64, block_n=64, block_d=128, num_warps=4, num_stages=3)
+    >>> default_tiling(2048, 2048, 128, 128, 2, 90, computed_operands=True)
+    AttentionTiling(block_m=64, block_n=32, block_d=128, num_warps=8, num_stages=2)
+    >>> default_tiling(2048, 2048, 128, 128, 2, 80)
+    AttentionTiling(block_m=64, block_n=32, block_d=128, num_warps=8, num_stages=2)
+    """
+    block_d = block_d_for(head_dim, value_dim)
+    if arch >= 90 and operand_bytes <= 2 and not (computed_operands and block_d > 64):
+        return AttentionTiling(_clamp(queries, 64), _clamp(keys, 64), block_d, 4, 3)
+    return register_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch)
+
+
+def register_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
+                    operand_bytes: int, arch: int = 90) -> AttentionTiling:
     """Blocks as large as the problem up to 64 query rows and 64 keys (32 keys for 4-byte
     operands or head dims past 64: the score tile and the k/v tiles share the registers).
 
     Exact f32 dots run on the FMA units with their operands in registers, so 4-byte operands
     are not software-pipelined (one stage): at two stages the f32[4,8,512,64] kernel spills
-    on sm_90 at every block size tried, at one stage ``64 x 32`` does not."""
+    on sm_90 at every block size tried, at one stage ``64 x 32`` does not.
+
+    The attention backward's kernels, which hold more accumulators, take this rule on every
+    target (``backward_driver``).
+
+    >>> register_tiling(2048, 2048, 128, 128, 2, 90)
+    AttentionTiling(block_m=64, block_n=32, block_d=128, num_warps=8, num_stages=2)
+    """
     block_d = block_d_for(head_dim, value_dim)
     block_m = _clamp(queries, 64)
     block_n = _clamp(keys, 32 if operand_bytes >= 4 or block_d > 64 else 64)
@@ -85,10 +119,12 @@ def interpreter_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
 
 
 def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: int,
-                operand_bytes: int, arch: int = 90) -> AttentionTiling:
+                operand_bytes: int, arch: int = 90,
+                computed_operands: bool = False) -> AttentionTiling:
     """The default tiling for ``sm_<arch>``, or ``(block_m, block_n)`` from the caller
     (checked)."""
-    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch)
+    base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch,
+                          computed_operands)
     if tile_sizes is None:
         return base
     if isinstance(tile_sizes, AttentionTiling):

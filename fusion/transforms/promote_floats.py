@@ -1,0 +1,82 @@
+"""A module computed in f64: every narrower real float type promoted, as a truth to measure
+rounding error against.
+
+``run --check`` compares a compiled module's outputs with the reference evaluator's at the
+output type's tolerance.  Where a program cancels large terms (a transformer block's
+residual sum of values in the thousands, from unit-scale random inputs) both results are
+off from the exact value by far more than that tolerance, in different elements, and the
+check fails though the kernels are as accurate as the evaluator.  The promoted module's
+value says by how much each result is off (``triton_backend.host.output_check``).
+
+Every array type among the real floats narrower than 64 bits (f32, bf16, f16, the f8 types)
+becomes f64 in every computation; converts between them become no-ops.  A module is not
+promoted (None) when an op's value depends on its types' bit widths (``width_dependent``:
+bitcast-convert, reduce-precision, random bits), when a shape has a physical (tiled or
+packed) layout, or when a dot names an ``algorithm`` (its operand types are part of it).
+
+>>> from fusion.text.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   x = bf16[4] parameter(0)
+...   c = f32[4] convert(x)
+...   ROOT s = f32[4] multiply(c, c)
+... }''')
+>>> [str(i.shape) for i in promote_floats(m).entry]
+['f64[4]', 'f64[4]', 'f64[4]']
+>>> promote_floats(parse_hlo('''HloModule m
+... ENTRY e {
+...   x = f32[4] parameter(0)
+...   ROOT b = s32[4] bitcast-convert(x)
+... }''')) is None
+True
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fusion.ir.element_types import element_type
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
+from fusion.opcodes import traits
+
+WIDE = "f64"
+
+
+def _promoted_type(dtype: str) -> str:
+    info = element_type(dtype)
+    return WIDE if info.kind == "float" and info.bits < 64 else dtype
+
+
+def _promote_shape(shape: Shape) -> Shape | None:
+    """``shape`` with its narrow floats made f64; None when it has a physical layout."""
+    if isinstance(shape, TupleShape):
+        elements = [_promote_shape(e) for e in shape.elements]
+        return None if any(e is None for e in elements) else TupleShape(tuple(elements))
+    if not isinstance(shape, ArrayShape):
+        return shape
+    layout = shape.layout
+    if layout is not None and (layout.tiles or layout.element_size_in_bits):
+        return None
+    dtype = _promoted_type(shape.dtype)
+    return shape if dtype == shape.dtype else replace(shape, dtype=dtype)
+
+
+def _promote_instruction(instr: HloInstruction) -> HloInstruction | None:
+    if traits(instr.opcode).width_dependent or instr.has_attr("algorithm"):
+        return None
+    shape = _promote_shape(instr.shape)
+    return None if shape is None else instr.replace(shape=shape)
+
+
+def promote_floats(module: HloModule) -> HloModule | None:
+    """``module`` computed in f64 (module docstring), or None when it cannot be."""
+    computations = []
+    for comp in module.computations:
+        instructions = [_promote_instruction(i) for i in comp]
+        if any(i is None for i in instructions):
+            return None
+        computations.append(replace(comp, instructions=tuple(instructions)))
+    return replace(module, computations=tuple(computations))
+
+
+__all__ = ["promote_floats"]
