@@ -71,7 +71,7 @@ def test_gpu_runtime_rows_print_as_they_come():
                                      "ours_device_s": 1e-5, "ours_device_peak_fraction": 0.8,
                                      "ours_graph_s": 9e-6})
     assert line.split() == ["softmax", "1", "20.0", "-", "-", "-", "-", "-", "-", "-", "-",
-                            "10.0", "-", "80.0", "9.0", "-", "-"]
+                            "10.0", "-", "80.0", "9.0", "-", "-", "-"]
     assert len(line) == len(gpu_runtime.PROGRAM_HEADER)  # columns line up with the header
     skipped = gpu_runtime.program_line({"module": "x", "skipped": "compile_hlo: boom"})
     assert skipped.split()[1:] == ["skipped:", "compile_hlo:", "boom"]

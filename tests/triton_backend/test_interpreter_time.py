@@ -116,11 +116,12 @@ def test_dot_takes_the_largest_tiles_under_the_interpreter():
     gpu = compile_fusion(parse_hlo(DOT), "fusion", target="sm_90")
     interpreted = compile_fusion(parse_hlo(DOT), "fusion")
     assert gpu.kind == interpreted.kind == "dot"
-    # On sm_90 the 20 tiles leave SMs idle: K splits in 3 slices (``default_split_k``).
-    assert (gpu.tile_sizes, interpreted.tile_sizes) == ((128, 128, 64, 3), (256, 256, 128))
-    # Programs times K steps: 4 x 5 tiles x 3 slices of 4 steps on a GPU, 2 x 3 tiles of 6
+    # On sm_90 the 20 tiles of 128x128 leave SMs idle: BLOCK_M halves (40 tiles), then K
+    # splits in 3 slices (``default_split_k``).
+    assert (gpu.tile_sizes, interpreted.tile_sizes) == ((64, 128, 64, 3), (256, 256, 128))
+    # Programs times K steps: 8 x 5 tiles x 3 slices of 4 steps on a GPU, 2 x 3 tiles of 6
     # here: the same work, in fewer and larger programs under the interpreter.
-    assert math.prod(gpu.grid) * _k_steps(gpu.source) == 20 * 12
+    assert math.prod(gpu.grid) * _k_steps(gpu.source) == 40 * 12
     assert math.prod(interpreted.grid) * _k_steps(interpreted.source) == 6 * 6
 
 

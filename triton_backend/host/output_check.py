@@ -31,7 +31,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fusion.errors import FusionCompilerError
+from fusion.evaluator import evaluate
+from fusion.evaluator.numerics import is_float_dtype
 from fusion.ir.element_types import element_type
+from fusion.transforms.promote_floats import promote_floats
 
 
 @dataclass(frozen=True)
@@ -219,10 +223,6 @@ def judged_against_exact(module, inputs, references, outputs,
                if c.mismatches and element_type(c.dtype).kind == "float"]
     if not failing:
         return comparisons
-    from fusion.errors import FusionCompilerError  # noqa: PLC0415 - only on a failed check
-    from fusion.evaluator import evaluate  # noqa: PLC0415
-    from fusion.evaluator.numerics import is_float_dtype  # noqa: PLC0415
-    from fusion.transforms.promote_floats import promote_floats  # noqa: PLC0415
 
     promoted = promote_floats(module)
     if promoted is None:

@@ -25,7 +25,7 @@ tile), written once and read once, counted as written.
 >>> found = dot_workloads(m, m.entry.root, arch=90)
 >>> tiling, workload = found[0]
 >>> tiling.tile_sizes, workload.num_blocks
-((128, 128, 64, 4), 128)
+((64, 128, 64, 2), 128)
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_softmax, why
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
 from triton_backend.runtime.launch_mode import runs_on_interpreter
-from triton_backend.templates.dot.driver import dot_numerics, target_arch
+from triton_backend.templates.dot.driver import dot_numerics, prologue_has, target_arch
 from triton_backend.templates.attention.kernel import DotNumerics, render_attention_kernel
 from triton_backend.templates.attention.tiling import interpreter_tiling, tiling_from
 from triton_backend.runtime.kernel_cache import KernelCache
@@ -134,18 +134,11 @@ def _computed_scores_operands(comp: HloComputation, pattern) -> bool:
     per key block than loads: ``tiling.default_tiling`` keeps smaller tiles for it): one
     reached through anything but a given value, a conversion, a copy, a broadcast, a
     reshape or a transpose (RoPE's multiplies and adds are)."""
-    seen, todo = set(), list(comp.instruction(pattern.dot1).operands)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        instr = comp.instruction(name)
+    def computes(instr) -> bool:
         op = traits(instr.opcode)
-        if not (op.given_value or op.flop_free or op.keeps_constant or op.physical_transpose):
-            return True
-        todo.extend(instr.operands)
-    return False
+        return not (op.given_value or op.flop_free or op.keeps_constant or op.physical_transpose)
+
+    return prologue_has(comp, comp.instruction(pattern.dot1), computes)
 
 
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,

@@ -50,9 +50,10 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from fusion.errors import UnsupportedOpError
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from fusion.ir.shape import ArrayShape
@@ -177,7 +178,14 @@ def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotPro
 def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
                         dot: HloInstruction) -> bool:
     """Whether an operand of the dot is computed with an expensive op inside the fusion."""
-    comp = module.computation(fusion_instr.attr("calls"))
+    return prologue_has(module.computation(fusion_instr.attr("calls")), dot,
+                        lambda instr: traits(instr.opcode).expensive)
+
+
+def prologue_has(comp: HloComputation, dot: HloInstruction,
+                 predicate: Callable[[HloInstruction], bool]) -> bool:
+    """Whether an instruction of ``comp`` that ``dot``'s operands are computed from (the
+    operands included) satisfies ``predicate``."""
     stack, seen = list(dot.operands), set()
     while stack:
         name = stack.pop()
@@ -185,7 +193,7 @@ def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
             continue
         seen.add(name)
         instr = comp.instruction(name)
-        if traits(instr.opcode).expensive:
+        if predicate(instr):
             return True
         stack.extend(instr.operands)
     return False
