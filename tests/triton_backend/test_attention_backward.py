@@ -22,7 +22,7 @@ from tests.triton_backend.test_attention_fusion import (S, attention, hlo, rando
 from tests.triton_backend.test_attention_one_pass import masked_attention
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
-from tiling.fusion_pass.score_band import output_band
+from tiling.fusion_pass.score_band import output_band, reduction_band
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.runtime.kernel_loading import TemplateKind
 from triton_backend.templates.attention.backward_driver import score_space
@@ -59,9 +59,15 @@ def test_attention_backward_is_three_kernels_and_matches(case):
     assert kinds == [TemplateKind.ATTENTION_BACKWARD] * 3, kinds
     for name in fusions:  # the blocks skipped are those the mask hides
         space = score_space(fused, name)
-        band = output_band(fused, fused.computation(fused.entry.instruction(name).attr("calls")),
-                           space)
+        comp = fused.computation(fused.entry.instruction(name).attr("calls"))
+        band = output_band(fused, comp, space)
         assert band == (None if space.kind == "rows" else BANDS[case]), (name, band)
+        # The row statistics (max, sum, sum(p * dp)) skip them too: the rows kernel's loops.
+        statistics = reduction_band(fused, comp, space)
+        assert statistics == (BANDS[case] if space.kind == "rows" else None), (name, statistics)
+        source = compiled.fusions[name].source
+        assert (statistics is None) == ("blocks the mask hides" not in source
+                                        or space.kind != "rows"), name
 
 
 def test_transformer_block_backward_holds_the_three_kernels_and_matches():

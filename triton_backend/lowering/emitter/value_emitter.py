@@ -120,6 +120,10 @@ class ValueEmitter:
     #: The reduction split among programs and what its code defined
     #: (``rules.split_reduction.SplitEmission``); None when no reduction is split.
     split: object = None
+    #: Per kernel axis, the ``range`` arguments (``"first, end, step"``, names bound in the
+    #: kernel) of the looped reductions over it, where a template knows that the chunks
+    #: outside add nothing (an attention mask's band); absent axes loop from 0 to the extent.
+    loop_bounds: dict[int, str] = field(default_factory=dict)
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
     #: Kernel axes of the indices each value identifier was first computed at (a value that

@@ -189,7 +189,8 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     for k, (axis, extent) in enumerate(zip(axes, extents)):
         block = em.axis_blocks[axis]
         start = em.names.fresh(f"r_{instr.name}_{k}_start")
-        bounds = em.split.loop_bounds(block) if split and k == 0 else f"0, {extent}, {block}"
+        bounds = em.split.loop_bounds(block) if split and k == 0 else \
+            em.loop_bounds.get(axis, f"0, {extent}, {block}")
         header = f"for {start} in range({bounds}):"
         context = em.block(header, hoist=True, hoist_at=None if loops else above_accumulators)
         loops.append((context, start, axis, extent, block))

@@ -31,7 +31,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from tiling.fusion_pass.attention_pattern import NotAttention
 from tiling.fusion_pass.attention_mask import KeyBand
-from tiling.fusion_pass.score_band import output_band
+from tiling.fusion_pass.score_band import output_band, reduction_band
 from tiling.fusion_pass.score_space import ScoreSpace, analyze_score_space
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
@@ -130,7 +130,8 @@ def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, 
         numerics[dot.name] = DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
     band = output_band(module, comp, space)
     source, grid = render_score_kernel(module, fusion_instr, space, tiling, numerics,
-                                       interpreter=runs_on_interpreter(target), band=band)
+                                       interpreter=runs_on_interpreter(target), band=band,
+                                       reduce_band=reduction_band(module, comp, space))
     loaded, path = load_kernel(module, fusion_instr, source, repr(tiling), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.ATTENTION_BACKWARD, path, source,
                           grid, tiling.tile_sizes, loaded)

@@ -78,6 +78,8 @@ class _ScoreKernel:
     interpreter: bool = False
     #: The (query, key) band the output dots read (``tiling.fusion_pass.score_band``).
     band: KeyBand | None = None
+    #: The band of keys the row statistics must visit (``score_band.reduction_band``).
+    reduce_band: KeyBand | None = None
 
     def __post_init__(self) -> None:
         self.comp = self.module.computation(self.fusion_instr.attr("calls"))
@@ -227,16 +229,18 @@ class _ScoreKernel:
             finally:
                 self.batch = kv
 
-    def _streamed_blocks(self, extent: int, step: int) -> tuple[str, str]:
-        """The first and the end of the streamed blocks the mask's band lets this program's
-        rows meet (``score_band``; every block without one)."""
-        band, em = self.band, self.em
+    def _streamed_blocks(self, extent: int, step: int,
+                         band: KeyBand | None = None) -> tuple[str, str]:
+        """The first and the end of the streamed blocks the mask's band (the output dots',
+        unless ``band`` is given) lets this program's rows meet (``score_band``; every block
+        without one)."""
+        band, em = band or self.band, self.em
         if band is None:
             return "0", str(extent)
         block = self.blocks[self.ra]
         r0 = f"{self.pid} * {block}"
         # keys k meet queries q + low <= k <= q + high: a key block meets q in [k - high, k - low]
-        low, high = (band.low, band.high) if self.space.kind == "query" else \
+        low, high = (band.low, band.high) if self.space.kind != "key" else \
             (None if band.high is None else -band.high, None if band.low is None else -band.low)
         first, end = "0", str(extent)
         if low is not None:
@@ -317,9 +321,14 @@ class _ScoreKernel:
         self._load_owned()
         if space.reduces:
             em.emit("# the row statistics, in dependency order, each a loop over the keys")
+            if self.reduce_band is not None:
+                step = self.blocks[self.ka]
+                first, end = self._streamed_blocks(space.keys, step, self.reduce_band)
+                em.loop_bounds[self.ka] = f"{first}, {end}, {step}"
             for name in space.reduces:
                 em.value(name, self._indices(space.roles[name],
                                              self.comp.instruction(name).shape.dims))
+            em.loop_bounds.pop(self.ka, None)
         if space.output_dots:
             em.emit(f"# one loop over the {'queries' if key_kind else 'keys'}: every output "
                     "dot accumulated")
@@ -376,13 +385,14 @@ def _leaves(shape) -> list[ArrayShape]:
 
 def render_score_kernel(module: HloModule, fusion_instr: HloInstruction, space: ScoreSpace,
                         tiling: AttentionTiling, numerics: dict[str, DotNumerics],
-                        interpreter: bool = False, band: KeyBand | None = None
-                        ) -> tuple[str, tuple[int, ...]]:
+                        interpreter: bool = False, band: KeyBand | None = None,
+                        reduce_band: KeyBand | None = None) -> tuple[str, tuple[int, ...]]:
     """The kernel file source of the score-space fusion ``fusion_instr`` and its grid
     (``numerics``: each dot's, by name; ``interpreter``: reductions by halving steps;
-    ``band``: the (query, key) points its output dots read, whose blocks alone it visits)."""
+    ``band``: the (query, key) points its output dots read, whose blocks alone it visits;
+    ``reduce_band``: likewise for its row statistics' loops)."""
     return _ScoreKernel(module, fusion_instr, space, tiling, numerics, interpreter,
-                        band).render()
+                        band, reduce_band).render()
 
 
 __all__ = ["render_score_kernel"]
