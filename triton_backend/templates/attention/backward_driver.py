@@ -39,9 +39,10 @@ from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind,
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.templates.attention.backward_kernel import render_score_kernel
 from triton_backend.templates.attention.kernel import DotNumerics
-from triton_backend.templates.attention.tiling import (AttentionTiling, interpreter_tiling,
-                                                       register_tiling, tiling_from)
-from triton_backend.templates.attention.driver import fused_computation
+from triton_backend.templates.attention.tiling import (AttentionTiling, default_tiling,
+                                                       interpreter_tiling, register_tiling,
+                                                       tiling_from)
+from triton_backend.templates.attention.driver import computed_operands, fused_computation
 from triton_backend.templates.dot.driver import dot_numerics, target_arch
 
 
@@ -74,12 +75,15 @@ def score_space(module: HloModule, fusion_instr: HloInstruction | str) -> ScoreS
 
 
 def score_tiling(space: ScoreSpace, operand_bytes: int, tile_sizes=None,
-                 target: str | None = None) -> AttentionTiling:
+                 target: str | None = None, computed: bool = False) -> AttentionTiling:
     """The blocks of a score-space kernel, ``(block_m, block_n)`` over (queries, keys).
 
     Defaults, from the registers ``ptxas`` reports for the bench backward programs (no
     spills on sm_80 and sm_90): exact f32 dots run on the FMA units with their operands in
-    registers, so ``32 x 32`` at 8 warps; bf16/f16 take the forward attention's blocks, and
+    registers, so ``32 x 32`` at 8 warps; bf16/f16 ``rows`` kernels, whose loops are the
+    forward's (scores and their reductions, no output dot), take the forward's default
+    (``computed``: the score dots read operands computed in the kernel); the others take
+    the register-sized forward blocks (``tiling.register_tiling``), and
     the ``key`` kernel, which holds one accumulator per output dot besides its key-side
     tiles, 8 warps (on sm_80, whose ``mma.sync`` fragments hold more per thread, 32 streamed
     keys).  ``tile_sizes`` here are (rows, streamed): a ``key`` kernel's are (keys,
@@ -98,6 +102,9 @@ def score_tiling(space: ScoreSpace, operand_bytes: int, tile_sizes=None,
         elif key_kind:
             tile_sizes = AttentionTiling(min(base.block_m, 32 if arch < 90 else 64),
                                          base.block_n, base.block_d, 8, base.num_stages)
+        elif space.kind == "rows":  # the forward's loop shape: the forward's blocks
+            tile_sizes = default_tiling(rows, streamed, head, head, operand_bytes, arch,
+                                        computed)
         else:
             tile_sizes = base
     tiling = tiling_from(tile_sizes, rows, streamed, head, head, operand_bytes, arch)
@@ -123,7 +130,8 @@ def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, 
     elif isinstance(tile_sizes, AttentionTiling) and space.kind == "key":
         tile_sizes = AttentionTiling(tile_sizes.block_n, tile_sizes.block_m, tile_sizes.block_d,
                                      tile_sizes.num_warps, tile_sizes.num_stages)
-    tiling = score_tiling(space, operand_bytes, tile_sizes, target)
+    tiling = score_tiling(space, operand_bytes, tile_sizes, target,
+                          computed_operands(comp, space.score_dots))
     numerics = {}
     for dot in dots:
         lhs, rhs = (comp.instruction(o).shape.dtype for o in dot.operands)

@@ -129,16 +129,16 @@ def _numerics(module: HloModule, fusion_instr: HloInstruction, name: str) -> Dot
     return DotNumerics(*dot_numerics(dot, lhs, rhs, dot.shape.dtype))
 
 
-def _computed_scores_operands(comp: HloComputation, pattern) -> bool:
-    """Whether the scores' dot reads an operand computed in the kernel (more live registers
-    per key block than loads: ``tiling.default_tiling`` keeps smaller tiles for it): one
-    reached through anything but a given value, a conversion, a copy, a broadcast, a
-    reshape or a transpose (RoPE's multiplies and adds are)."""
+def computed_operands(comp: HloComputation, dots) -> bool:
+    """Whether one of the score ``dots`` (names) reads an operand computed in the kernel
+    (more live registers per key block than loads: ``tiling.default_tiling`` keeps smaller
+    tiles for it): one reached through anything but a given value, a conversion, a copy, a
+    broadcast, a reshape or a transpose (RoPE's multiplies and adds are)."""
     def computes(instr) -> bool:
         op = traits(instr.opcode)
         return not (op.given_value or op.flop_free or op.keeps_constant or op.physical_transpose)
 
-    return prologue_has(comp, comp.instruction(pattern.dot1), computes)
+    return any(prologue_has(comp, comp.instruction(dot), computes) for dot in dots)
 
 
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
@@ -160,7 +160,7 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
                                         pattern.value_dim, operand_bytes)
     tiling = tiling_from(tile_sizes, pattern.queries, pattern.keys, pattern.head_dim,
                          pattern.value_dim, operand_bytes, target_arch(target),
-                         computed_operands=_computed_scores_operands(comp, pattern))
+                         computed_operands=computed_operands(comp, (pattern.dot1,)))
     numerics = (_numerics(module, fusion_instr, pattern.dot1),
                 _numerics(module, fusion_instr, pattern.dot2))
     form = attention_form(module, fusion_instr)
