@@ -195,7 +195,17 @@ def _torch_programs():
         return F.gelu(y, approximate="tanh").to(a.dtype)
 
     def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def attention_causal(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def attention_gqa_sliding_window(q, k, v, window=512):
+        # Mistral's window: each query sees itself and the window - 1 keys before it.
+        n = q.shape[-2]
+        i = torch.arange(n, device=q.device)
+        visible = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=visible, enable_gqa=True)
 
     def gpt2_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj,
                    b_proj):
@@ -239,10 +249,13 @@ def _torch_programs():
         h = rmsnorm(x, mlp_norm)
         return x + swiglu(h @ w_gate, h @ w_up) @ w_down
 
-    # Longest prefix first (log_softmax before softmax, matmul_bias_gelu before matmul).
+    # Longest prefix first (log_softmax before softmax, matmul_bias_gelu before matmul,
+    # attention_causal before attention); the window is the bench program's (w512).
     return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
             "rmsnorm": rmsnorm, "cross_entropy": cross_entropy, "gelu": gelu, "swiglu": swiglu,
-            "matmul_bias_gelu": matmul_bias_gelu, "matmul": matmul, "attention": attention,
+            "matmul_bias_gelu": matmul_bias_gelu, "matmul": matmul,
+            "attention_gqa_sliding_window": attention_gqa_sliding_window,
+            "attention_causal": attention_causal, "attention": attention,
             "gpt2_block": gpt2_block, "llama_block": llama_block, "bias_grad": bias_grad,
             "global_norm": global_norm}
 

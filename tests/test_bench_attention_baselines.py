@@ -1,0 +1,47 @@
+"""bench/gpu_runtime's eager PyTorch forms of the attention bench programs compute what the
+programs' JAX functions (bench/programs/generate.py) compute: causal or not, and the grouped
+sliding window, at small sizes in f32 (the GPU timings compare against these)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(path: Path, name: str):
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+# Tokens past the 512-key window, so the sliding window hides keys a causal mask shows.
+SHAPES = {"attention_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
+          "attention_causal_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
+          "attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512":
+              [(1, 4, 600, 16), (1, 2, 600, 16), (1, 2, 600, 16)]}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_eager_form_matches_the_jax_program(name):
+    jax.config.update("jax_enable_x64", False)
+    generate = _load(ROOT / "bench" / "programs" / "generate.py", "bench_generate")
+    runtime = _load(ROOT / "bench" / "gpu_runtime.py", "bench_gpu_runtime")
+    function, _ = generate.programs()[name]
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=shape).astype(np.float32) for shape in SHAPES[name]]
+    want = np.asarray(function(*inputs))
+    got = runtime.torch_program(name)(*map(torch.from_numpy, inputs)).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
