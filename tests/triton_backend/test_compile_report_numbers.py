@@ -134,7 +134,8 @@ def test_an_unknown_device_is_an_error(tiny, capsys):
 
 def test_a_dot_kernel_is_modeled_with_its_operand_rereads(tmp_path, monkeypatch, capsys):
     # [256,128] x [128,512] f32: each (BM x BN) output block reads a BM x K slab of lhs and a
-    # K x BN slab of rhs, so lhs is read N/BN times and rhs M/BM times.
+    # K x BN slab of rhs, so lhs is read N/BN times and rhs M/BM times, from L2 where the
+    # blocks run at once: here all of them (one wave), so DRAM sees each operand once.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "dot.hlo").write_text("""HloModule d
 ENTRY e {
@@ -151,7 +152,8 @@ ENTRY e {
     bm, bn = k["tile_sizes"][:2]
     lhs, rhs, out = 256 * 128 * 4, 128 * 512 * 4, 256 * 512 * 4
     assert k["compulsory_bytes"] == lhs + rhs + out == report["summary"]["compulsory_bytes"]
-    assert k["modeled_bytes"] == lhs * math.ceil(512 / bn) + rhs * math.ceil(256 / bm) + out
+    assert math.ceil(512 / bn) * math.ceil(256 / bm) <= 132
+    assert k["modeled_bytes"] == lhs + rhs + out
     assert k["model"]["note"] == ""
 
 

@@ -401,8 +401,9 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
                  num_stages: int = 1) -> KernelModel:
     """The cost model's prediction for ``kernel`` (a ``CompiledFusion`` of ``instr``) on
     ``spec``: the tile analysis' costs of its tiling (``tiling.policy.candidates.evaluate_candidate``,
-    through ``autotune.workload_for``), estimated by ``cost_model.estimate``; a split-K dot
-    kernel's, its programs and partial tiles included, by ``dot_candidates.dot_workload``.  A kernel the
+    through ``autotune.workload_for``), estimated by ``cost_model.estimate``; a dot template
+    kernel's (split-K programs and partial tiles included, operand tiles shared through L2
+    within a wave) by ``dot_candidates.dot_workload``.  A kernel the
     tile analysis cannot model (a sort, a scatter, a tiling it rejects) is modeled at its
     compulsory bytes, and ``note`` says why."""
 
@@ -411,8 +412,10 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
     outputs = _array_bytes(instr.shape)
     blocks = max(1, math.prod(kernel.grid))
     sizes = tuple(kernel.tile_sizes)
-    if kernel.kind is TemplateKind.DOT and len(sizes) == 4:  # split-K: its programs, partials
-        workload, note = dot_workload(module, instr, DotTiling(*sizes[:3], split_k=sizes[3])), ""
+    if kernel.kind is TemplateKind.DOT and len(sizes) in (3, 4):  # the dot's own model
+        tiling = DotTiling(*sizes[:3], num_warps=num_warps, num_stages=num_stages,
+                           split_k=sizes[3] if len(sizes) == 4 else 1)
+        workload, note = dot_workload(module, instr, tiling, spec), ""
     else:
         workload, note = _analysis_workload(module, instr, kernel)
         if workload is not None and blocks > workload.num_blocks:

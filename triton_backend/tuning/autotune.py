@@ -230,7 +230,7 @@ def _dot_sweep(module: HloModule, fusion_instr: HloInstruction, spec: DeviceSpec
     """``plan_sweep`` of a dot fusion: each candidate of ``dot_candidates`` with the warps
     and stages it names (``(BM, BN, BK[, SPLIT_K])`` tile sizes), best predicted first."""
     trials = []
-    for tiling, workload in dot_workloads(module, fusion_instr, spec.compute_capability):
+    for tiling, workload in dot_workloads(module, fusion_instr, spec.compute_capability, spec):
         try:
             cost = estimate(workload, spec, num_warps=tiling.num_warps,
                             num_stages=tiling.num_stages)

@@ -21,8 +21,10 @@ the flops.  The prediction:
 * ``bandwidth_fraction = compulsory_bytes / predicted / peak_bandwidth``: the fraction of the
   memory roofline the kernel reaches on the bytes the computation must move.
 
-It ignores caches (an L2 hit is counted as an HBM read: re-reads are an upper bound), register
-pressure and latency hiding: it ranks tilings, it does not replace a measurement.
+It ignores caches (an L2 hit is counted as an HBM read: re-reads are an upper bound) except
+in a dot's workload, whose grouped programs share their operand tiles through L2 within a
+wave (``dot_candidates``); and register pressure: it ranks tilings, it does not replace a
+measurement.
 
 >>> w = Workload(tile_sizes=(1024,), num_blocks=1024, bytes_read=4 << 20, bytes_written=4 << 20,
 ...              compulsory_bytes_read=4 << 20, compulsory_bytes_written=4 << 20, flops=1 << 20)
@@ -55,6 +57,9 @@ class Workload:
     ``bytes_read``/``bytes_written`` are the modeled traffic (sum over blocks of each block's
     tiles, re-reads included); the ``compulsory_*`` ones are the operands' and outputs' sizes.
     ``shared_memory_bytes`` is per block (0 when unknown or unused).
+    ``tensor_core_efficiency``: the fraction of the tensor-core peak the kernel's tiles reach
+    (a dot's measured table, ``dot_candidates``); ``wave_latency_s``: time each wave of
+    blocks adds beyond its throughput (pipeline fill and epilogue).
     """
 
     tile_sizes: tuple[int, ...]
@@ -68,6 +73,8 @@ class Workload:
     tensor_core_flops: int = 0
     tensor_core_dtype: str = "bf16"
     shared_memory_bytes: int = 0
+    tensor_core_efficiency: float = 1.0
+    wave_latency_s: float = 0.0
 
     @property
     def modeled_bytes(self) -> int:
@@ -176,9 +183,10 @@ def estimate(workload: Workload, device: str | DeviceSpec, *, num_warps: int = 4
     memory_time = workload.modeled_bytes / bandwidth
     compute_time = workload.flops / spec.peak_flops(_cuda_core_dtype(workload.compute_dtype))
     if workload.tensor_core_flops:
-        compute_time += workload.tensor_core_flops / spec.peak_flops(
-            workload.tensor_core_dtype, tensor_cores=True)
-    predicted = max(memory_time / hiding, compute_time) / efficiency + launch_overhead_s
+        compute_time += workload.tensor_core_flops / (spec.peak_flops(
+            workload.tensor_core_dtype, tensor_cores=True) * workload.tensor_core_efficiency)
+    predicted = max(memory_time / hiding, compute_time) / efficiency + launch_overhead_s \
+        + workload.wave_latency_s * waves
     return CostEstimate(spec.key, workload, num_warps, num_stages, per_sm, slots, waves,
                         efficiency, hiding, memory_time, compute_time, launch_overhead_s, predicted,
                         bandwidth)

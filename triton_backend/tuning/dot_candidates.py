@@ -37,7 +37,8 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from triton_backend.templates.dot.driver import dot_problem, dot_spec
 from triton_backend.templates.dot.tiling import (DotTiling, candidate_tilings, dot_flops,
                                                  grid_size, shared_memory_bytes)
-from triton_backend.tuning.cost_model import Workload
+from triton_backend.runtime.device_specs import DeviceSpec, device_spec
+from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, resident_blocks_per_sm
 
 
 def _bytes(shape) -> int:
@@ -46,17 +47,47 @@ def _bytes(shape) -> int:
     return math.prod(shape.dims) * ELEMENT_TYPES[shape.dtype].byte_size
 
 
-def dot_workloads(module: HloModule, fusion_instr: HloInstruction,
-                  arch: int = 90) -> list[tuple[DotTiling, Workload]]:
+#: Fraction of the tensor-core peak a dot kernel's tiles reach, by the smaller and the larger
+#: of ``BLOCK_M`` and ``BLOCK_N`` and ``BLOCK_K``: measured on an H200 (Triton 3.6,
+#: ``bench/tile_sweep.py``) at 4096^3 bf16, where neither memory nor waves limit: 128x256x64
+#: 695 TFLOP/s and 128x128x64 664-680 (of 989), 128x128x32 571, 64x256x32 605, 64x128x64
+#: 484, 64x128x32 427, 128x64x32 386.  Smaller tiles were not measured.
+def tensor_core_efficiency(tiling: DotTiling) -> float:
+    """The table above (module comment).
+
+    >>> tensor_core_efficiency(DotTiling(128, 128, 64)), tensor_core_efficiency(DotTiling(64, 128, 32))
+    (0.7, 0.43)
+    """
+    low, high = sorted((tiling.block_m, tiling.block_n))
+    if low >= 128:
+        return 0.70 if tiling.block_k >= 64 else 0.60
+    if low >= 64:
+        return 0.61 if high >= 256 else 0.49 if tiling.block_k >= 64 else 0.43
+    return 0.30 if low >= 32 else 0.20
+
+
+#: What each wave of a dot's programs adds beyond its throughput (pipeline fill, epilogue):
+#: with it the model's median prediction over the 112 measured dot candidates of
+#: ``bench/tile_sweep.py`` (H200) is their measured time (0.22x-1.36x each).
+DOT_WAVE_LATENCY_S = 2e-6
+
+#: Programs of one M-group in the dot template's program order (``GROUP_M``).
+_GROUP_M = 8
+
+
+def dot_workloads(module: HloModule, fusion_instr: HloInstruction, arch: int = 90,
+                  spec: DeviceSpec | None = None) -> list[tuple[DotTiling, Workload]]:
     """Every candidate tiling of the dot fusion on ``sm_<arch>`` (the default first) with
-    its workload (module docstring)."""
+    its workload (module docstring) on ``spec`` (default: the arch's device)."""
     problem = dot_problem(module, fusion_instr)
-    return [(tiling, dot_workload(module, fusion_instr, tiling))
+    return [(tiling, dot_workload(module, fusion_instr, tiling, spec))
             for tiling in candidate_tilings(problem, arch)]
 
 
-def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTiling) -> Workload:
-    """The workload of the dot fusion's kernel at ``tiling`` (module docstring)."""
+def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTiling,
+                 spec: DeviceSpec | None = None) -> Workload:
+    """The workload of the dot fusion's kernel at ``tiling`` (module docstring) on ``spec``
+    (default: an H100), whose SMs and shared memory say how many programs run at once."""
     problem = dot_problem(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
     inputs = sum(_bytes(p.shape) for p in comp.parameters)
@@ -70,13 +101,38 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     if tiling.split_k > 1:
         partials = 2 * 4 * (problem.batch * tiles_m * tiles_n * tiling.split_k
                             * tiling.block_m * tiling.block_n)
+    reads = inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1)
+    programs = math.prod(grid_size(tiling, problem))
+    if tiling.split_k == 1:
+        reads = min(reads, inputs - lhs - rhs + max(
+            lhs + rhs, _wave_reads(problem, tiling, programs, spec or device_spec("h100"))))
     return Workload(
-        tiling.tile_sizes, math.prod(grid_size(tiling, problem)),
-        inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1), outputs + partials,
+        tiling.tile_sizes, programs, reads, outputs + partials,
         inputs, outputs, 0, compute_dtype="f32", tensor_core_flops=dot_flops(problem),
         tensor_core_dtype={"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type),
         shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
-        // tiling.num_stages)
+        // tiling.num_stages,
+        tensor_core_efficiency=tensor_core_efficiency(tiling) if problem.operand_bytes <= 2
+        else 1.0, wave_latency_s=DOT_WAVE_LATENCY_S)
+
+
+def _wave_reads(problem, tiling: DotTiling, programs: int, spec: DeviceSpec) -> int:
+    """Operand bytes read from DRAM when the programs running at once (a wave) share their
+    tiles through L2: in the template's grouped order a wave covers ``GROUP_M`` rows of
+    tiles and as many columns as its programs fill, each tile's operand panel read once."""
+    try:
+        per_sm = resident_blocks_per_sm(spec, tiling.num_warps,
+                                        shared_memory_bytes(tiling, problem.operand_bytes))
+    except InfeasibleLaunch:
+        per_sm = 1
+    concurrent = min(programs, spec.sm_count * per_sm)
+    waves = math.ceil(programs / concurrent)
+    tiles_m = math.ceil(problem.m / tiling.block_m)
+    tiles_n = math.ceil(problem.n / tiling.block_n)
+    rows = min(_GROUP_M, tiles_m)
+    columns = min(tiles_n, math.ceil(concurrent / rows))
+    return waves * (rows * tiling.block_m + columns * tiling.block_n) * problem.k \
+        * problem.operand_bytes
 
 
 __all__ = ["dot_workload", "dot_workloads"]
