@@ -31,11 +31,11 @@ timeout "${README_S:-30}" "$PY" -m triton_backend run examples/gelu.hlo --check 
   | tee "$OUT/readme_job.txt"
 
 echo "== runtime"
-timeout "${RUNTIME_S:-250}" "$PY" bench/gpu_runtime.py --csv "$OUT/gpu_runtime.csv" \
+timeout "${RUNTIME_S:-240}" "$PY" bench/gpu_runtime.py --csv "$OUT/gpu_runtime.csv" \
   --png "$OUT/gpu_runtime.png" 2>&1 | tee "$OUT/gpu_runtime.txt"
 
 echo "== block sizes of the dot and attention templates, measured"
-timeout "${SWEEP_S:-100}" "$PY" bench/tile_sweep.py --csv "$OUT/tile_sweep.csv" 2>&1 \
+timeout "${SWEEP_S:-110}" "$PY" bench/tile_sweep.py --csv "$OUT/tile_sweep.csv" 2>&1 \
   | tee "$OUT/tile_sweep.txt"
 
 echo "== corpus on the GPU"
