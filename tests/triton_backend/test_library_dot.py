@@ -158,12 +158,12 @@ def test_report_names_the_library_call_and_why():
     assert report.fusions == ()
     (call,) = report.library_calls
     assert (call.name, call.opcode, call.target, call.torch_call) == (
-        "r", "dot", "torch CPU matmul", "torch.einsum('abc,acd->abd')")
+        "r", "dot", "torch CPU matmul", "torch.matmul ('abc,acd->abd')")
     assert "dot_library='always'" in call.reason
     data = report.to_json()
     assert data["summary"]["library_calls"] == 1 and data["summary"]["kernels"] == 0
     text = render_text(report)
-    assert "library call r (computation e): gemm (torch CPU matmul) via torch.einsum" in text
+    assert "library call r (computation e): gemm (torch CPU matmul) via torch.matmul" in text
     assert "why:      a plain dot (nothing fused)" in text
 
 
@@ -216,7 +216,7 @@ def test_compile_command_reports_the_library_call(tmp_path, monkeypatch, capsys)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["fusions"] == [] and report["summary"]["kernels"] == 0
     (call,) = report["library_calls"]
-    assert (call["name"], call["torch_call"]) == ("r", "torch.einsum('ab,bc->ac')")
+    assert (call["name"], call["torch_call"]) == ("r", "torch.matmul ('ab,bc->ac')")
     assert "plain dot" in call["reason"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.json", "report.txt"]
     assert "why:      a plain dot" in (tmp_path / "out" / "report.txt").read_text()
