@@ -15,8 +15,9 @@ the flops.  The prediction:
   classic ``waves = ceil(blocks / slots)`` with ``slots = SMs * resident blocks per SM``
   (limited by the 64 warps and 32 blocks an SM holds and by shared memory) is reported too;
 * **latency hiding** (Little's law, coarsely): an SM streams at its share of the bandwidth only
-  with enough loads in flight; below :data:`WARPS_TO_SATURATE` resident warps the memory time
-  is scaled by ``WARPS_TO_SATURATE / resident_warps``;
+  with enough loads in flight; below :data:`WARPS_TO_SATURATE` resident warps (times the
+  pipeline stages of a workload with ``pipelined_loads``, a dot's K loop) the memory time is
+  scaled by ``WARPS_TO_SATURATE / resident_warps``;
 * ``predicted = max(memory_time / latency_hiding, compute_time) / wave_efficiency + launch``;
 * ``bandwidth_fraction = compulsory_bytes / predicted / peak_bandwidth``: the fraction of the
   memory roofline the kernel reaches on the bytes the computation must move.
@@ -59,7 +60,8 @@ class Workload:
     ``shared_memory_bytes`` is per block (0 when unknown or unused).
     ``tensor_core_efficiency``: the fraction of the tensor-core peak the kernel's tiles reach
     (a dot's measured table, ``dot_candidates``); ``wave_latency_s``: time each wave of
-    blocks adds beyond its throughput (pipeline fill and epilogue).
+    blocks adds beyond its throughput (pipeline fill and epilogue); ``pipelined_loads``: its
+    loop's loads are software-pipelined over ``num_stages`` buffers (the dot template's).
     """
 
     tile_sizes: tuple[int, ...]
@@ -75,6 +77,7 @@ class Workload:
     shared_memory_bytes: int = 0
     tensor_core_efficiency: float = 1.0
     wave_latency_s: float = 0.0
+    pipelined_loads: bool = False
 
     @property
     def modeled_bytes(self) -> int:
@@ -178,7 +181,10 @@ def estimate(workload: Workload, device: str | DeviceSpec, *, num_warps: int = 4
     busiest_sm = math.ceil(blocks / spec.sm_count)
     efficiency = blocks / (spec.sm_count * busiest_sm)
     resident_warps = min(per_sm, busiest_sm) * num_warps
-    hiding = min(1.0, resident_warps / WARPS_TO_SATURATE)
+    # Each pipeline stage of a pipelined K loop keeps one more load per warp in flight: a
+    # GEMM of one 8-warp program per SM at 4 stages streams as 32 warps would.
+    in_flight = resident_warps * (num_stages if workload.pipelined_loads else 1)
+    hiding = min(1.0, in_flight / WARPS_TO_SATURATE)
     bandwidth = spec.memory_bandwidth_bytes_per_s
     memory_time = workload.modeled_bytes / bandwidth
     compute_time = workload.flops / spec.peak_flops(_cuda_core_dtype(workload.compute_dtype))

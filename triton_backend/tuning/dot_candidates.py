@@ -37,6 +37,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from triton_backend.templates.dot.driver import dot_problem, dot_spec
 from triton_backend.templates.dot.tiling import (DotTiling, candidate_tilings, dot_flops,
                                                  grid_size, shared_memory_bytes)
+from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from triton_backend.runtime.device_specs import DeviceSpec, device_spec
 from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, resident_blocks_per_sm
 
@@ -65,6 +66,10 @@ def tensor_core_efficiency(tiling: DotTiling) -> float:
         return 0.61 if high >= 256 else 0.49 if tiling.block_k >= 64 else 0.43
     return 0.30 if low >= 32 else 0.20
 
+
+#: Fraction of the FMA units' peak an exact f32 dot reaches: the GPT-2 f32 block's
+#: [512,768] x [768,2304] dots ran at about 20 TFLOP/s of an H200's 67 (Triton 3.6).
+FMA_DOT_EFFICIENCY = 0.3
 
 #: What each wave of a dot's programs adds beyond its throughput (pipeline fill, epilogue):
 #: with it the model's median prediction over the 112 measured dot candidates of
@@ -101,19 +106,28 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     if tiling.split_k > 1:
         partials = 2 * 4 * (problem.batch * tiles_m * tiles_n * tiling.split_k
                             * tiling.block_m * tiling.block_n)
+    dot = dot_spec(module, fusion_instr).dot
+    precision = DOT_ALGORITHM_PRECISIONS.get(dot.attr("algorithm", None), "ieee")
     reads = inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1)
     programs = math.prod(grid_size(tiling, problem))
     if tiling.split_k == 1:
         reads = min(reads, inputs - lhs - rhs + max(
             lhs + rhs, _wave_reads(problem, tiling, programs, spec or device_spec("h100"))))
+    flops, tensor_flops = 0, dot_flops(problem)
+    if operand_type in ("f32", "f64") and precision == "ieee":
+        # Exact f32 (and f64) products run on the FMA units, at a measured fraction of them.
+        flops, tensor_flops = round(dot_flops(problem) / FMA_DOT_EFFICIENCY), 0
+    elif precision == "tf32x3":
+        tensor_flops *= 3
     return Workload(
         tiling.tile_sizes, programs, reads, outputs + partials,
-        inputs, outputs, 0, compute_dtype="f32", tensor_core_flops=dot_flops(problem),
+        inputs, outputs, flops, compute_dtype="f64" if operand_type == "f64" else "f32",
+        tensor_core_flops=tensor_flops,
         tensor_core_dtype={"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type),
         shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
         // tiling.num_stages,
         tensor_core_efficiency=tensor_core_efficiency(tiling) if problem.operand_bytes <= 2
-        else 1.0, wave_latency_s=DOT_WAVE_LATENCY_S)
+        else 1.0, wave_latency_s=DOT_WAVE_LATENCY_S, pipelined_loads=True)
 
 
 def _wave_reads(problem, tiling: DotTiling, programs: int, spec: DeviceSpec) -> int:
