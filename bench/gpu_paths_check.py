@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +129,10 @@ def check_program(path: Path, variants: list[str], device: str) -> list[dict]:
             row.update(status="pass" if ok else "FAIL", max_abs_diff=worst)
         except Exception as err:  # noqa: BLE001 - a variant that fails is a row, not a crash
             row.update(status="error", detail=f"{type(err).__name__}: {str(err)[:120]}")
+            # The whole chain on standard error (a session's log keeps it): a failed CUDA-graph
+            # capture names only its last CUDA error in the row.
+            print(f"{path.stem} {variant}:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
         rows.append(row)
     return rows
 
