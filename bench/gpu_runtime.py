@@ -81,9 +81,10 @@ def _device_seconds(fn, calls: int = 20) -> tuple[float, str]:
     return busy_us * 1e-6 / calls, breakdown
 
 
-def program_flops(module) -> tuple[int, str | None]:
+def program_flops(module, computations=None) -> tuple[int, str | None]:
     """Operations of the program's dots (``2 * output elements * contracted size`` each, every
-    dot the HLO computes, masked attention scores included) and the first dot's operand type.
+    dot the HLO computes, masked attention scores included) and the first dot's operand type;
+    ``computations``: only those (a fusion's), not the module's.
 
     >>> from fusion.text.parser import parse_hlo
     >>> program_flops(parse_hlo('''HloModule m
@@ -95,7 +96,7 @@ def program_flops(module) -> tuple[int, str | None]:
     (65536, 'bf16')
     """
     total, dtype = 0, None
-    for comp in module.computations:
+    for comp in module.computations if computations is None else computations:
         for instr in comp:
             if instr.opcode != "dot":
                 continue

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import os
 import sys
 import time
@@ -28,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gpu_runtime import program_flops  # noqa: E402 - the bench directory is on the path now
 
 DEFAULT_PROGRAMS = [
     "matmul_bf16_4096x4096x4096", "matmul_bf16_2048x3072x768", "matmul_bf16_2048x768x2304",
@@ -71,18 +73,6 @@ def skip_reason(dry_run: bool) -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA GPU is visible"
     return None
-
-
-def fusion_flops(module, instr) -> int:
-    """``2 * output elements * contracted size`` over the dots of the fusion's computation."""
-    comp = module.computation(instr.attr("calls"))
-    total = 0
-    for inner in comp:
-        if inner.opcode == "dot":
-            lhs = comp.instruction(inner.operands[0]).array_shape
-            total += 2 * math.prod(inner.array_shape.dims) * math.prod(
-                lhs.dims[d] for d in inner.attr("lhs_contracting_dims", ()))
-    return total
 
 
 def swept_fusions(module):
@@ -147,7 +137,7 @@ def sweep_fusion(name: str, fused, instr, kind: str, configs, dry_run: bool,
     from triton_backend.driver.compiled_fusion import compile_fusion
 
     target = "sm_90" if dry_run else None
-    flops = fusion_flops(fused, instr)
+    flops, _ = program_flops(fused, [fused.computation(instr.attr("calls"))])
     default = compile_fusion(fused, instr, target=target)
     options = (int(getattr(default.module, "NUM_WARPS", 4)),
                int(getattr(default.module, "NUM_STAGES", 1)))

@@ -97,7 +97,8 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     comp = module.computation(fusion_instr.attr("calls"))
     inputs = sum(_bytes(p.shape) for p in comp.parameters)
     outputs = sum(_bytes(s) for s in flatten_shape(fusion_instr.shape))
-    operand_type = comp.instruction(dot_spec(module, fusion_instr).dot.operands[0]).shape.dtype
+    dot = dot_spec(module, fusion_instr).dot
+    operand_type = comp.instruction(dot.operands[0]).shape.dtype
     lhs = problem.batch * problem.m * problem.k * problem.operand_bytes
     rhs = problem.batch * problem.k * problem.n * problem.operand_bytes
     tiles_m = math.ceil(problem.m / tiling.block_m)
@@ -106,7 +107,6 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     if tiling.split_k > 1:
         partials = 2 * 4 * (problem.batch * tiles_m * tiles_n * tiling.split_k
                             * tiling.block_m * tiling.block_n)
-    dot = dot_spec(module, fusion_instr).dot
     precision = DOT_ALGORITHM_PRECISIONS.get(dot.attr("algorithm", None), "ieee")
     reads = inputs + lhs * (tiles_n - 1) + rhs * (tiles_m - 1)
     programs = math.prod(grid_size(tiling, problem))
@@ -116,7 +116,7 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
     flops, tensor_flops = 0, dot_flops(problem)
     if operand_type in ("f32", "f64") and precision == "ieee":
         # Exact f32 (and f64) products run on the FMA units, at a measured fraction of them.
-        flops, tensor_flops = round(dot_flops(problem) / FMA_DOT_EFFICIENCY), 0
+        flops, tensor_flops = round(tensor_flops / FMA_DOT_EFFICIENCY), 0
     elif precision == "tf32x3":
         tensor_flops *= 3
     return Workload(

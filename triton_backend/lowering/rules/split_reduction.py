@@ -64,9 +64,9 @@ def scratch_specs_line(workspaces: Sequence[tuple[str, str, int]], counters: tup
                        ) -> str:
     """The ``SCRATCH_SPECS`` line of a kernel whose programs meet through
     ``device_lib.ordered_sums``: ``workspaces`` as ``(name, torch dtype text, entries)``
-    (written before they are read: new per launch), then ``counters`` ``(name, entries)`` of
-    int32 arrival counters (zeroed; the kernel leaves them zero), in the kernel's parameter
-    order.
+    (written before they are read), then ``counters`` ``(name, entries)`` of int32 arrival
+    counters (zeroed; the kernel leaves them zero), in the kernel's parameter order.  Launches
+    on one CUDA stream share both (``host_template._scratch``).
 
     >>> print(scratch_specs_line([("w", "torch.int8", 8)], ("c", 2)), end="")
     SCRATCH_SPECS = (('w', torch.int8, (8,), (0,), False), ('c', torch.int32, (2,), (0,), True), )
