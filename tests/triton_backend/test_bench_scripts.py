@@ -49,6 +49,16 @@ def test_gpu_paths_check_skips_without_a_gpu_and_compares_under_the_interpreter(
     assert lines[-1] == "every check passed"
 
 
+def test_gpu_paths_check_widens_a_tolerance_for_a_long_sum():
+    import torch
+
+    check = _load("gpu_paths_check")
+    want, got = torch.tensor([0.1, -0.2]), torch.tensor([0.1 + 5.8e-6, -0.2])
+    assert not check._agree(want, got, "f32", "tf32x3")[0]  # a plain f32 element: too far
+    assert check._agree(want, got, "f32", "tf32x3", summation_length=768)[0]  # another sum order
+    assert not check._agree(want, got, "f32", "exact", summation_length=768)[0]
+
+
 def test_gpu_corpus_check_skips_without_a_gpu_and_checks_under_the_interpreter(capsys, tmp_path):
     check = _load("gpu_corpus_check")
     assert check.main(["--csv", str(tmp_path / "x.csv")]) == 0

@@ -4,6 +4,8 @@ stand-in for ``torch.cuda`` whose graph replays what was launched during its cap
 from __future__ import annotations
 
 import contextlib
+import gc
+import weakref
 
 import pytest
 import torch
@@ -139,6 +141,44 @@ def test_a_failed_capture_is_a_clear_error(fake_cuda):
     graphed = GraphedRun(syncing, torch.device("cpu"), "sync_module", reuse_outputs=False)
     with pytest.raises(UnsupportedOpError, match="capturing module sync_module failed"):
         graphed([torch.ones(2)])
+
+
+def _watching_the_capture(seen, probe):
+    def run(tensors):
+        if _Tape.capturing is not None:
+            seen.append(probe())
+        return tuple(tensors)
+    return run
+
+
+def test_dead_graphs_are_freed_before_a_capture(fake_cuda):
+    # A dead cycle holding another module's graph: freed mid-capture, CUDA would invalidate
+    # the capture (the H200's gpt2_block_f32 reuse-outputs failure).
+    class Holder:
+        pass
+
+    enabled = gc.isenabled()
+    gc.disable()  # no automatic collection: only the capture's own can free the cycle
+    try:
+        dead = Holder()
+        dead.graph, dead.cycle = _Tape(), dead
+        alive = weakref.ref(dead.graph)
+        del dead
+        seen = []
+        GraphedRun(_watching_the_capture(seen, lambda: alive() is None), torch.device("cpu"),
+                   "m", reuse_outputs=False)([torch.ones(2)])
+        assert seen == [True]
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_garbage_collection_waits_for_the_capture_to_end(fake_cuda):
+    gc.enable()
+    seen = []
+    GraphedRun(_watching_the_capture(seen, gc.isenabled), torch.device("cpu"), "m",
+               reuse_outputs=False)([torch.ones(2)])
+    assert seen == [False] and gc.isenabled()
 
 
 def test_the_torch_op_takes_the_option():

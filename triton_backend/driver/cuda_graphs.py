@@ -22,6 +22,11 @@ the input signature never changes after validation.
   naming the module and torch's reason, raised on the call; nothing is replayed.
 * **Concurrency**: calls of one module take a lock around copy, replay and result copy; a
   call on another stream than the previous one first waits for that one.
+* **Garbage collection** is run before a capture and held off during it: torch no longer
+  collects before a capture, and a dead reference cycle holding another module's CUDA graph
+  that Python frees mid-capture destroys that graph, which CUDA forbids while a stream
+  captures and answers by invalidating the capture (seen on an H200 as "operation not
+  permitted when stream is capturing (function reset)" and then a failed capture).
 * **Under the Triton interpreter** (no GPU) the option does nothing: kernels run on CPU
   tensors, which CUDA graphs do not capture.
 
@@ -43,6 +48,8 @@ the input signature never changes after validation.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -134,14 +141,28 @@ class GraphedRun:
                 self._run(inputs)  # Triton compiles and loads the kernels outside the capture
             torch.cuda.current_stream(self._device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                result = self._run(inputs)
+            with _no_collection_while_capturing():
+                with torch.cuda.graph(graph):
+                    result = self._run(inputs)
         except RuntimeError as err:
             raise UnsupportedOpError(
                 f"cuda_graph: capturing module {self._module_name} failed ({err}); compile "
                 "with cuda_graph=False", where=self._module_name) from err
         self._captured = (graph, inputs, result)
         return self._captured
+
+
+@contextlib.contextmanager
+def _no_collection_while_capturing():
+    """Collect cyclic garbage now and not again until the block ends (module docstring)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _cloned(value: Any) -> Any:
