@@ -7,6 +7,7 @@ f32 backward (``bench/programs/vjp_attention_*``) are compiled for sm_80 and sm_
 and multi-query attention's backward: ``test_attention_backward_gqa``."""
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +26,7 @@ from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.fusion_pass.score_band import output_band, reduction_band
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.runtime.kernel_loading import TemplateKind
-from triton_backend.templates.attention.backward_driver import score_space
+from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 
 
 def backward(f, shape, dtype) -> str:
@@ -40,11 +41,17 @@ CASES = {
     "unmasked_f32_padded": (attention(False), (1, 1, 40, 8), jnp.float32, (16, 32)),
     "sliding_window_f32": (masked_attention(lambda q, k: (k <= q) & (k > q - 8)),
                            (1, 1, 48, 8), jnp.float32, (16, 16)),
+    # Rows 0-2 see no key: their max is -inf, their sum NaN, in the rows kernel's one-pass
+    # max and sum as in the evaluator's two passes.
+    "rows_without_keys_f32": (masked_attention(lambda q, k: k < q - 2),
+                              (1, 1, 48, 8), jnp.float32, (16, 16)),
 }
 
-#: The (query, key) band each case's mask leaves visible (None: every block is visited).
+#: The (query, key) band of each case whose blocks the kernels visit (None: every block).
 BANDS = {"causal_f32": KeyBand(None, 0), "causal_bf16_several_blocks": KeyBand(None, 0),
-         "unmasked_f32_padded": None, "sliding_window_f32": KeyBand(-7, 0)}
+         "unmasked_f32_padded": None, "sliding_window_f32": KeyBand(-7, 0),
+         # a row seeing no key sums to NaN over the blocks the mask hides, to 0 without them
+         "rows_without_keys_f32": None}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -68,6 +75,22 @@ def test_attention_backward_is_three_kernels_and_matches(case):
         source = compiled.fusions[name].source
         assert (statistics is None) == ("blocks the mask hides" not in source
                                         or space.kind != "rows"), name
+        fraction = visited_fraction(fused, name, tuple(compiled.fusions[name].tile_sizes[:2]))
+        assert (fraction < 1.0) == (BANDS[case] is not None and tiles is not None), (name, fraction)
+        if space.kind == "rows":  # one loop over the keys per dependency level, not per
+            # reduce; the softmax's max and sum (an online sum, rescaled) share a level
+            assert "_rescale = tl.exp" in source, name
+            assert source.count("for r_") == _longest_reduce_chain(comp, space.reduces) - 1, name
+
+
+def _longest_reduce_chain(comp, reduces) -> int:
+    """The most of ``reduces`` on one path of ``comp``'s data flow (brute force)."""
+    @functools.cache
+    def chain(name):
+        here = 1 if name in reduces else 0
+        return here + max((chain(o) for o in comp.instruction(name).operands), default=0)
+
+    return max(chain(r) for r in reduces)
 
 
 def test_transformer_block_backward_holds_the_three_kernels_and_matches():
@@ -98,3 +121,33 @@ def test_transformer_block_backward_holds_the_three_kernels_and_matches():
     for g, w in zip(got, fusion.evaluate(module, *arrays)):
         w = np.asarray(w)
         assert np.abs(g.numpy() - w).max() <= 2e-5 * np.abs(w).max()
+
+
+@pytest.mark.parametrize("case", ["causal_f32", "rows_without_keys_f32"])
+def test_row_statistics_kernel_matches_the_evaluator_on_its_own_outputs(case):
+    """The rows kernel's outputs (max, its online sum, the softmax backward's row sums), which
+    the module's gradients only read: compared with the evaluator's run of the fusion's own
+    computation.  A row whose keys are all hidden has max -inf and sum NaN, in one pass as in
+    two."""
+    from fusion.evaluator.interpreter import Evaluator
+    from triton_backend.host.output_check import compare_output
+
+    forward, shape, dtype, _ = CASES[case]
+    text = backward(forward, shape, dtype)
+    fused = fuse_module(fusion.parse_hlo(text)).module
+    compiled = compile_hlo(text)
+    (rows,) = [n for n, f in compiled.fusions.items()
+               if f.kind == TemplateKind.ATTENTION_BACKWARD and score_space(fused, n).kind == "rows"]
+    comp = fused.computation(fused.entry.instruction(rows).attr("calls"))
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(p.shape.dims).astype(np.float32)
+            .astype(p.shape.element_type.numpy_name) for p in comp.parameters]
+    want = Evaluator(fused).call(comp.name, args)
+    got = compiled.fusions[rows](*[torch.from_numpy(np.asarray(a, np.float32)) for a in args])
+    for w, g, r in zip(want, got, comp.root.operands):
+        w, g = np.asarray(w, np.float64), g.float().numpy().astype(np.float64)
+        np.testing.assert_array_equal(np.isnan(w), np.isnan(g), err_msg=r)
+        assert compare_output(r, w, g, "f32", summation_length=shape[2]).passed, r
+    if case == "rows_without_keys_f32":
+        sums = np.asarray(want[1])
+        assert np.isnan(sums[..., :3]).all() and not np.isnan(sums[..., 3:]).any()

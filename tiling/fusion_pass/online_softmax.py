@@ -104,6 +104,67 @@ def _recognize(module: HloModule, comp: HloComputation, pattern: AttentionPatter
         raise NotOnlineSoftmax(f"the normalization has {len(pattern.reduces)} reductions, "
                                "a softmax has two (max, then sum)")
     top, total = (comp.instruction(r) for r in pattern.reduces)
+    _check_reducers(module, top, total)
+    score, maximum = top.operands[0], top.name
+    inputs = (score, maximum, total.name)
+    dot2 = comp.instruction(pattern.dot2)
+    a, m, s = _samples()
+    values = {score: a, maximum: m, total.name: s}
+    _check_numerator(module, comp, top, total)
+    try:
+        probability_of = pointwise(module, comp, dot2.operands[0], inputs)
+        probability = probability_of(values, {})
+    except NotPointwise as why:
+        raise NotOnlineSoftmax(str(why)) from None
+    want = np.exp(a.astype(np.float64) - m)
+    _expect(probability, want / s, _precision(probability_of),
+            f"{dot2.operands[0]} is not exp({score} - {maximum}) / {total.name}")
+    return OnlineSoftmax(top.name, total.name)
+
+
+def online_sum(module: HloModule, comp: HloComputation, top: str, total: str) -> bool:
+    """Whether reduce ``total`` sums ``exp(a - top)`` over the dims over which reduce ``top``
+    takes the maximum of ``a``, so that one pass computes both: a running maximum and a
+    running sum rescaled by ``exp(m_before - m)`` as the maximum grows (an attention
+    backward's row statistics).  Checked as :func:`online_softmax` checks a forward's; the
+    sum's operand must also give NaN where ``a`` and the maximum are both ``-inf`` (a row of
+    ``-inf`` scores then sums to NaN in both forms).
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... mx { a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT m = f32[] maximum(a, b) }
+    ... ad { a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT s = f32[] add(a, b) }
+    ... ENTRY e {
+    ...   s = f32[16,16] parameter(0)
+    ...   ninf = f32[] constant(-inf)
+    ...   mx = f32[16] reduce(s, ninf), dimensions={1}, to_apply=mx
+    ...   mb = f32[16,16] broadcast(mx), dimensions={0}
+    ...   d = f32[16,16] subtract(s, mb)
+    ...   x = f32[16,16] exponential(d)
+    ...   z = f32[] constant(0)
+    ...   l = f32[16] reduce(x, z), dimensions={1}, to_apply=ad
+    ...   ROOT t = (f32[16], f32[16]) tuple(mx, l)
+    ... }''')
+    >>> online_sum(m, m.entry, "mx", "l"), online_sum(m, m.entry, "l", "mx")
+    (True, False)
+    """
+    top_instr, total_instr = comp.instruction(top), comp.instruction(total)
+    if top_instr.opcode != "reduce" or total_instr.opcode != "reduce" \
+            or top_instr.attr("dimensions") != total_instr.attr("dimensions"):
+        return False
+    try:
+        _check_reducers(module, top_instr, total_instr)
+        _check_numerator(module, comp, top_instr, total_instr, all_minus_infinity=True)
+    except NotOnlineSoftmax:
+        return False
+    return True
+
+
+def _check_reducers(module: HloModule, top, total) -> None:
     # A maximum is exact in any float type; the running sum is kept in f32, so the sum must be.
     for reduce, kind, types in ((top, CombinerKind.MAX, _PRECISION), (total, CombinerKind.ADD, ("f32",))):
         if len(reduce.operands) != 2 or not isinstance(reduce.shape, ArrayShape) \
@@ -111,30 +172,42 @@ def _recognize(module: HloModule, comp: HloComputation, pattern: AttentionPatter
             raise NotOnlineSoftmax(f"{reduce.name} is not one reduction of {'/'.join(types)}")
         if combiner_kind(module, reduce.attr("to_apply")) is not kind:
             raise NotOnlineSoftmax(f"{reduce.name} does not reduce by {kind.value}")
-    score, maximum = top.operands[0], top.name
-    inputs = (score, maximum, total.name)
-    dot2 = comp.instruction(pattern.dot2)
+
+
+def _samples() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (a, m, s) sample points: every (a, m) of ``_POINTS`` with every sum of ``_SUMS``."""
     a, m = (np.float32([point[k] for point in _POINTS for _ in _SUMS]) for k in (0, 1))
     s = np.float32([total for _ in _POINTS for total in _SUMS])
-    values = {score: a, maximum: m, total.name: s}
+    return a, m, s
+
+
+def _precision(function) -> float:
+    """Two roundings in the least precise float type ``function`` computes in."""
+    return 2 * max((_PRECISION.get(t, 0.0) for t in function.types), default=0.0)
+
+
+def _check_numerator(module: HloModule, comp: HloComputation, top, total,
+                     all_minus_infinity: bool = False) -> None:
+    """``total``'s operand must be ``exp(a - top)`` (``a``: ``top``'s operand) and its init 0;
+    with ``all_minus_infinity``, NaN at ``a = top = -inf`` too."""
+    score, maximum = top.operands[0], top.name
+    a, m, _ = _samples()
     try:
         init = pointwise(module, comp, total.operands[1], ())({}, {})
-        numerator_of = pointwise(module, comp, total.operands[0], inputs)
-        probability_of = pointwise(module, comp, dot2.operands[0], inputs)
-        numerator, probability = numerator_of(values, {}), probability_of(values, {})
+        numerator_of = pointwise(module, comp, total.operands[0], (score, maximum))
+        numerator = numerator_of({score: a, maximum: m}, {})
+        infinity = np.float32([-np.inf])
+        with np.errstate(invalid="ignore"):
+            at_infinity = numerator_of({score: infinity, maximum: infinity}, {})
     except NotPointwise as why:
         raise NotOnlineSoftmax(str(why)) from None
     if float(init) != 0.0:
         raise NotOnlineSoftmax(f"the sum {total.name} does not start at 0")
-    want = np.exp(a.astype(np.float64) - m)
-    def precision(function) -> float:  # two roundings in its least precise float type
-        return 2 * max((_PRECISION.get(t, 0.0) for t in function.types), default=0.0)
-
-    _expect(numerator, want, precision(numerator_of),
+    _expect(numerator, np.exp(a.astype(np.float64) - m), _precision(numerator_of),
             f"{total.operands[0]} is not exp({score} - {maximum})")
-    _expect(probability, want / s, precision(probability_of),
-            f"{dot2.operands[0]} is not exp({score} - {maximum}) / {total.name}")
-    return OnlineSoftmax(top.name, total.name)
+    if all_minus_infinity and not np.isnan(np.asarray(at_infinity, np.float64)).all():
+        raise NotOnlineSoftmax(f"{total.operands[0]} is not NaN where {score} and {maximum} "
+                               "are -inf")
 
 
 def _expect(got: np.ndarray, want: np.ndarray, precision: float, why: str) -> None:
@@ -145,4 +218,4 @@ def _expect(got: np.ndarray, want: np.ndarray, precision: float, why: str) -> No
         raise NotOnlineSoftmax(f"{why} (a sample gives {got[k]!r}, expected {want[k]!r})")
 
 
-__all__ = ["NotOnlineSoftmax", "OnlineSoftmax", "online_softmax", "why_not_online"]
+__all__ = ["NotOnlineSoftmax", "OnlineSoftmax", "online_softmax", "online_sum", "why_not_online"]

@@ -74,6 +74,14 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
             dtypes = [register_dtype(accumulator_type(t)) for t in input_types] + ["tl.int8"]
             accumulators = join_parts(em, instr.name, accumulators, dtypes, reduced_shape,
                                       combine)
+    return _with_inits(em, instr, reduced_shape, accumulators, init_names, combine)
+
+
+def _with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
+                accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
+    """The result of ``instr``: its init values combined into ``accumulators`` once, 16-bit
+    and 8-bit float results rounded to their declared type."""
+    arity = len(init_names)
     # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
     init_values = [f"tl.broadcast_to({em.scalar_value(name)}, {reduced_shape})" for name in init_names]
     results = [em.names.fresh(f"{instr.name}_r{i}") for i in range(arity)]
@@ -181,14 +189,30 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
     # Reductions the chunks need that do not depend on the loop (softmax's max, needed by its
     # sum's chunks) are emitted once, above the accumulators: the loops hoist them.
     above_accumulators = len(em.lines)
+    accumulators = _zero_accumulators(em, instr, reduced_shape, input_types)
+    fresh, loops = _open_loops(em, instr.name, axes, extents, split, above_accumulators)
+    chunk = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
+    em.emit(f"{', '.join(accumulators)} = {combine}({', '.join(accumulators)}, {', '.join(chunk)})")
+    for context in reversed(loops):
+        context.__exit__(None, None, None)
+    return accumulators
+
+
+def _zero_accumulators(em, instr, reduced_shape, input_types) -> list[str]:
     accumulators = [em.bind(f"tl.zeros({reduced_shape}, {register_dtype(accumulator_type(t))})",
                             f"{instr.name}_acc") for t in input_types]
     accumulators.append(em.bind(f"tl.zeros({reduced_shape}, tl.int8)", f"{instr.name}_acc_valid"))
+    return accumulators
+
+
+def _open_loops(em, hint: str, axes, extents, split: bool, above_accumulators: int):
+    """Open the loop nest walking ``axes`` in chunks (left open: the caller closes the
+    returned contexts, innermost last); the fresh dim variable of each axis."""
     loops = []
     # A split reduction's outermost loop walks this program's span of the dim only.
     for k, (axis, extent) in enumerate(zip(axes, extents)):
         block = em.axis_blocks[axis]
-        start = em.names.fresh(f"r_{instr.name}_{k}_start")
+        start = em.names.fresh(f"r_{hint}_{k}_start")
         bounds = em.split.loop_bounds(block) if split and k == 0 else \
             em.loop_bounds.get(axis, f"0, {extent}, {block}")
         header = f"for {start} in range({bounds}):"
@@ -200,18 +224,184 @@ def _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape, input_ty
         upper = -(-extent // block) * block - 1
         if split and not fresh:  # the parts' spans may run past the dim (masked lanes)
             upper = max(upper, em.split.plan.parts * em.split.plan.span - 1)
-        fresh.append(em.new_dim(f"r_{instr.name}_{len(fresh)}", axis, extent, start, upper))
-    chunk = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
-    em.emit(f"{', '.join(accumulators)} = {combine}({', '.join(accumulators)}, {', '.join(chunk)})")
-    for context, *_ in reversed(loops):
+        fresh.append(em.new_dim(f"r_{hint}_{len(fresh)}", axis, extent, start, upper))
+    return fresh, [context for context, *_ in loops]
+
+
+def emit_sibling_reductions(em: ValueEmitter, requests: Sequence[tuple[str, tuple[AffineExpr, ...]]],
+                            online: Callable[[str, str], bool] | None = None) -> None:
+    """Emit the reduces ``requests`` (``(name, output indices)``), siblings sharing a loop,
+    and remember their results, so that later ``em.value`` asks find them.
+
+    The loop that each looped reduce gets alone (:func:`emit_reduction`) recomputes what its
+    operands read per chunk (an attention backward's row statistics recompute the scores, one
+    ``tl.dot`` or two per key block, in each).  Here the requests are taken by dependency
+    level (a reduce reading no other request first, then those reading only the first level,
+    ...), and the looped ones of a level walking the same kernel axes share one loop nest,
+    which computes what they read once per chunk.  Each keeps its own accumulators and
+    combiner, so every result is what its own loop gives, bit for bit.  A request that cannot
+    share (a persistent reduction, one split among programs or folded in order, one on other
+    axes) is emitted alone, after its level's shared loop.
+
+    ``online(top, total)`` (None: never) says that the sum ``total`` of ``exp(a - top)``
+    may join the level of the maximum ``top`` it reads (``tiling.fusion_pass.online_softmax.
+    online_sum`` checks that): the loop keeps the running maximum and rescales the running
+    sum as it grows, FlashAttention's online softmax (:func:`_emit_shared_loop`).  That sum
+    is then rounded differently from its own loop's (within f32's tolerance), not bit for bit.
+    """
+    pending = [(name, tuple(idx)) for name, idx in requests]
+    names = [name for name, _ in pending]
+    reads = _reads(em, names)
+    at = dict(pending)
+    pairs = {total: top for top in names for total in names
+             if online is not None and top in reads[total] and at[top] == at[total]
+             and online(top, total)}
+    for level in _levels(names, reads, pairs):
+        batch = [r for r in pending if r[0] in level and r not in em.memo]
+        shared = [r for r in batch if _can_share(em, r[0], batch[0][0])] if batch else []
+        if len(shared) > 1:
+            together = {r[0] for r in shared}
+            _emit_shared_loop(em, shared, {total: top for total, top in pairs.items()
+                                           if total in together and top in together})
+        for name, indices in batch:
+            em.value(name, indices)
+
+
+def _reads(em: ValueEmitter, names: Sequence[str]) -> dict[str, set[str]]:
+    """Per name, the others of ``names`` it reads through the fused computation."""
+    wanted = set(names)
+    reads: dict[str, set[str]] = {}
+    for name in names:
+        seen, stack = set(), list(em.instruction(name).operands)
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(em.instruction(current).operands)
+        reads[name] = seen & wanted
+    return reads
+
+
+def _levels(names: Sequence[str], reads: dict[str, set[str]],
+            pairs: dict[str, str]) -> list[set[str]]:
+    """``names`` by dependency level: each reads only names of earlier levels, except that
+    an online sum (``pairs``: sum -> maximum) counts as reading what its maximum reads."""
+    reads = {n: ((r - {pairs[n]}) | reads[pairs[n]]) if n in pairs else r
+             for n, r in reads.items()}
+    level: dict[str, int] = {}
+    remaining = list(names)
+    while remaining:
+        ready = [n for n in remaining if all(r in level for r in reads[n])]
+        if not ready:  # a cycle cannot occur in HLO; keep the given order if it did
+            ready = remaining[:1]
+        for n in ready:
+            level[n] = 1 + max((level[r] for r in reads[n] if r in level), default=0)
+        remaining = [n for n in remaining if n not in level]
+    return [{n for n in names if level[n] == k} for k in sorted(set(level.values()))]
+
+
+def _can_share(em: ValueEmitter, name: str, first: str) -> bool:
+    instr = em.instruction(name)
+    arity = len(instr.operands) // 2
+    return (instr.opcode == "reduce" and em.reduction_chunk is not None
+            and not (em.split is not None and em.split.plan.reduce == name)
+            and not folds_in_order(instr, arity)
+            and em.reduce_axes.get(name) == em.reduce_axes.get(first)
+            and _reduced_extents(em, name) == _reduced_extents(em, first))
+
+
+def _reduced_extents(em: ValueEmitter, name: str) -> tuple[int, ...]:
+    instr = em.instruction(name)
+    in_shape = array_shape(em.instruction(instr.operands[0]))
+    _, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
+    return tuple(in_shape.dims[d] for d in dims)
+
+
+def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineExpr, ...]]],
+                      pairs: dict[str, str]) -> None:
+    """One loop nest computing every reduce of ``requests``; ``pairs`` (sum -> maximum, both
+    requested at the same indices) are online sums.
+
+    An online sum reads its maximum's running value, as ``emit_reduction`` would give it were
+    the loop to stop at this chunk, with ``-inf`` read as 0 (FlashAttention's ``m_used``: the
+    lanes seen so far are then all ``-inf`` and add ``exp(-inf) = 0``, not NaN).  Before a
+    chunk is added, the sum is rescaled by ``exp(min(m_used_before - m_used, 0))`` (at most 1;
+    below 1 only as the maximum grows).  A row whose maximum ends ``-inf`` sums to NaN, as
+    ``exp(-inf - -inf)`` in its own loop does (``online_sum`` checked the sum's operand).
+    """
+    first = em.instruction(requests[0][0])
+    axes, extents = em.reduce_axes[first.name], _reduced_extents(em, first.name)
+    above_accumulators = len(em.lines)
+    requests = sorted(requests, key=lambda r: r[0] in pairs)  # a sum after its maximum
+    plans = []
+    for name, indices in requests:
+        instr = em.instruction(name)
+        arity = len(instr.operands) // 2
+        inputs = instr.operands[:arity]
+        types = [array_shape(em.instruction(n)).element_type for n in inputs]
+        reduced_shape = em.shape_of(indices)
+        full_shape = tuple(em.axis_blocks[a] if a in axes else n
+                           for a, n in enumerate(reduced_shape))
+        combine = combine_function(em, instr.attr("to_apply"), arity)
+        plans.append((instr, indices, reduced_shape, full_shape, combine,
+                      _zero_accumulators(em, instr, reduced_shape, types)))
+    used_before = {top: em.bind(f"tl.zeros({em.shape_of(indices)}, tl.float32)",
+                                f"{sanitize(top)}_used")
+                   for top, indices in requests if top in pairs.values()}
+    fresh, loops = _open_loops(em, "_".join(sanitize(n) for n, _ in requests[:2]), axes, extents,
+                               False, above_accumulators)
+    for instr, indices, reduced_shape, full_shape, combine, accumulators in plans:
+        top = pairs.get(instr.name)
+        if top is not None:  # the running maximum, as the sum's operand reads it
+            used = em.memo[(top, indices)]
+            alpha = em.bind(f"tl.exp(tl.minimum({used_before[top]} - {used}, 0.0))",
+                            f"{sanitize(instr.name)}_rescale")
+            em.emit(f"{accumulators[0]} = {accumulators[0]} * {alpha}")
+        chunk = _reduced_chunk(em, instr, fresh, extents, _operand_lanes(em, instr, indices),
+                               full_shape, axes, combine)
+        em.emit(f"{', '.join(accumulators)} = {combine}({', '.join(accumulators)}, "
+                f"{', '.join(chunk)})")
+        if top is not None:
+            em.emit(f"{used_before[top]} = {em.memo[(top, indices)]}")
+        if instr.name in used_before:
+            arity = len(instr.operands) // 2
+            running = _with_inits(em, instr, reduced_shape, accumulators,
+                                  instr.operands[arity:], combine)
+            used = em.bind(f"tl.where({running} == -float('inf'), 0.0, {running})",
+                           f"{sanitize(instr.name)}_running")
+            em.value_axes.setdefault(used, frozenset(em._axes_of(indices)))
+            em.memo[(instr.name, indices)] = used  # forgotten when the loop's block closes
+    for context in reversed(loops):
         context.__exit__(None, None, None)
-    return accumulators
+    for instr, indices, reduced_shape, _, combine, accumulators in plans:
+        top = pairs.get(instr.name)
+        if top is not None:
+            em.emit(f"{accumulators[0]} = tl.where(({accumulators[-1]} != 0) & "
+                    f"({em.memo[(top, indices)]} == -float('inf')), float('nan'), "
+                    f"{accumulators[0]})")
+        arity = len(instr.operands) // 2
+        result = _with_inits(em, instr, reduced_shape, accumulators, instr.operands[arity:],
+                             combine)
+        axes_of = frozenset(em._axes_of(indices))
+        for ident in (result if isinstance(result, tuple) else (result,)):
+            em.value_axes.setdefault(ident, axes_of)
+        em.memo[(instr.name, indices)] = result
 
 
 def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
     """Emit ``instr`` (a possibly variadic reduce) at its output ``indices``."""
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
+    types = [array_shape(em.instruction(n)).element_type for n in inputs]
+    return emit_reduction(em, instr, indices, list(_reduced_extents(em, instr.name)),
+                          _operand_lanes(em, instr, indices), types, inits, tree_windows=True)
+
+
+def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
+                   indices: tuple[AffineExpr, ...]) -> Lanes:
+    """The lanes of reduce ``instr``'s operands at output ``indices`` and the fresh dims."""
+    arity = len(instr.operands) // 2
+    inputs = instr.operands[:arity]
     in_shape = array_shape(em.instruction(inputs[0]))
     kept, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
 
@@ -226,9 +416,8 @@ def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineE
             values.append(value)
         return values, None
 
-    types = [array_shape(em.instruction(n)).element_type for n in inputs]
-    return emit_reduction(em, instr, indices, [in_shape.dims[d] for d in dims], lanes, types, inits,
-                          tree_windows=True)
+    return lanes
 
 
-__all__ = ["combine_function", "emit_reduction", "emit_tree_reduce", "lower_reduce"]
+__all__ = ["combine_function", "emit_reduction", "emit_sibling_reductions", "emit_tree_reduce",
+           "lower_reduce"]

@@ -148,10 +148,13 @@ def compile_score_fusion(module: HloModule, fusion_instr: HloInstruction | str, 
 def visited_fraction(module: HloModule, fusion_instr: HloInstruction | str,
                      tile_sizes: tuple[int, int]) -> float:
     """The mean fraction of the streamed blocks a program of the score-space kernel visits
-    at ``tile_sizes`` (``(block_m, block_n)``: queries, keys)."""
+    at ``tile_sizes`` (``(block_m, block_n)``: queries, keys): those of its output dots' band,
+    or for a ``rows`` kernel (no output dots), of its row statistics' band."""
     fusion_instr = find_fusion(module, fusion_instr)
     space = score_space(module, fusion_instr)
-    band = output_band(module, module.computation(fusion_instr.attr("calls")), space)
+    comp = module.computation(fusion_instr.attr("calls"))
+    band = reduction_band(module, comp, space) if space.kind == "rows" \
+        else output_band(module, comp, space)
     if band is None:
         return 1.0
     block_m, block_n = tile_sizes

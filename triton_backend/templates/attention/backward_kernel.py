@@ -6,9 +6,10 @@ The kernel space has the axes ``[batch (1 lane)], query (BLOCK_M), key (BLOCK_N)
 value of the fused computation in it.  One program owns a block of the *row* role and loops
 over blocks of the *streamed* one:
 
-* ``rows`` and ``query`` kernels own ``BLOCK_M`` queries and stream the keys: each reduction
-  over the keys is the reduction rule's own loop (in dependency order, the scores recomputed
-  in each), then (``query``) one loop accumulates every output dot ``X @ Y`` (``X`` score
+* ``rows`` and ``query`` kernels own ``BLOCK_M`` queries and stream the keys: the reductions
+  over the keys take one loop per dependency level (``emit_sibling_reductions``: the scores
+  recomputed once per level, not once per reduction; a softmax's max and sum in one loop,
+  the sum rescaled as the max grows), then (``query``) one loop accumulates every output dot ``X @ Y`` (``X`` score
   shaped ``[BLOCK_M, BLOCK_N]``, ``Y`` the free operand at the key block);
 * ``key`` kernels own ``BLOCK_N`` keys and stream the queries: one loop accumulates every
   output dot ``X^T @ Y`` (``dK``, ``dV`` together), the per-row vectors read as inputs.  With
@@ -33,6 +34,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.text.printer import print_computation, print_instruction
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.attention_pattern import free_dims
+from tiling.fusion_pass.online_softmax import online_sum
 from tiling.fusion_pass.score_space import ScoreSpace
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
@@ -41,6 +43,7 @@ from triton_backend.lowering.emitter.value_emitter import ValueEmitter
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.memory_rules import store_output
+from triton_backend.lowering.rules.reduction_rules import emit_sibling_reductions
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.templates.attention.kernel import (DotNumerics, _decompose, _operand_indices,
                                                        row_and_batch_programs)
@@ -320,14 +323,15 @@ class _ScoreKernel:
                               tiles * block - 1)
         self._load_owned()
         if space.reduces:
-            em.emit("# the row statistics, in dependency order, each a loop over the keys")
+            em.emit("# the row statistics by dependency level, each level one loop over the keys")
             if self.reduce_band is not None:
                 step = self.blocks[self.ka]
                 first, end = self._streamed_blocks(space.keys, step, self.reduce_band)
                 em.loop_bounds[self.ka] = f"{first}, {end}, {step}"
-            for name in space.reduces:
-                em.value(name, self._indices(space.roles[name],
-                                             self.comp.instruction(name).shape.dims))
+            emit_sibling_reductions(em, [
+                (name, self._indices(space.roles[name], self.comp.instruction(name).shape.dims))
+                for name in space.reduces],
+                online=lambda top, total: online_sum(self.module, self.comp, top, total))
             em.loop_bounds.pop(self.ka, None)
         if space.output_dots:
             em.emit(f"# one loop over the {'queries' if key_kind else 'keys'}: every output "

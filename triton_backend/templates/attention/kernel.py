@@ -40,12 +40,13 @@ from fusion.ir.shape import ArrayShape
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from tiling.fusion_pass.attention_pattern import AttentionPattern
 from tiling.fusion_pass.attention_mask import KeyBand, iota_roles
-from tiling.fusion_pass.online_softmax import OnlineSoftmax
+from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_sum
 from tiling.policy.limits import MAX_GRID_YZ
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, storage_dtype
+from triton_backend.lowering.rules.reduction_rules import emit_sibling_reductions
 from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
@@ -459,9 +460,11 @@ class _Kernel:
         self.out_indices = tuple(self.batch) + (self.q, self.dv)
         self.q_tile = self.query_tile()
         if self.online is None:
-            em.emit("# the normalization's reductions, in dependency order, each a loop over keys")
-            for name in pattern.reduces:
-                em.value(name, self._row(name))
+            em.emit("# the normalization's reductions by dependency level, each level one "
+                    "loop over the keys")
+            emit_sibling_reductions(
+                em, [(name, self._row(name)) for name in pattern.reduces],
+                online=lambda top, total: online_sum(self.module, self.comp, top, total))
             em.emit("# the output: p @ v accumulated over key blocks, then the epilogue")
         else:
             em.emit("# one pass over the keys: a running max and sum (online softmax), the "
