@@ -11,7 +11,13 @@ a run cut short still leaves what it measured.
 Without a GPU it prints why it skips and exits 0, unless ``--interpreter`` asks for the same
 check under the Triton interpreter (what the test suite does file by file).
 
-    python bench/gpu_corpus_check.py [--jobs N] [--timeout S] [--csv F] [--interpreter] [FILES...]
+``--f32-dot-precision tf32x3`` runs every f32 dot as three TF32 products (``run
+--f32-dot-precision``), checked at f32's tolerance: the evidence issue 26 asks for before
+3xTF32 may become the default for f32 dots ("only where it passes the same f32 tolerance on
+the whole corpus").
+
+    python bench/gpu_corpus_check.py [--jobs N] [--timeout S] [--csv F] [--interpreter]
+                                     [--f32-dot-precision P] [FILES...]
 """
 from __future__ import annotations
 
@@ -42,7 +48,8 @@ def default_files() -> list[Path]:
             + [ROOT / "bench" / "programs" / f"{name}.hlo" for name in GPU_FORM_PROGRAMS])
 
 
-def check_file(path: Path, timeout: float, interpreter: bool) -> dict:
+def check_file(path: Path, timeout: float, interpreter: bool,
+               f32_dot_precision: str = "ieee") -> dict:
     """One child process: compile, run, compare; its JSON turned into a row."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -53,8 +60,8 @@ def check_file(path: Path, timeout: float, interpreter: bool) -> dict:
     row = {"file": path.name}
     try:
         proc = subprocess.run([sys.executable, "-m", "triton_backend", "--json", "run", str(path),
-                               "--check"], capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=ROOT)
+                               "--check", "--f32-dot-precision", f32_dot_precision],
+                              capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {**row, "status": "timeout", "detail": f"over {timeout:.0f} s"}
     try:
@@ -94,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=Path("gpu_corpus_check.csv"))
     parser.add_argument("--interpreter", action="store_true",
                         help="without a GPU, check under the Triton interpreter instead of skipping")
+    parser.add_argument("--f32-dot-precision", default="ieee", choices=("ieee", "tf32x3", "tf32"),
+                        help="how f32 dots run (run --f32-dot-precision); default ieee")
     args = parser.parse_args(argv)
     if not args.interpreter:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -108,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     with args.csv.open("w", newline="") as handle, ThreadPoolExecutor(args.jobs) as pool:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
-        futures = [pool.submit(check_file, f, args.timeout, args.interpreter) for f in files]
+        futures = [pool.submit(check_file, f, args.timeout, args.interpreter,
+                               args.f32_dot_precision) for f in files]
         for future in as_completed(futures):
             row = future.result()
             writer.writerow(row)

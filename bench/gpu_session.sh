@@ -9,7 +9,8 @@
 # installed: the machine's own torch, triton and numpy are used.
 #
 #   bash bench/gpu_session.sh    (defaults sum to 575 s: one device call of at most 600 s;
-#   README_S RUNTIME_S SWEEP_S CORPUS_S PATHS_S HOST_S set the steps' limits)
+#   README_S RUNTIME_S SWEEP_S CORPUS_S PATHS_S HOST_S set the steps' limits; TF32X3_CORPUS_S,
+#   0 unless set, adds the corpus checked with f32 dots as 3xTF32)
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -41,6 +42,13 @@ timeout "${SWEEP_S:-110}" "$PY" bench/tile_sweep.py --csv "$OUT/tile_sweep.csv" 
 echo "== corpus on the GPU"
 timeout "${CORPUS_S:-100}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
   --timeout 100 --csv "$OUT/gpu_corpus_check.csv" 2>&1 | tee "$OUT/gpu_corpus_check.txt"
+
+if [ "${TF32X3_CORPUS_S:-0}" -gt 0 ]; then  # off by default: the 600 s call has no room left
+  echo "== corpus on the GPU with f32 dots as 3xTF32 (issue 26: may it be the f32 default?)"
+  timeout "$TF32X3_CORPUS_S" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
+    --timeout 100 --f32-dot-precision tf32x3 --csv "$OUT/gpu_corpus_tf32x3.csv" 2>&1 \
+    | tee "$OUT/gpu_corpus_tf32x3.txt"
+fi
 
 echo "== GPU-only call paths (CUDA graphs, torch op, library dots, TF32) vs the plain call"
 timeout "${PATHS_S:-75}" "$PY" bench/gpu_paths_check.py 2>&1 | tee "$OUT/gpu_paths_check.txt"

@@ -251,15 +251,15 @@ def test_a_compiled_module_runs_its_split_kernel_again_and_again(small_splits):
     from triton_backend import compile_hlo
 
     text = ("HloModule norm\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-            "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  g = f32[64,512] parameter(0)\n"
-            "  sq = f32[64,512] multiply(g, g)\n  z = f32[] constant(0)\n"
+            "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  g = f32[40,512] parameter(0)\n"
+            "  sq = f32[40,512] multiply(g, g)\n  z = f32[] constant(0)\n"
             "  r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add\n"
             "  ROOT n = f32[] sqrt(r)\n}\n")
     module = compile_hlo(text, target=GPU)
     (fusion,) = module.fusions.values()
     assert math.prod(fusion.grid) > 1 and "last_to_arrive" in fusion.source
     rng = np.random.default_rng(0)
-    for _ in range(3):
-        x = rng.standard_normal((64, 512)).astype(np.float32)
+    for _ in range(2):  # the second call finds the counters the first left
+        x = rng.standard_normal((40, 512)).astype(np.float32)
         (got,) = module(torch.from_numpy(x))
         np.testing.assert_allclose(got.numpy(), evaluate(parse_hlo(text), x), rtol=1e-5)
