@@ -74,3 +74,48 @@ def test_grouped_query_program_reads_kv_per_kv_head():
     assert [(o.opcode, o.shape.dims) for o in operands] == [
         ("parameter", (4, 16, 2048, 128)), ("parameter", (4, 4, 2048, 128)),
         ("parameter", (4, 4, 2048, 128))]
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_lean_head_dim_128_kernels_take_the_wide_blocks(path):
+    """At head dim 128 on sm_90 a 16-bit kernel whose scores are lean (no per-point loads, a
+    mask open on one side at least) takes 128 x 128 blocks at 8 warps (faster on an H200, and
+    without spills: ``test_bench_kernels_compile``); a sliding window keeps 64 x 64."""
+    from triton_backend.templates.attention.driver import lean_scores
+
+    compiled = compile_hlo(fusion.parse_hlo(path.read_text()), target="sm_90")
+    (name,) = compiled.fusions
+    module = compiled.module
+    comp = module.computation(module.entry.instruction(name).attr("calls"))
+    pattern = attention_pattern(module, name)
+    rows = visible(path.stem, pattern.queries, pattern.keys)
+    # one-sided: every row's visible keys run to the first key or to the last
+    one_sided = all(r[0] or r[-1] for r in rows if r.any())
+    assert lean_scores(comp, pattern, attention_form(module, name)) == one_sided
+    if "f32" in path.stem:  # 4-byte operands: the register rule's blocks, whatever the scores
+        return
+    wide = one_sided and pattern.head_dim == 128
+    assert tuple(compiled.fusions[name].tile_sizes) == ((128, 128) if wide else (64, 64))
+    assert ("num_warps=8" in compiled.fusions[name].source) == wide
+
+
+def test_scores_reading_a_bias_are_not_lean():
+    import jax
+    import jax.numpy as jnp
+
+    from triton_backend.templates.attention.driver import lean_scores
+
+    def biased(q, k, v, bias):
+        s = jnp.einsum("...qd,...kd->...qk", q, k) + bias
+        return jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(s, axis=-1), v)
+
+    qkv = jax.ShapeDtypeStruct((1, 2, 256, 128), jnp.bfloat16)
+    text = jax.jit(biased).lower(qkv, qkv, qkv, jax.ShapeDtypeStruct(
+        (1, 2, 256, 256), jnp.bfloat16)).as_text(dialect="hlo")
+    compiled = compile_hlo(fusion.parse_hlo(text), target="sm_90")
+    (name,) = [n for n, f in compiled.fusions.items() if f.kind == "attention"]
+    module = compiled.module
+    comp = module.computation(module.entry.instruction(name).attr("calls"))
+    form = attention_form(module, name)
+    assert form.name == "one-pass" and not lean_scores(comp, attention_pattern(module, name), form)
+    assert tuple(compiled.fusions[name].tile_sizes) == (64, 64)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import AttentionPattern, NotAttention, analyze_attention
 from tiling.fusion_pass.attention_mask import KeyBand, key_band
@@ -141,6 +142,31 @@ def computed_operands(comp: HloComputation, dots) -> bool:
     return any(prologue_has(comp, comp.instruction(dot), computes) for dot in dots)
 
 
+def lean_scores(comp: HloComputation, pattern: AttentionPattern, form: AttentionForm) -> bool:
+    """Whether a kernel's live state per key block is the scores alone (``tiling.
+    default_tiling`` gives such kernels wider blocks): one-pass, a mask band open on at
+    least one side (none, causal), and masked scores that read nothing per (query, key)
+    point but the first dot (iotas and scalars besides: no bias or mask array loaded per
+    block).
+    """
+    if form.online is None or (form.band is not None and form.band.low is not None
+                               and form.band.high is not None):
+        return False
+    masked = comp.instruction(form.online.max_reduce).operands[0]
+    seen, stack = set(), [masked]
+    while stack:
+        name = stack.pop()
+        if name in seen or name == pattern.dot1:
+            continue
+        seen.add(name)
+        instr = comp.instruction(name)
+        if traits(instr.opcode).given_value and isinstance(instr.shape, ArrayShape) \
+                and instr.shape.dims:
+            return False
+        stack.extend(instr.operands)
+    return True
+
+
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                              tile_sizes=None, target: str | None = None,
                              cache: KernelCache | None = None) -> CompiledFusion:
@@ -158,12 +184,13 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
     if tile_sizes is None and runs_on_interpreter(target):
         tile_sizes = interpreter_tiling(pattern.queries, pattern.keys, pattern.head_dim,
                                         pattern.value_dim, operand_bytes)
+    form = attention_form(module, fusion_instr)
     tiling = tiling_from(tile_sizes, pattern.queries, pattern.keys, pattern.head_dim,
                          pattern.value_dim, operand_bytes, target_arch(target),
-                         computed_operands=computed_operands(comp, (pattern.dot1,)))
+                         computed_operands=computed_operands(comp, (pattern.dot1,)),
+                         lean_scores=lean_scores(comp, pattern, form))
     numerics = (_numerics(module, fusion_instr, pattern.dot1),
                 _numerics(module, fusion_instr, pattern.dot2))
-    form = attention_form(module, fusion_instr)
     source, grid = render_attention_kernel(module, fusion_instr, pattern, tiling, numerics,
                                            interpreter=runs_on_interpreter(target),
                                            online=form.online, band=form.band)
@@ -173,4 +200,4 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
 
 
 __all__ = ["AttentionForm", "attention_form", "attention_pattern", "compile_attention_fusion",
-           "is_attention_fusion"]
+           "is_attention_fusion", "lean_scores"]

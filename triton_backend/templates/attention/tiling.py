@@ -53,26 +53,36 @@ def block_d_for(head_dim: int, value_dim: int) -> int:
 
 def default_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
                    operand_bytes: int, arch: int = 90,
-                   computed_operands: bool = False) -> AttentionTiling:
+                   computed_operands: bool = False, lean_scores: bool = False) -> AttentionTiling:
     """The forward kernel's default: on sm_90 16-bit operands take ``64 x 64`` blocks at 4
     warps and three stages, whatever the head dim, as measured on an H200
     (``bench/tile_sweep.py``, Triton 3.6): at ``[4,16,2048,128]`` 464 us against 908 us for
     :func:`register_tiling`'s ``64 x 32`` at 8 warps and two stages (276 against 514
     causal), and 17.4 us against 19.7 at two stages for causal ``[4,8,512,64]``.  ``128 x
-    128`` at 8 warps was faster still on plain attention (394 and 259 us) but spills in
-    kernels with more live state.  Where the scores' operands are computed in the kernel
-    (``computed_operands``: RoPE fused in front of the scores, as in the Llama block) at head
-    dims past 64, every 4-warp tiling spills on sm_90, and so does every other target's
-    kernel: those take :func:`register_tiling`.
+    128`` at 8 warps and three stages was faster still at head dim 128 (394 and 259 us; at
+    head dim 64 it tied or lost), and holds in registers where the scores are *lean*
+    (``lean_scores``, ``attention.driver.lean_scores``: a one-pass kernel whose masked
+    scores read nothing per (query, key) point but the scores, its mask a band open on one
+    side: 209 and 240 registers on sm_90); a two-sided band (a sliding window) spilled 44
+    bytes, a 4-warp ``128 x 64`` spilled everywhere, so the wide blocks are for lean kernels
+    only.  Where the scores' operands are computed in the kernel (``computed_operands``: RoPE
+    fused in front of the scores, as in the Llama block) at head dims past 64, every 4-warp
+    tiling spills on sm_90, and so does every other target's kernel: those take
+    :func:`register_tiling`.
 
     >>> default_tiling(2048, 2048, 128, 128, 2, 90)
     AttentionTiling(block_m=64, block_n=64, block_d=128, num_warps=4, num_stages=3)
+    >>> default_tiling(2048, 2048, 128, 128, 2, 90, lean_scores=True)
+    AttentionTiling(block_m=128, block_n=128, block_d=128, num_warps=8, num_stages=3)
     >>> default_tiling(2048, 2048, 128, 128, 2, 90, computed_operands=True)
     AttentionTiling(block_m=64, block_n=32, block_d=128, num_warps=8, num_stages=2)
     >>> default_tiling(2048, 2048, 128, 128, 2, 80)
     AttentionTiling(block_m=64, block_n=32, block_d=128, num_warps=8, num_stages=2)
     """
     block_d = block_d_for(head_dim, value_dim)
+    if arch >= 90 and operand_bytes <= 2 and block_d > 64 and lean_scores \
+            and not computed_operands:
+        return AttentionTiling(_clamp(queries, 128), _clamp(keys, 128), block_d, 8, 3)
     if arch >= 90 and operand_bytes <= 2 and not (computed_operands and block_d > 64):
         return AttentionTiling(_clamp(queries, 64), _clamp(keys, 64), block_d, 4, 3)
     return register_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch)
@@ -120,11 +130,12 @@ def interpreter_tiling(queries: int, keys: int, head_dim: int, value_dim: int,
 
 def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: int,
                 operand_bytes: int, arch: int = 90,
-                computed_operands: bool = False) -> AttentionTiling:
+                computed_operands: bool = False, lean_scores: bool = False) -> AttentionTiling:
     """The default tiling for ``sm_<arch>``, or ``(block_m, block_n)`` from the caller
-    (checked)."""
+    (checked; warps and stages those of the default for such blocks: the wide default's 8
+    warps only with its own blocks)."""
     base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch,
-                          computed_operands)
+                          computed_operands, lean_scores)
     if tile_sizes is None:
         return base
     if isinstance(tile_sizes, AttentionTiling):
@@ -134,6 +145,9 @@ def tiling_from(tile_sizes, queries: int, keys: int, head_dim: int, value_dim: i
         if len(sizes) != 2:
             raise UnsupportedOpError(f"attention tile sizes are (block_m, block_n), got {sizes}",
                                      where="attention tiling")
+        if sizes != base.tile_sizes:
+            base = default_tiling(queries, keys, head_dim, value_dim, operand_bytes, arch,
+                                  computed_operands)
         tiling = AttentionTiling(sizes[0], sizes[1], base.block_d, base.num_warps,
                                  base.num_stages)
     for name, value in (("block_m", tiling.block_m), ("block_n", tiling.block_n)):
