@@ -54,6 +54,7 @@ from triton_backend.runtime.device_specs import device_spec
 from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.tuning.autotune import workload_for
+from triton_backend.tuning.attention_workload import attention_workload
 from triton_backend.tuning.dot_candidates import dot_workload
 from triton_backend.tuning.cost_model import InfeasibleLaunch, Workload, estimate
 
@@ -403,7 +404,8 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
     ``spec``: the tile analysis' costs of its tiling (``tiling.policy.candidates.evaluate_candidate``,
     through ``autotune.workload_for``), estimated by ``cost_model.estimate``; a dot template
     kernel's (split-K programs and partial tiles included, operand tiles shared through L2
-    within a wave) by ``dot_candidates.dot_workload``.  A kernel the
+    within a wave) by ``dot_candidates.dot_workload``; an attention kernel's (its dots per
+    visited block, its steps' critical path) by ``attention_workload``.  A kernel the
     tile analysis cannot model (a sort, a scatter, a tiling it rejects) is modeled at its
     compulsory bytes, and ``note`` says why."""
 
@@ -416,6 +418,8 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
         tiling = DotTiling(*sizes[:3], num_warps=num_warps, num_stages=num_stages,
                            split_k=sizes[3] if len(sizes) == 4 else 1)
         workload, note = dot_workload(module, instr, tiling, spec), ""
+    elif kernel.kind in (TemplateKind.ATTENTION, TemplateKind.ATTENTION_BACKWARD):
+        workload, note = attention_workload(module, instr, kernel, spec, num_warps), ""
     else:
         workload, note = _analysis_workload(module, instr, kernel)
         if workload is not None and blocks > workload.num_blocks:

@@ -18,7 +18,9 @@ the flops.  The prediction:
   with enough loads in flight; below :data:`WARPS_TO_SATURATE` resident warps (times the
   pipeline stages of a workload with ``pipelined_loads``, a dot's K loop) the memory time is
   scaled by ``WARPS_TO_SATURATE / resident_warps``;
-* ``predicted = max(memory_time / latency_hiding, compute_time) / wave_efficiency + launch``;
+* ``predicted = max(max(memory_time / latency_hiding, compute_time) / wave_efficiency,
+  critical_path) + launch`` (a workload's ``critical_path_s``: its dependent steps, 0 unless
+  given);
 * ``bandwidth_fraction = compulsory_bytes / predicted / peak_bandwidth``: the fraction of the
   memory roofline the kernel reaches on the bytes the computation must move.
 
@@ -61,7 +63,9 @@ class Workload:
     ``tensor_core_efficiency``: the fraction of the tensor-core peak the kernel's tiles reach
     (a dot's measured table, ``dot_candidates``); ``wave_latency_s``: time each wave of
     blocks adds beyond its throughput (pipeline fill and epilogue); ``pipelined_loads``: its
-    loop's loads are software-pipelined over ``num_stages`` buffers (the dot template's).
+    loop's loads are software-pipelined over ``num_stages`` buffers (the dot template's);
+    ``critical_path_s``: the least time the kernel takes whatever its throughput, its
+    programs' dependent steps one after another (an attention kernel's, ``attention_workload``).
     """
 
     tile_sizes: tuple[int, ...]
@@ -78,6 +82,7 @@ class Workload:
     tensor_core_efficiency: float = 1.0
     wave_latency_s: float = 0.0
     pipelined_loads: bool = False
+    critical_path_s: float = 0.0
 
     @property
     def modeled_bytes(self) -> int:
@@ -114,7 +119,11 @@ class CostEstimate:
 
     @property
     def bound(self) -> str:
+        """``memory``, ``compute`` or ``latency`` (the workload's critical path)."""
         memory = self.memory_time_s / self.latency_hiding
+        throughput = max(memory, self.compute_time_s) / self.wave_efficiency
+        if self.workload.critical_path_s > throughput:
+            return "latency"
         return "memory" if memory >= self.compute_time_s else "compute"
 
     @property
@@ -191,7 +200,8 @@ def estimate(workload: Workload, device: str | DeviceSpec, *, num_warps: int = 4
     if workload.tensor_core_flops:
         compute_time += workload.tensor_core_flops / (spec.peak_flops(
             workload.tensor_core_dtype, tensor_cores=True) * workload.tensor_core_efficiency)
-    predicted = max(memory_time / hiding, compute_time) / efficiency + launch_overhead_s \
+    predicted = max(max(memory_time / hiding, compute_time) / efficiency,
+                    workload.critical_path_s) + launch_overhead_s \
         + workload.wave_latency_s * waves
     return CostEstimate(spec.key, workload, num_warps, num_stages, per_sm, slots, waves,
                         efficiency, hiding, memory_time, compute_time, launch_overhead_s, predicted,

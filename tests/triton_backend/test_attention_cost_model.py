@@ -1,0 +1,93 @@
+"""The attention kernels' workload (tuning/attention_workload): their tensor-core FLOPs per
+visited block, never under the compute roofline, and against 36 forward configurations timed
+on an H200 (tests/data/h200_attention_tiles.csv, bench/tile_sweep.py); the compile report's
+prediction of an attention kernel is no longer its bytes alone."""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from fusion.text.parser import parse_hlo
+from triton_backend.driver.compiled_fusion import compile_fusion
+from triton_backend.driver.module_compiler import compile_hlo
+from triton_backend.reports.compile_report import build_report
+from triton_backend.runtime.device_specs import device_spec
+from triton_backend.tuning.attention_workload import attention_workload
+from triton_backend.tuning.cost_model import estimate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _program(name: str):
+    return compile_hlo(parse_hlo((ROOT / "bench" / "programs" / f"{name}.hlo").read_text()),
+                       target="sm_90").module
+
+
+@pytest.fixture(scope="module")
+def predictions():
+    modules, out = {}, []
+    spec = device_spec("h200")
+    for row in csv.DictReader((ROOT / "tests" / "data" / "h200_attention_tiles.csv").open()):
+        name = row["program"]
+        module = modules.setdefault(name, _program(name))
+        sizes = tuple(int(x) for x in row["tiles"].split("x"))
+        kernel = compile_fusion(module, row["fusion"], tile_sizes=sizes, target="sm_90")
+        warps, stages = int(row["warps"]), int(row["stages"])
+        workload = attention_workload(module, module.entry.instruction(row["fusion"]), kernel,
+                                      spec, warps)
+        model = estimate(workload, spec, num_warps=warps, num_stages=stages)
+        out.append((name, row["fusion"], float(row["us"]), model.predicted_time_s * 1e6,
+                    workload))
+    return out
+
+
+def test_predictions_are_about_the_measured_times(predictions):
+    ratios = [predicted / measured for _, _, measured, predicted, _ in predictions]
+    assert len(ratios) == 36
+    assert 0.85 <= statistics.median(ratios) <= 1.2, statistics.median(ratios)
+    assert min(ratios) > 0.5 and max(ratios) < 2.0, (min(ratios), max(ratios))
+
+
+def test_the_predicted_best_configuration_is_near_the_measured_best(predictions):
+    regrets = []
+    for _, group in itertools.groupby(predictions, key=lambda p: (p[0], p[1])):
+        group = list(group)
+        picked = min(group, key=lambda p: p[3])
+        regrets.append(picked[2] / min(p[2] for p in group))
+    assert len(regrets) == 4 and max(regrets) < 1.3, regrets
+
+
+def test_no_prediction_beats_the_tensor_core_roofline(predictions):
+    peak = device_spec("h200").peak_flops("bf16", tensor_cores=True)
+    for name, _, _, predicted, workload in predictions:
+        assert workload.tensor_core_flops > 0, name
+        assert predicted * 1e-6 >= workload.tensor_core_flops / peak, name
+
+
+def test_flops_count_the_visited_blocks_of_a_causal_kernel():
+    """Causal [4,8,512,64] at 64x64: 8 query blocks see 1..8 key blocks, 36 of 64; each block
+    runs two 64x64x64 dots."""
+    module = _program("attention_causal_bf16_4x8x512x64")
+    kernel = compile_fusion(module, "fusion", tile_sizes=(64, 64), target="sm_90")
+    workload = attention_workload(module, module.entry.instruction("fusion"), kernel,
+                                  device_spec("h200"))
+    assert workload.num_blocks == 4 * 8 * 8
+    assert workload.tensor_core_flops == 4 * 8 * 36 * 2 * (2 * 64 * 64 * 64)
+
+
+def test_the_report_models_attention_by_its_dots():
+    """The 2048-token attention's kernel was predicted at 44 us from its bytes (394 us on an
+    H200); now its FLOPs at the measured fraction of the peak."""
+    compiled = compile_hlo(parse_hlo((ROOT / "bench" / "programs" /
+                                      "attention_bf16_4x16x2048x128.hlo").read_text()),
+                           target="sm_90")
+    (kernel,) = build_report(compiled, device="h200").fusions
+    flops = 4 * 4 * 16 * 2048 * 2048 * 128  # two dots, every block visited
+    assert kernel.model.predicted_time_s >= flops / device_spec("h200").peak_flops(
+        "bf16", tensor_cores=True)
+    assert kernel.model.bound != "memory" and math.isfinite(kernel.model.predicted_time_s)
