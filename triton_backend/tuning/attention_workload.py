@@ -4,7 +4,7 @@ An attention program owns a block of rows (``BLOCK_M`` queries, or a backward ``
 kernel's keys) and walks the blocks of the other side its mask lets it see (its *steps*).
 Each step runs the kernel's dots on ``BLOCK_M x BLOCK_N`` scores over the padded head dim:
 ``2 * BM * BN * BD`` tensor-core FLOPs per dot (two per step for the one-pass forward, one per
-reduction loop more for the multi-pass form; a backward kernel's are counted in its source,
+reduction more for the multi-pass form, at most; a backward kernel's are counted in its source,
 each of its loops walking the same blocks).  Its DRAM bytes are its inputs and outputs once:
 the key and value blocks every query block of a head reads again come from L2 (a head's
 keys and values are a few MB, and its query blocks run side by side), and the loads are
@@ -88,13 +88,12 @@ def attention_workload(module: HloModule, fusion_instr: HloInstruction, kernel,
 @dataclass(frozen=True)
 class _Steps:
     """A kernel's programs and their steps: how many (mean, longest), the dots of one, the
-    streamed block's rows (``walk``), the padded head dim and the dots' operand type."""
+    padded head dim and the dots' operand type."""
 
     programs: int
     mean: float
     longest: int
     dots: int
-    walk: int
     block_d: int
     operand: str
 
@@ -108,8 +107,9 @@ def _forward_steps(module, fusion_instr, block_m: int, block_n: int) -> _Steps:
         first, end = (0, pattern.keys) if form.band is None else \
             form.band.key_range(q0, block_m, pattern.keys)
         steps.append(max(0, -(-end // block_n) - first // block_n))
+    steps = steps or [0]  # no query rows: one idle program
     return _Steps(math.prod(pattern.batch) * len(steps), sum(steps) / len(steps), max(steps),
-                  2 if form.online is not None else 2 + len(pattern.reduces), block_n,
+                  2 if form.online is not None else 2 + len(pattern.reduces),
                   block_d_for(pattern.head_dim, pattern.value_dim),
                   comp.instruction(comp.instruction(pattern.dot1).operands[0]).shape.dtype)
 
@@ -128,7 +128,7 @@ def _backward_steps(module, fusion_instr, kernel, block_m: int, block_n: int) ->
     return _Steps(math.prod(space.kv_batch if key_kind else space.batch) * -(-rows // own),
                   fraction * blocks, blocks,
                   # every loop walks the same blocks: its dots add up per step
-                  max(1, kernel.source.count("tl.dot(")), walk, block_d_for(head, head),
+                  max(1, kernel.source.count("tl.dot(")), block_d_for(head, head),
                   comp.instruction(comp.instruction(space.score_dots[0]).operands[0]).shape.dtype)
 
 
