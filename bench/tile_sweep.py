@@ -1,5 +1,8 @@
 """Measured block sizes of the dot and attention templates (forward and backward), on a GPU.
 
+Also the rows per program of two row normalizations (``ROWS_PROGRAMS``), where a one-row
+program lost to eager PyTorch.
+
 The autotuner sweeps hundreds of candidates ranked by the cost model; a GPU lent for minutes
 measures a dozen.  This script times, per dot or attention fusion of the bench programs, a short
 list of launch configurations taken from Triton's own tuned kernels (the matmul tutorial's
@@ -35,7 +38,8 @@ DEFAULT_PROGRAMS = [
     "matmul_bf16_4096x4096x4096", "matmul_bf16_2048x3072x768", "matmul_bf16_2048x768x2304",
     "matmul_bias_gelu_bf16_1024", "attention_bf16_4x16x2048x128",
     "attention_causal_bf16_4x16x2048x128", "attention_causal_bf16_4x8x512x64",
-    "gpt2_block_bf16_b4_s512_d768", "vjp_attention_causal_bf16_4x8x512x64",
+    "gpt2_block_bf16_b4_s512_d768", "softmax_f32_4096x1024", "layernorm_f32_4096x1024",
+    "vjp_attention_causal_bf16_4x8x512x64",
     "vjp_attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512",
 ]
 
@@ -61,6 +65,13 @@ BACKWARD_CONFIGS = (
 )
 
 
+#: Row-kernel candidates (a normalization over rows of a program of ``ROWS_PROGRAMS``):
+#: (rows per program, warps).  The default's one 1,024-element row per program took 13.8 us
+#: for softmax f32[4096,1024] on the H200, eager 8.8: do more rows per program do better?
+ROWS_CONFIGS = ((1, 4), (1, 8), (2, 4), (4, 4), (4, 8), (8, 8), (16, 8))
+ROWS_PROGRAMS = ("softmax_f32_4096x1024", "layernorm_f32_4096x1024")
+
+
 def skip_reason(dry_run: bool) -> str | None:
     if dry_run:
         return None
@@ -75,8 +86,10 @@ def skip_reason(dry_run: bool) -> str | None:
     return None
 
 
-def swept_fusions(module):
-    """``(instruction, kind, configs)`` per dot or attention fusion of the fused ``module``."""
+def swept_fusions(module, rows: bool = False):
+    """``(instruction, kind, configs)`` per dot or attention fusion of the fused ``module``;
+    with ``rows``, per other fusion with a rank-2 output too (its rows per program)."""
+    from fusion.ir.shape import flatten_shape
     from triton_backend.templates.attention.backward_driver import is_score_space_fusion
     from triton_backend.templates.attention.driver import is_attention_fusion
     from triton_backend.templates.dot.driver import is_dot_fusion
@@ -88,6 +101,9 @@ def swept_fusions(module):
             yield instr, "backward", [((m, n), w, s) for m, n, w, s in BACKWARD_CONFIGS]
         elif is_dot_fusion(module, instr):
             yield instr, "dot", [((m, n, k), w, s) for m, n, k, w, s in DOT_CONFIGS]
+        elif rows and len(dims := flatten_shape(instr.shape)[0].dims) == 2:
+            yield instr, "rows", [((r, dims[1]), w, 1) for r, w in ROWS_CONFIGS
+                                  if r <= dims[0]]
 
 
 def _timed(compiled_module, inputs, warps: int, stages: int) -> float:
@@ -110,7 +126,7 @@ def plan(names: list[str], dry_run: bool) -> list[tuple]:
         text = (ROOT / "bench" / "programs" / f"{name}.hlo").read_text()
         fused = compile_hlo(parse_hlo(text), target="sm_90" if dry_run else None).module
         work += [(name, fused, instr, kind, configs)
-                 for instr, kind, configs in swept_fusions(fused)]
+                 for instr, kind, configs in swept_fusions(fused, name in ROWS_PROGRAMS)]
     return work
 
 

@@ -190,3 +190,15 @@ def test_compile_scaling_cpu_table(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "ms/op" in out and "elementwise     1000        5     1.00   1.000" in out
     assert "fitted slope of log(CPU s) against log(ops) 1.00" in out
+
+
+def test_tile_sweep_sweeps_rows_per_program_only_where_asked():
+    from triton_backend.driver.module_compiler import compile_hlo
+
+    sweep = _load("tile_sweep")
+    text = (BENCH / "programs" / "softmax_f32_4096x1024.hlo").read_text()
+    fused = compile_hlo(parse_hlo(text), target="sm_90").module
+    assert list(sweep.swept_fusions(fused)) == []
+    ((_, kind, configs),) = sweep.swept_fusions(fused, rows=True)
+    assert kind == "rows" and ((1, 1024), 8, 1) in configs and ((16, 1024), 8, 1) in configs
+    assert set(sweep.ROWS_PROGRAMS) <= set(sweep.DEFAULT_PROGRAMS)
