@@ -15,9 +15,9 @@ import pytest
 from fusion.text.parser import parse_hlo
 from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.driver.module_compiler import compile_hlo
-from triton_backend.reports.compile_report import build_report
+from triton_backend.reports.compile_report import _fusion_json, build_report
 from triton_backend.runtime.device_specs import device_spec
-from triton_backend.tuning.attention_workload import attention_workload
+from triton_backend.tuning.attention_workload import TENSOR_CORE_EFFICIENCY, attention_workload
 from triton_backend.tuning.cost_model import estimate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +88,24 @@ def test_the_report_models_attention_by_its_dots():
                            target="sm_90")
     (kernel,) = build_report(compiled, device="h200").fusions
     flops = 4 * 4 * 16 * 2048 * 2048 * 128  # two dots, every block visited
-    assert kernel.model.predicted_time_s >= flops / device_spec("h200").peak_flops(
-        "bf16", tensor_cores=True)
-    assert kernel.model.bound != "memory" and math.isfinite(kernel.model.predicted_time_s)
+    peak = device_spec("h200").peak_flops("bf16", tensor_cores=True)
+    model = kernel.model
+    assert model.predicted_time_s >= flops / peak
+    assert model.bound != "memory" and math.isfinite(model.predicted_time_s)
+    # the report's per-kernel FLOPs, predicted TFLOP/s and share of the tensor-core peak
+    assert model.dot_flops == flops and model.tensor_core_peak_flops == peak
+    assert model.predicted_tflops == pytest.approx(flops / model.predicted_time_s / 1e12)
+    assert 0 < model.tensor_core_peak_fraction <= TENSOR_CORE_EFFICIENCY
+    fields = _fusion_json(kernel)["model"]
+    assert fields["predicted_tflops"] == model.predicted_tflops
+    assert fields["tensor_core_peak_fraction"] == model.tensor_core_peak_fraction
+
+
+def test_the_report_gives_a_dot_kernels_flops_and_none_for_a_normalization():
+    for name, flops in (("matmul_bf16_2048x768x2304", 2 * 2048 * 768 * 2304),
+                        ("softmax_bf16_4096x1024", 0)):
+        compiled = compile_hlo(parse_hlo((ROOT / "bench" / "programs" / f"{name}.hlo")
+                                         .read_text()), target="sm_90", dot_library="never")
+        (kernel,) = build_report(compiled, device="h200").fusions
+        assert kernel.model.dot_flops == flops, name
+        assert (kernel.model.predicted_tflops is None) == (flops == 0), name

@@ -94,6 +94,10 @@ class KernelModel:
     ``hbm_roofline_fraction``: ``roofline_time_s / predicted_time_s``.  ``note`` says how the
     bytes were modeled when it was not from the tile analysis of the compiled tiling (e.g. a
     kernel the tile analysis cannot model is counted at its compulsory bytes).
+    ``dot_flops``: the FLOPs of the kernel's dots (a dot or attention template's; 0 for
+    others), over the predicted time ``predicted_tflops``, and as a fraction of the device's
+    tensor-core peak for the dots' operand type (``tensor_core_peak_flops``, 0 where it has
+    none) ``tensor_core_peak_fraction``.
     """
 
     device: str
@@ -102,10 +106,26 @@ class KernelModel:
     roofline_time_s: float
     bound: str
     note: str = ""
+    dot_flops: int = 0
+    tensor_core_peak_flops: float = 0.0
 
     @property
     def hbm_roofline_fraction(self) -> float:
         return self.roofline_time_s / self.predicted_time_s if self.predicted_time_s else 0.0
+
+    @property
+    def predicted_tflops(self) -> float | None:
+        """The dots' TFLOP/s at the predicted time (None: no dots)."""
+        if not self.dot_flops or not self.predicted_time_s:
+            return None
+        return self.dot_flops / self.predicted_time_s / 1e12
+
+    @property
+    def tensor_core_peak_fraction(self) -> float | None:
+        """:attr:`predicted_tflops` over the tensor-core peak (None: no dots or no peak)."""
+        if self.predicted_tflops is None or not self.tensor_core_peak_flops:
+            return None
+        return self.predicted_tflops * 1e12 / self.tensor_core_peak_flops
 
 
 @dataclass(frozen=True)
@@ -256,7 +276,9 @@ def _fusion_json(f: FusionReport) -> dict[str, Any]:
                modeled_bytes=f.modeled_bytes,
                target=None if f.target is None else dict(asdict(f.target), spills=f.target.spills),
                model=None if f.model is None else
-               dict(asdict(f.model), hbm_roofline_fraction=f.model.hbm_roofline_fraction))
+               dict(asdict(f.model), hbm_roofline_fraction=f.model.hbm_roofline_fraction,
+                    predicted_tflops=f.model.predicted_tflops,
+                    tensor_core_peak_fraction=f.model.tensor_core_peak_fraction))
     out["registers"] = None if f.target is None else f.target.registers
     out["spills"] = None if f.target is None else f.target.spills
     return out
@@ -435,7 +457,19 @@ def kernel_model(module, instr, kernel, spec, num_warps: int = 4,
         cost = estimate(workload, spec, num_warps=4, num_stages=1)
     roofline = workload.compulsory_bytes / spec.memory_bandwidth_bytes_per_s
     return KernelModel(spec.key, workload.modeled_bytes, cost.predicted_time_s, roofline,
-                       cost.bound, note)
+                       cost.bound, note, workload.dot_flops, _tensor_core_peak(spec, workload))
+
+
+def _tensor_core_peak(spec, workload: Workload) -> float:
+    """The tensor-core peak of the workload's dot operand type (0: no dots, dots on the FMA
+    units (exact f32), or a type without a tensor-core path)."""
+    if not workload.dot_flops or not workload.tensor_core_flops:
+        return 0.0
+    try:
+        return spec.peak_flops({"f32": "tf32"}.get(workload.tensor_core_dtype,
+                                                   workload.tensor_core_dtype), tensor_cores=True)
+    except ValueError:
+        return 0.0
 
 
 def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:

@@ -51,6 +51,11 @@ def render_text(report: ModuleReport) -> str:
             lines.append(f"  model:    {m.modeled_bytes} bytes modeled ({ratio:.2f}x compulsory); "
                          f"{m.device}: {m.predicted_time_s * 1e6:.2f} us predicted, "
                          f"{100 * m.hbm_roofline_fraction:.1f}% of the HBM roofline, {m.bound}-bound")
+            if m.predicted_tflops is not None:
+                peak = "" if m.tensor_core_peak_fraction is None else \
+                    f" ({100 * m.tensor_core_peak_fraction:.1f}% of the tensor-core peak)"
+                lines.append(f"            dots: {m.dot_flops / 1e9:.3g} GFLOP, "
+                             f"{m.predicted_tflops:.1f} TFLOP/s predicted{peak}")
             if m.note:
                 lines.append(f"            ({m.note})")
         lines.append(f"  kernel:   {f.kernel_file}")

@@ -82,7 +82,7 @@ def attention_workload(module: HloModule, fusion_instr: HloInstruction, kernel,
         round(total_flops / FMA_EFFICIENCY) if exact else 0,
         tensor_core_flops=0 if exact else total_flops, tensor_core_dtype=steps.operand,
         tensor_core_efficiency=TENSOR_CORE_EFFICIENCY, pipelined_loads=True,
-        critical_path_s=max(rounds * steps.mean, steps.longest) * step_time)
+        dot_flops=total_flops, critical_path_s=max(rounds * steps.mean, steps.longest) * step_time)
 
 
 @dataclass(frozen=True)

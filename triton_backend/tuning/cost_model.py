@@ -65,7 +65,9 @@ class Workload:
     blocks adds beyond its throughput (pipeline fill and epilogue); ``pipelined_loads``: its
     loop's loads are software-pipelined over ``num_stages`` buffers (the dot template's);
     ``critical_path_s``: the least time the kernel takes whatever its throughput, its
-    programs' dependent steps one after another (an attention kernel's, ``attention_workload``).
+    programs' dependent steps one after another (an attention kernel's, ``attention_workload``);
+    ``dot_flops``: its dots' FLOPs as the HLO counts them (two per multiply-add), whichever
+    units run them (``flops`` and ``tensor_core_flops`` are what those units are charged).
     """
 
     tile_sizes: tuple[int, ...]
@@ -83,6 +85,7 @@ class Workload:
     wave_latency_s: float = 0.0
     pipelined_loads: bool = False
     critical_path_s: float = 0.0
+    dot_flops: int = 0
 
     @property
     def modeled_bytes(self) -> int:

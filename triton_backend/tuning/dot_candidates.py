@@ -127,7 +127,8 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
         shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
         // tiling.num_stages,
         tensor_core_efficiency=tensor_core_efficiency(tiling) if problem.operand_bytes <= 2
-        else 1.0, wave_latency_s=DOT_WAVE_LATENCY_S, pipelined_loads=True)
+        else 1.0, wave_latency_s=DOT_WAVE_LATENCY_S, pipelined_loads=True,
+        dot_flops=dot_flops(problem))
 
 
 def _wave_reads(problem, tiling: DotTiling, programs: int, spec: DeviceSpec) -> int:
