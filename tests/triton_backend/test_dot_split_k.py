@@ -166,7 +166,7 @@ def test_split_k_workspace_past_32_bit_offsets_is_refused():
 
 
 def test_report_models_a_split_k_kernel_with_its_programs_and_partial_tiles():
-    from triton_backend.reports.compile_report import kernel_model
+    from triton_backend.reports.kernel_model import kernel_model
     from triton_backend.runtime.device_specs import device_spec
 
     module = plain_dot("bf16", "bf16", lhs="256,4096", rhs="4096,256", out_dims="256,256")
