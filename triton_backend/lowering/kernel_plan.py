@@ -46,6 +46,7 @@ from tiling.policy.limits import (
     TARGET_TILE_ELEMENTS,
 )
 from triton_backend.lowering.rules.ordered_reduction import folds_in_order
+from triton_backend.lowering.rules.reduction_rules import reduced_extents
 from triton_backend.lowering.rules.split_reduction import splittable
 from tiling.symbolic.tiled_fusion import (
     SymbolicTiledFusion,
@@ -149,17 +150,6 @@ def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
 def reachable_instructions(computation: HloComputation) -> list[str]:
     """Names reachable from the root, in post order (operands first)."""
     return list(operands_first(computation, (computation.root_name,)))
-
-
-def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
-    """The sizes a reduce's (reduce-window's) reduction axes walk, in its dim order."""
-    instr = computation.instruction(name)
-    if instr.opcode == "reduce-window":
-        return tuple(d.size for d in instr.attr("window").dims if d.size > 1)
-    operand = computation.instruction(instr.operands[0]).shape
-    assert isinstance(operand, ArrayShape)
-    _, reduced = kept_and_reduced(operand.rank, instr.attr("dimensions"))
-    return tuple(operand.dims[k] for k in reduced)
 
 
 @lru_cache(maxsize=64)

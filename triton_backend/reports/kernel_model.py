@@ -160,9 +160,8 @@ def _tensor_core_peak(spec, workload: Workload) -> float:
     units (exact f32), or a type without a tensor-core path)."""
     if not workload.dot_flops or not workload.tensor_core_flops:
         return 0.0
-    try:
-        return spec.peak_flops({"f32": "tf32"}.get(workload.tensor_core_dtype,
-                                                   workload.tensor_core_dtype), tensor_cores=True)
+    try:  # the dot workload names f32 tensor-core dots tf32 already
+        return spec.peak_flops(workload.tensor_core_dtype, tensor_cores=True)
     except ValueError:
         return 0.0
 

@@ -413,12 +413,19 @@ class ValueEmitter:
             raise
         except Exception as err:  # noqa: BLE001 - a bug in a rule: say which instruction
             raise _lowering_error(instr, indices, err) from err
-        # Operands are emitted before their users, so the first record of an identifier is
-        # where it was computed; a pass-through (broadcast, reshape, ...) keeps its axes.
+        return self.remember(name, indices, result)
+
+    def remember(self, name: str, indices: tuple[AffineExpr, ...], result: Value) -> Value:
+        """Make ``result`` the answer for ``name`` at ``indices`` in the open block (a
+        template's or a shared loop's value, as :meth:`value` records a rule's); returns it.
+
+        Operands are emitted before their users, so the first record of an identifier is
+        where it was computed; a pass-through (broadcast, reshape, ...) keeps its axes.
+        """
         axes = frozenset(self._axes_of(tuple(indices)))
         for ident in (result if isinstance(result, tuple) else (result,)):
             self.value_axes.setdefault(ident, axes)
-        self.memo[key] = result
+        self.memo[(name, tuple(indices))] = result
         return result
 
     def spanning(self, value: str, indices: tuple[AffineExpr, ...]) -> str:

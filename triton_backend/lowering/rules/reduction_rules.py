@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fusion.errors import UnsupportedOpError
-from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.analysis.reduction_kind import kept_and_reduced
 from tiling.maps.affine_expr import AffineExpr, DimExpr
 from triton_backend.lowering.rules.combine_function import (
@@ -307,14 +307,17 @@ def _can_share(em: ValueEmitter, name: str, first: str) -> bool:
             and not (em.split is not None and em.split.plan.reduce == name)
             and not folds_in_order(instr, arity)
             and em.reduce_axes.get(name) == em.reduce_axes.get(first)
-            and _reduced_extents(em, name) == _reduced_extents(em, first))
+            and reduced_extents(em.computation, name) == reduced_extents(em.computation, first))
 
 
-def _reduced_extents(em: ValueEmitter, name: str) -> tuple[int, ...]:
-    instr = em.instruction(name)
-    in_shape = array_shape(em.instruction(instr.operands[0]))
-    _, dims = kept_and_reduced(in_shape.rank, instr.attr("dimensions"))
-    return tuple(in_shape.dims[d] for d in dims)
+def reduced_extents(computation: HloComputation, name: str) -> tuple[int, ...]:
+    """The sizes a reduce's (reduce-window's) reduction axes walk, in its dim order."""
+    instr = computation.instruction(name)
+    if instr.opcode == "reduce-window":
+        return tuple(d.size for d in instr.attr("window").dims if d.size > 1)
+    operand = array_shape(computation.instruction(instr.operands[0]))
+    _, reduced = kept_and_reduced(operand.rank, instr.attr("dimensions"))
+    return tuple(operand.dims[k] for k in reduced)
 
 
 def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineExpr, ...]]],
@@ -330,7 +333,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
     ``exp(-inf - -inf)`` in its own loop does (``online_sum`` checked the sum's operand).
     """
     first = em.instruction(requests[0][0])
-    axes, extents = em.reduce_axes[first.name], _reduced_extents(em, first.name)
+    axes, extents = em.reduce_axes[first.name], reduced_extents(em.computation, first.name)
     above_accumulators = len(em.lines)
     requests = sorted(requests, key=lambda r: r[0] in pairs)  # a sum after its maximum
     plans = []
@@ -369,8 +372,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
                                   instr.operands[arity:], combine)
             used = em.bind(f"tl.where({running} == -float('inf'), 0.0, {running})",
                            f"{sanitize(instr.name)}_running")
-            em.value_axes.setdefault(used, frozenset(em._axes_of(indices)))
-            em.memo[(instr.name, indices)] = used  # forgotten when the loop's block closes
+            em.remember(instr.name, indices, used)  # forgotten when the loop's block closes
     for context in reversed(loops):
         context.__exit__(None, None, None)
     for instr, indices, reduced_shape, _, combine, accumulators in plans:
@@ -380,12 +382,8 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
                     f"({em.memo[(top, indices)]} == -float('inf')), float('nan'), "
                     f"{accumulators[0]})")
         arity = len(instr.operands) // 2
-        result = _with_inits(em, instr, reduced_shape, accumulators, instr.operands[arity:],
-                             combine)
-        axes_of = frozenset(em._axes_of(indices))
-        for ident in (result if isinstance(result, tuple) else (result,)):
-            em.value_axes.setdefault(ident, axes_of)
-        em.memo[(instr.name, indices)] = result
+        em.remember(instr.name, indices, _with_inits(em, instr, reduced_shape, accumulators,
+                                                     instr.operands[arity:], combine))
 
 
 def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
@@ -393,7 +391,7 @@ def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineE
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     types = [array_shape(em.instruction(n)).element_type for n in inputs]
-    return emit_reduction(em, instr, indices, list(_reduced_extents(em, instr.name)),
+    return emit_reduction(em, instr, indices, list(reduced_extents(em.computation, instr.name)),
                           _operand_lanes(em, instr, indices), types, inits, tree_windows=True)
 
 
@@ -420,4 +418,4 @@ def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
 
 
 __all__ = ["combine_function", "emit_reduction", "emit_sibling_reductions", "emit_tree_reduce",
-           "lower_reduce"]
+           "lower_reduce", "reduced_extents"]

@@ -63,9 +63,7 @@ class _HookedEmitter(ValueEmitter):
             return super().value(name, indices)
         key = (name, tuple(indices))
         if key not in self.memo:
-            result = hook(name, tuple(indices))
-            self.value_axes.setdefault(result, frozenset(self._axes_of(tuple(indices))))
-            self.memo[key] = result
+            self.remember(name, indices, hook(name, tuple(indices)))
         return self.memo[key]
 
 
@@ -213,8 +211,7 @@ class _ScoreKernel:
                            "acc")
             value = em.bind(numerics.result_rounding.format(acc=view), name)
             at = self._indices(space.roles[name], dot.shape.dims)
-            em.memo[(name, at)] = value
-            em.value_axes.setdefault(value, frozenset(em._axes_of(at)))
+            em.remember(name, at, value)
 
     @contextlib.contextmanager
     def _group_loop(self):

@@ -152,19 +152,13 @@ def lean_scores(comp: HloComputation, pattern: AttentionPattern, form: Attention
     if form.online is None or (form.band is not None and form.band.low is not None
                                and form.band.high is not None):
         return False
-    masked = comp.instruction(form.online.max_reduce).operands[0]
-    seen, stack = set(), [masked]
-    while stack:
-        name = stack.pop()
-        if name in seen or name == pattern.dot1:
-            continue
-        seen.add(name)
-        instr = comp.instruction(name)
-        if traits(instr.opcode).given_value and isinstance(instr.shape, ArrayShape) \
-                and instr.shape.dims:
-            return False
-        stack.extend(instr.operands)
-    return True
+    def loaded_per_point(instr) -> bool:
+        return traits(instr.opcode).given_value and isinstance(instr.shape, ArrayShape) \
+            and bool(instr.shape.dims)
+
+    # the max's operand is the masked scores: what it reads besides the first dot
+    top = comp.instruction(form.online.max_reduce)
+    return not prologue_has(comp, top, loaded_per_point, stop_at=frozenset({pattern.dot1}))
 
 
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,

@@ -90,9 +90,7 @@ class _AttentionEmitter(ValueEmitter):
             return super().value(name, indices)
         key = (name, tuple(indices))
         if key not in self.memo:
-            result = hook(tuple(indices))
-            self.value_axes.setdefault(result, frozenset(self._axes_of(tuple(indices))))
-            self.memo[key] = result
+            self.remember(name, indices, hook(tuple(indices)))
         return self.memo[key]
 
 
@@ -425,8 +423,7 @@ class _Kernel:
 
     def _set(self, name: str, indices: tuple[AffineExpr, ...], value: str) -> None:
         """Make ``value`` the emitter's answer for ``name`` at ``indices`` (in this block)."""
-        self.em.memo[(name, tuple(indices))] = value
-        self.em.value_axes.setdefault(value, frozenset(self.em._axes_of(tuple(indices))))
+        self.em.remember(name, indices, value)
 
     def _single(self, name: str, indices) -> str:
         value = self.em.value(name, indices)

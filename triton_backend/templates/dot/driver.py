@@ -183,10 +183,12 @@ def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
 
 
 def prologue_has(comp: HloComputation, dot: HloInstruction,
-                 predicate: Callable[[HloInstruction], bool]) -> bool:
+                 predicate: Callable[[HloInstruction], bool],
+                 stop_at: frozenset[str] = frozenset()) -> bool:
     """Whether an instruction of ``comp`` that ``dot``'s operands are computed from (the
-    operands included) satisfies ``predicate``."""
-    stack, seen = list(dot.operands), set()
+    operands included) satisfies ``predicate``; the walk neither tests nor passes the
+    instructions ``stop_at`` names."""
+    stack, seen = list(dot.operands), set(stop_at)
     while stack:
         name = stack.pop()
         if name in seen:
