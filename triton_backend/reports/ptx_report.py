@@ -187,6 +187,20 @@ def _triton_ptxas_log() -> Iterator[io.StringIO]:
         yield captured
 
 
+def _triton_make_cubin_log(ptx: str, arch: int, options: Mapping[str, object]) -> str:
+    """The ``ptxas -v`` log of Triton's own ``make_cubin`` on ``ptx``: the flags of the
+    installed Triton (``--fmad=false``, ``-lineinfo``, and on Triton 3.9
+    ``--regAllocOptLevel=2``, under which a cross-entropy kernel spills 8 bytes where a
+    plain ``ptxas -v`` spills none), so a cached cubin is judged as a fresh one is."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415 - triton only when compiling
+    from triton.compiler.compiler import make_backend  # noqa: PLC0415
+
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    with _triton_ptxas_log() as log:
+        backend.make_cubin(ptx, {}, backend.parse_options(dict(options)), arch)
+    return log.getvalue()
+
+
 def compile_for_target(kernel_fn, signature: Mapping[str, str], constexprs: Mapping[str, object] | None = None,
                        *, aligned: Iterable[str] = (), arch: int = 90, num_warps: int = 4,
                        num_stages: int = 3) -> CompiledReport:
@@ -210,15 +224,16 @@ def compile_for_target(kernel_fn, signature: Mapping[str, str], constexprs: Mapp
         raise ValueError(f"unsupported arch {arch}; expected one of 80, 86, 89, 90")
     source = ASTSource(fn=kernel_fn, signature=dict(signature), constexprs=dict(constexprs or {}),
                        attrs=_attrs_for(signature, aligned))
+    options = {"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": False}
     with _triton_ptxas_log() as triton_log:
-        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": num_warps, "num_stages": num_stages,
-                                           "enable_fp_fusion": False})
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
     ptx = compiled.asm["ptx"]
     name = compiled.metadata.name
     log = triton_log.getvalue()
     if f"entry function '{name}'" not in log:
-        # Triton's cache had the cubin (ptxas did not run) or this Triton logs elsewhere.
+        # Triton's cache had the cubin (ptxas did not run): build it again as Triton did.
+        log = _triton_make_cubin_log(ptx, arch, options)
+    if f"entry function '{name}'" not in log:  # this Triton logs elsewhere
         log = run_ptxas(ptx, arch)
     resources = parse_ptxas_log(log, name)
     return CompiledReport(
