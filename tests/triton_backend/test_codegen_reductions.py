@@ -3,6 +3,8 @@ interpreter against the reference evaluator, on small non-power-of-two shapes (c
 forced small so loops run many iterations); plus where the tiling comes from."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -225,9 +227,16 @@ def test_gpu_softmax_reduces_along_the_row_tile_axis(dtype, tiles, chunk):
     text = fm([f"{dtype}[3,100]"], SOFTMAX.format(t=dtype), f"{dtype}[3,100]", reducers(dtype))
     compiled = run_and_compare(text, exact=False, reduction_length=100, tile_sizes=tiles,
                                reduction_chunk=chunk, target="cuda:90")
-    # [rows, 1, R] permuted to [rows, R, 1] and reduced along axis 1, the row tile's axis.
-    assert "tl.permute(m_in, (0, 2, 1))" in compiled.source
-    assert ", 1, combine_v_max, keep_dims=True)" in compiled.source
+    if chunk is None:
+        # The row is one tile: the max and the sum reduce along the tile's own axis, so the
+        # row is loaded once and exp(x - max) computed once (Triton's softmax tutorial).
+        assert "tl.permute" not in compiled.source
+        assert compiled.source.count("tl.load(") == 1
+        assert compiled.source.count("xla_math.exp(") == 1
+    else:
+        # [rows, 1, R] permuted to [rows, R, 1] and reduced along axis 1, the row tile's axis.
+        assert "tl.permute(m_in, (0, 2, 1))" in compiled.source
+    assert re.search(r", 1, combine_v_max(_plain)?, keep_dims=True\)", compiled.source)
 
 
 @pytest.mark.parametrize("dims", ["{0}", "{1}", "{0,2}", "{2}"])

@@ -296,6 +296,7 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
     out_vars = [em.new_dim(f"i{k}", k, size, f"{tile_vars[k]} * {plan.tile_sizes[k]}",
                            (plan.tiles_per_dim[k] - 1) * plan.tile_sizes[k] + plan.axis_blocks[k] - 1)
                 for k, size in enumerate(plan.output_dims)]
+    em.tile_dims = tuple(out_vars)
     names = [em.dims[v.index].name for v in out_vars]
     checks = [f"({n} < {size})" for n, size in zip(names, plan.output_dims)]
     for k, (n, tile) in enumerate(zip(names, plan.tile_sizes)):

@@ -124,6 +124,10 @@ class ValueEmitter:
     #: kernel) of the looped reductions over it, where a template knows that the chunks
     #: outside add nothing (an attention mask's band); absent axes loop from 0 to the extent.
     loop_bounds: dict[int, str] = field(default_factory=dict)
+    #: The output tile's dim variables (``kernel_file`` sets them; templates leave none): a
+    #: persistent reduce over a dim one of them walks whole reduces along it
+    #: (``reduction_rules._tile_dims``).
+    tile_dims: tuple = ()
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
     #: Kernel axes of the indices each value identifier was first computed at (a value that

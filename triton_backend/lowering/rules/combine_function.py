@@ -6,6 +6,9 @@ tuples): the validity flags let a tile padded to a power of two
 ignore its padding lanes for *any* combiner, not only those with a known identity (XLA's init
 value need not be one; it is combined in once, after the tile is reduced).  16-bit floats are
 combined in fp32 (the accumulator precision XLA:GPU uses); the reduce rounds the result.
+Where every lane of a tile is valid (no padding, no mask) the reduce combines with the
+*plain* form, ``(a_0..a_{n-1}, b_0..b_{n-1}) -> (r_0..r_{n-1})``: no flags to carry through
+the reduction tree, no selects per combine.
 """
 from __future__ import annotations
 
@@ -38,8 +41,10 @@ def accumulator_type(t: ElementType) -> ElementType:
     return ELEMENT_TYPES["f32"] if t.name in NARROW_FLOATS else t
 
 
-def render_combine_function(computation: HloComputation, function_name: str, arity: int) -> str:
-    """Source of the masked combine function for a reduce with ``arity`` inputs.
+def render_combine_function(computation: HloComputation, function_name: str, arity: int,
+                            masked: bool = True) -> str:
+    """Source of the masked (or, ``masked=False``, the plain) combine function for a reduce
+    with ``arity`` inputs.
 
     >>> import fusion
     >>> m = fusion.parse_hlo("HloModule m\\nadd {\\n  a = f32[] parameter(0)\\n"
@@ -57,6 +62,16 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
         s = (a0) + (b0)
         r0 = tl.where(both, s, tl.where(a_valid != 0, a0, b0))
         return r0, a_valid | b_valid
+    >>> print(render_combine_function(m.computation("add"), "combine_add", 1, masked=False))  # doctest: +NORMALIZE_WHITESPACE
+    # add {
+    #   a = f32[] parameter(0)
+    #   b = f32[] parameter(1)
+    #   ROOT s = f32[] add(a, b)
+    # }
+    @triton.jit
+    def combine_add(a0, b0):
+        s = (a0) + (b0)
+        return s
     """
     names = IdentifierAllocator()
     a_args = [f"a{i}" for i in range(arity)]
@@ -65,7 +80,7 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
         names.fresh(reserved)
     values: dict[str, str] = {}
     types: dict[str, ElementType] = {}
-    body = ["    both = (a_valid & b_valid) != 0"]
+    body = ["    both = (a_valid & b_valid) != 0"] if masked else []
     # Text order may put a use before its definition (valid HLO): emit operands first.
     for instr in map(computation.instruction, dependency_order(computation)):
         if not isinstance(instr.shape, ArrayShape) and instr.opcode != "tuple":
@@ -94,12 +109,16 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     if len(results) != arity:
         raise UnsupportedOpError(f"reducer {computation.name} returns {len(results)} values for "
                                  f"{arity} inputs", where=computation.name)
+    header = comment_block(print_computation(computation))
+    if not masked:
+        body.append(f"    return {', '.join(results)}")
+        signature = ", ".join([*a_args, *b_args])
+        return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
     outs = []
     for i, result in enumerate(results):
         out = names.fresh(f"r{i}")
         body.append(f"    {out} = tl.where(both, {result}, tl.where(a_valid != 0, {a_args[i]}, {b_args[i]}))")
         outs.append(out)
     body.append(f"    return {', '.join(outs)}, a_valid | b_valid")
-    header = comment_block(print_computation(computation))
     signature = ", ".join([*a_args, "a_valid", *b_args, "b_valid"])
     return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"

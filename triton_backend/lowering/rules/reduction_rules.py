@@ -35,24 +35,27 @@ from triton_backend.lowering.rules.split_reduction import join_parts
 Lanes = Callable[[list[DimExpr]], tuple[list[str], str | None]]
 
 
-def combine_function(em: ValueEmitter, to_apply: str, arity: int) -> str:
-    """The name of the generated masked combiner of ``to_apply`` (generated once per kernel)."""
-    key = f"{to_apply}/{arity}"
+def combine_function(em: ValueEmitter, to_apply: str, arity: int, masked: bool = True) -> str:
+    """The name of the generated masked (or plain) combiner of ``to_apply`` (generated once
+    per kernel)."""
+    key = f"{to_apply}/{arity}" + ("" if masked else "/plain")
     if key not in em.helper_functions:
-        name = em.names.fresh(f"combine_{sanitize(to_apply)}")
-        em.helper_functions[key] = render_combine_function(em.module.computation(to_apply), name, arity)
+        name = em.names.fresh(f"combine_{sanitize(to_apply)}" + ("" if masked else "_plain"))
+        em.helper_functions[key] = render_combine_function(em.module.computation(to_apply), name,
+                                                           arity, masked)
         em.helper_names[key] = name
     return em.helper_names[key]
 
 
 def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[AffineExpr, ...],
                    extents: Sequence[int], lanes: Lanes, input_types, init_names: Sequence[str],
-                   tree_windows: bool = False) -> Value:
+                   tree_windows: bool = False, on_tile: bool = False) -> Value:
     """Reduce ``lanes`` over the axes ``kernel_plan`` gave ``instr``; combine the inits in once.
 
     ``out_indices`` are the indices the result is wanted at (they fix its kept axes).  An
     8-bit float result folds in XLA:CPU's order instead (``ordered_reduction``; with
-    ``tree_windows``, a reduce's long dims windowed as XLA does).
+    ``tree_windows``, a reduce's long dims windowed as XLA does).  ``on_tile``: a persistent
+    reduction may walk the output tile's own dims (:func:`_tile_dims`).
     """
     arity = len(init_names)
     combine = combine_function(em, instr.attr("to_apply"), arity)
@@ -61,11 +64,19 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
                                  tree_windows)
     axes = em.reduce_axes[instr.name]
     reduced_shape = em.shape_of(out_indices)
+    tile = _tile_dims(em, out_indices, extents) if on_tile and em.reduction_chunk is None \
+        else None
+    if tile is not None:
+        axes = tuple(em.dims[v.index].axis for v in tile)
     full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
-    if em.reduction_chunk is None:
+    if tile is not None:
+        accumulators = _reduced_chunk(em, instr, tile, extents, lanes, full_shape, axes, combine,
+                                      partner=False, plain=True)
+    elif em.reduction_chunk is None:
         fresh = [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
                  for k, (axis, extent) in enumerate(zip(axes, extents))]
-        accumulators = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine)
+        accumulators = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine,
+                                      plain=True)
     else:
         split = em.split is not None and em.split.plan.reduce == instr.name
         accumulators = _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape,
@@ -97,13 +108,51 @@ def _with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[in
     return tuple(results) if tuple_shaped else results[0]
 
 
-def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> list[str]:
-    """Emit one chunk's values and validity, reduced over ``axes``; return the identifiers."""
+def _tile_dims(em: ValueEmitter, out_indices: tuple[AffineExpr, ...],
+               extents: Sequence[int]) -> list[DimExpr] | None:
+    """Per reduced dim, a dim variable of the output tile (``em.tile_dims``) that walks the
+    whole of it, or None where some reduced dim has none.
+
+    A softmax's row of 1,024 is one output tile: its max and sum may reduce along the tile's
+    own axis instead of an axis of their own, so the row is loaded and ``exp(x - max)``
+    computed once, for the sum and for the output (``em.value`` finds them at the same
+    indices), as Triton's softmax tutorial does.  A dim variable qualifies when it walks
+    exactly ``[0, extent)`` (one tile along its axis: ``upper`` is ``block - 1``), the
+    result does not vary along its axis, and no other reduced dim took it.
+    """
+    taken: list[DimExpr] = []
+    spanned = em.shape_of(out_indices)
+    for extent in extents:
+        for v in em.tile_dims:
+            var = em.dims[v.index]
+            if (v not in taken and var.extent == extent and var.upper == var.block - 1
+                    and var.block > 1 and spanned[var.axis] == 1):
+                taken.append(v)
+                break
+        else:
+            return None
+    return taken
+
+
+def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine,
+                   partner: bool = True, plain: bool = False) -> list[str]:
+    """Emit one chunk's values and validity, reduced over ``axes``; return the identifiers
+    (the values' then the validity flag's).  With ``plain``, where every lane is valid, the
+    values reduce with the plain combiner and the flag is a constant.
+
+    Only persistent reductions take the plain combiner: in the chunks of a loop it saved
+    instructions but not registers (on Triton 3.9 the f32 cross-entropy's loop spilled 8
+    bytes with it, the attention backward's row statistics 24; none with the flags)."""
     values, extra = lanes(fresh)
     valid = em.in_bounds(tuple(fresh), tuple(extents))
-    valid = " & ".join(f"({v})" for v in (valid, extra) if v) or "tl.full([], 1, tl.int1)"
+    valid = " & ".join(f"({v})" for v in (valid, extra) if v)
     accumulators = [em.bind(f"tl.broadcast_to({v}, {shape})", f"{instr.name}_in") for v in values]
-    accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})", f"{instr.name}_valid"))
+    if valid or not plain:
+        valid = valid or "tl.full([], 1, tl.int1)"
+        accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})",
+                                    f"{instr.name}_valid"))
+    else:
+        combine = combine_function(em, instr.attr("to_apply"), len(values), masked=False)
     # A variadic reducer (argmax's value and index) need not be commutative: JAX's picks the
     # first of two NaNs.  tl.reduce combines lanes in no fixed order (a GPU argmax over [.., nan,
     # -nan, ..] gave the second NaN's index), halving steps always combine (lower, higher).
@@ -112,22 +161,27 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine) -> li
         if in_order:
             accumulators = emit_tree_reduce(em, accumulators, axis, shape, combine, instr.name)
         else:
-            accumulators = _emit_tl_reduce(em, accumulators, axis, shape, combine, instr.name)
+            accumulators = _emit_tl_reduce(em, accumulators, axis, shape, combine, instr.name,
+                                           partner)
         shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
+    if plain and not valid:
+        accumulators.append(em.bind(f"tl.full({shape}, 1, tl.int8)", f"{instr.name}_valid"))
     return accumulators
 
 
 def _emit_tl_reduce(em: ValueEmitter, tensors: list[str], axis: int, shape: tuple[int, ...],
-                    combine: str, hint: str) -> list[str]:
+                    combine: str, hint: str, partner_axis: bool = True) -> list[str]:
     """``tl.reduce`` of ``tensors`` over ``axis`` keeping it as size 1, along the partner
-    axis (``_partner_axis``) when there is one."""
-    partner = _partner_axis(em, axis, shape)
+    axis (``_partner_axis``) when there is one and ``partner_axis`` allows it."""
+    partner = _partner_axis(em, axis, shape) if partner_axis else None
     if partner is not None:
         order = list(range(len(shape)))
         order[axis], order[partner] = partner, axis
         tensors = [em.bind(f"tl.permute({t}, {tuple(order)})", f"{hint}_t") for t in tensors]
     reduced = [em.names.fresh(f"{hint}_acc") for _ in tensors]
-    em.emit(f"{', '.join(reduced)} = tl.reduce(({', '.join(tensors)},), "
+    # One tensor goes in bare: a 1-tuple in gives a 1-tuple out.
+    operand = tensors[0] if len(tensors) == 1 else f"({', '.join(tensors)},)"
+    em.emit(f"{', '.join(reduced)} = tl.reduce({operand}, "
             f"{axis if partner is None else partner}, {combine}, keep_dims=True)")
     return reduced
 
@@ -392,7 +446,8 @@ def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineE
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     types = [array_shape(em.instruction(n)).element_type for n in inputs]
     return emit_reduction(em, instr, indices, list(reduced_extents(em.computation, instr.name)),
-                          _operand_lanes(em, instr, indices), types, inits, tree_windows=True)
+                          _operand_lanes(em, instr, indices), types, inits, tree_windows=True,
+                          on_tile=True)
 
 
 def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
