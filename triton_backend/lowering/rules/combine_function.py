@@ -78,9 +78,30 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     b_args = [f"b{i}" for i in range(arity)]
     for reserved in (*a_args, *b_args, "a_valid", "b_valid", "both"):
         names.fresh(reserved)
+    body = ["    both = (a_valid & b_valid) != 0"] if masked else []
+    results = _reducer_body(computation, names, a_args, b_args, body)
+    header = comment_block(print_computation(computation))
+    if not masked:
+        body.append(f"    return {', '.join(results)}")
+        signature = ", ".join([*a_args, *b_args])
+        return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
+    outs = []
+    for i, result in enumerate(results):
+        out = names.fresh(f"r{i}")
+        body.append(f"    {out} = tl.where(both, {result}, tl.where(a_valid != 0, {a_args[i]}, {b_args[i]}))")
+        outs.append(out)
+    body.append(f"    return {', '.join(outs)}, a_valid | b_valid")
+    signature = ", ".join([*a_args, "a_valid", *b_args, "b_valid"])
+    return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
+
+
+def _reducer_body(computation: HloComputation, names: IdentifierAllocator, a_args: list[str],
+                  b_args: list[str], body: list[str]) -> list[str]:
+    """Append the reducer's instructions to ``body`` (``a_args``, ``b_args`` its parameters);
+    return the identifiers of its results."""
+    arity = len(a_args)
     values: dict[str, str] = {}
     types: dict[str, ElementType] = {}
-    body = ["    both = (a_valid & b_valid) != 0"] if masked else []
     # Text order may put a use before its definition (valid HLO): emit operands first.
     for instr in map(computation.instruction, dependency_order(computation)):
         if not isinstance(instr.shape, ArrayShape) and instr.opcode != "tuple":
@@ -109,16 +130,4 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     if len(results) != arity:
         raise UnsupportedOpError(f"reducer {computation.name} returns {len(results)} values for "
                                  f"{arity} inputs", where=computation.name)
-    header = comment_block(print_computation(computation))
-    if not masked:
-        body.append(f"    return {', '.join(results)}")
-        signature = ", ".join([*a_args, *b_args])
-        return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
-    outs = []
-    for i, result in enumerate(results):
-        out = names.fresh(f"r{i}")
-        body.append(f"    {out} = tl.where(both, {result}, tl.where(a_valid != 0, {a_args[i]}, {b_args[i]}))")
-        outs.append(out)
-    body.append(f"    return {', '.join(outs)}, a_valid | b_valid")
-    signature = ", ".join([*a_args, "a_valid", *b_args, "b_valid"])
-    return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
+    return results
