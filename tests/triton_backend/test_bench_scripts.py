@@ -202,3 +202,46 @@ def test_tile_sweep_sweeps_rows_per_program_only_where_asked():
     ((_, kind, configs),) = sweep.swept_fusions(fused, rows=True)
     assert kind == "rows" and ((1, 1024), 8, 1) in configs and ((16, 1024), 8, 1) in configs
     assert set(sweep.ROWS_PROGRAMS) <= set(sweep.DEFAULT_PROGRAMS)
+
+
+def test_tf32x3_emulation_is_about_as_exact_as_f32_where_tf32_is_not():
+    # A K=4096 dot of unit-scale f32 values: the emulated 3xTF32 stays within a few f32
+    # roundings of the exact product (NumPy in f64), one TF32 product does not.
+    emulation = _load("tf32x3_emulation")
+    text = """HloModule m
+ENTRY e {
+  a = f32[8,4096] parameter(0)
+  b = f32[4096,8] parameter(1)
+  ROOT d = f32[8,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+    module = parse_hlo(text)
+    emulated, count = emulation.emulate_tf32x3(module)
+    assert count == 1 and {i.opcode for i in emulated.entry} >= {"reduce-precision", "and"}
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((8, 4096), (4096, 8)))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    (x3,) = evaluate(emulated, a, b)
+    (f32,) = evaluate(module, a, b)
+    assert np.max(np.abs(x3 - exact) / scale) < 4 * max(np.max(np.abs(f32 - exact) / scale), 2e-7)
+    tf32 = (_tf32_round(a) @ _tf32_round(b)).astype(np.float32)
+    assert np.max(np.abs(tf32 - exact) / scale) > 30 * np.max(np.abs(x3 - exact) / scale)
+    # An infinite operand: the small products' NaN (inf - inf) is dropped, as on the GPU.
+    a[0, 0] = np.inf
+    assert np.isinf(evaluate(emulated, a, np.abs(b))[0][0]).all()
+
+
+def _tf32_round(x: np.ndarray) -> np.ndarray:
+    """TF32's rounding of ``x`` (10 mantissa bits, to nearest even), in f64."""
+    from fusion.evaluator.conversion_ops import reduce_precision
+
+    return reduce_precision(x, 8, 10).astype(np.float64)
+
+
+def test_tf32x3_emulation_judges_a_corpus_program_with_run_check(tmp_path, capsys):
+    emulation = _load("tf32x3_emulation")
+    assert emulation.main([str(CORPUS / "swiglu.after.hlo"), "--csv", str(tmp_path / "t.csv")]) == 0
+    (row,) = list(csv.DictReader((tmp_path / "t.csv").open()))
+    assert row["status"] == "ok" and int(row["f32_dots"]) == 2
+    assert "1 programs with f32 dots: 1 pass" in capsys.readouterr().out
