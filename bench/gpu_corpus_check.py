@@ -14,10 +14,10 @@ check under the Triton interpreter (what the test suite does file by file).
 ``--f32-dot-precision tf32x3`` runs every f32 dot as three TF32 products (``run
 --f32-dot-precision``), checked at f32's tolerance: the evidence issue 26 asks for before
 3xTF32 may become the default for f32 dots ("only where it passes the same f32 tolerance on
-the whole corpus").
+the whole corpus"); ``--with-f32-dots`` keeps to the files whose results that can move.
 
     python bench/gpu_corpus_check.py [--jobs N] [--timeout S] [--csv F] [--interpreter]
-                                     [--f32-dot-precision P] [FILES...]
+                                     [--f32-dot-precision P] [--with-f32-dots] [FILES...]
 """
 from __future__ import annotations
 
@@ -42,10 +42,28 @@ GPU_FORM_PROGRAMS = ("matmul_bias_gelu_bf16_1024", "llama_block_bf16_b1_s512_d10
                      "global_norm_f32_4096x8192", "bias_grad_bf16_8192x768")
 
 
+#: Bench programs whose f32 dots ``--with-f32-dots`` checks beside the corpus's.
+F32_DOT_PROGRAMS = ("attention_causal_f32_4x8x512x64", "vjp_attention_causal_f32_4x8x512x64")
+
+
 def default_files() -> list[Path]:
     return (sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
             + sorted((ROOT / "examples").glob("*.hlo"))
             + [ROOT / "bench" / "programs" / f"{name}.hlo" for name in GPU_FORM_PROGRAMS])
+
+
+def with_f32_dots(files: list[Path]) -> list[Path]:
+    """The files holding a dot that ``--f32-dot-precision`` changes (an f32 dot, not asked
+    to be exact): the only ones whose results 3xTF32 can move."""
+    from fusion.text.parser import parse_hlo
+    from fusion.transforms.dot_algorithm import with_f32_dot_precision
+
+    out = []
+    for path in files:
+        module = parse_hlo(path.read_text())
+        if with_f32_dot_precision(module, "tf32x3") is not module:
+            out.append(path)
+    return out
 
 
 def check_file(path: Path, timeout: float, interpreter: bool,
@@ -103,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="without a GPU, check under the Triton interpreter instead of skipping")
     parser.add_argument("--f32-dot-precision", default="ieee", choices=("ieee", "tf32x3", "tf32"),
                         help="how f32 dots run (run --f32-dot-precision); default ieee")
+    parser.add_argument("--with-f32-dots", action="store_true",
+                        help="only the files with an f32 dot (and the f32 attention programs)")
     args = parser.parse_args(argv)
     if not args.interpreter:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -113,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_corpus_check: skipped: {reason}")
             return 0
     files = args.files or default_files()
+    if args.with_f32_dots:
+        extra = [] if args.files else [ROOT / "bench" / "programs" / f"{name}.hlo"
+                                       for name in F32_DOT_PROGRAMS]
+        files = with_f32_dots(files + extra)
     counts: dict[str, int] = {}
     with args.csv.open("w", newline="") as handle, ThreadPoolExecutor(args.jobs) as pool:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)

@@ -8,9 +8,9 @@
 # step cut short still leaves what it measured.  Runs from the checkout (PYTHONPATH), nothing
 # installed: the machine's own torch, triton and numpy are used.
 #
-#   bash bench/gpu_session.sh    (defaults sum to 575 s: one device call of at most 600 s;
-#   README_S RUNTIME_S SWEEP_S CORPUS_S PATHS_S HOST_S set the steps' limits; TF32X3_CORPUS_S,
-#   0 unless set, adds the corpus checked with f32 dots as 3xTF32)
+#   bash bench/gpu_session.sh    (defaults sum to 585 s: one device call of at most 600 s;
+#   README_S RUNTIME_S SWEEP_S CORPUS_S TF32X3_CORPUS_S PATHS_S HOST_S set the steps' limits;
+#   TF32X3_CORPUS_S=0 leaves out the programs with f32 dots checked as 3xTF32)
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -28,7 +28,7 @@ PY=${PYTHON:-python3}
 } 2>&1 | tee "$OUT/env.txt"
 
 echo "== README job on the GPU"
-timeout "${README_S:-30}" "$PY" -m triton_backend run examples/gelu.hlo --check 2>&1 \
+timeout "${README_S:-25}" "$PY" -m triton_backend run examples/gelu.hlo --check 2>&1 \
   | tee "$OUT/readme_job.txt"
 
 echo "== runtime"
@@ -40,18 +40,19 @@ timeout "${SWEEP_S:-110}" "$PY" bench/tile_sweep.py --csv "$OUT/tile_sweep.csv" 
   | tee "$OUT/tile_sweep.txt"
 
 echo "== corpus on the GPU"
-timeout "${CORPUS_S:-100}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
+timeout "${CORPUS_S:-90}" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
   --timeout 100 --csv "$OUT/gpu_corpus_check.csv" 2>&1 | tee "$OUT/gpu_corpus_check.txt"
 
-if [ "${TF32X3_CORPUS_S:-0}" -gt 0 ]; then  # off by default: the 600 s call has no room left
-  echo "== corpus on the GPU with f32 dots as 3xTF32 (issue 26: may it be the f32 default?)"
-  timeout "$TF32X3_CORPUS_S" "$PY" bench/gpu_corpus_check.py --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" \
-    --timeout 100 --f32-dot-precision tf32x3 --csv "$OUT/gpu_corpus_tf32x3.csv" 2>&1 \
-    | tee "$OUT/gpu_corpus_tf32x3.txt"
+if [ "${TF32X3_CORPUS_S:-30}" -gt 0 ]; then
+  # Issue 26: may 3xTF32 be the f32 default?  bench/tf32x3_emulation.py says yes on the CPU.
+  echo "== programs with f32 dots on the GPU as 3xTF32"
+  timeout "${TF32X3_CORPUS_S:-30}" "$PY" bench/gpu_corpus_check.py --with-f32-dots \
+    --jobs "$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))" --timeout 30 --f32-dot-precision tf32x3 \
+    --csv "$OUT/gpu_corpus_tf32x3.csv" 2>&1 | tee "$OUT/gpu_corpus_tf32x3.txt"
 fi
 
 echo "== GPU-only call paths (CUDA graphs, torch op, library dots, TF32) vs the plain call"
-timeout "${PATHS_S:-75}" "$PY" bench/gpu_paths_check.py 2>&1 | tee "$OUT/gpu_paths_check.txt"
+timeout "${PATHS_S:-70}" "$PY" bench/gpu_paths_check.py 2>&1 | tee "$OUT/gpu_paths_check.txt"
 
 echo "== host time per call (launches stubbed)"
 timeout "${HOST_S:-20}" "$PY" bench/host_overhead.py --json > "$OUT/host_overhead.json" 2> "$OUT/host_overhead.err"

@@ -245,3 +245,9 @@ def test_tf32x3_emulation_judges_a_corpus_program_with_run_check(tmp_path, capsy
     (row,) = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert row["status"] == "ok" and int(row["f32_dots"]) == 2
     assert "1 programs with f32 dots: 1 pass" in capsys.readouterr().out
+
+
+def test_gpu_corpus_check_keeps_the_files_with_f32_dots_where_asked():
+    check = _load("gpu_corpus_check")
+    files = [CORPUS / "matmul.after.hlo", CORPUS / "softmax.after.hlo", CORPUS / "swiglu.before.hlo"]
+    assert check.with_f32_dots(files) == [files[0], files[2]]
