@@ -3,7 +3,8 @@
 Each reduce of the fusion owns one kernel axis per reduced dim (assigned by ``kernel_plan``).
 A *persistent* reduction holds the whole dim padded to a power of two; a *looped* one
 (``kernel_plan`` chose a reduction chunk) walks the dim in chunks, reducing each chunk and
-combining it into a loop-carried accumulator.  Padding lanes are marked invalid and ignored
+combining it into a loop-carried accumulator.  A persistent reduction over a dim that the
+output tile walks whole reduces along the tile's axis instead (``_tile_dims``).  Padding lanes are marked invalid and ignored
 by the generated masked combiner (``combine_function``), so any ``to_apply`` works, identity
 or not; the accumulator starts invalid (its value is never read).  Axes are reduced one at a
 time with ``keep_dims=True`` so results still broadcast against the rank-K kernel space; then
