@@ -26,6 +26,7 @@ import argparse
 import csv
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,9 +36,12 @@ if str(ROOT) not in sys.path:
 from fusion.ir.attributes import Literal  # noqa: E402
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule  # noqa: E402
 from fusion.ir.shape import ArrayShape  # noqa: E402
+from fusion.transforms.dot_algorithm import F32_DOT_ALGORITHMS, with_f32_dot_precision  # noqa: E402
 
 #: An f32's bits that TF32 keeps: sign, exponent and the top 10 mantissa bits.
 TF32_MASK = 0xFFFFE000
+#: The XLA algorithm of the dots this emulates.
+TF32X3 = F32_DOT_ALGORITHMS["tf32x3"]
 FIELDS = ["file", "status", "f32_dots", "outputs", "worst_rel_error", "seconds", "detail"]
 
 
@@ -85,17 +89,13 @@ def _emulated_dot(dot: HloInstruction, comp: HloComputation) -> list[HloInstruct
 def emulate_tf32x3(module: HloModule) -> tuple[HloModule, int]:
     """``module`` with every f32 dot that takes TF32 (``dot_algorithm``'s rule) computed as
     3xTF32 on tensor cores computes it; and how many dots changed."""
-    from dataclasses import replace  # noqa: PLC0415
-
-    from fusion.transforms.dot_algorithm import with_f32_dot_precision  # noqa: PLC0415
-
     marked = with_f32_dot_precision(module, "tf32x3")
     count = 0
     comps = []
     for comp in marked.computations:
         out = []
         for instr in comp.instructions:
-            if instr.opcode == "dot" and instr.attr("algorithm", None) == "dot_tf32_tf32_f32_x3":
+            if instr.opcode == "dot" and instr.attr("algorithm", None) == TF32X3:
                 out.extend(_emulated_dot(instr, comp))
                 count += 1
             else:
@@ -107,12 +107,11 @@ def emulate_tf32x3(module: HloModule) -> tuple[HloModule, int]:
 
 def check(path: Path) -> dict:
     """One program: the emulated module's outputs judged against the evaluator's."""
-    from fusion.analysis.summation_length import output_summation_lengths  # noqa: PLC0415
     from fusion.evaluator import evaluate  # noqa: PLC0415
     from fusion.evaluator.npz_io import random_inputs  # noqa: PLC0415
     from fusion.ir.shape import flatten_shape  # noqa: PLC0415
     from fusion.text.parser import parse_hlo  # noqa: PLC0415
-    from triton_backend.host.output_check import compare_output, judged_against_exact  # noqa: PLC0415
+    from triton_backend.host.output_check import compare_with_evaluator  # noqa: PLC0415
 
     start = time.perf_counter()
     row = {"file": path.name}
@@ -122,13 +121,8 @@ def check(path: Path) -> dict:
     if not count:
         return {**row, "status": "no f32 dot", "seconds": round(time.perf_counter() - start, 2)}
     inputs = random_inputs(module)
-    references = evaluate(module, *inputs)
-    outputs = evaluate(emulated, *inputs)
     types = [s.dtype for s in flatten_shape(module.entry.root.shape)]
-    comparisons = [compare_output(f"o{n}", ref, out, dtype, summation_length=length)
-                   for n, (ref, out, dtype, length) in enumerate(
-                       zip(references, outputs, types, output_summation_lengths(module)))]
-    comparisons = judged_against_exact(module, inputs, references, outputs, comparisons)
+    comparisons = compare_with_evaluator(module, inputs, evaluate(emulated, *inputs), types)
     failed = [c.key for c in comparisons if not c.passed]
     worst = max((c.max_rel_error for c in comparisons if c.dtype == "f32"), default=0.0)
     return {**row, "status": "FAIL" if failed else "ok", "outputs": len(comparisons),

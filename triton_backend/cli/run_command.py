@@ -39,10 +39,7 @@ from triton_backend.cli.npz_files import (
 )
 from triton_backend.cli.check_command import read_verified_module
 from triton_backend.cli.world_run import print_ranks, run_world
-from fusion.evaluator import evaluate
-from fusion.analysis.summation_length import output_summation_lengths
-from triton_backend.host.output_check import (OutputComparison, compare_output,
-                                               judged_against_exact)
+from triton_backend.host.output_check import OutputComparison, compare_with_evaluator
 
 HELP = "compile an HLO module to Triton kernels and run it; npz inputs/outputs, --check"
 
@@ -126,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     save_requested(module, paths, inputs, outputs)
     out_types = output_types(module)
     where = "Triton interpreter (CPU)" if compiled.device.type == "cpu" else str(compiled.device)
-    comparisons = _compare(module, inputs, outputs, out_types, args.max_iterations,
-                           args.f32_dot_precision) if args.check else None
+    comparisons = compare_with_evaluator(module, inputs, outputs, out_types,
+                                         args.max_iterations, args.f32_dot_precision) if args.check else None
     failed = [c.key for c in comparisons or () if not c.passed]
     if args.json:
         emit("run", {"module": module.name, "inputs": inputs_description(args),
@@ -172,17 +169,6 @@ def _run_world(module, args, paths, tiling) -> int:
         if comparisons is not None:
             _print_check(comparisons, failed)
     return CHECK_FAILED if failed else 0
-
-
-def _compare(module, inputs, outputs, out_types, max_iterations=None,
-             f32_dot_precision="ieee") -> list[OutputComparison]:
-    references = evaluate(module, *inputs, max_while_iterations=max_iterations)
-    lengths = output_summation_lengths(module)
-    comparisons = [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
-                                  summation_length=length)
-                   for n, (ref, out, dtype, length) in enumerate(zip(references, outputs,
-                                                                     out_types, lengths))]
-    return judged_against_exact(module, inputs, references, outputs, comparisons, max_iterations)
 
 
 def _check_json(comparisons: list[OutputComparison]) -> dict:

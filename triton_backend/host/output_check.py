@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fusion.analysis.summation_length import output_summation_lengths
 from fusion.errors import FusionCompilerError
 from fusion.evaluator import evaluate
 from fusion.evaluator.numerics import is_float_dtype
@@ -240,6 +241,22 @@ def judged_against_exact(module, inputs, references, outputs,
     return out
 
 
+def compare_with_evaluator(module, inputs, outputs, out_types, max_while_iterations=None,
+                           f32_dot_precision: str = "ieee") -> list[OutputComparison]:
+    """``run --check``'s verdict: each of ``outputs`` (of HLO element types ``out_types``)
+    against the reference evaluator's run of ``module`` on ``inputs``, at its type's tolerance
+    widened by its summation length, then judged against the module computed in f64."""
+    references = evaluate(module, *inputs, max_while_iterations=max_while_iterations)
+    lengths = output_summation_lengths(module)
+    comparisons = [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
+                                  summation_length=length)
+                   for n, (ref, out, dtype, length) in enumerate(zip(references, outputs,
+                                                                     out_types, lengths))]
+    return judged_against_exact(module, inputs, references, outputs, comparisons,
+                                max_while_iterations)
+
+
 __all__ = ["AgainstExact", "EXACT", "EXACT_ERROR_FACTOR", "OutputComparison", "TF32_TOLERANCE",
-           "TOLERANCES", "Tolerance", "against_exact", "compare_output", "judged_against_exact",
+           "TOLERANCES", "Tolerance", "against_exact", "compare_output", "compare_with_evaluator",
+           "judged_against_exact",
            "tolerance_for", "widened"]
