@@ -80,18 +80,18 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
         names.fresh(reserved)
     body = ["    both = (a_valid & b_valid) != 0"] if masked else []
     results = _reducer_body(computation, names, a_args, b_args, body)
-    header = comment_block(print_computation(computation))
-    if not masked:
+    if masked:
+        outs = []
+        for i, result in enumerate(results):
+            out = names.fresh(f"r{i}")
+            body.append(f"    {out} = tl.where(both, {result}, tl.where(a_valid != 0, {a_args[i]}, {b_args[i]}))")
+            outs.append(out)
+        body.append(f"    return {', '.join(outs)}, a_valid | b_valid")
+        signature = ", ".join([*a_args, "a_valid", *b_args, "b_valid"])
+    else:
         body.append(f"    return {', '.join(results)}")
         signature = ", ".join([*a_args, *b_args])
-        return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
-    outs = []
-    for i, result in enumerate(results):
-        out = names.fresh(f"r{i}")
-        body.append(f"    {out} = tl.where(both, {result}, tl.where(a_valid != 0, {a_args[i]}, {b_args[i]}))")
-        outs.append(out)
-    body.append(f"    return {', '.join(outs)}, a_valid | b_valid")
-    signature = ", ".join([*a_args, "a_valid", *b_args, "b_valid"])
+    header = comment_block(print_computation(computation))
     return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
 
 

@@ -64,20 +64,17 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
         return emit_ordered_fold(em, instr, out_indices, extents, lanes, init_names[0], combine,
                                  tree_windows)
     axes = em.reduce_axes[instr.name]
-    reduced_shape = em.shape_of(out_indices)
     tile = _tile_dims(em, out_indices, extents) if on_tile and em.reduction_chunk is None \
         else None
-    if tile is not None:
+    if tile:
         axes = tuple(em.dims[v.index].axis for v in tile)
+    reduced_shape = em.shape_of(out_indices)
     full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
-    if tile is not None:
-        accumulators = _reduced_chunk(em, instr, tile, extents, lanes, full_shape, axes, combine,
-                                      partner=False, plain=True)
-    elif em.reduction_chunk is None:
-        fresh = [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
-                 for k, (axis, extent) in enumerate(zip(axes, extents))]
-        accumulators = _reduced_chunk(em, instr, fresh, extents, lanes, full_shape, axes, combine,
-                                      plain=True)
+    if em.reduction_chunk is None:
+        dims = tile or [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
+                        for k, (axis, extent) in enumerate(zip(axes, extents))]
+        accumulators = _reduced_chunk(em, instr, dims, extents, lanes, full_shape, axes, combine,
+                                      partner=not tile, plain=True)
     else:
         split = em.split is not None and em.split.plan.reduce == instr.name
         accumulators = _looped(em, instr, axes, extents, lanes, full_shape, reduced_shape,
@@ -147,11 +144,11 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine,
     values, extra = lanes(fresh)
     valid = em.in_bounds(tuple(fresh), tuple(extents))
     valid = " & ".join(f"({v})" for v in (valid, extra) if v)
+    flagged = bool(valid) or not plain
     accumulators = [em.bind(f"tl.broadcast_to({v}, {shape})", f"{instr.name}_in") for v in values]
-    if valid or not plain:
-        valid = valid or "tl.full([], 1, tl.int1)"
-        accumulators.append(em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})",
-                                    f"{instr.name}_valid"))
+    if flagged:
+        accumulators.append(em.bind(f"tl.broadcast_to(({valid or 'tl.full([], 1, tl.int1)'})"
+                                    f".to(tl.int8), {shape})", f"{instr.name}_valid"))
     else:
         combine = combine_function(em, instr.attr("to_apply"), len(values), masked=False)
     # A variadic reducer (argmax's value and index) need not be commutative: JAX's picks the
@@ -165,7 +162,7 @@ def _reduced_chunk(em, instr, fresh, extents, lanes, shape, axes, combine,
             accumulators = _emit_tl_reduce(em, accumulators, axis, shape, combine, instr.name,
                                            partner)
         shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
-    if plain and not valid:
+    if not flagged:
         accumulators.append(em.bind(f"tl.full({shape}, 1, tl.int8)", f"{instr.name}_valid"))
     return accumulators
 
