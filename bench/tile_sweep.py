@@ -100,13 +100,15 @@ def swept_fusions(module, rows: bool = False):
     with ``rows``, per other fusion with a rank-2 output too (its rows per program)."""
     from fusion.ir.shape import flatten_shape
     from triton_backend.templates.attention.backward_driver import is_score_space_fusion
-    from triton_backend.templates.attention.driver import is_attention_fusion
+    from triton_backend.templates.attention.driver import (attention_pattern, dot_operand_bytes,
+                                                           is_attention_fusion)
     from triton_backend.templates.dot.driver import is_dot_fusion
 
-    for comp, instr in module.fusions():
+    for _, instr in module.fusions():
         if is_attention_fusion(module, instr):
-            f32 = flatten_shape(comp.instruction(instr.operands[0]).shape)[0].dtype == "f32"
-            configs = ATTENTION_F32_CONFIGS if f32 else ATTENTION_CONFIGS
+            fused = module.computation(instr.attr("calls"))
+            exact_f32 = dot_operand_bytes(fused, attention_pattern(module, instr)) >= 4
+            configs = ATTENTION_F32_CONFIGS if exact_f32 else ATTENTION_CONFIGS
             yield instr, "attention", [((m, n), w, s) for m, n, w, s in configs]
         elif is_score_space_fusion(module, instr):
             yield instr, "backward", [((m, n), w, s) for m, n, w, s in BACKWARD_CONFIGS]

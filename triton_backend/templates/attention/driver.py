@@ -161,6 +161,13 @@ def lean_scores(comp: HloComputation, pattern: AttentionPattern, form: Attention
     return not prologue_has(comp, top, loaded_per_point, stop_at=frozenset({pattern.dot1}))
 
 
+def dot_operand_bytes(comp: HloComputation, pattern: AttentionPattern) -> int:
+    """The widest element of the two dots' operands, in bytes: 4 for exact f32 dots, which
+    run on the FMA units and take their own tilings (``attention.tiling.register_tiling``)."""
+    return max(comp.instruction(o).shape.element_type.bits // 8
+               for name in (pattern.dot1, pattern.dot2) for o in comp.instruction(name).operands)
+
+
 def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                              tile_sizes=None, target: str | None = None,
                              cache: KernelCache | None = None) -> CompiledFusion:
@@ -172,9 +179,7 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
     fusion_instr = find_fusion(module, fusion_instr)
     pattern = attention_pattern(module, fusion_instr)
     comp = module.computation(fusion_instr.attr("calls"))
-    operand_bytes = max(comp.instruction(o).shape.element_type.bits // 8
-                        for name in (pattern.dot1, pattern.dot2)
-                        for o in comp.instruction(name).operands)
+    operand_bytes = dot_operand_bytes(comp, pattern)
     if tile_sizes is None and runs_on_interpreter(target):
         tile_sizes = interpreter_tiling(pattern.queries, pattern.keys, pattern.head_dim,
                                         pattern.value_dim, operand_bytes)
@@ -194,4 +199,4 @@ def compile_attention_fusion(module: HloModule, fusion_instr: HloInstruction | s
 
 
 __all__ = ["AttentionForm", "attention_form", "attention_pattern", "compile_attention_fusion",
-           "is_attention_fusion", "lean_scores"]
+           "dot_operand_bytes", "is_attention_fusion", "lean_scores"]

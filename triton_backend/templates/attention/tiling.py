@@ -4,8 +4,8 @@ The head dim (the first dot's contraction) and the value dim are held whole, pad
 power of two ``BLOCK_D`` (at least 16, ``tl.dot``'s smallest fragment).  Blocks are powers of
 two from 16 to 128; the default keeps the per-program tiles (q ``BM x BD``, k and v
 ``BN x BD``, scores ``BM x BN``, accumulator ``BM x BD``) small enough to stay in registers
-at 4 warps (8 warps for the largest tiles and for exact f32 dots), which the PTX test pins (no spills on sm_90 for
-the f32 and bf16 ``[4,8,512,64]`` attention).
+at 4 warps (8 warps for the largest tiles and for exact f32 dots), which the PTX test pins
+(no spills on sm_90 for the f32 and bf16 ``[4,8,512,64]`` attention).
 
 >>> t = default_tiling(queries=512, keys=512, head_dim=64, value_dim=64, operand_bytes=4)
 >>> t.tile_sizes, t.block_d, t.num_warps
