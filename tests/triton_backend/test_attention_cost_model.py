@@ -5,7 +5,6 @@ prediction of an attention kernel is no longer its bytes alone."""
 from __future__ import annotations
 
 import csv
-import itertools
 import math
 import statistics
 from pathlib import Path
@@ -19,6 +18,7 @@ from triton_backend.reports.compile_report import _fusion_json, build_report
 from triton_backend.runtime.device_specs import device_spec
 from triton_backend.tuning.attention_workload import TENSOR_CORE_EFFICIENCY, attention_workload
 from triton_backend.tuning.cost_model import estimate
+from tests.triton_backend.measured_tiles import pick_regrets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,11 +54,7 @@ def test_predictions_are_about_the_measured_times(predictions):
 
 
 def test_the_predicted_best_configuration_is_near_the_measured_best(predictions):
-    regrets = []
-    for _, group in itertools.groupby(predictions, key=lambda p: (p[0], p[1])):
-        group = list(group)
-        picked = min(group, key=lambda p: p[3])
-        regrets.append(picked[2] / min(p[2] for p in group))
+    regrets = pick_regrets(predictions)
     assert len(regrets) == 4 and max(regrets) < 1.3, regrets
 
 
