@@ -34,57 +34,6 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_PROGRAMS = sorted(str(p) for p in (ROOT / "bench" / "programs").glob("*.hlo"))
 
 
-class InterpretedFunction:
-    """A launch that does nothing (named as the interpreter's, so a CPU call uses it as is)."""
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: None
-
-
-def stub_launches(compiled) -> None:
-    """Replace every kernel's launch of ``compiled`` by a no-op (a library call's by an
-    allocation of its result: :func:`stub_library_dot`)."""
-    for fusion in compiled.fusions.values():
-        module = getattr(fusion, "module", None)
-        if module is None:  # a library call (LibraryDot)
-            stub_library_dot(fusion)
-            continue
-        module = module.imported() if hasattr(type(module), "imported") else module
-        module.KERNEL = InterpretedFunction()
-
-
-def stub_library_dot(dot) -> None:
-    """Make one library dot (``LibraryDot``: ``torch.einsum``, cuBLAS on a GPU) only allocate
-    its result, as a stubbed kernel launch does: its class becomes :class:`_AllocatingDot`
-    (this instance only; the result's shape is worked out once on the meta device)."""
-    object.__setattr__(dot, "__class__", _allocating_dot_class(type(dot)))
-
-
-_ALLOCATING = {}
-
-
-def _allocating_dot_class(base):
-    if base not in _ALLOCATING:
-        import torch
-
-        class _AllocatingDot(base):
-            def __call__(self, *tensors, **launch_options):
-                operands = [tensors[k] for k in self.operands]
-                key = (self.equation, *(tuple(t.shape) for t in operands))
-                shape = _SHAPES.get(key)
-                if shape is None:
-                    meta = torch.einsum(self.equation, *(
-                        torch.empty(t.shape, dtype=t.dtype, device="meta") for t in operands))
-                    shape = _SHAPES[key] = tuple(meta.permute(self._to_logical).shape)
-                return (torch.empty(shape, dtype=operands[0].dtype, device=operands[0].device),)
-
-        _ALLOCATING[base] = _AllocatingDot
-    return _ALLOCATING[base]
-
-
-_SHAPES = {}
-
-
 def _inputs(module, device="cpu"):
     import torch
     from triton_backend.host.input_validation import TORCH_DTYPES
@@ -125,6 +74,7 @@ def measure(path: str, calls: int) -> dict:
     from fusion.text.parser import parse_hlo
     from triton_backend import compile_hlo, torch_op
     from triton_backend.host.input_validation import TORCH_DTYPES
+    from triton_backend.reports.launch_stubs import stub_launches
 
     text = Path(path).read_text()
     module = parse_hlo(text)

@@ -37,41 +37,64 @@ class TargetCompiles:
     """``compile_hlo`` + ``build_report`` + ``write_kernels`` per (program file, arch), once.
 
     ``root`` may be shared by the xdist workers of one session: the first worker to ask for a
-    program compiles it under a lock and records the outcome (``target.json``) beside its
-    kernel files; the others read the record.
+    program compiles it for every one of ``archs`` under a lock (one after the other, so
+    ``compile_hlo`` fuses the text once: the fusion pass does not depend on the target) and
+    records each outcome (``target.json``) beside its kernel files; the others read the
+    records.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, archs: Sequence[int] = (90, 80)):
         self._root = root
+        self._archs = tuple(archs)
         self._done: dict[tuple[Path, int], TargetKernels] = {}
 
-    def program(self, path: Path, arch: int) -> TargetKernels:
+    def _directory(self, path: Path, arch: int) -> Path:
+        # One folder per source folder, program and target: the kernel files keep the names
+        # write_kernels gives them, so a failure names the program and the fusion.
+        return self._root / f"sm{arch}" / path.parent.name / path.stem.replace(".", "_")
+
+    def program(self, path: Path, arch: int, *, wait: bool = True) -> TargetKernels | None:
+        """``path`` compiled for ``sm_<arch>``; without ``wait``, None when another worker
+        is compiling it now."""
         key = (path.resolve(), arch)
         if key not in self._done:
-            # One folder per source folder, program and target: the kernel files keep the
-            # names write_kernels gives them, so a failure names the program and the fusion.
-            directory = self._root / f"sm{arch}" / path.parent.name / path.stem.replace(".", "_")
-            directory.mkdir(parents=True, exist_ok=True)
-            record = directory / "target.json"
-            with _locked(directory / ".lock"):
-                if not record.exists():
-                    _compile_program(path, arch, directory, record)
-                done = json.loads(record.read_text())
+            locks = self._root / "locks"
+            locks.mkdir(parents=True, exist_ok=True)
+            with _locked(locks / f"{path.parent.name}.{path.stem}.lock", wait) as held:
+                if not held:
+                    return None
+                for each in dict.fromkeys((arch, *self._archs)):
+                    directory = self._directory(path, each)
+                    directory.mkdir(parents=True, exist_ok=True)
+                    if not (directory / "target.json").exists():
+                        _compile_program(path, each, directory, directory / "target.json")
+            directory = self._directory(path, arch)
+            done = json.loads((directory / "target.json").read_text())
             self._done[key] = TargetKernels(done["fusion_mode"], tuple(done["fusion_fallbacks"]),
                                             tuple(directory / f for f in done["kernel_files"]))
         return self._done[key]
 
     def programs(self, paths: Iterable[Path], arch: int) -> dict[str, TargetKernels]:
-        """Program stem -> its kernels, for every path (compiled when first asked for)."""
-        return {path.stem: self.program(path, arch) for path in paths}
+        """Program stem -> its kernels, for every path (compiled when first asked for).
+        Programs another worker is compiling are waited for last: meanwhile this one
+        compiles the others."""
+        paths = list(paths)
+        found = {path: self.program(path, arch, wait=False) for path in paths}
+        return {path.stem: found[path] or self.program(path, arch) for path in paths}
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path``: yields True, or False (holding nothing) when
+    another process holds it and ``wait`` is off."""
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 

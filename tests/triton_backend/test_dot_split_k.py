@@ -184,7 +184,7 @@ def test_report_models_a_split_k_kernel_with_its_programs_and_partial_tiles():
     assert models[4].predicted_time_s < models[3].predicted_time_s
 
 
-def test_compiled_module_launches_a_split_k_kernel_through_its_prepared_steps():
+def test_compiled_module_launches_a_split_k_kernel_through_its_prepared_steps(monkeypatch):
     from triton_backend import compile_hlo
 
     text = """HloModule m
@@ -198,7 +198,9 @@ ENTRY e {
     assert kernel.tile_sizes == (16, 32, 16, 4)
     prepared = []
     real_parts = kernel.module.launch_parts
-    kernel.module.launch_parts = lambda *args, **kw: prepared.append(args) or real_parts(*args, **kw)
+    # Through monkeypatch: the loaded kernel module is shared by every compile of this process.
+    monkeypatch.setattr(kernel.module, "launch_parts",
+                        lambda *args, **kw: prepared.append(args) or real_parts(*args, **kw))
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((24, 100), np.float32), rng.standard_normal((100, 40), np.float32)
     want = fusion.evaluate(fusion.parse_hlo(text), a, b)[0]

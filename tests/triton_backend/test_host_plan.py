@@ -7,6 +7,7 @@ import sys
 import torch
 
 from triton_backend import compile_hlo
+from triton_backend.reports.launch_stubs import stub_launches
 
 TEXT = """HloModule m
 ENTRY e {
@@ -43,24 +44,11 @@ def _python_calls(function, *args) -> int:
     return count
 
 
-def _stub_kernels(compiled) -> None:
-    """Launches that do nothing, so only the host's work is counted (the plan and the ENTRY
-    call bind the launches when first built: they are built again, with the stubs)."""
-    class InterpretedFunction:  # named as the interpreter's: a CPU call uses the module as is
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: None
-
-    for fusion in compiled.fusions.values():
-        fusion.module.KERNEL = InterpretedFunction()
-    compiled.__dict__.pop("_plans", None)
-    compiled.__dict__.pop("_entry_call", None)
-
-
 def test_a_one_kernel_call_makes_a_handful_of_python_calls():
     compiled = compile_hlo(TEXT)
     x, y = torch.randn(4, 8), torch.randn(4, 8)
     assert torch.equal(compiled(x, y)[0], x + y)
-    _stub_kernels(compiled)
+    stub_launches(compiled)
     compiled(x, y)
     # __call__, the bound ENTRY call, the signature check, the plan's run, the kernel's
     # prepared launch, the stubbed launch and the result's flattening (33 before the plan).
@@ -74,8 +62,8 @@ def test_each_further_kernel_costs_a_few_python_calls_and_results_are_unchanged(
     assert torch.equal(n, -x) and torch.allclose(m, torch.exp(-x))
     assert n.data_ptr() != m.data_ptr()
     one = compile_hlo(TEXT)
-    _stub_kernels(one)
-    _stub_kernels(compiled)
+    stub_launches(one)
+    stub_launches(compiled)
     compiled(x)
     one(x, x)
     # The second kernel (its prepared launch and stub) and the root tuple's executor.
@@ -98,8 +86,8 @@ def test_a_host_view_of_a_kernel_output_costs_one_call_and_no_alias_check():
     (out,) = compiled(x)
     assert torch.equal(out, -x.reshape(32)) and out.data_ptr() != x.data_ptr()
     one = compile_hlo(TEXT)
-    _stub_kernels(one)
-    _stub_kernels(compiled)
+    stub_launches(one)
+    stub_launches(compiled)
     compiled(x)
     one(x, x)
     # The view's executor, called without a host context; the result needs no aliasing check.

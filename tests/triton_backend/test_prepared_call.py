@@ -16,6 +16,7 @@ import torch
 from fusion.errors import EvaluationError
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
+from tests.triton_backend.call_counting import count_calls
 from triton_backend import compile_hlo
 from triton_backend.driver import module_runner, prepared_call
 from triton_backend.driver.prepared_call import AcceptedSignatures
@@ -31,15 +32,7 @@ ENTRY e {
 
 
 def _counted(monkeypatch):
-    calls = []
-    real = module_runner.validate_arguments
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module_runner, "validate_arguments", counting)
-    return calls
+    return count_calls(monkeypatch, module_runner, "validate_arguments")
 
 
 def test_a_signature_validated_once_is_not_validated_again(monkeypatch):

@@ -59,9 +59,11 @@ KeyBand(low=None, high=0, unmasked_at=(0, 0))
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from fusion.cache_keys import ByIdentity
 from fusion.ir.hlo_module import HloComputation, HloModule
 from tiling.fusion_pass.attention_pattern import AttentionPattern
 from tiling.fusion_pass.pointwise_probe import NotPointwise, pointwise
@@ -122,6 +124,15 @@ def key_band(module: HloModule, comp: HloComputation, pattern: AttentionPattern,
              max_reduce: str) -> KeyBand | None:
     """The band of keys the mask lets each query see, read from the max reduction's operand
     (the masked scores); None when no key block can be skipped.  See the module docstring."""
+    return _key_band(ByIdentity(module), comp, pattern, max_reduce)
+
+
+# Probed at every (query, key) point (up to ``MAX_POINTS``): the kernel's compile and its
+# report ask for the same band.
+@lru_cache(maxsize=64)
+def _key_band(same_module: ByIdentity, comp: HloComputation, pattern: AttentionPattern,
+              max_reduce: str) -> KeyBand | None:
+    module = same_module.obj
     if pattern.queries * pattern.keys > MAX_POINTS:
         return None
     probe = _masked_scores(module, comp, pattern, comp.instruction(max_reduce).operands[0])

@@ -40,8 +40,11 @@ KeyBand(low=None, high=0, unmasked_at=None)
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
+from fusion.cache_keys import ByIdentity
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from tiling.fusion_pass.attention_mask import FILL_LIMIT, MAX_POINTS, KeyBand, visible_band
@@ -179,6 +182,15 @@ def reduction_band(module: HloModule, comp: HloComputation, space: ScoreSpace) -
     >>> reduction_band(m, m.entry, analyze_score_space(m.entry))
     KeyBand(low=None, high=0, unmasked_at=None)
     """
+    return _reduction_band(ByIdentity(module), comp, space)
+
+
+# The bands are probed at every (query, key) point (up to ``MAX_POINTS``, a tenth of a second
+# each): the kernel's compile and its report's visited fraction ask for the same ones.
+@lru_cache(maxsize=64)
+def _reduction_band(same_module: ByIdentity, comp: HloComputation,
+                    space: ScoreSpace) -> KeyBand | None:
+    module = same_module.obj
     if space.kind == "key" or not space.reduces or space.queries * space.keys > MAX_POINTS:
         return None
     neutral_of = {CombinerKind.ADD: lambda value: value == 0,
@@ -201,6 +213,13 @@ def reduction_band(module: HloModule, comp: HloComputation, space: ScoreSpace) -
 def output_band(module: HloModule, comp: HloComputation, space: ScoreSpace) -> KeyBand | None:
     """The band of (query, key) points the output dots of a ``query`` or ``key`` kernel may
     read (None: every block is visited).  See the module docstring."""
+    return _output_band(ByIdentity(module), comp, space)
+
+
+@lru_cache(maxsize=64)
+def _output_band(same_module: ByIdentity, comp: HloComputation,
+                 space: ScoreSpace) -> KeyBand | None:
+    module = same_module.obj
     if space.kind == "rows" or space.queries * space.keys > MAX_POINTS:
         return None
     hidden = np.ones((space.queries, space.keys), bool)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from fusion.cache_keys import ByIdentity
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from tiling.indexing_analysis.op_indexing import op_input_to_output, op_output_to_input
 from tiling.indexing_analysis.operands import Operand, array_dims, num_outputs
@@ -101,25 +102,8 @@ def _op_maps(instr, computation, module, index, cache, fusion_maps, op_maps):
     return hit
 
 
-class _Same:
-    """A cache key by identity: hashing a module (every computation, every instruction)
-    per look-up made each fused computation's look-up cost the whole module's size.  The
-    key holds its object, so the id stays that object's while the entry lives."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-
 @lru_cache(maxsize=256)
-def _computation_o2i(computation: HloComputation, same_module: _Same,
+def _computation_o2i(computation: HloComputation, same_module: ByIdentity,
                      output_index: int) -> dict[str, frozenset[IndexingMap]]:
     module = same_module.obj
     root = computation.root
@@ -149,7 +133,7 @@ def output_to_input_indexing_of_computation(
     ``output_index`` (a leaf of a tuple root) to that instruction's output.  A tuple-shaped
     instruction (a variadic reduce) gets the union of the maps to its leaves, which share
     their dims.  ``module`` resolves nested fusions.  Results are cached per computation."""
-    return _computation_o2i(computation, _Same(module), output_index)
+    return _computation_o2i(computation, ByIdentity(module), output_index)
 
 
 def fusion_output_to_input(
@@ -163,7 +147,7 @@ def fusion_output_to_input(
 
 
 @lru_cache(maxsize=256)
-def _computation_i2o(computation: HloComputation, same_module: _Same,
+def _computation_i2o(computation: HloComputation, same_module: ByIdentity,
                      parameter_number: int) -> tuple[frozenset[IndexingMap], ...]:
     module = same_module.obj
     param = computation.parameters[parameter_number]
@@ -194,4 +178,4 @@ def fusion_input_to_output(
     fusion: HloInstruction, module: HloModule, operand_index: int,
 ) -> tuple[frozenset[IndexingMap], ...]:
     """Per fusion output (tuple leaf), the maps from fusion operand ``operand_index`` to it."""
-    return _computation_i2o(_fused_computation(fusion, module), _Same(module), operand_index)
+    return _computation_i2o(_fused_computation(fusion, module), ByIdentity(module), operand_index)

@@ -54,6 +54,7 @@ from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
 from triton_backend.runtime import device_specs  # likewise detect_device
 from triton_backend.runtime import module_cache, module_plan
+from triton_backend.runtime.cache_files import content_hash
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.runtime.lazy_module import Unparsed
 from triton_backend.runtime.launch_mode import configure_launch_mode
@@ -141,7 +142,8 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     # whole heap (two on a 20,000-op chain, a tenth of the compile).
     with paused_gc():
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
-                            tuning_device, tuning_db, device, world_size, dot_library)
+                            tuning_device, tuning_db, device, world_size, dot_library,
+                            remember_fusion=key is not None)
         if key is not None:
             _store(key, compiled)
     return _graphed(_placed(compiled, rank, world_size), cuda_graph)
@@ -195,9 +197,12 @@ def _store(key: module_cache.ModuleKey, compiled: CompiledModule) -> None:
 def _compile(text_or_module: str | HloModule, target: str | int | None,
              tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
              tuning_device: str | None, tuning_db: Any, device: torch.device,
-             world_size: int = 1, dot_library: str = "never") -> CompiledModule:
+             world_size: int = 1, dot_library: str = "never",
+             remember_fusion: bool = False) -> CompiledModule:
     """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel
-    (a plain dot chosen by ``dot_library``'s rule: a library call, ``_compile_one``)."""
+    (a plain dot chosen by ``dot_library``'s rule: a library call, ``_compile_one``).
+    ``remember_fusion``: share the fusion pass's result with other compiles of the same text
+    (``_fused``); off, as with ``cache=False``, the pass runs afresh."""
     # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
     # scalar code, so the fusion is inlined first (the same ops, the same value).  A long fp8
     # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
@@ -216,7 +221,12 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     attempts = _fusion_attempts() if fuse and _lone_ops(source) else [("unfused", None)]
     fallbacks: list[str] = []
     for number, (mode, options) in enumerate(attempts):
-        module, decisions = _fuse(source, options) if mode != "unfused" else (source, ())
+        if mode == "unfused":
+            module, decisions = source, ()
+        elif remember_fusion and isinstance(text_or_module, str):
+            module, decisions = _fused(text_or_module, source, mode, options)
+        else:
+            module, decisions = _fuse(source, options)
         module = wrap_lone_ops(module, _lone_ops(module))
         try:
             module, fusions, splits = _compile_fusions(
@@ -373,6 +383,18 @@ def _fusion_attempts() -> list[tuple[str, Any]]:
     return [("fused", priority_fusion.FusionOptions()),
             ("fused-single-output", priority_fusion.FusionOptions(multi_output=False)),
             ("unfused", None)]
+
+
+def _fused(text: str, source: HloModule, mode: str, options: Any) -> tuple[HloModule, tuple]:
+    """``_fuse`` of ``source`` (parsed from ``text``), once per module text and mode in this
+    process (``module_cache.remembered_fusion``).  Only a text is keyed: two module objects
+    that print alike may still differ in the source locations their errors name."""
+    text_hash = content_hash(text)
+    fused = module_cache.remembered_fusion(text_hash, mode)
+    if fused is None:
+        fused = _fuse(source, options)
+        module_cache.remember_fusion(text_hash, mode, fused)
+    return fused
 
 
 def _fuse(module: HloModule, options: Any) -> tuple[HloModule, tuple]:

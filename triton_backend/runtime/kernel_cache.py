@@ -16,8 +16,12 @@ files only) and ``cache_pruning`` keeps the cache under its size limit.
   pinned in :mod:`linecache` for the file's name, so ``inspect`` (Triton's ``JITFunction``
   when it decorates, the interpreter when it first launches) reads them, not whatever the file
   holds later; interpreter kernels are rewritten at load for the same reason.
-* The in-process dict of loaded modules is the only mutable global state of the backend: it is
-  pure memoisation (the same path always holds the same text).
+* The in-process dict of loaded modules (one per process, shared by every ``KernelCache`` of
+  the same directory) is pure memoisation: the same path always holds the same text, and a
+  module is kept per interpreter mode, the one ``@triton.jit`` decorated it under.  A kernel a
+  second compile asks for again (a tuning sweep, another module with the same fusion, a plan
+  reloaded) is neither re-executed nor, under the interpreter, rewritten again, and on a GPU
+  keeps what Triton compiled for it.
 
 >>> import tempfile
 >>> cache = KernelCache(tempfile.mkdtemp())
@@ -25,6 +29,8 @@ files only) and ``cache_pruning`` keeps the cache under its size limit.
 >>> module.VALUE
 42
 >>> cache.load("VALUE = 41 + 1\\n", key_parts={"fusion": "demo"}) is module
+True
+>>> KernelCache(cache.directory).load("VALUE = 41 + 1\\n", key_parts={"fusion": "demo"}) is module
 True
 """
 from __future__ import annotations
@@ -46,7 +52,7 @@ from triton_backend.runtime.cache_files import (
     render_entry,
 )
 from triton_backend.runtime.cache_pruning import note_write
-from triton_backend.runtime.launch_mode import INTERPRETER_LOCK
+from triton_backend.runtime.launch_mode import INTERPRETER_LOCK, interpreting
 
 #: Bump when the kernel templates change in a way the source text alone does not show
 #: (e.g. a different launch convention read from module attributes).
@@ -86,8 +92,6 @@ class KernelCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         # Read at construction, not at import: a bumped TEMPLATE_VERSION must reach new caches.
         self.template_version = TEMPLATE_VERSION if template_version is None else template_version
-        self._modules: dict[Path, ModuleType] = {}
-        self._lock = threading.Lock()
 
     def key(self, source: str, key_parts: Mapping[str, str] | None = None) -> str:
         """The SHA-256 (hex) naming the entry for this source and key parts."""
@@ -124,17 +128,23 @@ class KernelCache:
     def load(self, source: str, key_parts: Mapping[str, str] | None = None) -> ModuleType:
         """Write (if needed) and import the entry; the same module object on later calls."""
         path = self.path_for(source, key_parts)
-        with self._lock:
-            module = self._modules.get(path)
-            if module is not None:
-                return module
+        key = (path, interpreting())
+        with _LOADED_LOCK:
             expected = render_entry(source)
+            # The file is checked on every load, a hit too: a user reads (and a cache prune
+            # may have removed) it, whatever the process already holds.
             if read_own_text(path, limit=encoded_size(expected)) != expected:
                 atomic_write(path, expected)
                 note_write(self.directory)
-            module = import_checked_text(path, expected, f"_fusion_kernel_{path.stem}")
-            self._modules[path] = module
+            module = _LOADED.get(key)
+            if module is None:
+                module = _LOADED[key] = import_checked_text(path, expected,
+                                                            f"_fusion_kernel_{path.stem}")
             return module
+
+
+_LOADED: dict[tuple[Path, bool], ModuleType] = {}
+_LOADED_LOCK = threading.Lock()
 
 
 def import_checked_text(path: Path, text: str, module_name: str) -> ModuleType:

@@ -275,10 +275,36 @@ def remember(key: ModuleKey, compiled: Any) -> None:
             _MEMORY.popitem(last=False)
 
 
+#: Fused modules by (module text hash, fusion mode): what the fusion pass made of a text
+#: depends on nothing else, so compiles that differ only in target, tiling or tuning (a sweep,
+#: the same program for sm_80 and sm_90) fuse it once.
+_FUSED: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+
+def remembered_fusion(text_hash: str, mode: str) -> Any | None:
+    """The fusion pass's result kept for the module text hashed ``text_hash`` in ``mode``."""
+    with _MEMORY_LOCK:
+        fused = _FUSED.get((text_hash, mode))
+        if fused is not None:
+            _FUSED.move_to_end((text_hash, mode))
+    return fused
+
+
+def remember_fusion(text_hash: str, mode: str, fused: Any) -> None:
+    """Keep the fusion pass's result (the least recently used beyond ``MEMORY_ENTRIES`` go)."""
+    with _MEMORY_LOCK:
+        _FUSED[(text_hash, mode)] = fused
+        _FUSED.move_to_end((text_hash, mode))
+        while len(_FUSED) > MEMORY_ENTRIES:
+            _FUSED.popitem(last=False)
+
+
 def forget_remembered() -> None:
-    """Drop every compiled module kept in memory (tests start each from an empty cache)."""
+    """Drop every compiled module and fused module kept in memory (tests start each from an
+    empty cache)."""
     with _MEMORY_LOCK:
         _MEMORY.clear()
+        _FUSED.clear()
 
 
 def _key_of(data: Mapping[str, Any]) -> dict[str, str]:
