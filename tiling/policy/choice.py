@@ -26,6 +26,7 @@ and the kernel planner takes the fallback for a fusion the tile analysis refused
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import log2, prod
 from typing import Sequence
 
@@ -114,12 +115,19 @@ def _first_legal(analysis: SymbolicTiledFusion) -> TilingChoice:
         node, tile = blocked[0]
         return TilingChoice(None, None, f"not tileable: {node.name}: {tile.reason}")
     first = None
-    for sizes in sorted(candidate_sizes(analysis.output_dims), key=_distance_to_target):
+    for sizes in _nearest_target_first(tuple(analysis.output_dims)):
         chunk, reason = legal_reduction_chunk(analysis, sizes)
         if reason is None:
             return TilingChoice(tuple(sizes), chunk, "the legal tiling nearest the target size")
         first = first or f"sizes {list(sizes)}: {reason}"
     return TilingChoice(None, None, f"no legal tiling (e.g. {first})")
+
+
+@lru_cache(maxsize=512)
+def _nearest_target_first(output_dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    # The fusion pass asks this of every candidate fusion; a model's fusions share a few
+    # output shapes, and the order depends on nothing else.
+    return tuple(sorted(candidate_sizes(output_dims), key=_distance_to_target))
 
 
 def _distance_to_target(sizes: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:
