@@ -62,3 +62,22 @@ def test_a_kernel_compiled_again_is_the_module_already_loaded(monkeypatch):
     for name, fusion in first.fusions.items():
         assert again.fusions[name].module is fusion.module
     _matches_the_evaluator(again, SOFTMAX)
+
+
+def test_the_report_reuses_the_mask_bands_the_compile_probed(monkeypatch):
+    from tests.triton_backend.test_attention_backward import CASES, backward
+    from tiling.fusion_pass import attention_mask, score_band
+    from triton_backend.reports.compile_report import build_report
+
+    forward, shape, dtype, _ = CASES["causal_f32"]
+    text = backward(forward, shape, dtype)
+    probes = count_calls(monkeypatch, score_band, "_hidden")
+    mask_probes = count_calls(monkeypatch, attention_mask, "_hidden")
+    compiled = compile_hlo(text, target="sm_90")
+    compiled_probes = len(probes)
+    report = build_report(compiled)
+    assert compiled_probes > 0 and len(probes) == compiled_probes and not mask_probes
+    # The bands the report read are the causal ones: the query blocks visit half the keys.
+    fractions = [f.kv_blocks_visited_fraction for f in report.fusions
+                 if f.kv_blocks_visited_fraction is not None]
+    assert fractions and all(0 < f < 1 for f in fractions)
