@@ -4,8 +4,8 @@ register spills, and the normalizations, the matmul with its epilogue and attent
 kernel each.
 
 The tiling is the one ``compile_hlo(..., target=...)`` chooses for a GPU: interpreter-sized
-blocks never reach PTX.  A child process per shard and architecture compiles the kernels
-(Triton's compiler and the wheel's ``ptxas``, no GPU needed); the distinct kernel files of an
+blocks never reach PTX.  A child process compiles the kernels
+(``compile_kernel_files``: Triton's compiler and the wheel's ``ptxas``, no GPU needed); the distinct kernel files of an
 architecture are split into ``SHARDS`` parts by their content hash, so xdist can run the parts
 on different workers.
 """

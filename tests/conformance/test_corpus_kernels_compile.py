@@ -2,40 +2,24 @@
 
 The tests run kernels in the Triton interpreter; this checks the same kernel files go through
 Triton's real compiler and ``ptxas`` for an H100 and an A100, without a GPU.  A child process
-compiles them (a child: kernels decorated under ``TRITON_INTERPRET`` cannot be compiled), one
-per shard and architecture: the distinct kernel files of an architecture are split into
-``SHARDS`` parts by their content hash, so xdist can run the parts on different workers.
+compiles them (``compile_kernel_files``: kernels decorated under ``TRITON_INTERPRET`` cannot be
+compiled); the distinct kernel files of an architecture are split into ``SHARDS`` parts by
+their content hash, so xdist can run the parts on different workers.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.target_kernels import distinct_kernel_files, names, shard
-from triton_backend.reports.compile_report import _CHILD_MARKER
+from triton_backend.reports.compile_report import compile_kernel_files
 
 CORPUS = Path(__file__).parents[1] / "data" / "hlo"
 #: Every corpus program, before and after XLA's passes (fused by us when unfused).
 PROGRAMS = sorted(CORPUS.glob("*.hlo"))
 ARCHS = (90, 80)
 SHARDS = 2
-
-
-def _compile_all(paths: list[Path], arch: int) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    # No main-loop disassembly: these checks read registers and spills only.
-    request = json.dumps({"arch": arch, "kernels": [str(p) for p in paths], "loops": False})
-    result = subprocess.run([sys.executable, "-m", "triton_backend.reports.compile_report", request],
-                            capture_output=True, text=True, env=env, check=False, timeout=900)
-    lines = [ln for ln in result.stdout.splitlines() if ln.startswith(_CHILD_MARKER)]
-    assert result.returncode == 0 and lines, result.stderr[-4000:]
-    return json.loads(lines[-1][len(_CHILD_MARKER):])
 
 
 @pytest.mark.slow
@@ -53,7 +37,8 @@ def test_every_corpus_kernel_compiles_without_spills(target_compiles, arch, part
     assert sorted(covered) == sorted(map(tuple, distinct.values()))
     groups = shard(distinct, part, SHARDS)
     assert groups  # this shard checks something
-    results = _compile_all([paths[0] for paths in groups], arch)
+    # No main-loop disassembly: these checks read registers and spills only.
+    results = compile_kernel_files([paths[0] for paths in groups], arch, loops=False)
     assert len(results) == len(groups)
     for paths, r in zip(groups, results):
         assert r["registers"] > 0, names(paths)

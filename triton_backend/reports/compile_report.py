@@ -27,31 +27,25 @@ The readable form and the files are ``report_text``'s.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fusion.errors import FusionCompilerError
 from fusion.ir.shape import flatten_shape
 from triton_backend.templates.attention.driver import attention_form, attention_pattern
 from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 from triton_backend.templates.dot.library_call import LibraryDot
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
-from triton_backend.reports import ptx_report, sass_loops
+from triton_backend.reports import compile_child, ptx_report, sass_loops
 from triton_backend.runtime.atomic_files import write_bytes_atomic, write_text_atomic
 from triton_backend.runtime.device_specs import device_spec
 from triton_backend.runtime.kernel_loading import TemplateKind
 from fusion.analysis.emitter_kind import analyze_fusion
 from triton_backend.reports.kernel_model import KernelModel, array_bytes, kernel_model
-
-_CHILD_MARKER = "COMPILE-REPORT-JSON "
 
 
 @dataclass(frozen=True)
@@ -328,27 +322,20 @@ def write_kernels(compiled, report: ModuleReport, out_dir: Path) -> None:
 
 
 def compile_kernel_files(paths, arch: int, *, loops: bool = True) -> list[dict]:
-    """Compile generated kernel files for ``sm_<arch>`` in one child process without
-    ``TRITON_INTERPRET``: writes ``<stem>.sm_<arch>.ptx`` and ``.cubin`` next to each, and
-    returns, per file, the fields of :class:`TargetResources`.
+    """Compile generated kernel files for ``sm_<arch>`` in a child process without
+    ``TRITON_INTERPRET`` (``compile_child``: one kept for the process's later requests):
+    writes ``<stem>.sm_<arch>.ptx`` and ``.cubin`` next to each, and returns, per file, the
+    fields of :class:`TargetResources`.
 
     ``loops=False`` leaves ``main_loop`` out: disassembling a cubin (``cuobjdump``) costs a
     third of a second per kernel whatever its size, more than compiling a small one.
     """
-    paths = [str(p) for p in paths]
+    # Absolute: the child keeps the working directory it started in.
+    paths = [str(Path(p).resolve()) for p in paths]
     if not paths:
         return []
-    request = {"arch": arch, "kernels": paths, "loops": loops}
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    result = subprocess.run([sys.executable, "-m", "triton_backend.reports.compile_report", json.dumps(request)],
-                            capture_output=True, text=True, env=env, check=False)
-    lines = [ln for ln in result.stdout.splitlines() if ln.startswith(_CHILD_MARKER)]
-    if result.returncode != 0 or not lines:
-        raise FusionCompilerError(
-            f"compiling the kernels for sm_{arch} failed:\n{result.stderr.strip()[-4000:]}",
-            where=f"sm_{arch}")
-    return json.loads(lines[-1][len(_CHILD_MARKER):])
+    return compile_child.ask("triton_backend.reports.compile_report",
+                             {"arch": arch, "kernels": paths, "loops": loops}, f"sm_{arch}")
 
 
 def compile_for_target(report: ModuleReport, out_dir: Path, arch: int, *,
@@ -428,20 +415,28 @@ def _loop_fields(sass: str) -> dict[str, int] | None:
 
 def _child(request: dict) -> list[dict]:
     import importlib.util  # noqa: PLC0415
+    import linecache  # noqa: PLC0415
 
     arch = int(request["arch"])
     loops = bool(request.get("loops", True))
     out = []
     for n, path_text in enumerate(request["kernels"]):
         path = Path(path_text)
+        # The child serves many requests: a file at a path seen before is read again
+        # (Triton reads a kernel's source through linecache), and its module name freed.
+        linecache.cache.pop(str(path), None)
         spec = importlib.util.spec_from_file_location(f"_compile_report_kernel_{n}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        signature = kernel_signature(module)
-        r = ptx_report.compile_for_target(module.KERNEL, signature, {}, aligned=list(signature),
-                                          arch=arch, num_warps=getattr(module, "NUM_WARPS", 4),
-                                          num_stages=getattr(module, "NUM_STAGES", 3))
+        try:
+            spec.loader.exec_module(module)
+            signature = kernel_signature(module)
+            r = ptx_report.compile_for_target(module.KERNEL, signature, {},
+                                              aligned=list(signature), arch=arch,
+                                              num_warps=getattr(module, "NUM_WARPS", 4),
+                                              num_stages=getattr(module, "NUM_STAGES", 3))
+        finally:
+            sys.modules.pop(spec.name, None)
         ptx_path, cubin_path = path.with_suffix(f".sm_{arch}.ptx"), path.with_suffix(f".sm_{arch}.cubin")
         write_text_atomic(ptx_path, r.ptx)
         write_bytes_atomic(cubin_path, r.cubin)
@@ -456,7 +451,7 @@ def _child(request: dict) -> list[dict]:
 
 
 if __name__ == "__main__":
-    print(_CHILD_MARKER + json.dumps(_child(json.loads(sys.argv[1]))))
+    compile_child.serve(_child)
 
 
 __all__ = ["DEFAULT_DEVICE", "FusionReport", "ModuleReport", "TargetResources",
