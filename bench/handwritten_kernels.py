@@ -242,8 +242,9 @@ def compile_cases(arch: int = 90, names: list[str] | None = None) -> list[dict]:
 
 def compile_in_child(arch: int = 90, names: list[str] | None = None) -> list[dict]:
     """:func:`compile_cases` in a child process without ``TRITON_INTERPRET``."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    from triton_backend.reports.compile_child import child_environment
+
+    env = child_environment()
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     command = [sys.executable, str(Path(__file__).resolve()), "--arch", str(arch)]

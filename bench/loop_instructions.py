@@ -133,8 +133,9 @@ def _compile_reference(request: dict, arch: int) -> dict:
 
 def reference_in_child(requests: list[dict], arch: int) -> list[dict]:
     """Compile the reference kernels in a child process without ``TRITON_INTERPRET``."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    from triton_backend.reports.compile_child import child_environment
+
+    env = child_environment()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     result = subprocess.run([sys.executable, __file__, "--arch", str(arch), "--child",
                              json.dumps(requests)], capture_output=True, text=True, env=env,

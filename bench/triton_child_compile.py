@@ -77,8 +77,9 @@ def compile_one(path: str, arch: int, resources: bool) -> dict:
 def run_in_child(paths: list[str], arch: int = 90, resources: bool = False,
                  timeout: float = 600) -> dict[str, dict]:
     """Run this script on ``paths`` in a child process without TRITON_INTERPRET."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    from triton_backend.reports.compile_child import child_environment
+
+    env = child_environment()
     env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-triton-cache-")
     command = [sys.executable, os.path.abspath(__file__), "--arch", str(arch), *paths]
     if resources:

@@ -37,7 +37,9 @@ _FAILURE = "COMPILE-CHILD-FAILURE "
 _IRRELEVANT_ENV = frozenset({"PYTEST_CURRENT_TEST", "FUSION_MODULE_CACHE_DIR"})
 
 
-def _child_environment() -> dict[str, str]:
+def child_environment() -> dict[str, str]:
+    """This process's environment as a child compiling for a GPU needs it: without
+    ``TRITON_INTERPRET``, with the numerics policy's ``TRITON_DEFAULT_FP_FUSION=0``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "0"  # the numerics policy: no FP contraction
     return env
@@ -49,7 +51,7 @@ class _Child:
     def __init__(self, module: str, env: dict[str, str]):
         self.stderr: IO[str] = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", module, "--serve"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", module], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         self.lock = threading.Lock()
 
@@ -65,7 +67,7 @@ class _Child:
                         raise FusionCompilerError(
                             f"compiling the kernels for {where} failed:\n"
                             f"{json.loads(line[len(_FAILURE):])[-4000:]}", where=where)
-            except (BrokenPipeError, OSError):
+            except OSError:  # the child is gone (a broken pipe)
                 pass
             self.close()
             raise FusionCompilerError(f"compiling the kernels for {where} failed: the compiler "
@@ -96,9 +98,9 @@ _CHILDREN_LOCK = threading.Lock()
 
 
 def ask(module: str, request: dict, where: str) -> Any:
-    """Send ``request`` to the child serving ``python -m module --serve`` under this
+    """Send ``request`` to the child serving ``python -m module`` under this
     process's environment (started on first use, again after it died); its reply."""
-    env = _child_environment()
+    env = child_environment()
     key = (module, tuple(sorted((k, v) for k, v in env.items() if k not in _IRRELEVANT_ENV)))
     with _CHILDREN_LOCK:
         child = _CHILDREN.get(key)
@@ -123,4 +125,4 @@ def serve(handle: Callable[[dict], Any], stdin: IO[str] = sys.stdin,
         stdout.flush()
 
 
-__all__ = ["ask", "serve"]
+__all__ = ["ask", "child_environment", "serve"]

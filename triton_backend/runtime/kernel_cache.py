@@ -19,9 +19,9 @@ files only) and ``cache_pruning`` keeps the cache under its size limit.
 * The in-process dict of loaded modules (one per process, shared by every ``KernelCache`` of
   the same directory) is pure memoisation: the same path always holds the same text, and a
   module is kept per interpreter mode, the one ``@triton.jit`` decorated it under.  A kernel a
-  second compile asks for again (a tuning sweep, another module with the same fusion, a plan
-  reloaded) is neither re-executed nor, under the interpreter, rewritten again, and on a GPU
-  keeps what Triton compiled for it.
+  second compile asks for again (a tuning sweep, another module with the same fusion, the same
+  module compiled again without its cached plan) is neither re-executed nor, under the interpreter,
+  rewritten again, and on a GPU keeps what Triton compiled for it.
 
 >>> import tempfile
 >>> cache = KernelCache(tempfile.mkdtemp())
