@@ -6,8 +6,8 @@ multiple of 16 elements) are compiled with ``compile_hlo``, as JAX lowers them (
 pass) and, for gelu and the transpose, as XLA optimized them (``CASES``: at these sizes XLA's
 CPU pipeline turns the reductions into ``kCustom`` YNNPACK fusions, which the Triton backend
 rejects by design).  Every launched kernel is then compiled for sm_90 and
-sm_80 with Triton and ``ptxas`` in ONE child process started without ``TRITON_INTERPRET``
-(``python -m tests.conformance.test_kernel_quality REQUEST``), with every buffer pointer
+sm_80 with Triton and ``ptxas`` by the process's compile child, started without
+``TRITON_INTERPRET`` (``compile_report.compile_kernel_files``), with every buffer pointer
 promised 16-byte aligned, as ``fusion-compile compile --target`` does.
 
 Checked: no compile error, no register spills, and 128-bit global accesses where the data
@@ -17,65 +17,15 @@ the ``.v4`` key of ``ptx_report.count_vector_accesses`` for both.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ARCHS = (90, 80)
-_MARKER = "KERNEL-QUALITY-JSON "
-
-
-# --- the child process (no TRITON_INTERPRET): compile every kernel for every arch ---------
-
-def _compile_all(request: dict) -> dict:
-    import importlib.util
-
-    from triton_backend.reports.compile_report import kernel_signature
-    from triton_backend.reports.ptx_report import compile_for_target
-
-    results: dict[str, dict] = {}
-    for n, path in enumerate(request["kernels"]):
-        spec = importlib.util.spec_from_file_location(f"_kernel_quality_{n}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        per_arch = {}
-        try:
-            spec.loader.exec_module(module)
-            signature = kernel_signature(module)
-        except Exception as err:  # noqa: BLE001 - reported per kernel; the parent asserts on it
-            results[path] = {str(a): {"error": f"loading: {err!r}"} for a in request["archs"]}
-            continue
-        for arch in request["archs"]:
-            try:
-                r = compile_for_target(module.KERNEL, signature, {}, aligned=list(signature),
-                                       arch=arch, num_warps=getattr(module, "NUM_WARPS", 4),
-                                       num_stages=getattr(module, "NUM_STAGES", 3))
-                per_arch[str(arch)] = {
-                    "registers": r.registers, "spill_store_bytes": r.spill_store_bytes,
-                    "spill_load_bytes": r.spill_load_bytes, "shared_bytes": r.shared_bytes,
-                    "vector": dict(r.vectorized_global_accesses), "error": None}
-            except Exception as err:  # noqa: BLE001 - a Triton or ptxas failure, reported per arch
-                per_arch[str(arch)] = {"error": f"{type(err).__name__}: {str(err)[-2000:]}"}
-        results[path] = per_arch
-    return results
-
-
-if __name__ == "__main__":
-    print(_MARKER + json.dumps(_compile_all(json.loads(sys.argv[1]))))
-    sys.exit(0)
-
-
-# --- the tests ------------------------------------------------------------------------------
-
-from tests.conformance.programs import KERNEL_QUALITY_PROGRAMS, lower_program
-
 pytest.importorskip("jax")
 
-_REPO = Path(__file__).resolve().parents[2]
+from tests.conformance.programs import KERNEL_QUALITY_PROGRAMS, lower_program  # noqa: E402
+
+ARCHS = (90, 80)
 
 #: The (program, variant) pairs checked: every program as JAX lowers it (fused by our pass),
 #: and XLA's optimized form where XLA left kLoop fusions (for the reductions at these sizes it
@@ -129,17 +79,24 @@ def kernels(tmp_path_factory) -> dict:
         entries = [(f, str(out_dir / f.kernel_file)) for f in report.fusions]
         reports[(name, variant)] = entries
         paths += [p for _, p in entries]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    request = json.dumps({"kernels": paths, "archs": list(ARCHS)})
-    result = subprocess.run([sys.executable, "-m", "tests.conformance.test_kernel_quality", request],
-                            capture_output=True, text=True, env=env, cwd=_REPO, check=False,
-                            timeout=600)
-    lines = [ln for ln in result.stdout.splitlines() if ln.startswith(_MARKER)]
-    assert result.returncode == 0 and lines, f"the compile child failed:\n{result.stderr[-4000:]}"
-    compiled_all = json.loads(lines[-1][len(_MARKER):])
+    compiled_all = {p: {str(arch): _compile_one(p, arch) for arch in ARCHS} for p in paths}
     return {key: [(f, {**compiled_all[p], "path": p}) for f, p in entries]
             for key, entries in reports.items()}
+
+
+def _compile_one(path: str, arch: int) -> dict:
+    """One kernel file compiled for ``sm_<arch>``; a Triton or ptxas failure is reported for
+    this kernel and arch alone (the parent's tests assert on it)."""
+    from fusion.errors import FusionCompilerError
+    from triton_backend.reports.compile_report import compile_kernel_files
+
+    try:
+        (r,) = compile_kernel_files([path], arch, loops=False)
+    except FusionCompilerError as err:
+        return {"error": str(err)[-2000:]}
+    return {"registers": r["registers"], "spill_store_bytes": r["spill_store_bytes"],
+            "spill_load_bytes": r["spill_load_bytes"], "shared_bytes": r["shared_bytes"],
+            "vector": r["vectorized_global_accesses"], "error": None}
 
 
 def _params(cases, failures: dict[tuple[str, str], str] | None = None) -> list:

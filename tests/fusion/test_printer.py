@@ -138,13 +138,15 @@ def literal_values(draw, dtype, count):
     return tuple(cast)
 
 
-@functools.cache
 @st.composite
-def constants(draw, name):
+def constant_parts(draw):
+    """A constant's shape and literal (the instruction is named by its computation)."""
     value_types = sorted(t for t, e in ELEMENT_TYPES.items() if e.has_values)
     shape = draw(array_shapes(dtypes=st.sampled_from(value_types), max_rank=2))
-    literal = Literal(shape.dims, draw(literal_values(shape.dtype, shape.num_elements)))
-    return HloInstruction(name, "constant", shape, (), (("literal", literal),))
+    return shape, Literal(shape.dims, draw(literal_values(shape.dtype, shape.num_elements)))
+
+
+constants = constant_parts()
 
 
 attribute_values = st.one_of(
@@ -172,19 +174,24 @@ attribute_values = st.one_of(
 )
 
 
+instruction_names = st.lists(names.filter(lambda n: n != "ROOT"), min_size=1, max_size=5,
+                             unique=True)
+
+
 @st.composite
 def computations(draw, name, is_entry):
     instrs = []
     used: set[str] = set()
-    for i in range(draw(st.integers(1, 5))):
-        iname = draw(names.filter(lambda n: n not in used and n != "ROOT"))
+    # One strategy for all the names: a filter built per draw re-validates its strategy.
+    for i, iname in enumerate(draw(instruction_names)):
         used.add(iname)
         kind = draw(st.sampled_from(["parameter", "constant", "op"]))
         if kind == "parameter":
             instrs.append(HloInstruction(iname, "parameter", draw(shapes), (),
                                          (("parameter_number", i),)))
         elif kind == "constant":
-            instrs.append(draw(constants(iname)))
+            shape, literal = draw(constants)
+            instrs.append(HloInstruction(iname, "constant", shape, (), (("literal", literal),)))
         else:
             operands = tuple(draw(st.lists(st.sampled_from(sorted(used)), max_size=3)))
             attrs = tuple(draw(st.lists(attribute_values, max_size=4,

@@ -4,18 +4,13 @@ module stays at no more than 3 kernels and still matches.  The realistic f32[4,8
 program fuses to one kernel that compiles for sm_90 without spills (PTX only, no GPU)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import fusion
-from tests.triton_backend.test_dot_fusion_ptx import CHILD
+from tests.triton_backend.test_dot_fusion_ptx import ptx_counts
 from tiling.fusion_pass.priority_fusion import fuse_module
 from triton_backend.templates.attention.driver import compile_attention_fusion, is_attention_fusion
 from triton_backend.driver.module_compiler import compile_hlo
@@ -161,13 +156,7 @@ def test_realistic_attention_is_one_kernel_without_spills_on_sm90():
         assert len(fusions) == 1 and is_attention_fusion(module, fusions[0])
         compiled = compile_attention_fusion(module, fusions[0], target="sm_90")
         requests.append([str(compiled.kernel_path), 90])
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)],
-                            capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
-    f32, bf16 = json.loads(line[len("REPORT"):])
+    f32, bf16 = ptx_counts(requests)
     assert f32["spills"] == 0 and bf16["spills"] == 0, (f32, bf16)
     assert bf16["wgmma"] + bf16["mma"] > 0  # bf16 dots on the tensor cores
 

@@ -2,20 +2,13 @@
 16-bit and s8 operands (``mma`` / ``wgmma``) and then do not spill (no GPU needed).  The
 exact f32 kernel (FMA loop, no tensor cores) only has to compile.
 
-The kernels are generated here (under the interpreter) and compiled in a child process
-without ``TRITON_INTERPRET``, as ``test_dot_fusion_ptx`` does for dots.
+The kernels are generated here (under the interpreter) and compiled by the process's compile
+child, as ``test_dot_fusion_ptx`` does for dots.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-import pytest
-
 from fusion.text.parser import parse_hlo
-from tests.triton_backend.test_dot_fusion_ptx import CHILD, requires_ptxas
+from tests.triton_backend.test_dot_fusion_ptx import ptx_counts, requires_ptxas
 from triton_backend.templates.conv.driver import compile_conv_fusion
 
 # (operand type, result type, lhs, rhs, result, attributes): a ResNet-like 3x3 conv with a
@@ -63,13 +56,7 @@ def test_conv_kernels_use_tensor_cores_without_spills_on_sm80_and_sm90():
         module = conv_module(*case)
         path = str(compile_conv_fusion(module, "r", tile_sizes=(64, 64, 32)).kernel_path)
         requests += [[path, 80], [path, 90]]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(requests)], capture_output=True,
-                            text=True, env=env, timeout=900, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
-    reports = json.loads(line[len("REPORT"):])
+    reports = ptx_counts(requests)
     for case, sm80, sm90 in zip(CASES, reports[0::2], reports[1::2]):
         if case[0] == "f32":  # exact f32 ("ieee"): no tensor cores, by design
             assert sm80["mma"] == 0 and sm90["wgmma"] == 0

@@ -1,12 +1,7 @@
 """8-bit floats (f8e4m3fn, f8e5m2) in kernels: fp8 dots as JAX writes them, converts over
 special values, against XLA and the reference evaluator; and the fp8 dot compiled for sm_90
-(in a child process without ``TRITON_INTERPRET``) uses the tensor cores' fp8 MMA."""
+(by the process's compile child, without ``TRITON_INTERPRET``) uses the tensor cores' fp8 MMA."""
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +11,7 @@ import torch
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
+from tests.triton_backend.target_compiles import compile_on_targets
 from triton_backend import compile_hlo
 from triton_backend.reports.ptx_report import find_ptxas
 
@@ -152,36 +148,12 @@ def test_f8e4m3fn_dot_is_refused_below_sm89():
         compile_hlo(_dot_text("f32"), target="sm_80")
 
 
-CHILD = r'''
-import importlib.util, json, sys
-from triton_backend.reports.ptx_report import compile_for_target
-TYPES = {"torch.float32": "*fp32", "torch.float8_e4m3fn": "*fp8e4nv"}
-path = sys.argv[1]
-spec = importlib.util.spec_from_file_location("k", path)
-module = importlib.util.module_from_spec(spec)
-sys.modules["k"] = module
-spec.loader.exec_module(module)
-names = module.KERNEL.arg_names
-specs = list(module.INPUT_SPECS) + list(module.CONSTANT_SPECS) + list(module.OUTPUT_SPECS)
-specs += list(getattr(module, "SCRATCH_SPECS", ()))
-signature = {name: TYPES[str(s[1])] for name, s in zip(names, specs)}
-r = compile_for_target(module.KERNEL, signature, {}, aligned=list(names), arch=90,
-                       num_warps=module.NUM_WARPS, num_stages=module.NUM_STAGES)
-print("REPORT" + json.dumps({"wgmma_e4m3": r.ptx.count(".e4m3.e4m3"), "spills": r.spills}))
-'''
-
-
 @pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
 def test_fp8_dot_compiles_to_fp8_wgmma_on_sm90():
     text = _dot_text("f32").replace("16,32", "64,128").replace("32,8", "128,64") \
         .replace("16,8", "64,64")
     compiled = compile_hlo(text, target="sm_90")
     (fusion,) = compiled.fusions.values()
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    result = subprocess.run([sys.executable, "-c", CHILD, str(fusion.kernel_path)],
-                            capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("REPORT"))
-    report = json.loads(line[len("REPORT"):])
+    (found,) = compile_on_targets([(fusion.kernel_path, 90)])
+    report = {"wgmma_e4m3": found["ptx"].count(".e4m3.e4m3"), "spills": found["spills"]}
     assert report["wgmma_e4m3"] > 0 and report["spills"] == 0, report
