@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
@@ -39,32 +40,15 @@ from tiling.fusion_pass.score_space import ScoreSpace
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
-from triton_backend.lowering.emitter.value_emitter import ValueEmitter
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.lowering.kernel_plan import index_bits_for
 from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.reduction_rules import emit_sibling_reductions
 from triton_backend.lowering.rules.value_rules import rule_for
-from triton_backend.templates.attention.kernel import (DotNumerics, _decompose, _operand_indices,
-                                                       row_and_batch_programs)
+from triton_backend.templates.attention.kernel import (DotNumerics, HookedEmitter, _decompose,
+                                                       _operand_indices, row_and_batch_programs)
 from triton_backend.templates.attention.tiling import AttentionTiling
 from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
-
-
-@dataclass
-class _HookedEmitter(ValueEmitter):
-    """A value emitter whose ``hooks`` render the score dots (memoized like any value)."""
-
-    hooks: dict = field(default_factory=dict)
-
-    def value(self, name: str, indices: tuple[AffineExpr, ...]):
-        hook = self.hooks.get(name)
-        if hook is None:
-            return super().value(name, indices)
-        key = (name, tuple(indices))
-        if key not in self.memo:
-            self.remember(name, indices, hook(name, tuple(indices)))
-        return self.memo[key]
 
 
 @dataclass
@@ -92,11 +76,11 @@ class _ScoreKernel:
         shapes = [p.shape for p in self.comp.parameters if isinstance(p.shape, ArrayShape)]
         outs = [s for s in _leaves(self.fusion_instr.shape)]
         bits = index_bits_for(math.prod(s.dims) for s in (*shapes, *outs))
-        self.em = _HookedEmitter(
+        self.em = HookedEmitter(
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.space.reduces}, reduction_chunk=t.block_n,
             index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
-            hooks={d: self.scores for d in self.space.score_dots})
+            hooks={d: partial(self.scores, d) for d in self.space.score_dots})
         self.owned: dict = {}
         self.head_vars: dict[int, DimExpr] = {}
 

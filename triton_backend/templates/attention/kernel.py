@@ -78,9 +78,10 @@ class _OnlineState:
 
 
 @dataclass
-class _AttentionEmitter(ValueEmitter):
-    """The emitter of an attention kernel: ``hooks`` render the two dots (memoized like any
-    other value, so a score tile is computed once per loop body)."""
+class HookedEmitter(ValueEmitter):
+    """The emitter of an attention kernel, forward or backward: ``hooks`` (value name ->
+    ``hook(indices)``) render the dots and pinned iotas, memoized like any other value, so a
+    score tile is computed once per loop body."""
 
     hooks: dict = field(default_factory=dict)
 
@@ -180,7 +181,7 @@ class _Kernel:
         self.names = IdentifierAllocator()
         shapes = [p.shape for p in self.comp.parameters if isinstance(p.shape, ArrayShape)]
         bits = index_bits_for(math.prod(s.dims) for s in (*shapes, self.fusion_instr.shape))
-        self.em = _AttentionEmitter(
+        self.em = HookedEmitter(
             self.module, self.comp, list(self.blocks), self.names,
             {r: (self.ka,) for r in self.pattern.reduces}, reduction_chunk=t.block_n,
             index_bits=bits, rule_for=rule_for, tree_reductions=self.interpreter,
@@ -529,4 +530,4 @@ def render_attention_kernel(module: HloModule, fusion_instr: HloInstruction,
                    online, band).render()
 
 
-__all__ = ["DotNumerics", "render_attention_kernel"]
+__all__ = ["DotNumerics", "HookedEmitter", "render_attention_kernel"]
