@@ -16,6 +16,7 @@ from triton_backend.driver.compiled_fusion import compile_fusion
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.reports.compile_report import _fusion_json, build_report
 from triton_backend.runtime.device_specs import device_spec
+from triton_backend.runtime.kernel_loading import TemplateKind
 from triton_backend.tuning.attention_workload import TENSOR_CORE_EFFICIENCY, attention_workload
 from triton_backend.tuning.cost_model import estimate
 from tests.triton_backend.measured_tiles import pick_regrets
@@ -105,3 +106,22 @@ def test_the_report_gives_a_dot_kernels_flops_and_none_for_a_normalization():
         (kernel,) = build_report(compiled, device="h200").fusions
         assert kernel.model.dot_flops == flops, name
         assert (kernel.model.predicted_tflops is None) == (flops == 0), name
+
+
+def test_a_backward_kernels_dots_per_block_are_the_dots_its_file_runs():
+    """The renderer's count (the cost model's) against the ``tl.dot`` calls in each file:
+    the row statistics recompute the scores once per dependency level, the dQ and dK/dV
+    kernels once, beside their output dots."""
+    compiled = compile_hlo(parse_hlo((ROOT / "bench" / "programs" /
+                                      "vjp_attention_causal_bf16_4x8x512x64.hlo").read_text()),
+                           target="sm_90")
+    kernels = [f for f in compiled.fusions.values()
+               if f.kind is TemplateKind.ATTENTION_BACKWARD]
+    assert len(kernels) == 3
+    for kernel in kernels:
+        assert kernel.module.DOTS_PER_BLOCK == kernel.source.count("tl.dot("), kernel.fusion_name
+    (kernel,) = [k for k in build_report(compiled, device="h200").fusions
+                 if k.name == kernels[0].fusion_name]
+    block_m, block_n = kernels[0].tile_sizes[:2]
+    per_block = kernels[0].module.DOTS_PER_BLOCK * 2 * block_m * block_n * 64
+    assert kernel.model.dot_flops % per_block == 0

@@ -4,11 +4,11 @@ An attention program owns a block of rows (``BLOCK_M`` queries, or a backward ``
 kernel's keys) and walks the blocks of the other side its mask lets it see (its *steps*).
 Each step runs the kernel's dots on ``BLOCK_M x BLOCK_N`` scores over the padded head dim:
 ``2 * BM * BN * BD`` tensor-core FLOPs per dot (two per step for the one-pass forward, one per
-reduction more for the multi-pass form, at most; a backward kernel's are counted in its source,
-each of its loops walking the same blocks).  Its DRAM bytes are its inputs and outputs once:
-the key and value blocks every query block of a head reads again come from L2 (a head's
-keys and values are a few MB, and its query blocks run side by side), and the loads are
-pipelined over the kernel's stages.
+reduction more for the multi-pass form, at most; a backward kernel's are the
+``DOTS_PER_BLOCK`` its renderer counted in its file, each of its loops walking the same
+blocks).  Its DRAM bytes are its inputs and outputs once: the key and value blocks every
+query block of a head reads again come from L2 (a head's keys and values are a few MB, and
+its query blocks run side by side), and the loads are pipelined over the kernel's stages.
 
 Measured (``bench/tile_sweep.py``, an H200, Triton 3.6) the kernels run at about a third of
 the tensor-core peak where the machine is full, and small problems (``[4,8,512,64]``, a few
@@ -127,8 +127,7 @@ def _backward_steps(module, fusion_instr, kernel, block_m: int, block_n: int) ->
     head = max(space.head_dims)
     return _Steps(math.prod(space.kv_batch if key_kind else space.batch) * -(-rows // own),
                   fraction * blocks, blocks,
-                  # every loop walks the same blocks: its dots add up per step
-                  max(1, kernel.source.count("tl.dot(")), block_d_for(head, head),
+                  kernel.module.DOTS_PER_BLOCK, block_d_for(head, head),
                   comp.instruction(comp.instruction(space.score_dots[0]).operands[0]).shape.dtype)
 
 

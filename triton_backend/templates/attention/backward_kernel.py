@@ -83,6 +83,7 @@ class _ScoreKernel:
             hooks={d: partial(self.scores, d) for d in self.space.score_dots})
         self.owned: dict = {}
         self.head_vars: dict[int, DimExpr] = {}
+        self.dots_emitted = 0
 
     # --- helpers ----------------------------------------------------------------------------
     def _full(self, axes: dict[int, int]) -> tuple[int, ...]:
@@ -151,6 +152,7 @@ class _ScoreKernel:
         rhs = rhs or self._operand_tile(dot, "rhs", k)
         numerics = self.numerics[name]
         em = self.em
+        self.dots_emitted += 1
         s = em.bind(f"tl.dot({lhs}, {rhs}{self._precision(numerics)}, "
                     f"out_dtype={numerics.acc_dtype})", "qk")
         s = em.bind(f"tl.reshape({s}, {self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})})", "qk")
@@ -260,6 +262,7 @@ class _ScoreKernel:
         sa = self.em.dims[var.index].axis
         y = self._tile(self._single(y_name, y_at), (sa, self.da), masks,
                        numerics.operand_dtype, "y")
+        self.dots_emitted += 1
         em.emit(f"{acc} = tl.dot({x}, {y}, {acc}{self._precision(numerics)}, "
                 f"out_dtype={numerics.acc_dtype})")
 
@@ -360,8 +363,12 @@ class _ScoreKernel:
         specs = kernel_specs(kernel_name, grid, parameters, [c.instruction for c in constants],
                              tuple(_leaves(self.fusion_instr.shape)),
                              (t.num_warps, t.num_stages))
+        # Every loop walks the same streamed blocks, so its dots add up per block.
+        dots = (f"\n# tl.dot calls per streamed block, all loops together (the cost model's count)\n"
+                f"DOTS_PER_BLOCK = {self.dots_emitted}\n")
         return (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + "\n\n"
-                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + RUNTIME)
+                + (combiners + "\n\n" if combiners else "") + kernel + "\n\n" + specs + dots
+                + RUNTIME)
 
 
 def _leaves(shape) -> list[ArrayShape]:
