@@ -38,6 +38,7 @@ from fusion.ir.attributes import PaddingConfig, PaddingDim, SliceDim, Window, Wi
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
+from fusion.transforms.map_inlining import inline_scalar_computation, is_scalar_elementwise
 
 
 def rewrite_fp8_scans(module: HloModule) -> HloModule:
@@ -83,9 +84,7 @@ def _tree_scan(instr: HloInstruction, comp: HloComputation, module: HloModule,
 
 def _inlinable(reducer: HloComputation) -> bool:
     """Whether ``reducer`` is scalar elementwise ops on its two parameters and constants."""
-    return len(reducer.parameters) == 2 and all(
-        isinstance(i.shape, ArrayShape) and i.shape.rank == 0 and not i.called_computations()
-        and (traits(i.opcode).given_value or traits(i.opcode).elementwise) for i in reducer)
+    return len(reducer.parameters) == 2 and is_scalar_elementwise(reducer)
 
 
 @dataclass
@@ -97,13 +96,16 @@ class _Builder:
     taken: set[str]
     instructions: list[HloInstruction] = field(default_factory=list)
 
-    def add(self, opcode: str, dims: tuple[int, ...], operands: tuple[str, ...],
-            dtype: str | None = None, **attributes: object) -> str:
+    def fresh(self) -> str:
         n = 1
         while f"{self.instr.name}.scan{n}" in self.taken:
             n += 1
-        name = f"{self.instr.name}.scan{n}"
-        self.taken.add(name)
+        self.taken.add(f"{self.instr.name}.scan{n}")
+        return f"{self.instr.name}.scan{n}"
+
+    def add(self, opcode: str, dims: tuple[int, ...], operands: tuple[str, ...],
+            dtype: str | None = None, **attributes: object) -> str:
+        name = self.fresh()
         shape = ArrayShape(dtype or self.instr.shape.dtype, dims)
         self.instructions.append(HloInstruction(name, opcode, shape, operands,
                                                 tuple(attributes.items())))
@@ -162,18 +164,10 @@ class _Builder:
 
     def combine(self, lhs: str, rhs: str, dims: tuple[int, ...]) -> str:
         """The reducer applied elementwise to ``lhs`` and ``rhs`` (XLA's ``map``), inlined."""
-        names: dict[str, str] = {}
-        for inner in self.reducer:
-            if inner.opcode == "parameter":
-                names[inner.name] = (lhs, rhs)[inner.attr("parameter_number")]
-            elif not inner.operands:  # a constant: made once, then spread
-                dtype = inner.shape.dtype
-                scalar = self.add(inner.opcode, (), (), dtype, **dict(inner.attributes))
-                names[inner.name] = self.add("broadcast", dims, (scalar,), dtype, dimensions=())
-            else:
-                names[inner.name] = self.add(inner.opcode, dims, tuple(
-                    names[o] for o in inner.operands), inner.shape.dtype, **dict(inner.attributes))
-        return names[self.reducer.root_name]
+        ops = inline_scalar_computation(self.reducer, (lhs, rhs),
+                                        ArrayShape(self.instr.shape.dtype, dims), self.fresh)
+        self.instructions.extend(ops)
+        return ops[-1].name
 
 
 __all__ = ["rewrite_fp8_scans"]

@@ -30,6 +30,9 @@ def binary(op: str, dtype: str = "f32") -> str:
 
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
 MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}\n"
+#: A reducer calling another computation: a map of it cannot be inlined as array ops.
+CALL_ADD = ("call_add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT c = f32[] call(a, b), to_apply=add\n}\n")
 LT = ("lt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
       "  ROOT c = pred[] compare(a, b), direction=LT\n}\n")
 
@@ -233,22 +236,24 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
     "bitcast_convert_to_narrower": (
         ("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
         "  ROOT r = u16[3,2] bitcast-convert(x)\n}\n"), "r", "bit widths"),
-    # map: the one opcode with no Triton path (reduce-precision, used before, now has one).
+    # a map whose to_apply calls a computation: the one op with no Triton path (a map of
+    # scalar elementwise ops is inlined as array ops).
     "uncovered_op_in_while_body": (
-        ("HloModule m\n" + ADD + "cond {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        ("HloModule m\n" + ADD + CALL_ADD + "cond {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
         "  k = s32[] constant(2)\n  ROOT c = pred[] compare(i, k), direction=LT\n}\n"
         "body {\n  s = (s32[], f32[3]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
         "  v = f32[3] get-tuple-element(s), index=1\n  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
-        "  w = f32[3] map(v, v), dimensions={0}, to_apply=add\n"
+        "  w = f32[3] map(v, v), dimensions={0}, to_apply=call_add\n"
         "  ROOT t = (s32[], f32[3]) tuple(j, w)\n}\n"
         "ENTRY e {\n  x = f32[3] parameter(0)\n  z = s32[] constant(0)\n  t = (s32[], f32[3]) tuple(z, x)\n"
         "  w = (s32[], f32[3]) while(t), condition=cond, body=body\n"
-        "  ROOT r = f32[3] get-tuple-element(w), index=1\n}\n"), "w", "map is not emitted"),
+        "  ROOT r = f32[3] get-tuple-element(w), index=1\n}\n"), "w", "cannot be inlined"),
     "uncovered_op_in_xla_fusion": (
-        ("HloModule m\n" + ADD + "fused {\n  a = f32[2,3] parameter(0)\n  n = f32[2,3] negate(a)\n"
-        "  ROOT p = f32[2,3] map(n, a), dimensions={0,1}, to_apply=add\n}\n"
+        ("HloModule m\n" + ADD + CALL_ADD + "fused {\n  a = f32[2,3] parameter(0)\n"
+        "  n = f32[2,3] negate(a)\n"
+        "  ROOT p = f32[2,3] map(n, a), dimensions={0,1}, to_apply=call_add\n}\n"
         "ENTRY e {\n  x = f32[2,3] parameter(0)\n"
-        "  ROOT r = f32[2,3] fusion(x), kind=kLoop, calls=fused\n}\n"), "p", "map is not emitted"),
+        "  ROOT r = f32[2,3] fusion(x), kind=kLoop, calls=fused\n}\n"), "p", "cannot be inlined"),
     "collective_over_two_devices": (
         _collective("  ROOT r = f32[2,3] all-reduce(x), replica_groups={{0,1}}, to_apply=add",
                     ADD), "r", "needs 2 devices"),

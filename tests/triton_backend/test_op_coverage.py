@@ -94,7 +94,8 @@ def test_table_is_alphabetical_and_lists_every_evaluator_opcode():
     for opcode, entry in oc.COVERAGE.items():
         assert entry.handler in (oc.HOST, oc.HOST_OR_KERNEL, oc.KERNEL, oc.ELEMENTWISE,
                                  oc.REDUCTION, oc.CONV, oc.DOT, oc.SORT, oc.SCATTER,
-                                 oc.SELECT_AND_SCATTER, oc.FUSION, oc.LIBRARY, oc.PAIRS, oc.NEVER)
+                                 oc.SELECT_AND_SCATTER, oc.FUSION, oc.LIBRARY, oc.PAIRS, oc.INLINED,
+                                 oc.NEVER)
         assert entry.covered or entry.limits, f"{opcode}: an uncovered op needs its reason"
 
 
@@ -265,10 +266,15 @@ body_add {
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
 }
+calls_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] call(a, b), to_apply=body_add
+}
 ENTRY e {
   x = f32[2,3] parameter(0)
   p = f32[2,3] custom-call(x), custom_call_target="foo"
-  m = f32[2,3] map(p, x), dimensions={0,1}, to_apply=body_add
+  m = f32[2,3] map(p, x), dimensions={0,1}, to_apply=calls_add
   ROOT n = f32[2,3] negate(m)
 }
 """
@@ -285,8 +291,8 @@ def test_check_triton_text_lists_uncovered_ops(uncovered_file, capsys):
     assert main(["check", "--triton", str(uncovered_file)]) == 0
     out = capsys.readouterr().out
     assert "triton: 2 op(s) not covered:" in out
-    assert "9:3 custom-call %p in computation e: custom-call target foo is not a library call" in out
-    assert "10:3 map %m in computation e: map is not emitted" in out
+    assert "14:3 custom-call %p in computation e: custom-call target foo is not a library call" in out
+    assert "15:3 map %m in computation e: map's to_apply calls_add is more than scalar" in out
 
 
 def test_check_triton_json_lists_uncovered_ops(uncovered_file, capsys):
@@ -294,7 +300,7 @@ def test_check_triton_json_lists_uncovered_ops(uncovered_file, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is True
     assert [(u["op"], u["instruction"], u["line"], u["column"]) for u in report["triton_uncovered"]] \
-        == [("custom-call", "p", 9, 3), ("map", "m", 10, 3)]
+        == [("custom-call", "p", 14, 3), ("map", "m", 15, 3)]
     assert all(u["reason"] for u in report["triton_uncovered"])
 
 

@@ -31,6 +31,7 @@ from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
+from fusion.transforms.map_inlining import is_scalar_elementwise
 from triton_backend.lowering.emitter.triton_types import storage_dtype
 from triton_backend.lowering.rules.combine_function import accumulator_type
 from triton_backend.lowering.rules.elementwise_rules import render_elementwise
@@ -104,6 +105,17 @@ def elementwise_check(module: HloModule, comp: HloComputation, instr: HloInstruc
     except UnsupportedOpError as err:
         return err.message
     return None
+
+
+def map_check(module: HloModule, comp: HloComputation, instr: HloInstruction) -> str | None:
+    """A map is inlined (``fusion.transforms.map_inlining``) when its ``to_apply`` is scalar
+    elementwise ops on its parameters and constants; any other is refused."""
+    called = instr.attr("to_apply", None)
+    if isinstance(called, str) and module.has_computation(called) \
+            and is_scalar_elementwise(module.computation(called)):
+        return None
+    return (f"map's to_apply {called} is more than scalar elementwise ops on its parameters "
+            "and constants, so it cannot be inlined as array ops")
 
 
 def reduce_window_check(module: HloModule, comp: HloComputation,

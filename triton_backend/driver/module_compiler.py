@@ -47,6 +47,7 @@ from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
+from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.reducer_inlining import inline_reducer_fusions
 from fusion.transforms.scan_tree import rewrite_fp8_scans
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
@@ -204,10 +205,11 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     ``remember_fusion``: share the fusion pass's result with other compiles of the same text
     (``_fused``); off, as with ``cache=False``, the pass runs afresh."""
     # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
-    # scalar code, so the fusion is inlined first (the same ops, the same value).  A long fp8
+    # scalar code, so the fusion is inlined first (the same ops, the same value).  A map
+    # (XLA:CPU's scan trees hold them) becomes its to_apply's ops on arrays.  A long fp8
     # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
     # or not: every kernel runs what this returns).
-    source = rewrite_fp8_scans(inline_reducer_fusions(_parse(text_or_module)))
+    source = rewrite_fp8_scans(inline_maps(inline_reducer_fusions(_parse(text_or_module))))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:

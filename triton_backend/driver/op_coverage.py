@@ -3,7 +3,8 @@
 :data:`COVERAGE` is the one table (alphabetical, keyed by opcode) of where ``compile_hlo``
 handles each op and its limits: a *kernel value rule* (``lowering.rules.value_rules``, elementwise ops
 through ``elementwise_lowering``), a *reduction* (``tl.reduce``), the *dot*, *sort* or
-*scatter template*, a *host op* (``host_ops``), or not at all.  It is derived from the
+*scatter template*, a *host op* (``host_ops``), inlined before compiling (``map``), or not
+at all.  It is derived from the
 emitters' registries (``ELEMENTWISE_RULES``, ``value_rules.rule_for``) and the evaluator's
 ``OP_RULES``, so an op gains coverage when its rule is registered; the limits that depend on
 an instruction (dtypes, attributes, row lengths) are checked (``coverage_checks``, each entry's
@@ -19,14 +20,16 @@ before any kernel is generated.  Nothing here
 imports torch or triton (``fusion-compile check --triton`` uses it).
 
 >>> COVERAGE["sort"].handler, COVERAGE["map"].covered
-('sort template', False)
+('sort template', True)
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
 ... neg { a = f32[] parameter(0)
 ...   ROOT n = f32[] negate(a) }
+... outer { a = f32[] parameter(0)
+...   ROOT c = f32[] call(a), to_apply=neg }
 ... ENTRY e {
 ...   x = f32[4] parameter(0)
-...   ROOT r = f32[4] map(x), dimensions={0}, to_apply=neg
+...   ROOT r = f32[4] map(x), dimensions={0}, to_apply=outer
 ... }''')
 >>> [(u.instruction.name, u.computation.name) for u in uncovered_ops(m)]
 [('r', 'e')]
@@ -34,7 +37,7 @@ imports torch or triton (``fusion-compile check --triton`` uses it).
 ...     check_triton_coverage(m)
 ... except UnsupportedOpError as err:
 ...     print(err.line, err.column, err.message.split(":")[0])
-6 3 op map (%r) in computation e is not covered by the Triton path
+8 3 op map (%r) in computation e is not covered by the Triton path
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import opcodes_with, traits
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
+from fusion.transforms.map_inlining import inline_maps
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
 from triton_backend.lowering.rules.combine_function import lowers_in_reducer
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
@@ -61,6 +65,7 @@ from triton_backend.driver.coverage_checks import (
     elementwise_check,
     fusion_template,
     library_check,
+    map_check,
     reduce_window_check,
     template_check,
 )
@@ -81,6 +86,7 @@ SELECT_AND_SCATTER = "select-and-scatter template"
 LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
 PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
+INLINED = "inlined as elementwise ops before compiling (fusion.transforms.map_inlining)"
 NEVER = "not covered"
 
 
@@ -163,8 +169,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                          "included"),
     "get-tuple-element": OpCoverage(HOST, "no copy; inside a fusion, a kernel value rule"),
     "imag": OpCoverage(PAIRS, _PAIRS),
-    "map": OpCoverage(NEVER, "map is not emitted (XLA inlines its to_apply as elementwise ops "
-                      "before fusion)"),
+    "map": OpCoverage(INLINED, "its to_apply must be scalar elementwise ops on its parameters "
+                      "and constants", map_check),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
     "real": OpCoverage(PAIRS, _PAIRS),
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "
@@ -243,6 +249,8 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         return f"no Triton lowering for opcode {instr.opcode}"
     if not coverage.covered:
         return coverage.limits
+    if coverage.handler == INLINED:  # gone before any phase sees it, wherever it was
+        return coverage.check(module, comp, instr)
     if role == "reducer":
         if not lowers_in_reducer(instr.opcode):
             return (f"op {instr.opcode} in reducer {comp.name}: " + _REDUCER_LIMIT)
@@ -324,6 +332,7 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
     conditional), the fused computations of its fusions and the reducers of its reduces;
     a sort's comparator is run by the evaluator at compile time, so only its order matters.
     """
+    module = inline_maps(module)  # as compile_hlo does first: the maps left are refused
     found: list[Uncovered] = []
     seen: set[tuple[str, str]] = set()
 
