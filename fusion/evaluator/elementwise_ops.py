@@ -66,7 +66,8 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 def _erf(x: np.ndarray) -> np.ndarray:
     # Computed in f64 and rounded to the result type: at least as accurate as XLA's polynomial.
-    return _ERF(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+    # (np.asarray: on a rank-0 array a ufunc from frompyfunc returns a bare Python float)
+    return np.asarray(_ERF(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
 
 
 def _not(x: np.ndarray) -> np.ndarray:

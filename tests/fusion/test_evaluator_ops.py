@@ -268,3 +268,10 @@ def test_tuple_parameter_and_nested_tuple_result():
               "y = (f32[]) get-tuple-element(p), index=1\n"
               "ROOT t = ((f32[]), s32[3]) tuple(y, x)", (a, (np.float32(2.5),)))
     assert [o.tolist() for o in out] == [2.5, [0, 1, 2]]
+
+
+def test_erf_of_a_scalar_is_an_array_of_its_type():
+    # Found by the differential fuzzer: on a rank-0 value the f64 erf came back a Python float.
+    (got,) = run("a = f32[] parameter(0)\nROOT e = f32[] erf(a)", np.float32(0.5))
+    assert got.shape == () and got.dtype == np.float32
+    assert got == np.float32(0.5204998778130465)

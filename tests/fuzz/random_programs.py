@@ -5,7 +5,8 @@ A program is a list of steps over values (the inputs first), each step one JAX o
 earlier values whose shapes make it valid: element-wise maps and binary ops (with
 broadcasting), reductions (sum, max, min, argmax), broadcasts, transposes, reshapes, strided
 slices, concatenation, reversal, padding (interior too), dots and batched dots, softmax,
-cumulative sums, masks from iotas, bf16 round trips and sorts.  The function returns the last
+cumulative sums, masks from iotas, bf16 round trips, sorts, gathers, scatter-adds, max pools,
+slices at data-dependent starts, integer arithmetic and a short ``fori_loop``.  The function returns the last
 value and sometimes an earlier one (a multi-output module).  Everything is drawn from one
 ``numpy`` generator, so a program is reproducible from its seed.
 
@@ -30,8 +31,10 @@ EXTENTS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 33, 64)
 MAX_ELEMENTS = 1 << 14
 
 _UNARY = ("negative", "exp_tanh", "tanh", "abs", "sqrt_abs", "log1p_abs", "sin", "floor",
-          "logistic", "square", "rsqrt", "bf16_round")
-_BINARY = ("add", "subtract", "multiply", "maximum", "minimum", "safe_divide", "select_greater")
+          "logistic", "square", "rsqrt", "bf16_round", "erf", "expm1_tanh", "round", "sign",
+          "clamp", "int_mix", "finite_or_zero", "fori")
+_BINARY = ("add", "subtract", "multiply", "maximum", "minimum", "safe_divide", "select_greater",
+           "atan2", "safe_remainder", "safe_power")
 _REDUCERS = ("sum", "max", "min", "argmax", "mean")
 
 
@@ -146,7 +149,8 @@ def _pick(rng, shapes, want=None) -> int | None:
 def _step(rng, shapes, new_input) -> tuple[Step, tuple[int, ...]] | None:
     kind = rng.choice(("unary", "unary", "binary", "binary", "reduce", "broadcast", "transpose",
                        "reshape", "slice", "concatenate", "reverse", "pad", "dot", "softmax",
-                       "cumsum", "mask", "sort"))
+                       "cumsum", "mask", "sort", "take", "scatter_add", "max_pool",
+                       "argmax_slice"))
     x = _pick(rng, shapes)
     s = shapes[x]
     r = len(s)
@@ -226,6 +230,19 @@ def _step(rng, shapes, new_input) -> tuple[Step, tuple[int, ...]] | None:
         return Step("mask", (x,), (bool(rng.random() < 0.5),)), s
     if kind == "sort" and r >= 1:
         return Step("sort", (x,), (int(rng.integers(0, r)),)), s
+    if kind == "take" and r >= 1:  # a gather of constant indices, some repeated
+        axis = int(rng.integers(0, r))
+        indices = tuple(int(i) for i in rng.integers(0, s[axis], size=int(rng.integers(1, 6))))
+        return Step("take", (x,), (axis, indices)), s[:axis] + (len(indices),) + s[axis + 1:]
+    if kind == "scatter_add" and r >= 1:  # x.at[indices].add(...) on the first dim
+        indices = tuple(int(i) for i in rng.integers(0, s[0], size=int(rng.integers(1, 5))))
+        return Step("scatter_add", (x,), (indices,)), s
+    if kind == "max_pool" and r >= 1 and s[-1] >= 2:  # a 2-wide window, stride 2 or 1
+        stride = int(rng.integers(1, 3))
+        return Step("max_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 2) // stride + 1,)
+    if kind == "argmax_slice" and r >= 1:  # a slice starting at a data-dependent index
+        size = int(rng.integers(1, s[0] + 1))
+        return Step("argmax_slice", (x,), (size,)), (size,) + s[1:]
     return Step(str(rng.choice(_UNARY)), (x,)), s
 
 
@@ -243,6 +260,11 @@ def _apply(step: Step, args):
         "logistic": jax.nn.sigmoid, "square": jnp.square,
         "rsqrt": lambda v: lax.rsqrt(1 + v * v),
         "bf16_round": lambda v: v.astype(jnp.bfloat16).astype(v.dtype),
+        "erf": jax.scipy.special.erf, "expm1_tanh": lambda v: jnp.expm1(jnp.tanh(v)),
+        "round": jnp.round, "sign": jnp.sign, "clamp": lambda v: jnp.clip(v, -0.5, 0.75),
+        "int_mix": lambda v: (((((v * 8).astype(jnp.int32) * 3) >> 1) ^ 5) % 7).astype(v.dtype),
+        "finite_or_zero": lambda v: jnp.where(jnp.isfinite(v / (v - v.mean())), v, 0),
+        "fori": lambda v: lax.fori_loop(0, 3, lambda i, a: a * 0.5 + i, v),
     }
     if op in unary:
         return unary[op](x)
@@ -251,7 +273,10 @@ def _apply(step: Step, args):
         return {"add": jnp.add, "subtract": jnp.subtract, "multiply": jnp.multiply,
                 "maximum": jnp.maximum, "minimum": jnp.minimum,
                 "safe_divide": lambda a, b: a / (1 + jnp.abs(b)),
-                "select_greater": lambda a, b: jnp.where(a > b, a, b * 2)}[op](x, y)
+                "select_greater": lambda a, b: jnp.where(a > b, a, b * 2),
+                "atan2": jnp.arctan2,
+                "safe_remainder": lambda a, b: jnp.remainder(a, 1 + jnp.abs(b)),
+                "safe_power": lambda a, b: jnp.power(1 + jnp.abs(a), jnp.tanh(b))}[op](x, y)
     if op == "argmax":
         return jnp.argmax(x, axis=p[0]).astype(x.dtype)
     if op in _REDUCERS:
@@ -290,6 +315,17 @@ def _apply(step: Step, args):
         return jnp.where(keep, x, fill)
     if op == "sort":
         return jnp.sort(x, axis=p[0])
+    if op == "take":
+        return jnp.take(x, jnp.array(p[1]), axis=p[0])
+    if op == "scatter_add":
+        return x.at[jnp.array(p[0])].add(jnp.ones(x.shape[1:], x.dtype))
+    if op == "max_pool":
+        stride = p[0]
+        dims, strides = (1,) * (x.ndim - 1) + (2,), (1,) * (x.ndim - 1) + (stride,)
+        return lax.reduce_window(x, -jnp.inf, lax.max, dims, strides, "VALID")
+    if op == "argmax_slice":
+        start = jnp.argmax(x.reshape(x.shape[0], -1).sum(axis=1))
+        return lax.dynamic_slice_in_dim(x, start, p[0], axis=0)
     raise ValueError(op)
 
 

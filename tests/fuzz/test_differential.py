@@ -10,9 +10,10 @@ pytest.importorskip("jax")
 from tests.fuzz.differential import check_program  # noqa: E402
 from tests.fuzz.random_programs import random_program  # noqa: E402
 
-#: 11: a bf16 cumsum whose optimized form combines its scans with a ``map`` in a fusion;
-#: 25: a dot, a softmax and an argmax (a variadic reduce); 14: masked softmaxes and a slice.
-SEEDS = (11, 25, 14)
+#: 32: a bf16 sort (XLA sorts it as f32 keys rounded back in the comparator), a dot, a mask,
+#: erf and a gather; 36: a bf16 scatter-add whose optimized form holds a ``map``; 8: a dot, a
+#: softmax and a slice at a data-dependent start.
+SEEDS = (32, 36, 8)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

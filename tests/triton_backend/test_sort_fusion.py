@@ -138,3 +138,62 @@ def test_comparator_recognition_and_clear_errors():
     with pytest.raises(UnsupportedOpError, match="not a LT/GT comparison"):
         compile_sort_fusion(fusion.parse_hlo(weird.format(t="s32", n=8)
                                              .replace("dimensions=1", "dimensions={1}")), "r")
+
+
+#: XLA:CPU's optimized form of a bf16 sort (``jnp.sort`` of bf16): f32 keys whose comparator
+#: rounds them to bf16 (zeros and NaNs canonical) and compares the bf16 bits in total order.
+XLA_BF16_SORT = """HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  zero16 = s16[] constant(0)
+  mask = s16[] constant(32767)
+  qnan = f32[] constant(nan)
+  zero = f32[] constant(0)
+  na = pred[] compare(a, a), direction=NE
+  nb = pred[] compare(b, b), direction=NE
+  za = pred[] compare(a, zero), direction=EQ
+  zb = pred[] compare(b, zero), direction=EQ
+  sa = f32[] select(za, zero, a)
+  sb = f32[] select(zb, zero, b)
+  ha = bf16[] convert(sa)
+  hb = bf16[] convert(sb)
+  wa = f32[] convert(ha)
+  wb = f32[] convert(hb)
+  qa = f32[] select(na, qnan, wa)
+  qb = f32[] select(nb, qnan, wb)
+  ra = bf16[] convert(qa)
+  rb = bf16[] convert(qb)
+  ia = s16[] bitcast-convert(ra)
+  ib = s16[] bitcast-convert(rb)
+  xa = s16[] xor(mask, ia)
+  xb = s16[] xor(mask, ib)
+  la = pred[] compare(ia, zero16), direction=LT
+  lb = pred[] compare(ib, zero16), direction=LT
+  ka = s16[] select(la, xa, ia)
+  kb = s16[] select(lb, xb, ib)
+  ROOT lt = pred[] compare(ka, kb), direction=LT
+}
+ENTRY e {
+  x = f32[6,40] parameter(0)
+  ROOT s = f32[6,40] sort(x), dimensions={1}, is_stable=true, to_apply=cmp
+}
+"""
+
+
+def test_xlas_bf16_sort_of_f32_keys_orders_them_by_their_bf16_roundings():
+    """Keys that differ in f32 but round to one bf16 value tie and keep their order, as XLA's
+    stable sort with this comparator keeps them."""
+    from tests.conformance.xla_oracle import run_xla
+    from triton_backend import compile_hlo
+
+    module = fusion.parse_hlo(XLA_BF16_SORT)
+    (sort,) = [i for i in module.entry if i.opcode == "sort"]
+    assert comparator_order(module, sort) == SortOrder(False, "canonical", key_rounding="bf16")
+    rng = np.random.default_rng(3)
+    coarse = rng.integers(-8, 8, (6, 40)).astype(np.float32)
+    x = coarse + rng.uniform(0, 1e-3, (6, 40)).astype(np.float32)  # ties after rounding
+    x[0, :4] = [np.nan, -0.0, 0.0, np.inf]
+    want = run_xla(XLA_BF16_SORT, x)[0]
+    got = compile_hlo(XLA_BF16_SORT)(to_torch(x))[0].numpy()
+    np.testing.assert_array_equal(bits(got), bits(np.asarray(want)))

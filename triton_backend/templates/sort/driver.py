@@ -12,7 +12,8 @@ with one of the orders the kernel implements: LT or GT on operand 0 alone, for f
 XLA's TOTALORDER or JAX's canonical order (NaNs equal and last, -0 == +0; JAX spells it as a
 select/bitcast/xor computation, which is why syntax alone is not enough).  A plain float
 ``LT``/``GT`` is taken as the canonical order (it agrees with it on every non-NaN pair; NaN
-makes a plain compare no strict weak order, and the kernel then sorts NaNs last).  Anything
+makes a plain compare no strict weak order, and the kernel then sorts NaNs last).  f32 keys
+may also be compared as their bf16 roundings (XLA:CPU's form of a bf16 sort).  Anything
 else (tie-breaks on other operands, keys of more than 32 bits, custom orders) is rejected
 with the reason.
 
@@ -32,11 +33,11 @@ with the reason.
 ...   ROOT r = s32[3,5] fusion(x), kind=kLoop, calls=f
 ... }''')
 >>> is_sort_fusion(m, "r"), comparator_order(m, sort_of(m, "r"))
-(True, SortOrder(descending=True, float_order='canonical'))
+(True, SortOrder(descending=True, float_order='canonical', key_rounding=None))
 """
 from __future__ import annotations
 
-import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+import ml_dtypes
 import numpy as np
 
 from fusion.errors import UnsupportedOpError
@@ -128,6 +129,25 @@ def _reference_orders(keys: np.ndarray, dtype: str) -> dict[tuple[bool, str], np
     return orders
 
 
+def _matching_order(less: np.ndarray, keys: np.ndarray, key_type: str
+                    ) -> tuple[bool, str] | None:
+    """``(descending, float_order)`` of the candidate order ``less`` (on all pairs of
+    ``keys``) is, or None."""
+    finite = np.ones(len(keys), bool)
+    if key_type in ("f32", "bf16", "f16"):
+        finite = ~np.isnan(keys.astype(np.float32))
+    both = finite[:, None] & finite[None, :]
+    for order, want in _reference_orders(keys, key_type).items():
+        if np.array_equal(less, want):
+            return order
+    # A plain float compare: the canonical order on every pair without a NaN.
+    for (descending, float_order), want in _reference_orders(keys, key_type).items():
+        if float_order == "canonical" and np.array_equal(less & both, want & both) \
+                and not less[~both].any():
+            return descending, float_order
+    return None
+
+
 def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
     """The order ``sort``'s comparator defines, or ``UnsupportedOpError`` saying why not."""
     shapes = sort.shape.elements if isinstance(sort.shape, TupleShape) else (sort.shape,)
@@ -152,18 +172,14 @@ def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
         raise UnsupportedOpError(f"comparator {name} of {sort.name} depends on operands other than "
                                  "the keys (operand 0); only key comparisons are supported",
                                  where=sort.name)
-    finite = np.ones(len(keys), bool)
-    if key_type in ("f32", "bf16", "f16"):
-        finite = ~np.isnan(keys.astype(np.float32))
-    both = finite[:, None] & finite[None, :]
-    for (descending, float_order), want in _reference_orders(keys, key_type).items():
-        if np.array_equal(results[0], want):
-            return SortOrder(descending, float_order)
-    # A plain float compare: the canonical order on every pair without a NaN.
-    for (descending, float_order), want in _reference_orders(keys, key_type).items():
-        if float_order == "canonical" and np.array_equal(results[0] & both, want & both) \
-                and not results[0][~both].any():
-            return SortOrder(descending, float_order)
+    found = _matching_order(results[0], keys, key_type)
+    if found is not None:
+        return SortOrder(*found)
+    if key_type == "f32":  # XLA:CPU's bf16 sort: f32 keys, rounded back in the comparator
+        rounded = keys.astype(ml_dtypes.bfloat16).astype(np.float32)
+        found = _matching_order(results[0], rounded, key_type)
+        if found is not None:
+            return SortOrder(*found, key_rounding="bf16")
     raise UnsupportedOpError(
         f"comparator {name} of {sort.name} is not a LT/GT comparison of the keys (plain, "
         "TOTALORDER or JAX's canonical NaN order); custom orders are not supported", where=sort.name)

@@ -36,11 +36,14 @@ class SortOrder:
 
     ``float_order``: ``"total"`` (XLA TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < +NaN) or
     ``"canonical"`` (JAX's: NaNs equal and last, -0 equal to +0; also used for a plain
-    float compare, whose NaN behaviour is not a strict weak order).
+    float compare, whose NaN behaviour is not a strict weak order).  ``key_rounding``: f32
+    keys compared as their nearest-even ``"bf16"`` values (XLA:CPU sorts bf16 as f32 keys
+    whose comparator rounds them back; equal roundings keep their order), else None.
     """
 
     descending: bool
     float_order: str = "canonical"
+    key_rounding: str | None = None
 
 
 def ordered_key_text(key: str, dtype: str, order: SortOrder) -> str:
@@ -49,6 +52,8 @@ def ordered_key_text(key: str, dtype: str, order: SortOrder) -> str:
     >>> ordered_key_text("k", "s16", SortOrder(False))
     '(k).to(tl.int32)'
     """
+    if order.key_rounding is not None:  # the f32 value of the rounding: the same order
+        key = f"xla_math.round_to_{order.key_rounding}({key})"
     if dtype in _FLOAT_BITS:
         int_t, mag, inf, nan = _FLOAT_BITS[dtype]
         bits = f"({key}).to({int_t}, bitcast=True)"
