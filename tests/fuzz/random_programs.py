@@ -6,7 +6,9 @@ earlier values whose shapes make it valid: element-wise maps and binary ops (wit
 broadcasting), reductions (sum, max, min, argmax), broadcasts, transposes, reshapes, strided
 slices, concatenation, reversal, padding (interior too), dots and batched dots, softmax,
 cumulative sums, masks from iotas, bf16 round trips, sorts, gathers, scatter-adds, max pools,
-slices at data-dependent starts, integer arithmetic and a short ``fori_loop``.  The function returns the last
+slices at data-dependent starts, integer arithmetic and a short ``fori_loop``.  About a third
+of the f32 programs are differentiated instead (``jax.grad``: transposed dots, scatters of
+gathers, select-and-scatter of max pools, dynamic-update-slices).  The function returns the last
 value and sometimes an earlier one (a multi-output module).  Everything is drawn from one
 ``numpy`` generator, so a program is reproducible from its seed.
 
@@ -56,6 +58,8 @@ class RandomProgram:
     inputs: tuple[tuple[tuple[int, ...], str], ...]
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
+    #: The program is the gradient of ``sum(sin(outputs))`` with respect to every input.
+    grad: bool = False
 
     def function(self) -> Callable:
         """The JAX function of the program."""
@@ -66,7 +70,15 @@ class RandomProgram:
                               _apply(step, [values[a] for a in step.args]))
             out = tuple(values[o] for o in self.outputs)
             return out if len(out) > 1 else out[0]
-        return f
+        if not self.grad:
+            return f
+        import jax  # noqa: PLC0415
+        import jax.numpy as jnp  # noqa: PLC0415
+
+        def loss(*args):
+            out = f(*args)
+            return sum(jnp.sum(jnp.sin(v)) for v in (out if isinstance(out, tuple) else (out,)))
+        return jax.grad(loss, argnums=tuple(range(len(self.inputs))))
 
     def specs(self):
         import jax  # noqa: PLC0415
@@ -117,7 +129,9 @@ def random_program(seed: int, max_steps: int = 8) -> RandomProgram:
     outputs = (computed[-1],)
     if rng.random() < 0.3 and len(computed) > 1:
         outputs = (computed[-1], int(rng.choice(computed[:-1])))
-    return RandomProgram(seed, tuple(inputs), tuple(steps), outputs)
+    # Drawn apart, so that a seed's forward program stays what it was without gradients.
+    grad = dtype == "float32" and np.random.default_rng([seed, 1]).random() < 0.3
+    return RandomProgram(seed, tuple(inputs), tuple(steps), outputs, grad)
 
 
 def _add_input(shape, dtype, inputs, steps, shapes) -> int:

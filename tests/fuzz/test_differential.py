@@ -11,8 +11,8 @@ from tests.fuzz.differential import check_program  # noqa: E402
 from tests.fuzz.random_programs import random_program  # noqa: E402
 
 #: 32: a bf16 sort (XLA sorts it as f32 keys rounded back in the comparator), a dot, a mask,
-#: erf and a gather; 36: a bf16 scatter-add whose optimized form holds a ``map``; 8: a dot, a
-#: softmax and a slice at a data-dependent start.
+#: erf and a gather; 36: a bf16 scatter-add whose optimized form holds a ``map``; 8: the
+#: gradient of a dot, a softmax and a slice at a data-dependent start.
 SEEDS = (32, 36, 8)
 
 
