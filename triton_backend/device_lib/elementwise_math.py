@@ -292,6 +292,9 @@ if INTERPRETED:
 
     @device_function
     def atan2(y, x):
+        # One shape first: the interpreter labels a rank-0 compare with its operand's float
+        # type, and ``|`` of it with a block compare then fails.
+        y, x = tl.broadcast(y, x)
         dy = y.to(tl.float64)
         dx = x.to(tl.float64)
         ay = tl.abs(dy)
@@ -308,6 +311,7 @@ if INTERPRETED:
 
     @device_function
     def pow(x, y):
+        x, y = tl.broadcast(x, y)  # one shape first, as in ``atan2``
         d = x.to(tl.float64)
         e = y.to(tl.float64)
         ad = tl.abs(d)

@@ -152,12 +152,15 @@ def _minmax(cmp: str, x: str, y: str, t: ElementType) -> str:
     if _is_float(t):
         # XLA's maximum/minimum are IEEE 754-2019 (LLVM's llvm.maximum): NaN propagates and
         # -0.0 < +0.0 whatever the operand order.  Equal operands differ only in the sign of
-        # zero: max keeps x when y is -0.0, min keeps y then.  (Nested where, not ``&``: the
-        # interpreter's ``int1 block & int1 scalar`` yields floats.)
+        # zero: max keeps x when y is -0.0, min keeps y then.  (Nested where, never ``|`` or
+        # ``&`` of two compares: Triton's interpreter labels a rank-0 compare with its
+        # operands' float type, so ``(x != x)`` of a scalar x joined to a block compare made
+        # floats and the ``|`` failed.)
         strict = ">" if cmp == ">=" else "<"
         tie = (f"tl.where(xla_math.signbit({y}), {x}, {y})" if cmp == ">="
                else f"tl.where(xla_math.signbit({y}), {y}, {x})")
-        return f"tl.where(({x} {strict} {y}) | ({x} != {x}), {x}, tl.where({x} == {y}, {tie}, {y}))"
+        return (f"tl.where({x} != {x}, {x}, tl.where({x} {strict} {y}, {x}, "
+                f"tl.where({x} == {y}, {tie}, {y})))")
     if t.is_pred:
         return f"{x} | {y}" if cmp == ">=" else f"{x} & {y}"
     return f"tl.maximum({x}, {y})" if cmp == ">=" else f"tl.minimum({x}, {y})"
@@ -511,7 +514,7 @@ def render_elementwise(opcode: str, operands: Sequence[str], operand_types: Sequ
 
     >>> from fusion.ir.element_types import ELEMENT_TYPES as T
     >>> render_elementwise("maximum", ("a", "b"), (T["f32"],) * 2, T["f32"])
-    'tl.where(((a) > (b)) | ((a) != (a)), (a), tl.where((a) == (b), tl.where(xla_math.signbit((b)), (a), (b)), (b)))'
+    'tl.where((a) != (a), (a), tl.where((a) > (b), (a), tl.where((a) == (b), tl.where(xla_math.signbit((b)), (a), (b)), (b))))'
     """
     rule = ELEMENTWISE_RULES.get(opcode)
     if rule is None:
