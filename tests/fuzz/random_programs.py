@@ -1,12 +1,14 @@
 """Random JAX programs for differential testing against XLA: valid by construction, so every
 difference between our compiled module, the reference evaluator and XLA is a defect.
 
-A program is a list of steps over values (the inputs first), each step one JAX operation on
-earlier values whose shapes make it valid: element-wise maps and binary ops (with
+A program is a list of steps over values (the inputs first), each step one JAX operation
+(``program_ops``) on earlier values whose shapes make it valid, drawn by one rule per kind
+(``DRAWS``): element-wise maps and binary ops (with
 broadcasting), reductions (sum, max, min, argmax), broadcasts, transposes, reshapes, strided
 slices, concatenation, reversal, padding (interior too), dots and batched dots, softmax,
 cumulative sums, masks from iotas, bf16 round trips, sorts, gathers, scatter-adds, max pools,
-slices at data-dependent starts, integer arithmetic and a short ``fori_loop``.  About a third
+slices at data-dependent starts and updates, integer arithmetic, ``fori_loop`` and
+``while_loop``, average pools and 1-D convolutions.  About a third
 of the f32 programs are differentiated instead (``jax.grad``: transposed dots, scatters of
 gathers, select-and-scatter of max pools, dynamic-update-slices).  The function returns the last
 value and sometimes an earlier one (a multi-output module).  Everything is drawn from one
@@ -27,18 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tests.fuzz.program_ops import BINARY, REDUCERS, UNARY, apply_step
+
 #: Extents a dim is drawn from (small, odd, powers of two and one past them).
 EXTENTS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 33, 64)
 #: The most elements a value may have (the interpreter runs every kernel on the CPU).
 MAX_ELEMENTS = 1 << 14
-
-_UNARY = ("negative", "exp_tanh", "tanh", "abs", "sqrt_abs", "log1p_abs", "sin", "floor",
-          "logistic", "square", "rsqrt", "bf16_round", "erf", "expm1_tanh", "round", "sign",
-          "clamp", "int_mix", "finite_or_zero", "fori")
-_BINARY = ("add", "subtract", "multiply", "maximum", "minimum", "safe_divide", "select_greater",
-           "atan2", "safe_remainder", "safe_power")
-_REDUCERS = ("sum", "max", "min", "argmax", "mean")
-
 
 @dataclass(frozen=True)
 class Step:
@@ -67,7 +63,7 @@ class RandomProgram:
             values = []
             for step in self.steps:
                 values.append(args[step.params[0]] if step.op == "input" else
-                              _apply(step, [values[a] for a in step.args]))
+                              apply_step(step.op, [values[a] for a in step.args], step.params))
             out = tuple(values[o] for o in self.outputs)
             return out if len(out) > 1 else out[0]
         if not self.grad:
@@ -130,7 +126,8 @@ def random_program(seed: int, max_steps: int = 8) -> RandomProgram:
     if rng.random() < 0.3 and len(computed) > 1:
         outputs = (computed[-1], int(rng.choice(computed[:-1])))
     # Drawn apart, so that a seed's forward program stays what it was without gradients.
-    grad = dtype == "float32" and np.random.default_rng([seed, 1]).random() < 0.3
+    grad = dtype == "float32" and np.random.default_rng([seed, 1]).random() < 0.3 \
+        and not any(step.op == "while_loop" for step in steps)  # JAX cannot differentiate one
     return RandomProgram(seed, tuple(inputs), tuple(steps), outputs, grad)
 
 
@@ -161,186 +158,195 @@ def _pick(rng, shapes, want=None) -> int | None:
 
 
 def _step(rng, shapes, new_input) -> tuple[Step, tuple[int, ...]] | None:
-    kind = rng.choice(("unary", "unary", "binary", "binary", "reduce", "broadcast", "transpose",
-                       "reshape", "slice", "concatenate", "reverse", "pad", "dot", "softmax",
-                       "cumsum", "mask", "sort", "take", "scatter_add", "max_pool",
-                       "argmax_slice"))
+    """One step on earlier values: its kind drawn (element-wise ops twice as likely), then
+    its operands and params by the kind's rule, or an element-wise op where they do not fit."""
+    kind = str(rng.choice(_KINDS))
     x = _pick(rng, shapes)
-    s = shapes[x]
-    r = len(s)
-    if kind == "unary":
-        return Step(str(rng.choice(_UNARY)), (x,)), s
-    if kind == "binary":
-        y = _pick(rng, shapes, s)
-        if rng.random() < 0.4:  # broadcast a trailing part of the shape (or a scalar-like 1)
-            k = int(rng.integers(0, r + 1))
-            tail = tuple(1 if rng.random() < 0.3 else d for d in s[k:])
-            y = _pick(rng, shapes, tail)
-            if y is None:
-                y = new_input(tail)
-        return Step(str(rng.choice(_BINARY)), (x, y)), s
-    if kind == "reduce" and r >= 1:
-        reducer = str(rng.choice(_REDUCERS))
-        if reducer == "argmax":
-            axis = int(rng.integers(0, r))
-            return Step("argmax", (x,), (axis,)), s[:axis] + s[axis + 1:]
-        axes = tuple(sorted(set(int(a) for a in rng.choice(r, size=int(rng.integers(1, r + 1))))))
-        keep = bool(rng.random() < 0.3)
-        out = tuple(1 if i in axes else d for i, d in enumerate(s)) if keep else \
-            tuple(d for i, d in enumerate(s) if i not in axes)
-        return Step(reducer, (x,), (axes, keep)), out
-    if kind == "broadcast" and r < 4:
-        at = int(rng.integers(0, r + 1))
-        new = int(rng.choice(EXTENTS[:9]))
-        out = s[:at] + (new,) + s[at:]
-        if math.prod(out) <= MAX_ELEMENTS:
-            return Step("broadcast", (x,), (at, new)), out
-    if kind == "transpose" and r >= 2:
-        perm = tuple(int(p) for p in rng.permutation(r))
-        return Step("transpose", (x,), (perm,)), tuple(s[p] for p in perm)
-    if kind == "reshape":
-        n = math.prod(s)
-        divisors = [d for d in range(2, n) if n % d == 0]
-        if divisors and rng.random() < 0.7:
-            d = int(rng.choice(divisors))
-            return Step("reshape", (x,), ((d, n // d),)), (d, n // d)
-        return Step("reshape", (x,), ((n,),)), (n,)
-    if kind == "slice" and r >= 1:
-        axis = int(rng.integers(0, r))
-        d = s[axis]
-        start = int(rng.integers(0, d))
-        stop = int(rng.integers(start + 1, d + 1))
-        step = int(rng.integers(1, 4))
-        out = s[:axis] + (len(range(start, stop, step)),) + s[axis + 1:]
-        return Step("slice", (x,), (axis, start, stop, step)), out
-    if kind == "concatenate" and r >= 1:
-        axis = int(rng.integers(0, r))
-        y = _pick(rng, shapes, s)
-        out = s[:axis] + (2 * s[axis],) + s[axis + 1:]
-        if math.prod(out) <= MAX_ELEMENTS:
-            return Step("concatenate", (x, y), (axis,)), out
-    if kind == "reverse" and r >= 1:
-        return Step("reverse", (x,), (int(rng.integers(0, r)),)), s
-    if kind == "pad" and r >= 1:
-        config = tuple((int(rng.integers(-1, 3)), int(rng.integers(-1, 3)),
-                        int(rng.integers(0, 2))) for _ in range(r))
-        out = tuple(lo + hi + d + max(d - 1, 0) * i for d, (lo, hi, i) in zip(s, config))
-        if all(o >= 1 for o in out) and math.prod(out) <= MAX_ELEMENTS:
-            return Step("pad", (x,), (config,)), out
-    if kind == "dot" and 2 <= r <= 3:
-        n = int(rng.choice(EXTENTS[:10]))
-        other = s[:-2] + (s[-1], n)
-        y = _pick(rng, shapes, other)
+    if not shapes[x] and kind not in _ON_SCALARS:
+        kind = "unary"
+    made = DRAWS[kind](rng, x, shapes[x], shapes, new_input)
+    return made if made is not None else (Step(str(rng.choice(UNARY)), (x,)), shapes[x])
+
+
+def _fits(shape) -> bool:
+    return math.prod(shape) <= MAX_ELEMENTS
+
+
+def draw_argmax_slice(rng, x, s, shapes, new_input):
+    size = int(rng.integers(1, s[0] + 1))
+    return Step("argmax_slice", (x,), (size,)), (size,) + s[1:]
+
+
+def draw_avg_pool(rng, x, s, shapes, new_input):
+    stride = int(rng.integers(1, 3))
+    return Step("avg_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 1) // stride + 1,)
+
+
+def draw_binary(rng, x, s, shapes, new_input):
+    y = _pick(rng, shapes, s)
+    if rng.random() < 0.4:  # broadcast a trailing part of the shape (or a scalar-like 1)
+        k = int(rng.integers(0, len(s) + 1))
+        tail = tuple(1 if rng.random() < 0.3 else d for d in s[k:])
+        y = _pick(rng, shapes, tail)
         if y is None:
-            y = new_input(other)
-        out = s[:-1] + (n,)
-        if math.prod(out) <= MAX_ELEMENTS:
-            return Step("dot", (x, y)), out
-    if kind == "softmax" and r >= 1:
-        return Step("softmax", (x,), (int(rng.integers(0, r)),)), s
-    if kind == "cumsum" and r >= 1:
-        return Step("cumsum", (x,), (int(rng.integers(0, r)),)), s
-    if kind == "mask" and r >= 2:
-        return Step("mask", (x,), (bool(rng.random() < 0.5),)), s
-    if kind == "sort" and r >= 1:
-        return Step("sort", (x,), (int(rng.integers(0, r)),)), s
-    if kind == "take" and r >= 1:  # a gather of constant indices, some repeated
-        axis = int(rng.integers(0, r))
-        indices = tuple(int(i) for i in rng.integers(0, s[axis], size=int(rng.integers(1, 6))))
-        return Step("take", (x,), (axis, indices)), s[:axis] + (len(indices),) + s[axis + 1:]
-    if kind == "scatter_add" and r >= 1:  # x.at[indices].add(...) on the first dim
-        indices = tuple(int(i) for i in rng.integers(0, s[0], size=int(rng.integers(1, 5))))
-        return Step("scatter_add", (x,), (indices,)), s
-    if kind == "max_pool" and r >= 1 and s[-1] >= 2:  # a 2-wide window, stride 2 or 1
-        stride = int(rng.integers(1, 3))
-        return Step("max_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 2) // stride + 1,)
-    if kind == "argmax_slice" and r >= 1:  # a slice starting at a data-dependent index
-        size = int(rng.integers(1, s[0] + 1))
-        return Step("argmax_slice", (x,), (size,)), (size,) + s[1:]
-    return Step(str(rng.choice(_UNARY)), (x,)), s
+            y = new_input(tail)
+    return Step(str(rng.choice(BINARY)), (x, y)), s
 
 
-def _apply(step: Step, args):
-    import jax  # noqa: PLC0415
-    import jax.numpy as jnp  # noqa: PLC0415
-    from jax import lax  # noqa: PLC0415
+def draw_broadcast(rng, x, s, shapes, new_input):
+    at = int(rng.integers(0, len(s) + 1))
+    new = int(rng.choice(EXTENTS[:9]))
+    out = s[:at] + (new,) + s[at:]
+    return (Step("broadcast", (x,), (at, new)), out) if len(s) < 4 and _fits(out) else None
 
-    x = args[0]
-    op, p = step.op, step.params
-    unary = {
-        "negative": jnp.negative, "exp_tanh": lambda v: jnp.exp(jnp.tanh(v)),
-        "tanh": jnp.tanh, "abs": jnp.abs, "sqrt_abs": lambda v: jnp.sqrt(jnp.abs(v)),
-        "log1p_abs": lambda v: jnp.log1p(jnp.abs(v)), "sin": jnp.sin, "floor": jnp.floor,
-        "logistic": jax.nn.sigmoid, "square": jnp.square,
-        "rsqrt": lambda v: lax.rsqrt(1 + v * v),
-        "bf16_round": lambda v: v.astype(jnp.bfloat16).astype(v.dtype),
-        "erf": jax.scipy.special.erf, "expm1_tanh": lambda v: jnp.expm1(jnp.tanh(v)),
-        "round": jnp.round, "sign": jnp.sign, "clamp": lambda v: jnp.clip(v, -0.5, 0.75),
-        "int_mix": lambda v: (((((v * 8).astype(jnp.int32) * 3) >> 1) ^ 5) % 7).astype(v.dtype),
-        "finite_or_zero": lambda v: jnp.where(jnp.isfinite(v / (v - v.mean())), v, 0),
-        "fori": lambda v: lax.fori_loop(0, 3, lambda i, a: a * 0.5 + i, v),
-    }
-    if op in unary:
-        return unary[op](x)
-    if op in _BINARY:
-        y = args[1]
-        return {"add": jnp.add, "subtract": jnp.subtract, "multiply": jnp.multiply,
-                "maximum": jnp.maximum, "minimum": jnp.minimum,
-                "safe_divide": lambda a, b: a / (1 + jnp.abs(b)),
-                "select_greater": lambda a, b: jnp.where(a > b, a, b * 2),
-                "atan2": jnp.arctan2,
-                "safe_remainder": lambda a, b: jnp.remainder(a, 1 + jnp.abs(b)),
-                "safe_power": lambda a, b: jnp.power(1 + jnp.abs(a), jnp.tanh(b))}[op](x, y)
-    if op == "argmax":
-        return jnp.argmax(x, axis=p[0]).astype(x.dtype)
-    if op in _REDUCERS:
-        axes, keep = p
-        return {"sum": jnp.sum, "max": jnp.max, "min": jnp.min, "mean": jnp.mean}[op](
-            x, axis=axes, keepdims=keep)
-    if op == "broadcast":
-        at, new = p
-        expanded = jnp.expand_dims(x, at)
-        return jnp.broadcast_to(expanded, x.shape[:at] + (new,) + x.shape[at:])
-    if op == "transpose":
-        return jnp.transpose(x, p[0])
-    if op == "reshape":
-        return jnp.reshape(x, p[0])
-    if op == "slice":
-        axis, start, stop, stride = p
-        index = [slice(None)] * x.ndim
-        index[axis] = slice(start, stop, stride)
-        return x[tuple(index)]
-    if op == "concatenate":
-        return jnp.concatenate([x, jnp.tanh(args[1])], axis=p[0])
-    if op == "reverse":
-        return jnp.flip(x, axis=p[0])
-    if op == "pad":
-        return lax.pad(x, jnp.array(0.5, x.dtype), p[0])
-    if op == "dot":
-        return jnp.matmul(x, args[1], precision=lax.Precision.HIGHEST)
-    if op == "softmax":
-        return jax.nn.softmax(x, axis=p[0])
-    if op == "cumsum":
-        return jnp.cumsum(x, axis=p[0])
-    if op == "mask":
-        rows, cols = x.shape[-2:]
-        keep = jnp.arange(rows)[:, None] >= jnp.arange(cols)[None, :]
-        fill = jnp.array(-1e4 if p[0] else 0, x.dtype)
-        return jnp.where(keep, x, fill)
-    if op == "sort":
-        return jnp.sort(x, axis=p[0])
-    if op == "take":
-        return jnp.take(x, jnp.array(p[1]), axis=p[0])
-    if op == "scatter_add":
-        return x.at[jnp.array(p[0])].add(jnp.ones(x.shape[1:], x.dtype))
-    if op == "max_pool":
-        stride = p[0]
-        dims, strides = (1,) * (x.ndim - 1) + (2,), (1,) * (x.ndim - 1) + (stride,)
-        return lax.reduce_window(x, -jnp.inf, lax.max, dims, strides, "VALID")
-    if op == "argmax_slice":
-        start = jnp.argmax(x.reshape(x.shape[0], -1).sum(axis=1))
-        return lax.dynamic_slice_in_dim(x, start, p[0], axis=0)
-    raise ValueError(op)
 
+def draw_concatenate(rng, x, s, shapes, new_input):
+    axis = int(rng.integers(0, len(s)))
+    out = s[:axis] + (2 * s[axis],) + s[axis + 1:]
+    y = _pick(rng, shapes, s)
+    return (Step("concatenate", (x, y), (axis,)), out) if _fits(out) else None
+
+
+def draw_conv(rng, x, s, shapes, new_input):
+    if len(s) != 3:
+        return None
+    width = int(rng.integers(1, 4))
+    kernel = (width, s[2], int(rng.choice(EXTENTS[:8])))
+    stride = int(rng.integers(1, 3))
+    padding = str(rng.choice(("SAME", "VALID")))
+    out_w = -(-s[1] // stride) if padding == "SAME" else (s[1] - width) // stride + 1
+    out = (s[0], out_w, kernel[2])
+    if out_w < 1 or not _fits(out):
+        return None
+    w = _pick(rng, shapes, kernel)
+    return Step("conv", (x, new_input(kernel) if w is None else w), (stride, padding)), out
+
+
+def draw_dot(rng, x, s, shapes, new_input):
+    if not 2 <= len(s) <= 3:
+        return None
+    n = int(rng.choice(EXTENTS[:10]))
+    other = s[:-2] + (s[-1], n)
+    out = s[:-1] + (n,)
+    if not _fits(out):
+        return None
+    y = _pick(rng, shapes, other)
+    return Step("dot", (x, new_input(other) if y is None else y)), out
+
+
+def draw_dynamic_update(rng, x, s, shapes, new_input):
+    rows = int(rng.integers(1, s[0] + 1))
+    update = (rows,) + s[1:]
+    y = _pick(rng, shapes, update)
+    return Step("dynamic_update", (x, new_input(update) if y is None else y)), s
+
+
+def draw_max_pool(rng, x, s, shapes, new_input):  # a 2-wide window, stride 1 or 2
+    if s[-1] < 2:
+        return None
+    stride = int(rng.integers(1, 3))
+    return Step("max_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 2) // stride + 1,)
+
+
+def draw_pad(rng, x, s, shapes, new_input):
+    config = tuple((int(rng.integers(-1, 3)), int(rng.integers(-1, 3)),
+                    int(rng.integers(0, 2))) for _ in s)
+    out = tuple(lo + hi + d + max(d - 1, 0) * i for d, (lo, hi, i) in zip(s, config))
+    return (Step("pad", (x,), (config,)), out) if min(out) >= 1 and _fits(out) else None
+
+
+def draw_reduce(rng, x, s, shapes, new_input):
+    reducer = str(rng.choice(REDUCERS + ("argmax",)))
+    if reducer == "argmax":
+        axis = int(rng.integers(0, len(s)))
+        return Step("argmax", (x,), (axis,)), s[:axis] + s[axis + 1:]
+    axes = tuple(sorted({int(a) for a in rng.choice(len(s), size=int(rng.integers(1, len(s) + 1)))}))
+    keep = bool(rng.random() < 0.3)
+    out = tuple(1 if i in axes else d for i, d in enumerate(s)) if keep else \
+        tuple(d for i, d in enumerate(s) if i not in axes)
+    return Step(reducer, (x,), (axes, keep)), out
+
+
+def draw_reshape(rng, x, s, shapes, new_input):
+    n = math.prod(s)
+    divisors = [d for d in range(2, n) if n % d == 0]
+    if divisors and rng.random() < 0.7:
+        d = int(rng.choice(divisors))
+        return Step("reshape", (x,), ((d, n // d),)), (d, n // d)
+    return Step("reshape", (x,), ((n,),)), (n,)
+
+
+def draw_scatter_add(rng, x, s, shapes, new_input):
+    indices = tuple(int(i) for i in rng.integers(0, s[0], size=int(rng.integers(1, 5))))
+    return Step("scatter_add", (x,), (indices,)), s
+
+
+def draw_slice(rng, x, s, shapes, new_input):
+    axis = int(rng.integers(0, len(s)))
+    start = int(rng.integers(0, s[axis]))
+    stop = int(rng.integers(start + 1, s[axis] + 1))
+    stride = int(rng.integers(1, 4))
+    return (Step("slice", (x,), (axis, start, stop, stride)),
+            s[:axis] + (len(range(start, stop, stride)),) + s[axis + 1:])
+
+
+def draw_take(rng, x, s, shapes, new_input):  # a gather of constant indices, some repeated
+    axis = int(rng.integers(0, len(s)))
+    indices = tuple(int(i) for i in rng.integers(0, s[axis], size=int(rng.integers(1, 6))))
+    return Step("take", (x,), (axis, indices)), s[:axis] + (len(indices),) + s[axis + 1:]
+
+
+def draw_transpose(rng, x, s, shapes, new_input):
+    perm = tuple(int(p) for p in rng.permutation(len(s)))
+    return (Step("transpose", (x,), (perm,)), tuple(s[p] for p in perm)) if len(s) >= 2 else None
+
+
+def _along_an_axis(op: str):
+    def draw(rng, x, s, shapes, new_input):
+        return Step(op, (x,), (int(rng.integers(0, len(s))),)), s
+    return draw
+
+
+def _same_shape(op: str, params, least_rank: int = 1):
+    def draw(rng, x, s, shapes, new_input):
+        if len(s) < least_rank:
+            return None
+        return Step(op, (x,), params(rng)), s
+    return draw
+
+
+#: How each kind of step is drawn (alphabetical): ``draw(rng, x, shape of x, shapes,
+#: new_input) -> (step, its shape)``, or None where ``x`` does not fit the kind.
+DRAWS = {
+    "argmax_slice": draw_argmax_slice,
+    "avg_pool": draw_avg_pool,
+    "binary": draw_binary,
+    "broadcast": draw_broadcast,
+    "concatenate": draw_concatenate,
+    "conv": draw_conv,
+    "cumsum": _along_an_axis("cumsum"),
+    "dot": draw_dot,
+    "dynamic_update": draw_dynamic_update,
+    "mask": _same_shape("mask", lambda rng: (bool(rng.random() < 0.5),), least_rank=2),
+    "max_pool": draw_max_pool,
+    "pad": draw_pad,
+    "reduce": draw_reduce,
+    "reshape": draw_reshape,
+    "reverse": _along_an_axis("reverse"),
+    "scatter_add": draw_scatter_add,
+    "slice": draw_slice,
+    "softmax": _along_an_axis("softmax"),
+    "sort": _along_an_axis("sort"),
+    "take": draw_take,
+    "transpose": draw_transpose,
+    "unary": lambda rng, x, s, shapes, new_input: (Step(str(rng.choice(UNARY)), (x,)), s),
+    "while_loop": _same_shape("while_loop", lambda rng: (int(rng.integers(1, 6)),)),
+}
+
+
+#: The kinds a rank-0 value can take.
+_ON_SCALARS = frozenset({"binary", "broadcast", "reshape", "unary", "while_loop"})
+#: Element-wise steps are twice as likely as the others.
+_KINDS = tuple(DRAWS) + ("unary", "binary")
 
 __all__ = ["RandomProgram", "Step", "random_program"]
