@@ -1,17 +1,17 @@
 """Random JAX programs for differential testing against XLA: valid by construction, so every
 difference between our compiled module, the reference evaluator and XLA is a defect.
 
-A program is a list of steps over values (the inputs first), each step one JAX operation
-(``program_ops``) on earlier values whose shapes make it valid, drawn by one rule per kind
-(``DRAWS``): element-wise maps and binary ops (with
-broadcasting), reductions (sum, max, min, argmax), broadcasts, transposes, reshapes, strided
-slices, concatenation, reversal, padding (interior too), dots and batched dots, softmax,
-cumulative sums, masks from iotas, bf16 round trips, sorts, gathers, scatter-adds, max pools,
-slices at data-dependent starts and updates, integer arithmetic, ``fori_loop`` and
-``while_loop``, average pools and 1-D convolutions.  About a third
-of the f32 programs are differentiated instead (``jax.grad``: transposed dots, scatters of
-gathers, select-and-scatter of max pools, dynamic-update-slices).  The function returns the last
-value and sometimes an earlier one (a multi-output module).  Everything is drawn from one
+A program is a list of steps over values (the inputs first: f32, or bf16 or f16 for a
+third of the programs), each step one JAX operation (``program_ops``) on earlier values whose
+shapes make it valid, drawn by one rule per kind (``DRAWS``): element-wise maps and binary
+ops (with broadcasting), reductions (sum, max, min, argmax), broadcasts, transposes,
+reshapes, strided slices, concatenation, reversal, padding (interior too), dots and batched
+dots, 1-D convolutions, softmax, cumulative sums, masks from iotas, bf16 round trips, sorts,
+gathers, scatter-adds, max and average pools, slices and updates at data-dependent starts,
+integer arithmetic, ``fori_loop`` and ``while_loop``.  About a third of the f32 programs are
+differentiated instead (``jax.grad``: transposed dots, scatters of gathers, select-and-scatter
+of max pools, dynamic-update-slices).  The function returns the last value and sometimes an
+earlier one (a multi-output module).  Everything is drawn from one
 ``numpy`` generator, so a program is reproducible from its seed.
 
 >>> program = random_program(3)
@@ -95,11 +95,11 @@ class RandomProgram:
         return jax.jit(self.function(), keep_unused=True).lower(*self.specs()).compile().as_text()
 
     def example_inputs(self) -> list[np.ndarray]:
-        """Normal values (inputs are f32 or bf16), drawn from the program's seed."""
+        """Normal values (inputs are f32, bf16 or f16), drawn from the program's seed."""
         import ml_dtypes  # noqa: PLC0415
 
         rng = np.random.default_rng(self.seed + 7919)
-        types = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
+        types = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
         return [rng.standard_normal(shape).astype(np.float32).astype(types[dtype])
                 for shape, dtype in self.inputs]
 
@@ -107,7 +107,8 @@ class RandomProgram:
 def random_program(seed: int, max_steps: int = 8) -> RandomProgram:
     """A valid random program drawn from ``seed`` (module docstring)."""
     rng = np.random.default_rng(seed)
-    dtype = "bfloat16" if rng.random() < 0.2 else "float32"
+    draw = rng.random()
+    dtype = "bfloat16" if draw < 0.2 else "float16" if draw < 0.3 else "float32"
     inputs: list[tuple[tuple[int, ...], str]] = []
     steps: list[Step] = []
     shapes: list[tuple[int, ...]] = []  # of every value, in the steps' order
