@@ -9,6 +9,7 @@ module text is written to ``--out`` so it can be replayed with ``fusion-compile 
 
     python bench/differential_fuzz.py                        # 200 programs from seed 0
     python bench/differential_fuzz.py --count 2000 --seed 1000 --out /tmp/diff
+    python bench/differential_fuzz.py --large --count 200    # looped and split reductions
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels run on CPU tensors
 
 from tests.fuzz.differential import VERDICTS, check_program  # noqa: E402
-from tests.fuzz.random_programs import random_program  # noqa: E402
+from tests.fuzz.random_programs import LARGE, random_program  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=200, help="number of programs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first program")
     parser.add_argument("--steps", type=int, default=8, help="most operations per program")
+    parser.add_argument("--large", action="store_true",
+                        help="longer rows (to 2050) and values of up to 65,536 elements: looped "
+                             "and split reductions, many tiles per kernel")
     parser.add_argument("--variants", default="before,after",
                         help="module texts to try: before (JAX's), after (XLA-optimized)")
     parser.add_argument("--out", type=Path, default=None,
@@ -44,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = 0
     start = time.perf_counter()
     for seed in range(args.seed, args.seed + args.count):
-        for verdict in check_program(random_program(seed, args.steps), variants):
+        program = random_program(seed, args.steps, LARGE if args.large else None)
+        for verdict in check_program(program, variants):
             counts[verdict.variant, verdict.kind] += 1
             if verdict.kind in ("ok", "REFUSED"):
                 continue

@@ -104,8 +104,10 @@ class RandomProgram:
                 for shape, dtype in self.inputs]
 
 
-def random_program(seed: int, max_steps: int = 8) -> RandomProgram:
-    """A valid random program drawn from ``seed`` (module docstring)."""
+def random_program(seed: int, max_steps: int = 8, sizes: Sizes | None = None) -> RandomProgram:
+    """A valid random program drawn from ``seed`` (module docstring), its dims from ``sizes``
+    (:data:`LARGE` for longer rows)."""
+    sizes = sizes or Sizes()
     rng = np.random.default_rng(seed)
     draw = rng.random()
     dtype = "bfloat16" if draw < 0.2 else "float16" if draw < 0.3 else "float32"
@@ -113,9 +115,11 @@ def random_program(seed: int, max_steps: int = 8) -> RandomProgram:
     steps: list[Step] = []
     shapes: list[tuple[int, ...]] = []  # of every value, in the steps' order
     for _ in range(int(rng.integers(1, 4))):
-        _add_input(_shape(rng), dtype, inputs, steps, shapes)
+        _add_input(_shape(rng, sizes), dtype, inputs, steps, shapes)
+    drawing = _Drawing(rng, shapes, lambda shape: _add_input(shape, dtype, inputs, steps, shapes),
+                       sizes)
     for _ in range(int(rng.integers(2, max_steps + 1))):
-        made = _step(rng, shapes, lambda shape: _add_input(shape, dtype, inputs, steps, shapes))
+        made = _step(drawing)
         if made is not None:
             steps.append(made[0])
             shapes.append(made[1])
@@ -140,13 +144,12 @@ def _add_input(shape, dtype, inputs, steps, shapes) -> int:
     return len(shapes) - 1
 
 
-def _shape(rng, rank: int | None = None) -> tuple[int, ...]:
+def _shape(rng, sizes: "Sizes") -> tuple[int, ...]:
     for _ in range(20):
-        r = int(rng.integers(1, 4)) if rank is None else rank
-        shape = tuple(int(rng.choice(EXTENTS)) for _ in range(r))
-        if math.prod(shape) <= MAX_ELEMENTS:
+        shape = tuple(int(rng.choice(sizes.extents)) for _ in range(int(rng.integers(1, 4))))
+        if math.prod(shape) <= sizes.max_elements:
             return shape
-    return (4,) * (rank or 1)
+    return (4,)
 
 
 def _pick(rng, shapes, want=None) -> int | None:
@@ -158,166 +161,191 @@ def _pick(rng, shapes, want=None) -> int | None:
     return int(rng.choice(found, p=weights / weights.sum()))
 
 
-def _step(rng, shapes, new_input) -> tuple[Step, tuple[int, ...]] | None:
+@dataclass(frozen=True)
+class Sizes:
+    """The extents a dim is drawn from and the most elements a value may have."""
+
+    extents: tuple[int, ...] = EXTENTS
+    max_elements: int = MAX_ELEMENTS
+
+
+#: Longer rows and more elements: looped and split reductions, many tiles per kernel.
+LARGE = Sizes(EXTENTS + (130, 257, 520, 1030, 2050), 1 << 16)
+
+
+@dataclass
+class _Drawing:
+    """What a step's rule draws from: the generator, every value's shape, a way to add an
+    input of a given shape (its value's number), and the sizes allowed."""
+
+    rng: np.random.Generator
+    shapes: list
+    new_input: Callable[[tuple[int, ...]], int]
+    sizes: Sizes
+
+    def pick(self, want=None) -> int | None:
+        return _pick(self.rng, self.shapes, want)
+
+    def fits(self, shape) -> bool:
+        return math.prod(shape) <= self.sizes.max_elements
+
+
+def _step(ctx: _Drawing) -> tuple[Step, tuple[int, ...]] | None:
     """One step on earlier values: its kind drawn (element-wise ops twice as likely), then
     its operands and params by the kind's rule, or an element-wise op where they do not fit."""
-    kind = str(rng.choice(_KINDS))
-    x = _pick(rng, shapes)
-    if not shapes[x] and kind not in _ON_SCALARS:
+    kind = str(ctx.rng.choice(_KINDS))
+    x = ctx.pick()
+    if not ctx.shapes[x] and kind not in _ON_SCALARS:
         kind = "unary"
-    made = DRAWS[kind](rng, x, shapes[x], shapes, new_input)
-    return made if made is not None else (Step(str(rng.choice(UNARY)), (x,)), shapes[x])
+    made = DRAWS[kind](ctx, x, ctx.shapes[x])
+    return made if made is not None else (Step(str(ctx.rng.choice(UNARY)), (x,)), ctx.shapes[x])
 
 
-def _fits(shape) -> bool:
-    return math.prod(shape) <= MAX_ELEMENTS
-
-
-def draw_argmax_slice(rng, x, s, shapes, new_input):
-    size = int(rng.integers(1, s[0] + 1))
+def draw_argmax_slice(ctx, x, s):
+    size = int(ctx.rng.integers(1, s[0] + 1))
     return Step("argmax_slice", (x,), (size,)), (size,) + s[1:]
 
 
-def draw_avg_pool(rng, x, s, shapes, new_input):
-    stride = int(rng.integers(1, 3))
+def draw_avg_pool(ctx, x, s):
+    stride = int(ctx.rng.integers(1, 3))
     return Step("avg_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 1) // stride + 1,)
 
 
-def draw_binary(rng, x, s, shapes, new_input):
-    y = _pick(rng, shapes, s)
-    if rng.random() < 0.4:  # broadcast a trailing part of the shape (or a scalar-like 1)
-        k = int(rng.integers(0, len(s) + 1))
-        tail = tuple(1 if rng.random() < 0.3 else d for d in s[k:])
-        y = _pick(rng, shapes, tail)
+def draw_binary(ctx, x, s):
+    y = ctx.pick(s)
+    if ctx.rng.random() < 0.4:  # broadcast a trailing part of the shape (or a scalar-like 1)
+        k = int(ctx.rng.integers(0, len(s) + 1))
+        tail = tuple(1 if ctx.rng.random() < 0.3 else d for d in s[k:])
+        y = ctx.pick(tail)
         if y is None:
-            y = new_input(tail)
-    return Step(str(rng.choice(BINARY)), (x, y)), s
+            y = ctx.new_input(tail)
+    return Step(str(ctx.rng.choice(BINARY)), (x, y)), s
 
 
-def draw_broadcast(rng, x, s, shapes, new_input):
-    at = int(rng.integers(0, len(s) + 1))
-    new = int(rng.choice(EXTENTS[:9]))
+def draw_broadcast(ctx, x, s):
+    at = int(ctx.rng.integers(0, len(s) + 1))
+    new = int(ctx.rng.choice(ctx.sizes.extents[:9]))
     out = s[:at] + (new,) + s[at:]
-    return (Step("broadcast", (x,), (at, new)), out) if len(s) < 4 and _fits(out) else None
+    return (Step("broadcast", (x,), (at, new)), out) if len(s) < 4 and ctx.fits(out) else None
 
 
-def draw_concatenate(rng, x, s, shapes, new_input):
-    axis = int(rng.integers(0, len(s)))
+def draw_concatenate(ctx, x, s):
+    axis = int(ctx.rng.integers(0, len(s)))
     out = s[:axis] + (2 * s[axis],) + s[axis + 1:]
-    y = _pick(rng, shapes, s)
-    return (Step("concatenate", (x, y), (axis,)), out) if _fits(out) else None
+    y = ctx.pick(s)
+    return (Step("concatenate", (x, y), (axis,)), out) if ctx.fits(out) else None
 
 
-def draw_conv(rng, x, s, shapes, new_input):
+def draw_conv(ctx, x, s):
     if len(s) != 3:
         return None
-    width = int(rng.integers(1, 4))
-    kernel = (width, s[2], int(rng.choice(EXTENTS[:8])))
-    stride = int(rng.integers(1, 3))
-    padding = str(rng.choice(("SAME", "VALID")))
+    width = int(ctx.rng.integers(1, 4))
+    kernel = (width, s[2], int(ctx.rng.choice(ctx.sizes.extents[:8])))
+    stride = int(ctx.rng.integers(1, 3))
+    padding = str(ctx.rng.choice(("SAME", "VALID")))
     out_w = -(-s[1] // stride) if padding == "SAME" else (s[1] - width) // stride + 1
     out = (s[0], out_w, kernel[2])
-    if out_w < 1 or not _fits(out):
+    if out_w < 1 or not ctx.fits(out):
         return None
-    w = _pick(rng, shapes, kernel)
-    return Step("conv", (x, new_input(kernel) if w is None else w), (stride, padding)), out
+    w = ctx.pick(kernel)
+    return Step("conv", (x, ctx.new_input(kernel) if w is None else w), (stride, padding)), out
 
 
-def draw_dot(rng, x, s, shapes, new_input):
+def draw_dot(ctx, x, s):
     if not 2 <= len(s) <= 3:
         return None
-    n = int(rng.choice(EXTENTS[:10]))
+    n = int(ctx.rng.choice(ctx.sizes.extents[:10]))
     other = s[:-2] + (s[-1], n)
     out = s[:-1] + (n,)
-    if not _fits(out):
+    if not ctx.fits(out):
         return None
-    y = _pick(rng, shapes, other)
-    return Step("dot", (x, new_input(other) if y is None else y)), out
+    y = ctx.pick(other)
+    return Step("dot", (x, ctx.new_input(other) if y is None else y)), out
 
 
-def draw_dynamic_update(rng, x, s, shapes, new_input):
-    rows = int(rng.integers(1, s[0] + 1))
+def draw_dynamic_update(ctx, x, s):
+    rows = int(ctx.rng.integers(1, s[0] + 1))
     update = (rows,) + s[1:]
-    y = _pick(rng, shapes, update)
-    return Step("dynamic_update", (x, new_input(update) if y is None else y)), s
+    y = ctx.pick(update)
+    return Step("dynamic_update", (x, ctx.new_input(update) if y is None else y)), s
 
 
-def draw_max_pool(rng, x, s, shapes, new_input):  # a 2-wide window, stride 1 or 2
+def draw_max_pool(ctx, x, s):  # a 2-wide window, stride 1 or 2
     if s[-1] < 2:
         return None
-    stride = int(rng.integers(1, 3))
+    stride = int(ctx.rng.integers(1, 3))
     return Step("max_pool", (x,), (stride,)), s[:-1] + ((s[-1] - 2) // stride + 1,)
 
 
-def draw_pad(rng, x, s, shapes, new_input):
-    config = tuple((int(rng.integers(-1, 3)), int(rng.integers(-1, 3)),
-                    int(rng.integers(0, 2))) for _ in s)
+def draw_pad(ctx, x, s):
+    config = tuple((int(ctx.rng.integers(-1, 3)), int(ctx.rng.integers(-1, 3)),
+                    int(ctx.rng.integers(0, 2))) for _ in s)
     out = tuple(lo + hi + d + max(d - 1, 0) * i for d, (lo, hi, i) in zip(s, config))
-    return (Step("pad", (x,), (config,)), out) if min(out) >= 1 and _fits(out) else None
+    return (Step("pad", (x,), (config,)), out) if min(out) >= 1 and ctx.fits(out) else None
 
 
-def draw_reduce(rng, x, s, shapes, new_input):
-    reducer = str(rng.choice(REDUCERS + ("argmax",)))
+def draw_reduce(ctx, x, s):
+    reducer = str(ctx.rng.choice(REDUCERS + ("argmax",)))
     if reducer == "argmax":
-        axis = int(rng.integers(0, len(s)))
+        axis = int(ctx.rng.integers(0, len(s)))
         return Step("argmax", (x,), (axis,)), s[:axis] + s[axis + 1:]
-    axes = tuple(sorted({int(a) for a in rng.choice(len(s), size=int(rng.integers(1, len(s) + 1)))}))
-    keep = bool(rng.random() < 0.3)
+    axes = tuple(sorted({int(a) for a in ctx.rng.choice(len(s), size=int(ctx.rng.integers(1, len(s) + 1)))}))
+    keep = bool(ctx.rng.random() < 0.3)
     out = tuple(1 if i in axes else d for i, d in enumerate(s)) if keep else \
         tuple(d for i, d in enumerate(s) if i not in axes)
     return Step(reducer, (x,), (axes, keep)), out
 
 
-def draw_reshape(rng, x, s, shapes, new_input):
+def draw_reshape(ctx, x, s):
     n = math.prod(s)
     divisors = [d for d in range(2, n) if n % d == 0]
-    if divisors and rng.random() < 0.7:
-        d = int(rng.choice(divisors))
+    if divisors and ctx.rng.random() < 0.7:
+        d = int(ctx.rng.choice(divisors))
         return Step("reshape", (x,), ((d, n // d),)), (d, n // d)
     return Step("reshape", (x,), ((n,),)), (n,)
 
 
-def draw_scatter_add(rng, x, s, shapes, new_input):
-    indices = tuple(int(i) for i in rng.integers(0, s[0], size=int(rng.integers(1, 5))))
+def draw_scatter_add(ctx, x, s):
+    indices = tuple(int(i) for i in ctx.rng.integers(0, s[0], size=int(ctx.rng.integers(1, 5))))
     return Step("scatter_add", (x,), (indices,)), s
 
 
-def draw_slice(rng, x, s, shapes, new_input):
-    axis = int(rng.integers(0, len(s)))
-    start = int(rng.integers(0, s[axis]))
-    stop = int(rng.integers(start + 1, s[axis] + 1))
-    stride = int(rng.integers(1, 4))
+def draw_slice(ctx, x, s):
+    axis = int(ctx.rng.integers(0, len(s)))
+    start = int(ctx.rng.integers(0, s[axis]))
+    stop = int(ctx.rng.integers(start + 1, s[axis] + 1))
+    stride = int(ctx.rng.integers(1, 4))
     return (Step("slice", (x,), (axis, start, stop, stride)),
             s[:axis] + (len(range(start, stop, stride)),) + s[axis + 1:])
 
 
-def draw_take(rng, x, s, shapes, new_input):  # a gather of constant indices, some repeated
-    axis = int(rng.integers(0, len(s)))
-    indices = tuple(int(i) for i in rng.integers(0, s[axis], size=int(rng.integers(1, 6))))
+def draw_take(ctx, x, s):  # a gather of constant indices, some repeated
+    axis = int(ctx.rng.integers(0, len(s)))
+    indices = tuple(int(i) for i in ctx.rng.integers(0, s[axis], size=int(ctx.rng.integers(1, 6))))
     return Step("take", (x,), (axis, indices)), s[:axis] + (len(indices),) + s[axis + 1:]
 
 
-def draw_transpose(rng, x, s, shapes, new_input):
-    perm = tuple(int(p) for p in rng.permutation(len(s)))
+def draw_transpose(ctx, x, s):
+    perm = tuple(int(p) for p in ctx.rng.permutation(len(s)))
     return (Step("transpose", (x,), (perm,)), tuple(s[p] for p in perm)) if len(s) >= 2 else None
 
 
 def _along_an_axis(op: str):
-    def draw(rng, x, s, shapes, new_input):
-        return Step(op, (x,), (int(rng.integers(0, len(s))),)), s
+    def draw(ctx, x, s):
+        return Step(op, (x,), (int(ctx.rng.integers(0, len(s))),)), s
     return draw
 
 
 def _same_shape(op: str, params, least_rank: int = 1):
-    def draw(rng, x, s, shapes, new_input):
+    def draw(ctx, x, s):
         if len(s) < least_rank:
             return None
-        return Step(op, (x,), params(rng)), s
+        return Step(op, (x,), params(ctx.rng)), s
     return draw
 
 
-#: How each kind of step is drawn (alphabetical): ``draw(rng, x, shape of x, shapes,
-#: new_input) -> (step, its shape)``, or None where ``x`` does not fit the kind.
+#: How each kind of step is drawn (alphabetical): ``draw(ctx, x, shape of x) -> (step, its
+#: shape)``, or None where ``x`` does not fit the kind.
 DRAWS = {
     "argmax_slice": draw_argmax_slice,
     "avg_pool": draw_avg_pool,
@@ -340,7 +368,7 @@ DRAWS = {
     "sort": _along_an_axis("sort"),
     "take": draw_take,
     "transpose": draw_transpose,
-    "unary": lambda rng, x, s, shapes, new_input: (Step(str(rng.choice(UNARY)), (x,)), s),
+    "unary": lambda ctx, x, s: (Step(str(ctx.rng.choice(UNARY)), (x,)), s),
     "while_loop": _same_shape("while_loop", lambda rng: (int(rng.integers(1, 6)),)),
 }
 
@@ -350,4 +378,4 @@ _ON_SCALARS = frozenset({"binary", "broadcast", "reshape", "unary", "while_loop"
 #: Element-wise steps are twice as likely as the others.
 _KINDS = tuple(DRAWS) + ("unary", "binary")
 
-__all__ = ["RandomProgram", "Step", "random_program"]
+__all__ = ["LARGE", "RandomProgram", "Sizes", "Step", "random_program"]
