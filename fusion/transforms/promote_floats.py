@@ -11,7 +11,7 @@ value says by how much each result is off (``triton_backend.host.output_check``)
 Every array type among the real floats narrower than 64 bits (f32, bf16, f16, the f8 types)
 becomes f64 in every computation; converts between them become no-ops.  A module is not
 promoted (None) when an op's value depends on its types' bit widths (``width_dependent``:
-bitcast-convert, reduce-precision, random bits), when a shape has a physical (tiled or
+bitcast-convert, reduce-precision, random bits; a ``bitcast`` to another element type), when a shape has a physical (tiled or
 packed) layout, or when a dot names an ``algorithm`` (its operand types are part of it).
 
 >>> from fusion.text.parser import parse_hlo
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fusion.ir.element_types import element_type
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.opcodes import traits
 
@@ -61,18 +61,29 @@ def _promote_shape(shape: Shape) -> Shape | None:
     return shape if dtype == shape.dtype else replace(shape, dtype=dtype)
 
 
-def _promote_instruction(instr: HloInstruction) -> HloInstruction | None:
-    if traits(instr.opcode).width_dependent or instr.has_attr("algorithm"):
+def _promote_instruction(comp: HloComputation, instr: HloInstruction) -> HloInstruction | None:
+    if traits(instr.opcode).width_dependent or instr.has_attr("algorithm") \
+            or _reinterprets_bits(comp, instr):
         return None
     shape = _promote_shape(instr.shape)
     return None if shape is None else instr.replace(shape=shape)
+
+
+def _reinterprets_bits(comp: HloComputation, instr: HloInstruction) -> bool:
+    """A ``bitcast`` to another element type (XLA's optimized form of a bitcast-convert, as
+    in a TOTALORDER comparator): its value depends on the widths too."""
+    if instr.opcode != "bitcast" or not instr.operands:
+        return False
+    source = comp.instruction(instr.operands[0]).shape
+    return isinstance(source, ArrayShape) and isinstance(instr.shape, ArrayShape) \
+        and source.dtype != instr.shape.dtype
 
 
 def promote_floats(module: HloModule) -> HloModule | None:
     """``module`` computed in f64 (module docstring), or None when it cannot be."""
     computations = []
     for comp in module.computations:
-        instructions = [_promote_instruction(i) for i in comp]
+        instructions = [_promote_instruction(comp, i) for i in comp]
         if any(i is None for i in instructions):
             return None
         computations.append(replace(comp, instructions=tuple(instructions)))

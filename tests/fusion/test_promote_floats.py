@@ -44,6 +44,7 @@ def test_every_narrow_float_becomes_f64_and_values_match_numpy_in_f64():
 @pytest.mark.parametrize("body", [
     "ROOT b = s32[4] bitcast-convert(x)",
     "ROOT r = f32[4] reduce-precision(x), exponent_bits=5, mantissa_bits=10",
+    "ROOT b = s32[4]{0} bitcast(x)",  # XLA's optimized form of a bitcast-convert
 ])
 def test_width_dependent_ops_are_not_promoted(body):
     text = f"HloModule m\nENTRY e {{\n  x = f32[4] parameter(0)\n  {body}\n}}"

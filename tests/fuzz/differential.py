@@ -5,7 +5,8 @@ Both module texts are tried: JAX's lowering (``before``, fused by our pass) and 
 optimization of it (``after``, XLA's own fusions).  XLA runs the JAX function itself on the CPU;
 the evaluator and our compiled module (under the interpreter) run the text.  Each of ours is
 compared with XLA by ``run --check``'s rule (the type's tolerance widened by the summation
-length, then judged against the module computed in f64).  Verdicts:
+length, then judged against the program computed in f64: its JAX lowering, which every
+XLA-optimized text computes too).  Verdicts:
 
 * ``ok``: both agree with XLA;
 * ``REFUSED``: a located project error (``UnsupportedOpError`` for XLA's CPU-only custom
@@ -44,7 +45,10 @@ def _xla_outputs(program: RandomProgram, inputs) -> list[np.ndarray]:
     return [np.asarray(leaf) for leaf in leaves]
 
 
-def _disagreements(module, inputs, want, got, dtypes) -> list[str]:
+def _disagreements(module, truth, inputs, want, got, dtypes) -> list[str]:
+    """Each output of ``got`` past XLA's ``want`` by ``run --check``'s rule, judged against
+    ``truth`` (the program's JAX lowering: XLA's optimized text may not be computable in f64,
+    its TOTALORDER comparators reinterpreting bits) computed in f64."""
     from fusion.analysis.summation_length import output_summation_lengths  # noqa: PLC0415
     from triton_backend.host.output_check import compare_output, judged_against_exact  # noqa: PLC0415
 
@@ -53,12 +57,14 @@ def _disagreements(module, inputs, want, got, dtypes) -> list[str]:
     lengths = output_summation_lengths(module)
     comparisons = [compare_output(f"o{n}", w, g, t, summation_length=length)
                    for n, (w, g, t, length) in enumerate(zip(want, got, dtypes, lengths))]
-    comparisons = judged_against_exact(module, inputs, want, got, comparisons)
+    comparisons = judged_against_exact(truth, inputs, want, got, comparisons)
     return [c.describe() for c in comparisons if not c.passed]
 
 
-def check_text(program: RandomProgram, variant: str, text: str, inputs, want) -> Verdict:
-    """One module text: the evaluator's and the compiled module's outputs against XLA's."""
+def check_text(program: RandomProgram, variant: str, text: str, inputs, want,
+               truth_text: str | None = None) -> Verdict:
+    """One module text: the evaluator's and the compiled module's outputs against XLA's
+    (``truth_text``: the module whose f64 value judges them, by default ``text``)."""
     from fusion.errors import FusionCompilerError  # noqa: PLC0415
     from fusion.evaluator import evaluate  # noqa: PLC0415
     from fusion.ir.shape import flatten_shape  # noqa: PLC0415
@@ -71,16 +77,17 @@ def check_text(program: RandomProgram, variant: str, text: str, inputs, want) ->
 
     try:
         module = parse_hlo(text)
+        truth = module if truth_text is None else parse_hlo(truth_text)
         dtypes = [s.dtype for s in flatten_shape(module.entry.root.shape)]
         evaluated = [np.asarray(v) for v in evaluate(module, *inputs)]
-        problems = _disagreements(module, inputs, want, evaluated, dtypes)
+        problems = _disagreements(module, truth, inputs, want, evaluated, dtypes)
         if problems:
             return verdict("EVALUATOR", "\n".join(problems))
         compiled = compile_hlo(text, cache=False)
         tensors = [tensor_from_numpy(a, p.shape.dtype)
                    for a, p in zip(inputs, module.entry.parameters)]
         got = [tensor_to_numpy(t) for t in compiled(*tensors)]
-        problems = _disagreements(module, inputs, want, got, dtypes)
+        problems = _disagreements(module, truth, inputs, want, got, dtypes)
         if problems:
             return verdict("WRONG", f"{compiled.fusion_mode}\n" + "\n".join(problems))
     except FusionCompilerError as err:
@@ -94,8 +101,9 @@ def check_program(program: RandomProgram, variants=("before", "after")) -> list[
     """``program``'s verdicts, one per module text in ``variants``."""
     inputs = program.example_inputs()
     want = _xla_outputs(program, inputs)
-    texts = {"before": program.hlo_text, "after": program.optimized_hlo_text}
-    return [check_text(program, v, texts[v](), inputs, want) for v in variants]
+    before = program.hlo_text()
+    texts = {"before": lambda: before, "after": program.optimized_hlo_text}
+    return [check_text(program, v, texts[v](), inputs, want, before) for v in variants]
 
 
 __all__ = ["VERDICTS", "Verdict", "check_program", "check_text"]
