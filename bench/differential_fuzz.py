@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     counts: Counter = Counter()
     shown = 0
     start = time.perf_counter()
-    for seed in range(args.seed, args.seed + args.count):
+    for n, seed in enumerate(range(args.seed, args.seed + args.count)):
+        if n and n % 100 == 0:
+            print(f"... {n} programs in {time.perf_counter() - start:.0f} s", flush=True)
         program = random_program(seed, args.steps, LARGE if args.large else None)
         for verdict in check_program(program, variants):
             counts[verdict.variant, verdict.kind] += 1
