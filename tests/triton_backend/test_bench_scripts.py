@@ -251,3 +251,14 @@ def test_gpu_corpus_check_keeps_the_files_with_f32_dots_where_asked():
     check = _load("gpu_corpus_check")
     files = [CORPUS / "matmul.after.hlo", CORPUS / "softmax.after.hlo", CORPUS / "swiglu.before.hlo"]
     assert check.with_f32_dots(files) == [files[0], files[2]]
+
+
+def test_differential_fuzz_prints_its_verdicts(capsys, tmp_path):
+    pytest.importorskip("jax")
+    differential_fuzz = _load("differential_fuzz")
+    assert differential_fuzz.main(["--count", "2", "--seed", "5", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 programs (seeds 5..6)" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[-5:]}
+    assert rows["ok"] == ["2", "2"] and rows["WRONG"] == ["0", "0"]
+    assert not list(tmp_path.iterdir())  # no defect written
