@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         program = random_program(seed, args.steps, LARGE if args.large else None)
         for verdict in check_program(program, variants):
             counts[verdict.variant, verdict.kind] += 1
-            if verdict.kind in ("ok", "REFUSED"):
+            if verdict.kind == "ok":
+                continue
+            if verdict.kind == "REFUSED":  # allowed, but a gap to know: one line
+                print(f"seed {seed} {verdict.variant}: REFUSED {verdict.detail[:300]}", flush=True)
                 continue
             print(f"seed {seed} {verdict.variant}: {verdict.kind}", flush=True)
             if shown < args.show:
