@@ -30,6 +30,10 @@ def eval_broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 def eval_reshape(ev: Any, instr: Any, args: list) -> np.ndarray:
+    shapes = getattr(ev, "operand_shapes", None)
+    source = shapes(instr)[0] if shapes is not None else None
+    if not instr.array_shape.dims and isinstance(source, ArrayShape) and not source.dims:
+        return np.asarray(args[0])  # a scalar stays itself (a batch of them, in a comparator)
     return np.reshape(args[0], instr.array_shape.dims)
 
 
@@ -47,6 +51,11 @@ def eval_bitcast(ev: Any, instr: Any, args: list) -> np.ndarray:
     operand = args[0]
     source = instr_operand_shape(ev, instr, operand)
     result = instr.array_shape
+    if not source.dims and not result.dims:  # a scalar's bits as another type (batched or not)
+        target = result.element_type.numpy_dtype()
+        if np.asarray(operand).dtype.itemsize != target.itemsize:
+            raise op_error(instr, "bitcast between element types of different widths")
+        return np.ascontiguousarray(operand).view(target)
     source_order = _physical_order(source, instr)
     result_order = _physical_order(result, instr)
     buffer = np.transpose(operand, source_order).reshape(-1)

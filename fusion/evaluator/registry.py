@@ -49,8 +49,9 @@ OP_RULES: dict[str, Rule] = merge_rule_families(
 )
 
 BATCHABLE_OPCODES: frozenset[str] = opcodes_with("foldable") | (
-    opcodes_with("trivial") - opcodes_with("index_changing"))
+    opcodes_with("trivial") - opcodes_with("index_changing")) | opcodes_with("reshape_like")
 """Opcodes that, in a computation over scalars, also work on whole arrays of scalars: the
-elementwise ops that hold no state (``foldable``: NumPy broadcasts their rules) and the
-trivial ops that read no other index (a constant, a parameter, a tuple and its elements; not
-a bitcast, which reshapes)."""
+elementwise ops that hold no state (``foldable``: NumPy broadcasts their rules), the trivial
+ops that read no other index (a constant, a parameter, a tuple and its elements), and a
+reshape or bitcast, which between scalars keeps or reinterprets each element (XLA's
+optimized TOTALORDER comparators bitcast f32 to s32; their rules take scalar batches)."""

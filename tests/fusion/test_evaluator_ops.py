@@ -275,3 +275,39 @@ def test_erf_of_a_scalar_is_an_array_of_its_type():
     (got,) = run("a = f32[] parameter(0)\nROOT e = f32[] erf(a)", np.float32(0.5))
     assert got.shape == () and got.dtype == np.float32
     assert got == np.float32(0.5204998778130465)
+
+
+#: XLA:CPU's optimized TOTALORDER comparator: the keys' bits through ``bitcast`` (rank 0).
+BITCAST_LT = """cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  mask = s32[] constant(2147483647)
+  zero = s32[] constant(0)
+  ia = s32[] bitcast(a)
+  ib = s32[] bitcast(b)
+  na = pred[] compare(ia, zero), direction=LT
+  nb = pred[] compare(ib, zero), direction=LT
+  xa = s32[] xor(ia, mask)
+  xb = s32[] xor(ib, mask)
+  ka = s32[] select(na, xa, ia)
+  kb = s32[] select(nb, xb, ib)
+  ROOT lt = pred[] compare(ka, kb), direction=LT
+}"""
+
+
+def test_a_comparator_bitcasting_scalars_runs_on_whole_arrays():
+    # Found by the differential fuzzer: a bitcast made the comparator run once per pair of
+    # elements in Python (minutes for a 520-long sort); between scalars it reinterprets each
+    # element, so the comparator runs batched.
+    from fusion.evaluator.interpreter import Evaluator
+
+    module = parse_hlo(f"HloModule m\n{BITCAST_LT}\nENTRY e {{\n  x = f32[3,50] parameter(0)\n"
+                       "  ROOT s = f32[3,50] sort(x), dimensions={1}, is_stable=true, to_apply=cmp\n}\n")
+    assert Evaluator(module)._is_batchable("cmp", module.entry.root)
+    x = np.random.default_rng(2).standard_normal((3, 50)).astype(np.float32)
+    x[0, :4] = [np.nan, -0.0, 0.0, -np.inf]
+    (got,) = evaluate(module, x)
+    bits = x.view(np.int32)
+    keys = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    want = np.take_along_axis(x, np.argsort(keys, axis=1, kind="stable"), axis=1)
+    assert got.tobytes() == want.tobytes()
