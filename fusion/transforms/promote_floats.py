@@ -11,8 +11,8 @@ value says by how much each result is off (``triton_backend.host.output_check``)
 Every array type among the real floats narrower than 64 bits (f32, bf16, f16, the f8 types)
 becomes f64 in every computation; converts between them become no-ops.  A module is not
 promoted (None) when an op's value depends on its types' bit widths (``width_dependent``:
-bitcast-convert, reduce-precision, random bits; a ``bitcast`` to another element type), when a shape has a physical (tiled or
-packed) layout, or when a dot names an ``algorithm`` (its operand types are part of it).
+bitcast-convert, reduce-precision, random bits; a ``bitcast`` to another element type), when
+a shape has a physical (tiled or packed) layout, or when a dot names an ``algorithm`` (its operand types are part of it).
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -72,7 +72,7 @@ def _promote_instruction(comp: HloComputation, instr: HloInstruction) -> HloInst
 def _reinterprets_bits(comp: HloComputation, instr: HloInstruction) -> bool:
     """A ``bitcast`` to another element type (XLA's optimized form of a bitcast-convert, as
     in a TOTALORDER comparator): its value depends on the widths too."""
-    if instr.opcode != "bitcast" or not instr.operands:
+    if not traits(instr.opcode).reshape_like or not instr.operands:
         return False
     source = comp.instruction(instr.operands[0]).shape
     return isinstance(source, ArrayShape) and isinstance(instr.shape, ArrayShape) \
