@@ -12,7 +12,8 @@ Every array type among the real floats narrower than 64 bits (f32, bf16, f16, th
 becomes f64 in every computation; converts between them become no-ops.  A module is not
 promoted (None) when an op's value depends on its types' bit widths (``width_dependent``:
 bitcast-convert, reduce-precision, random bits; a ``bitcast`` to another element type), when
-a shape has a physical (tiled or packed) layout, or when a dot names an ``algorithm`` (its operand types are part of it).
+a shape has a physical (tiled or packed) layout, or when a dot names an ``algorithm`` (its
+operand types are part of it).
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
