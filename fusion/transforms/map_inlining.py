@@ -99,7 +99,10 @@ def _inlined(comp: HloComputation, module: HloModule, taken: set[str]) -> HloCom
     out: list[HloInstruction] = []
     changed = False
     for instr in comp:
-        called = module.computation(instr.attr("to_apply")) if instr.opcode == "map" else None
+        # A map naming no computation is left to the verifier, which says so, located.
+        name = instr.attr("to_apply", None) if instr.opcode == "map" else None
+        called = module.computation(name) \
+            if isinstance(name, str) and module.has_computation(name) else None
         if called is None or not isinstance(instr.shape, ArrayShape) \
                 or not is_scalar_elementwise(called):
             out.append(instr)

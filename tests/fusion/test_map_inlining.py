@@ -82,6 +82,19 @@ ENTRY e {
     assert inline_maps(module) is module
 
 
+@pytest.mark.parametrize("attribute", [", to_apply=nowhere", ""])
+def test_a_map_calling_nothing_is_left_to_the_verifier(attribute):
+    from fusion.errors import HloVerifyError
+    from fusion.shapes.verifier import verify_module
+
+    module = parse_hlo("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                       f"  ROOT m = f32[4] map(x), dimensions={{0}}{attribute}\n}}\n")
+    assert inline_maps(module) is module
+    with pytest.raises(HloVerifyError) as info:
+        verify_module(module)
+    assert (info.value.line, info.value.column) == (4, 3)
+
+
 #: XLA:CPU's optimized cumsum of a bf16 row (``jnp.cumsum`` past 16 elements): the column
 #: scans' prefixes are combined by a map of the reducer, inside a fusion, in XLA's layouts.
 XLA_SCAN_COMBINE = """HloModule jit_f, entry_computation_layout={(f32[8,4,16]{2,1,0}, f32[8,5]{1,0})->bf16[64,8]{1,0}}
