@@ -55,7 +55,6 @@ from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
 from triton_backend.runtime import device_specs  # likewise detect_device
 from triton_backend.runtime import module_cache, module_plan
-from triton_backend.runtime.cache_files import content_hash
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.runtime.lazy_module import Unparsed
 from triton_backend.runtime.launch_mode import configure_launch_mode
@@ -144,7 +143,8 @@ def compile_hlo(text_or_module: str | HloModule, *, target: str | int | None = N
     with paused_gc():
         compiled = _compile(text_or_module, target, tiling, fuse, physical_outputs,
                             tuning_device, tuning_db, device, world_size, dot_library,
-                            remember_fusion=key is not None)
+                            fusion_memo=key.parts()["text"]
+                            if key is not None and isinstance(text_or_module, str) else None)
         if key is not None:
             _store(key, compiled)
     return _graphed(_placed(compiled, rank, world_size), cuda_graph)
@@ -199,11 +199,13 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
              tiling: Mapping[str, TileSizes] | None, fuse: bool, physical_outputs: bool,
              tuning_device: str | None, tuning_db: Any, device: torch.device,
              world_size: int = 1, dot_library: str = "never",
-             remember_fusion: bool = False) -> CompiledModule:
+             fusion_memo: str | None = None) -> CompiledModule:
     """``compile_hlo`` without the module cache: parse, verify, fuse, compile every kernel
     (a plain dot chosen by ``dot_library``'s rule: a library call, ``_compile_one``).
-    ``remember_fusion``: share the fusion pass's result with other compiles of the same text
-    (``_fused``); off, as with ``cache=False``, the pass runs afresh."""
+    ``fusion_memo`` (the module text's hash, for a text): share the fusion pass's result with
+    other compiles of the same text (``_fused``); None, as with ``cache=False``, runs the pass
+    afresh.  Only a text is keyed: two module objects that print alike may still differ in the
+    source locations their errors name."""
     # A reducer calling a fusion (XLA's tests have them): its kernels inline the reducer as
     # scalar code, so the fusion is inlined first (the same ops, the same value).  A map
     # (XLA:CPU's scan trees hold them) becomes its to_apply's ops on arrays.  A long fp8
@@ -225,8 +227,8 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     for number, (mode, options) in enumerate(attempts):
         if mode == "unfused":
             module, decisions = source, ()
-        elif remember_fusion and isinstance(text_or_module, str):
-            module, decisions = _fused(text_or_module, source, mode, options)
+        elif fusion_memo is not None:
+            module, decisions = _fused(fusion_memo, source, mode, options)
         else:
             module, decisions = _fuse(source, options)
         module = wrap_lone_ops(module, _lone_ops(module))
@@ -387,11 +389,9 @@ def _fusion_attempts() -> list[tuple[str, Any]]:
             ("unfused", None)]
 
 
-def _fused(text: str, source: HloModule, mode: str, options: Any) -> tuple[HloModule, tuple]:
-    """``_fuse`` of ``source`` (parsed from ``text``), once per module text and mode in this
-    process (``module_cache.remembered_fusion``).  Only a text is keyed: two module objects
-    that print alike may still differ in the source locations their errors name."""
-    text_hash = content_hash(text)
+def _fused(text_hash: str, source: HloModule, mode: str, options: Any) -> tuple[HloModule, tuple]:
+    """``_fuse`` of ``source`` (parsed from the text hashed ``text_hash``), once per module
+    text and mode in this process (``module_cache.remembered_fusion``)."""
     fused = module_cache.remembered_fusion(text_hash, mode)
     if fused is None:
         fused = _fuse(source, options)

@@ -255,12 +255,27 @@ _MEMORY: OrderedDict[str, Any] = OrderedDict()
 _MEMORY_LOCK = threading.Lock()
 
 
+def _recall(table: OrderedDict, key: Any) -> Any | None:
+    """``table[key]`` (now the most recently used), or None."""
+    with _MEMORY_LOCK:
+        value = table.get(key)
+        if value is not None:
+            table.move_to_end(key)
+    return value
+
+
+def _keep(table: OrderedDict, key: Any, value: Any) -> None:
+    """``table[key] = value``; the least recently used beyond ``MEMORY_ENTRIES`` go."""
+    with _MEMORY_LOCK:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > MEMORY_ENTRIES:
+            table.popitem(last=False)
+
+
 def remembered(key: ModuleKey) -> Any | None:
     """The compiled module kept in memory for ``key``, or None."""
-    with _MEMORY_LOCK:
-        compiled = _MEMORY.get(key.digest)
-        if compiled is not None:
-            _MEMORY.move_to_end(key.digest)
+    compiled = _recall(_MEMORY, key.digest)
     if compiled is not None:
         _log.info("module cache: hit in memory (%s)", key.parts()["text"][:16])
     return compiled
@@ -268,11 +283,7 @@ def remembered(key: ModuleKey) -> Any | None:
 
 def remember(key: ModuleKey, compiled: Any) -> None:
     """Keep ``compiled`` for ``key`` (the least recently used beyond ``MEMORY_ENTRIES`` go)."""
-    with _MEMORY_LOCK:
-        _MEMORY[key.digest] = compiled
-        _MEMORY.move_to_end(key.digest)
-        while len(_MEMORY) > MEMORY_ENTRIES:
-            _MEMORY.popitem(last=False)
+    _keep(_MEMORY, key.digest, compiled)
 
 
 #: Fused modules by (module text hash, fusion mode): what the fusion pass made of a text
@@ -283,20 +294,12 @@ _FUSED: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
 def remembered_fusion(text_hash: str, mode: str) -> Any | None:
     """The fusion pass's result kept for the module text hashed ``text_hash`` in ``mode``."""
-    with _MEMORY_LOCK:
-        fused = _FUSED.get((text_hash, mode))
-        if fused is not None:
-            _FUSED.move_to_end((text_hash, mode))
-    return fused
+    return _recall(_FUSED, (text_hash, mode))
 
 
 def remember_fusion(text_hash: str, mode: str, fused: Any) -> None:
     """Keep the fusion pass's result (the least recently used beyond ``MEMORY_ENTRIES`` go)."""
-    with _MEMORY_LOCK:
-        _FUSED[(text_hash, mode)] = fused
-        _FUSED.move_to_end((text_hash, mode))
-        while len(_FUSED) > MEMORY_ENTRIES:
-            _FUSED.popitem(last=False)
+    _keep(_FUSED, (text_hash, mode), fused)
 
 
 def forget_remembered() -> None:
