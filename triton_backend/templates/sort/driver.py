@@ -131,17 +131,18 @@ def _reference_orders(keys: np.ndarray, dtype: str) -> dict[tuple[bool, str], np
 
 def _matching_order(less: np.ndarray, keys: np.ndarray, key_type: str
                     ) -> tuple[bool, str] | None:
-    """``(descending, float_order)`` of the candidate order ``less`` (on all pairs of
-    ``keys``) is, or None."""
+    """The ``(descending, float_order)`` whose order on every pair of ``keys`` is ``less``
+    (the comparator's results), or None."""
     finite = np.ones(len(keys), bool)
     if key_type in ("f32", "bf16", "f16"):
         finite = ~np.isnan(keys.astype(np.float32))
     both = finite[:, None] & finite[None, :]
-    for order, want in _reference_orders(keys, key_type).items():
+    orders = _reference_orders(keys, key_type)
+    for order, want in orders.items():
         if np.array_equal(less, want):
             return order
     # A plain float compare: the canonical order on every pair without a NaN.
-    for (descending, float_order), want in _reference_orders(keys, key_type).items():
+    for (descending, float_order), want in orders.items():
         if float_order == "canonical" and np.array_equal(less & both, want & both) \
                 and not less[~both].any():
             return descending, float_order
