@@ -37,14 +37,6 @@ class Verdict:
     text: str = ""
 
 
-def _xla_outputs(program: RandomProgram, inputs) -> list[np.ndarray]:
-    import jax  # noqa: PLC0415
-
-    out = jax.jit(program.function())(*inputs)
-    leaves = out if isinstance(out, tuple) else (out,)
-    return [np.asarray(leaf) for leaf in leaves]
-
-
 def _disagreements(module, truth, inputs, want, got, dtypes) -> list[str]:
     """Each output of ``got`` past XLA's ``want`` by ``run --check``'s rule, judged against
     ``truth`` (the program's JAX lowering: XLA's optimized text may not be computable in f64,
@@ -100,7 +92,7 @@ def check_text(program: RandomProgram, variant: str, text: str, inputs, want,
 def check_program(program: RandomProgram, variants=("before", "after")) -> list[Verdict]:
     """``program``'s verdicts, one per module text in ``variants``."""
     inputs = program.example_inputs()
-    want = _xla_outputs(program, inputs)
+    want = program.run_xla(inputs)
     before = program.hlo_text()
     texts = {"before": lambda: before, "after": program.optimized_hlo_text}
     return [check_text(program, v, texts[v](), inputs, want, before) for v in variants]

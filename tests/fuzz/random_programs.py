@@ -23,6 +23,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,17 +83,30 @@ class RandomProgram:
 
         return [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for shape, dtype in self.inputs]
 
-    def hlo_text(self) -> str:
-        """The module as JAX lowers it (before XLA's optimizations)."""
+    @functools.cached_property
+    def _lowered(self):
+        """The program lowered once (every input kept, used or not), for both texts and XLA's
+        run."""
         import jax  # noqa: PLC0415
 
-        return jax.jit(self.function(), keep_unused=True).lower(*self.specs()).as_text(dialect="hlo")
+        return jax.jit(self.function(), keep_unused=True).lower(*self.specs())
+
+    @functools.cached_property
+    def _compiled(self):
+        return self._lowered.compile()
+
+    def hlo_text(self) -> str:
+        """The module as JAX lowers it (before XLA's optimizations)."""
+        return self._lowered.as_text(dialect="hlo")
 
     def optimized_hlo_text(self) -> str:
         """The module as XLA's CPU pipeline optimized it (fusions, layouts, bitcasts)."""
-        import jax  # noqa: PLC0415
+        return self._compiled.as_text()
 
-        return jax.jit(self.function(), keep_unused=True).lower(*self.specs()).compile().as_text()
+    def run_xla(self, inputs) -> list[np.ndarray]:
+        """XLA's outputs (the leaves of the result) on ``inputs``, by the compiled program."""
+        out = self._compiled(*inputs)
+        return [np.asarray(leaf) for leaf in (out if isinstance(out, tuple) else (out,))]
 
     def example_inputs(self) -> list[np.ndarray]:
         """Normal values (inputs are f32, bf16 or f16), drawn from the program's seed."""
