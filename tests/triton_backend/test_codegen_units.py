@@ -14,6 +14,7 @@ from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tests.triton_backend.target_compiles import compile_on_targets
 from tiling.maps.affine_expr import d, s
+from triton_backend.reports.compile_child import child_environment
 from triton_backend.lowering.emitter.index_arithmetic import render_affine
 from tiling.policy.choice import default_tile_sizes
 from tiling.symbolic.tiled_fusion import next_power_of_two
@@ -111,7 +112,7 @@ def test_generated_kernels_compile_for_sm90_without_spills():
 
 
 def test_cpu_tensors_run_through_the_interpreted_copy_without_the_interpreter():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = child_environment()
     result = subprocess.run([sys.executable, "-c", CPU_TENSORS_CHILD, ROOT, MULTIPLY],
                             capture_output=True, text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]

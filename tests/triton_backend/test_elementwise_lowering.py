@@ -15,6 +15,7 @@ import torch
 
 from fusion.ir.element_types import ELEMENT_TYPES as T
 from fusion.errors import UnsupportedOpError
+from triton_backend.reports.compile_child import child_environment
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES, render_elementwise
 from triton_backend.lowering.emitter.triton_types import (
     KERNEL_IMPORTS,
@@ -499,7 +500,6 @@ SIG_TYPES = {"pred": "i1", "s16": "i16", "s32": "i32", "s64": "i64", "u8": "u8",
 
 
 def test_every_rule_compiles_for_sm90_outside_the_interpreter():
-    import os
     import subprocess
     import sys
 
@@ -532,8 +532,7 @@ def test_every_rule_compiles_for_sm90_outside_the_interpreter():
         "import re\n"
         "print('CALLS', sorted(set(re.findall(r'__nv_\\w+', r.ptx))), 'SPILLS', r.spills)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    env = child_environment()
     import json
     result = subprocess.run([sys.executable, "-c", child, str(path), json.dumps(sig)], capture_output=True,
                             text=True, env=env, timeout=600, check=False)

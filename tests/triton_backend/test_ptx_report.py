@@ -6,12 +6,12 @@ compiles happen in a child process without it; the kernels live in kernel-cache 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from triton_backend.reports.compile_child import child_environment
 from triton_backend.runtime.kernel_cache import KernelCache
 from triton_backend.reports.ptx_report import count_vector_accesses, find_ptxas, parse_ptxas_log
 
@@ -55,8 +55,7 @@ requires_ptxas = pytest.mark.skipif(find_ptxas(80) is None or find_ptxas(90) is 
 
 
 def compile_in_child(requests):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
+    env = child_environment()
     result = subprocess.run([sys.executable, "-c", CHILD, COPY_KERNELS, json.dumps(requests)],
                             capture_output=True, text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
