@@ -250,7 +250,8 @@ def _kernel_plan_problem(module: HloModule, instr: HloInstruction, tile_sizes: t
     """
     computation = module.computation(instr.attr("calls"))
     space, _ = iteration_space(computation, instr, output_shapes(instr))
-    plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk)
+    plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk,
+                       module=module)
     elements = program_elements(computation, plan)
     if elements > MAX_TILE_NUMEL:
         return Illegal(IllegalKind.TILE_TOO_LARGE,

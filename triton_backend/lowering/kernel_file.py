@@ -114,12 +114,13 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     if tile_sizes is not None and len(tile_sizes) != len(space):
         tile_sizes = (math.prod(tile_sizes),)  # a flat space: as many elements per program
     plan = plan_kernel(computation, space, tile_sizes, reduction_chunk=reduction_chunk,
-                       index_bits=index_bits, target_elements=target, split_parts=split_parts)
+                       index_bits=index_bits, target_elements=target, split_parts=split_parts,
+                       module=module)
     aligned = word_aligned_tile_sizes(plan.tile_sizes, _stored_shapes(space, outputs))
     if aligned != plan.tile_sizes:  # packed outputs: each program must own whole 32-bit words
         plan = plan_kernel(computation, space, aligned, reduction_chunk=reduction_chunk,
                            index_bits=index_bits, target_elements=target,
-                           split_parts=split_parts)
+                           split_parts=split_parts, module=module)
     warps, stages = _launch_options(computation, plan, outputs)
     warps, stages = num_warps or warps, num_stages or stages
     names = IdentifierAllocator()
@@ -141,6 +142,9 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     var_names = ", ".join(f"d{k}={v.name}" for k, v in enumerate(em.dims))
     looped = (f", reductions looped in chunks of {plan.reduction_chunk}"
               if plan.reduction_chunk is not None and plan.reduce_axes else "")
+    if plan.tile_scans:
+        looped += ", " + ", ".join(f"{name} scanned along the tile's dim {j}"
+                                   for name, j in plan.tile_scans)
     if plan.split is not None:
         looped += (f", {plan.split.reduce} split into {plan.split.parts} parts of "
                    f"{plan.split.span} per output tile")

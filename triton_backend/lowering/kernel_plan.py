@@ -31,13 +31,14 @@ from functools import lru_cache
 from dataclasses import dataclass
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
-from fusion.ir.hlo_module import HloComputation
+from fusion.ir.hlo_module import HloComputation, HloModule
 from fusion.ir.instruction_order import operands_first
 from fusion.analysis.reduction_kind import kept_and_reduced
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.policy.choice import choose_tiling
 from tiling.policy.legality import reduced_extent
+from tiling.policy.tile_scans import tile_scans
 from tiling.policy.limits import (
     DEFAULT_REDUCTION_CHUNK,
     MAX_PERSISTENT_REDUCTION,
@@ -105,7 +106,8 @@ class KernelPlan:
     ``reduce_axes`` maps each reduce/reduce-window to its axes (one per reduced or window
     dim, in the op's dim order); ``reduce_extents`` gives the sizes those axes walk.  With a
     ``reduction_chunk`` every reduction is looped in chunks of (at most) that many elements
-    per axis.
+    per axis.  ``tile_scans``: the scans (``tiling.policy.tile_scans``) computed along the
+    output dim they name, which the tile spans whole; they have no reduction axes.
     """
 
     output_dims: tuple[int, ...]
@@ -116,6 +118,7 @@ class KernelPlan:
     reduction_chunk: int | None = None
     index_bits: int = 32
     split: SplitReduction | None = None
+    tile_scans: tuple[tuple[str, int], ...] = ()
 
     @property
     def tiles(self) -> int:
@@ -186,8 +189,11 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
                 tile_sizes: tuple[int, ...] | None = None, *,
                 reduction_chunk: int | None = None, index_bits: int = 32,
                 target_elements: int = TARGET_TILE_ELEMENTS,
-                split_parts: int | None = None) -> KernelPlan:
+                split_parts: int | None = None, module: HloModule | None = None) -> KernelPlan:
     """The plan for tiles of ``output_dims`` (a rank-0 output is iterated as ``(1,)``).
+
+    ``module`` (holding the reducers) lets scans run along the tile (``_scans_along_tile``);
+    without it every reduce-window reduces its windows.
 
     Without ``reduction_chunk``, reductions whose padded extent exceeds
     ``MAX_PERSISTENT_REDUCTION`` are looped in chunks of ``DEFAULT_REDUCTION_CHUNK``.  Without
@@ -206,14 +212,14 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     limit = MAX_PERSISTENT_REDUCTION
     gpu_blocks = target_elements <= MAX_PERSISTENT_REDUCTION
     plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
-                 target_elements, split_parts, None, gpu_blocks)
+                 target_elements, split_parts, None, gpu_blocks, module)
     if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= limit:
         return plan
     chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
     cap = chunk
     while True:
         plan = _plan(computation, output_dims, tile_sizes, chunk, index_bits, target_elements,
-                     split_parts, cap, True)
+                     split_parts, cap, True, module)
         if cap == 1 or program_elements(computation, plan) <= limit:
             return plan
         cap //= 2
@@ -222,15 +228,17 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
 def _plan(computation: HloComputation, output_dims: tuple[int, ...],
           tile_sizes: tuple[int, ...] | None, reduction_chunk: int | None, index_bits: int,
           target_elements: int, split_parts: int | None, outer_cap: int | None,
-          budgets: bool) -> KernelPlan:
+          budgets: bool, module: HloModule | None) -> KernelPlan:
     """``plan_kernel``'s plan with the outer reductions' chunks at most ``outer_cap``
     elements (None: the chunk); without ``budgets``, a looped reduction's every dim gets the
     chunk and nothing is split (the interpreter's blocks)."""
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
-    extents = [reduced_extents(computation, n) for n in reducers]
     analysis = _tile_analysis(computation) if reducers else None
+    scans = _scans_along_tile(analysis, module, space, tile_sizes)
+    reducers = [n for n in reducers if n not in scans]
+    extents = [reduced_extents(computation, n) for n in reducers]
     persistent = persistent_extent(analysis, extents) if reducers else 1
     if reduction_chunk is None and persistent > MAX_PERSISTENT_REDUCTION:
         reduction_chunk = DEFAULT_REDUCTION_CHUNK
@@ -271,9 +279,7 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
             shared[key] = axes
     reduction = math.prod(reduce_blocks)
     if tile_sizes is None:
-        # Elements per program: the output tile times the padded reduced dims of all reduces.
-        budget = max(1, target_elements // reduction)
-        tile_sizes = choose_tiling(None, output_dims=space, budget=budget).tile_sizes
+        tile_sizes = _default_tile_sizes(space, set(scans.values()), target_elements // reduction)
     tile_sizes = tuple(int(t) for t in tile_sizes)
     if len(tile_sizes) != len(space) or any(t < 1 for t in tile_sizes):
         raise UnsupportedOpError(f"tile sizes {list(tile_sizes)} must be {len(space)} positive sizes",
@@ -289,7 +295,30 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
         split = _split(computation, reducers, extents, nested, blocks_of, math.prod(tiles),
                        math.prod(blocks), split_parts)
     return KernelPlan(space, tile_sizes, blocks + tuple(reduce_blocks), tuple(reduce_axes), tiles,
-                      reduction_chunk, index_bits, split)
+                      reduction_chunk, index_bits, split, tuple(sorted(scans.items())))
+
+
+def _scans_along_tile(analysis: SymbolicTiledFusion | None, module: HloModule | None,
+                      space: tuple[int, ...], tile_sizes: tuple[int, ...] | None
+                      ) -> dict[str, int]:
+    """The scans computed along the tile (``tiling.policy.tile_scans``): every one the
+    analysis finds when the tile sizes are the default's to choose, else those whose dim the
+    given tile spans whole (the others reduce their windows, as any reduce-window)."""
+    if analysis is None or module is None or analysis.output_dims != space:
+        return {}
+    scans = tile_scans(analysis, module)
+    if tile_sizes is None:
+        return scans
+    return {name: j for name, j in scans.items() if tile_sizes[j] >= space[j]}
+
+
+def _default_tile_sizes(space: tuple[int, ...], whole: set[int], budget: int) -> tuple[int, ...]:
+    """Powers of two filling ``budget`` elements from the minor-most dim (``choose_tiling``'s
+    fallback), the dims ``whole`` (scanned along the tile) taken whole first."""
+    spanned = math.prod(next_power_of_two(space[j]) for j in whole)
+    rest = tuple(1 if j in whole else n for j, n in enumerate(space))
+    sizes = choose_tiling(None, output_dims=rest, budget=max(1, budget // spanned)).tile_sizes
+    return tuple(space[j] if j in whole else t for j, t in enumerate(sizes))
 
 
 def _chunk_budget(reduction_chunk: int | None, extents: tuple[int, ...]) -> int | None:

@@ -9,7 +9,8 @@ holes) the element is the init value, as XLA pads the operand with it.  Window d
 (``kernel_plan``), persistent or looped exactly as a reduce (``reduction_rules``); the
 cumulative-sum form (``size = n``, ``padding_low = n - 1``) is just a large window (an fp8
 one longer than 16 arrives as ``fusion.transforms.scan_tree``'s tree of windows of 16, the
-order XLA:CPU rounds in).
+order XLA:CPU rounds in), unless the tile spans it whole: then it is one scan along the tile
+(``tile_scan``), which ``kernel_plan`` says by giving it no axes.
 """
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from triton_backend.lowering.rules.reduction_rules import emit_reduction
+from triton_backend.lowering.rules.tile_scan import emit_tile_scan
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
 
 
 def lower_reduce_window(em: ValueEmitter, instr: HloInstruction,
                        indices: tuple[AffineExpr, ...]) -> Value:
     """Emit ``instr`` (a possibly variadic reduce-window) at its output ``indices``."""
+    if instr.name not in em.reduce_axes:  # a scan along the tile (kernel_plan)
+        return emit_tile_scan(em, instr, indices)
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     in_shape = array_shape(em.instruction(inputs[0]))

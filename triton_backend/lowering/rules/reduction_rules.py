@@ -83,13 +83,14 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
             dtypes = [register_dtype(accumulator_type(t)) for t in input_types] + ["tl.int8"]
             accumulators = join_parts(em, instr.name, accumulators, dtypes, reduced_shape,
                                       combine)
-    return _with_inits(em, instr, reduced_shape, accumulators, init_names, combine)
+    return with_inits(em, instr, reduced_shape, accumulators, init_names, combine)
 
 
-def _with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
+def with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
                 accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
-    """The result of ``instr``: its init values combined into ``accumulators`` once, 16-bit
-    and 8-bit float results rounded to their declared type."""
+    """The result of ``instr``: its init values combined into ``accumulators`` (values, then
+    validity flags) once with the masked ``combine``, 16-bit and 8-bit float results rounded
+    to their declared type."""
     arity = len(init_names)
     # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
     init_values = [f"tl.broadcast_to({em.scalar_value(name)}, {reduced_shape})" for name in init_names]
@@ -420,7 +421,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
             em.emit(f"{used_before[top]} = {em.memo[(top, indices)]}")
         if instr.name in used_before:
             arity = len(instr.operands) // 2
-            running = _with_inits(em, instr, reduced_shape, accumulators,
+            running = with_inits(em, instr, reduced_shape, accumulators,
                                   instr.operands[arity:], combine)
             used = em.bind(f"tl.where({running} == -float('inf'), 0.0, {running})",
                            f"{sanitize(instr.name)}_running")
@@ -434,7 +435,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
                     f"({em.memo[(top, indices)]} == -float('inf')), float('nan'), "
                     f"{accumulators[0]})")
         arity = len(instr.operands) // 2
-        em.remember(instr.name, indices, _with_inits(em, instr, reduced_shape, accumulators,
+        em.remember(instr.name, indices, with_inits(em, instr, reduced_shape, accumulators,
                                                      instr.operands[arity:], combine))
 
 
@@ -471,4 +472,4 @@ def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
 
 
 __all__ = ["combine_function", "emit_reduction", "emit_sibling_reductions", "emit_tree_reduce",
-           "lower_reduce", "reduced_extents"]
+           "lower_reduce", "reduced_extents", "with_inits"]

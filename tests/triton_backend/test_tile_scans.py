@@ -1,0 +1,164 @@
+"""Scans computed along the tile (``tiling.policy.tile_scans``, ``rules.tile_scan``): which
+reduce-windows qualify, and the kernels against the reference evaluator under the
+interpreter, as rendered for it and for a GPU."""
+from __future__ import annotations
+
+import pytest
+
+from fusion.text.parser import parse_hlo
+from tests.triton_backend.fusion_check import run_and_compare
+from tests.triton_backend.fusion_check import single_fusion_module as fm
+from tiling.symbolic.tiled_fusion import analyze_computation_tiling
+from tiling.policy.tile_scans import tile_scans
+from triton_backend.lowering.kernel_plan import plan_kernel
+
+REDUCERS = """add {{ a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] add(a, b) }}
+max {{ a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] maximum(a, b) }}
+mul {{ a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] multiply(a, b) }}
+"""
+
+#: name -> the (low, high) padding of a scan of n elements: cumsum(x, reverse=...) and the
+#: exclusive forms, whose outputs have one element more.
+SCANS = {"forward": lambda n: (n - 1, 0), "reverse": lambda n: (0, n - 1),
+         "exclusive": lambda n: (n, 0), "reverse_exclusive": lambda n: (0, n)}
+
+
+def scan_text(t: str, n: int, kind: str = "forward", reducer: str = "add", init: str = "0",
+              rows: int = 3, tail: str = "", padding: str | None = None) -> str:
+    """A fusion scanning ``t[rows, n]`` along dim 1 (a ``kind`` of ``SCANS``, or the window
+    ``padding``); ``tail`` lines consume it as ``c``."""
+    low, high = SCANS[kind](n)
+    padding = padding or f"{low}_{high}"
+    out = low + high + 1
+    body = (f"  z = {t}[] constant({init})\n"
+            f"  c = {t}[{rows},{out}] reduce-window(p0, z), window={{size=1x{n} pad=0_0x{padding}}}, "
+            f"to_apply={reducer}\n")
+    root = tail or f"  ROOT r = {t}[{rows},{out}] add(c, c)"
+    shape = root.split(" = ")[1].split(" ")[0]
+    return fm([f"{t}[{rows},{n}]"], body + root, shape, REDUCERS.format(t=t))
+
+
+def scans_of(text: str) -> dict[str, int]:
+    module = parse_hlo(text)
+    return tile_scans(analyze_computation_tiling(module.computation("f"), "f"), module)
+
+
+@pytest.mark.parametrize("kind", sorted(SCANS))
+def test_every_scan_direction_is_found(kind):
+    assert scans_of(scan_text("f32", 300, kind)) == {"c": 1}
+
+
+def test_a_transposed_scan_runs_along_the_output_dim_it_becomes():
+    tail = "  ROOT r = f32[300,3] transpose(c), dimensions={1,0}"
+    assert scans_of(scan_text("f32", 300, tail=tail)) == {"c": 0}
+
+
+@pytest.mark.parametrize("tail", [
+    # Read shifted: lane o would need element o + 1 of the scan.
+    "  ROOT r = f32[3,299] slice(c), slice={[0:3], [1:300]}",
+    # Read reversed along the scanned dim.
+    "  ROOT r = f32[3,300] reverse(c), dimensions={1}",
+    # Read at two indexings, one of them shifted.
+    "  s = f32[3,299] slice(c), slice={[0:3], [0:299]}\n"
+    "  t = f32[3,299] slice(c), slice={[0:3], [1:300]}\n"
+    "  ROOT r = f32[3,299] subtract(t, s)",
+])
+def test_a_scan_read_other_than_lane_by_lane_is_a_window(tail):
+    assert scans_of(scan_text("f32", 300, tail=tail)) == {}
+
+
+def test_windows_that_are_not_scans_and_fp8_scans_are_windows():
+    assert scans_of(scan_text("f32", 300, padding="298_1")) == {}  # a window off the end
+    assert scans_of(scan_text("f8e4m3fn", 12)) == {}  # folds in XLA:CPU's order
+    assert scans_of(scan_text("f32", 20000, rows=1)) == {}  # no tile holds it
+
+
+@pytest.mark.parametrize("reducer,init,found", [
+    ("add", "0", True), ("add", "-0", True), ("add", "3", False), ("mul", "1", True),
+    ("mul", "2", False), ("max", "5", True), ("max", "-inf", True)])
+def test_a_scan_along_the_tile_needs_an_init_that_absorbs_itself(reducer, init, found):
+    # Each padding position of a window is one more init value: a sum starting at 3 adds
+    # 3 once per padding position, which a scan along the tile cannot.
+    text = scan_text("f32", 30, reducer=reducer, init=init)
+    assert scans_of(text) == ({"c": 1} if found else {})
+
+
+def test_the_default_tile_spans_the_scan_and_explicit_tiles_decide():
+    module = parse_hlo(scan_text("f32", 300))
+    computation = module.computation("f")
+    plan = plan_kernel(computation, (3, 300), module=module)
+    assert plan.tile_sizes[1] == 300 and plan.tile_scans == (("c", 1),)
+    assert plan.reduce_axes == ()  # no window axis: one pass, not 300 reads per output
+    assert plan_kernel(computation, (3, 300)).tile_scans == ()  # no reducers to check
+    windowed = plan_kernel(computation, (3, 300), (1, 128), module=module)
+    assert windowed.tile_scans == () and windowed.reduce_axes[0][0] == "c"
+
+
+TYPES = {"f32": ("add", "0", False), "bf16": ("add", "0", False), "s32": ("add", "0", True)}
+
+
+@pytest.mark.parametrize("kind", sorted(SCANS))
+@pytest.mark.parametrize("t", sorted(TYPES))
+@pytest.mark.parametrize("target", [None, "cuda:90"])
+def test_scan_kernels_match_the_evaluator(kind, t, target):
+    reducer, init, exact = TYPES[t]
+    compiled = run_and_compare(scan_text(t, 300, kind, reducer, init), exact=exact,
+                               reduction_length=300, target=target)
+    assert "tl.cumsum(" in compiled.source and "scanned along the tile" in compiled.source
+
+
+@pytest.mark.parametrize("kind", ["forward", "reverse_exclusive"])
+@pytest.mark.parametrize("reducer,init", [("max", "-inf"), ("mul", "1")])
+def test_other_reducers_scan_with_their_combiner(kind, reducer, init):
+    text = scan_text("f32", 20, kind, reducer, init)
+    compiled = run_and_compare(text, exact=reducer == "max", reduction_length=20,
+                               target="cuda:90")
+    assert "tl.associative_scan(" in compiled.source
+
+
+def test_a_column_scan_in_a_softmax_fusion():
+    # exp(x - max) down each column, then a cumulative sum down the columns: one kernel.
+    tail = """  ninf = f32[] constant(-inf)
+  m = f32[24] reduce(p0, ninf), dimensions={0}, to_apply=max
+  mb = f32[40,24] broadcast(m), dimensions={1}
+  d = f32[40,24] subtract(p0, mb)
+  e = f32[40,24] exponential(d)
+  zero = f32[] constant(0)
+  c = f32[40,24] reduce-window(e, zero), window={size=40x1 pad=39_0x0_0}, to_apply=add
+  ROOT r = f32[40,24] multiply(c, p0)"""
+    text = fm(["f32[40,24]"], tail, "f32[40,24]", REDUCERS.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=40)
+    assert "tl.cumsum(" in compiled.source
+
+
+def test_a_scan_summed_over_its_other_dim():
+    tail = "  ROOT r = f32[300] reduce(c, z), dimensions={0}, to_apply=add"
+    compiled = run_and_compare(scan_text("f32", 300, rows=5, tail=tail),
+                               exact=False, reduction_length=1500)
+    assert "tl.cumsum(" in compiled.source
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "reverse"])
+def test_a_sum_from_a_nonzero_init_reduces_windows(kind):
+    compiled = run_and_compare(scan_text("s32", 40, kind, "add", "3"), exact=True)
+    assert "tl.cumsum(" not in compiled.source
+
+
+def test_a_tile_that_does_not_span_the_scan_reduces_windows():
+    compiled = run_and_compare(scan_text("f32", 300, "reverse"), exact=False,
+                               reduction_length=300, tile_sizes=(1, 64))
+    assert "tl.cumsum(" not in compiled.source and "tl.associative_scan" not in compiled.source
+
+
+def test_a_long_cumsum_keeps_the_evaluators_accuracy():
+    # 4,096 f32 values added one after another drift 13 times further from the exact sums
+    # than the evaluator's pairwise windows; the interpreter's blocks of 16 do not.
+    compiled = run_and_compare(scan_text("f32", 4096, rows=2), exact=False,
+                               reduction_length=16)
+    assert "tl.reshape(" in compiled.source

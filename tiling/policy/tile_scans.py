@@ -1,0 +1,124 @@
+"""Scans the output tile walks whole: cumulative sums computed in one pass along the tile.
+
+A reduce-window that is a scan (``fusion.analysis.xla_reduction_order.scan_window``: a
+cumulative sum, product, maximum, ..., forward or reverse, inclusive or exclusive) reduces a
+window as long as its dim for each of its outputs: as a reduce-window, ``n`` elements read
+and combined per output, ``n^2`` per row (a ``[64, 4096]`` cumsum reads 1G elements for 262K
+outputs).  When the tile spans the scanned dim whole, lane ``o`` of the tile may instead hold
+the operand's element ``o`` and one scan along the tile's axis (``tl.associative_scan``, as
+Inductor lowers ``cumsum``) gives every output in ``n log n`` combines at most, the operand
+read once.
+
+Padding positions of a window count as its init value, so a scan folds its init once per
+padding position it covers (``n - 1 - o`` of them at output ``o`` of a forward one) and once
+more; along the tile it is folded in once.  The two agree when the init folded with itself
+is itself (0 for a sum, any value for a maximum): that is checked on the reducer.  It also
+needs the scan to be read, wherever the fusion reads it, with its scanned dim indexed by
+one output dim ``j`` of the fusion alone (``d_j`` exactly: not shifted, reversed or sliced,
+so the tile's lanes are the scan's elements), ``d_j`` walking the scanned dim whole, and that
+dim small enough for one tile (``MAX_PERSISTENT_REDUCTION``, as a persistent reduction).
+8-bit float scans are left out: their sums round after every add, so they fold in XLA:CPU's
+order (``fusion.transforms.scan_tree``).
+
+>>> from fusion.text.parser import parse_hlo
+>>> from tiling.symbolic.tiled_fusion import analyze_computation_tiling
+>>> m = parse_hlo('''HloModule m
+... add {
+...   a = f32[] parameter(0)
+...   b = f32[] parameter(1)
+...   ROOT s = f32[] add(a, b)
+... }
+... ENTRY e {
+...   x = f32[8,300] parameter(0)
+...   z = f32[] constant(0)
+...   c = f32[8,300] reduce-window(x, z), window={size=1x300 pad=0_0x299_0}, to_apply=add
+...   ROOT t = f32[300,8] transpose(c), dimensions={1,0}
+... }''')
+>>> tile_scans(analyze_computation_tiling(m.entry, "e"), m)
+{'c': 0}
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fusion.analysis.xla_reduction_order import folds_in_xla_order, scan_window
+from fusion.errors import FusionCompilerError
+from fusion.evaluator.constant_ops import literal_array
+from fusion.evaluator.interpreter import Evaluator, flatten_value
+from fusion.evaluator.numerics import numpy_dtype
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape, flatten_shape
+from fusion.opcodes import traits
+from tiling.maps.affine_expr import DimExpr
+from tiling.maps.expr_variables import used_variables
+from tiling.maps.interval import Interval
+from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
+from tiling.symbolic.tiled_fusion import SymbolicNode, SymbolicTiledFusion, next_power_of_two
+
+
+def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, int]:
+    """Each scan the tile may compute along its own axis -> the output dim it runs along
+    (``module`` holds the fused computation's reducers)."""
+    nodes: dict[str, list[SymbolicNode]] = {}
+    for node in analysis.nodes:
+        if not node.indexing.is_known_empty:
+            nodes.setdefault(node.name, []).append(node)
+    found = {}
+    for name, uses in nodes.items():
+        dim = _scan_dim(uses[0].instruction, analysis)
+        if dim is None or not _init_absorbs_itself(uses[0].instruction, analysis.computation,
+                                                   module):
+            continue
+        along = {_output_dim(node, dim, analysis.output_dims) for node in uses}
+        if len(along) == 1 and None not in along:
+            found[name] = along.pop()
+    return found
+
+
+def _scan_dim(instr: HloInstruction, analysis: SymbolicTiledFusion) -> int | None:
+    """The dim ``instr`` scans when it is a scan a tile may hold whole, else None."""
+    if not traits(instr.opcode).reduction or not instr.has_attr("window"):
+        return None
+    operand = analysis.computation.instruction(instr.operands[0]).shape
+    if not isinstance(operand, ArrayShape) \
+            or any(folds_in_xla_order(s.element_type) for s in flatten_shape(instr.shape)):
+        return None
+    scan = scan_window(instr.attr("window").dims, operand.dims)
+    if scan is None or next_power_of_two(scan.length + scan.exclusive) > MAX_PERSISTENT_REDUCTION:
+        return None
+    return scan.dim
+
+
+def _init_absorbs_itself(instr: HloInstruction, computation: HloComputation,
+                         module: HloModule) -> bool:
+    """Whether ``instr``'s inits are constants that its reducer maps ``(init, init)`` to
+    (bit for bit), so that folding them in once is folding them in any number of times."""
+    inits = [computation.instruction(n) for n in instr.operands[len(instr.operands) // 2:]]
+    if not all(i.has_attr("literal") and isinstance(i.shape, ArrayShape) for i in inits):
+        return False
+    values = [literal_array(i.attr("literal"), numpy_dtype(i.shape)).reshape(i.shape.dims)
+              for i in inits]
+    try:
+        folded = flatten_value(Evaluator(module).call(instr.attr("to_apply"), values + values))
+    except FusionCompilerError:
+        return False
+    return all(np.asarray(a).tobytes() == v.tobytes() for a, v in zip(folded, values))
+
+
+def _output_dim(node: SymbolicNode, dim: int, output_dims: tuple[int, ...]) -> int | None:
+    """The output dim ``j`` whose ``d_j`` alone indexes ``dim`` of ``node``'s instruction,
+    walking it whole; None when there is none."""
+    results = node.indexing.affine_map.results
+    index = results[dim]
+    if not isinstance(index, DimExpr):
+        return None
+    j = index.index
+    extent = flatten_shape(node.instruction.shape)[0].dims[dim]
+    if output_dims[j] != extent or node.indexing.dim_bounds[j] != Interval(0, extent - 1):
+        return None
+    if any(j in used_variables(e)[0] for k, e in enumerate(results) if k != dim):
+        return None
+    return j
+
+
+__all__ = ["tile_scans"]
