@@ -10,6 +10,8 @@ from tests.triton_backend.fusion_check import run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 from tiling.policy.tile_scans import tile_scans
+from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
+from triton_backend.lowering import kernel_plan
 from triton_backend.lowering.kernel_plan import plan_kernel
 
 REDUCERS = """add {{ a = {t}[] parameter(0)
@@ -76,7 +78,6 @@ def test_a_scan_read_other_than_lane_by_lane_is_a_window(tail):
 def test_windows_that_are_not_scans_and_fp8_scans_are_windows():
     assert scans_of(scan_text("f32", 300, padding="298_1")) == {}  # a window off the end
     assert scans_of(scan_text("f8e4m3fn", 12)) == {}  # folds in XLA:CPU's order
-    assert scans_of(scan_text("f32", 20000, rows=1)) == {}  # no tile holds it
 
 
 @pytest.mark.parametrize("reducer,init,found", [
@@ -96,8 +97,17 @@ def test_the_default_tile_spans_the_scan_and_explicit_tiles_decide():
     assert plan.tile_sizes[1] == 300 and plan.tile_scans == (("c", 1),)
     assert plan.reduce_axes == ()  # no window axis: one pass, not 300 reads per output
     assert plan_kernel(computation, (3, 300)).tile_scans == ()  # no reducers to check
-    windowed = plan_kernel(computation, (3, 300), (1, 128), module=module)
-    assert windowed.tile_scans == () and windowed.reduce_axes[0][0] == "c"
+    # A tile spanning part of the row: the scan is carried, its window axis reduces the
+    # window next to the tile.
+    carried = plan_kernel(computation, (3, 300), (1, 128), module=module)
+    assert carried.tile_scans == (("c", 1),) and carried.reduce_axes[0][0] == "c"
+
+
+def test_a_row_longer_than_a_tile_is_scanned_in_tiles_of_a_persistent_reductions_length():
+    module = parse_hlo(scan_text("f32", 20000, rows=2))
+    plan = plan_kernel(module.computation("f"), (2, 20000), module=module)
+    assert plan.tile_sizes == (1, MAX_PERSISTENT_REDUCTION) and plan.tile_scans == (("c", 1),)
+    assert plan.reduce_axes[0][0] == "c" and plan.reduction_chunk is not None
 
 
 TYPES = {"f32": ("add", "0", False), "bf16": ("add", "0", False), "s32": ("add", "0", True)}
@@ -150,9 +160,31 @@ def test_a_sum_from_a_nonzero_init_reduces_windows(kind):
     assert "tl.cumsum(" not in compiled.source
 
 
-def test_a_tile_that_does_not_span_the_scan_reduces_windows():
-    compiled = run_and_compare(scan_text("f32", 300, "reverse"), exact=False,
-                               reduction_length=300, tile_sizes=(1, 64))
+@pytest.mark.parametrize("kind", sorted(SCANS))
+@pytest.mark.parametrize("t,reducer,init", [("f32", "add", "0"), ("bf16", "add", "0"),
+                                            ("s32", "add", "0"), ("f32", "max", "-inf")])
+def test_a_tile_spanning_part_of_the_scan_carries_in_the_window_next_to_it(kind, t, reducer,
+                                                                           init):
+    # Tiles of 100 in blocks of 128: a reverse scan must leave the next tile's lanes out.
+    compiled = run_and_compare(scan_text(t, 300, kind, reducer, init), exact=t == "s32" or
+                               reducer == "max", reduction_length=300, tile_sizes=(1, 100),
+                               target="cuda:90")
+    assert "carried in from the other tiles" in compiled.source
+
+
+def test_a_long_row_is_scanned_tile_by_tile(monkeypatch):
+    # The evaluator's windows of a really long row do not fit this machine's memory: the
+    # plan's limit is lowered instead, so a row of 1,000 takes 4 tiles of 256.
+    monkeypatch.setattr(kernel_plan, "MAX_PERSISTENT_REDUCTION", 256)
+    compiled = run_and_compare(scan_text("f32", 1000, "reverse_exclusive", rows=2), exact=False,
+                               reduction_length=1000)
+    assert compiled.tile_sizes == (1, 256) and "carried in" in compiled.source
+
+
+def test_a_scan_also_read_reversed_reduces_windows():
+    tail = "  v = f32[3,300] reverse(c), dimensions={1}\n  ROOT r = f32[3,300] add(c, v)"
+    compiled = run_and_compare(scan_text("f32", 300, tail=tail), exact=False,
+                               reduction_length=300)
     assert "tl.cumsum(" not in compiled.source and "tl.associative_scan" not in compiled.source
 
 

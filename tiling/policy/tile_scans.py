@@ -1,13 +1,16 @@
-"""Scans the output tile walks whole: cumulative sums computed in one pass along the tile.
+"""Scans computed along the output tile: cumulative sums in one pass, not a window per output.
 
 A reduce-window that is a scan (``fusion.analysis.xla_reduction_order.scan_window``: a
 cumulative sum, product, maximum, ..., forward or reverse, inclusive or exclusive) reduces a
 window as long as its dim for each of its outputs: as a reduce-window, ``n`` elements read
 and combined per output, ``n^2`` per row (a ``[64, 4096]`` cumsum reads 1G elements for 262K
-outputs).  When the tile spans the scanned dim whole, lane ``o`` of the tile may instead hold
+outputs).  When the tile runs along the scanned dim, lane ``o`` of the tile may instead hold
 the operand's element ``o`` and one scan along the tile's axis (``tl.associative_scan``, as
 Inductor lowers ``cumsum``) gives every output in ``n log n`` combines at most, the operand
-read once.
+read once when the tile spans the dim whole.  A tile spanning part of it (a row longer than
+one tile holds, ``MAX_PERSISTENT_REDUCTION``, or explicit tile sizes) also needs the fold
+of the elements before it (after it, in a reverse scan): the scan's own output next to the
+tile, one window reduced per program (``kernel_plan`` decides which form).
 
 Padding positions of a window count as its init value, so a scan folds its init once per
 padding position it covers (``n - 1 - o`` of them at output ``o`` of a forward one) and once
@@ -15,10 +18,9 @@ more; along the tile it is folded in once.  The two agree when the init folded w
 is itself (0 for a sum, any value for a maximum): that is checked on the reducer.  It also
 needs the scan to be read, wherever the fusion reads it, with its scanned dim indexed by
 one output dim ``j`` of the fusion alone (``d_j`` exactly: not shifted, reversed or sliced,
-so the tile's lanes are the scan's elements), ``d_j`` walking the scanned dim whole, and that
-dim small enough for one tile (``MAX_PERSISTENT_REDUCTION``, as a persistent reduction).
-8-bit float scans are left out: their sums round after every add, so they fold in XLA:CPU's
-order (``fusion.transforms.scan_tree``).
+so the tile's lanes are the scan's elements), ``d_j`` walking the scanned dim whole.  8-bit
+float scans are left out: their sums round after every add, so they fold in XLA:CPU's order
+(``fusion.transforms.scan_tree``).
 
 >>> from fusion.text.parser import parse_hlo
 >>> from tiling.symbolic.tiled_fusion import analyze_computation_tiling
@@ -52,8 +54,7 @@ from fusion.opcodes import traits
 from tiling.maps.affine_expr import DimExpr
 from tiling.maps.expr_variables import used_variables
 from tiling.maps.interval import Interval
-from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
-from tiling.symbolic.tiled_fusion import SymbolicNode, SymbolicTiledFusion, next_power_of_two
+from tiling.symbolic.tiled_fusion import SymbolicNode, SymbolicTiledFusion
 
 
 def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, int]:
@@ -76,7 +77,7 @@ def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, in
 
 
 def _scan_dim(instr: HloInstruction, analysis: SymbolicTiledFusion) -> int | None:
-    """The dim ``instr`` scans when it is a scan a tile may hold whole, else None."""
+    """The dim ``instr`` scans when it is a scan a tile may run along, else None."""
     if not traits(instr.opcode).reduction or not instr.has_attr("window"):
         return None
     operand = analysis.computation.instruction(instr.operands[0]).shape
@@ -84,9 +85,7 @@ def _scan_dim(instr: HloInstruction, analysis: SymbolicTiledFusion) -> int | Non
             or any(folds_in_xla_order(s.element_type) for s in flatten_shape(instr.shape)):
         return None
     scan = scan_window(instr.attr("window").dims, operand.dims)
-    if scan is None or next_power_of_two(scan.length + scan.exclusive) > MAX_PERSISTENT_REDUCTION:
-        return None
-    return scan.dim
+    return None if scan is None else scan.dim
 
 
 def _init_absorbs_itself(instr: HloInstruction, computation: HloComputation,

@@ -127,7 +127,8 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     kernel_name = names.fresh(f"{sanitize(fusion_instr.name)}_kernel")
     em = ValueEmitter(module, computation, list(plan.axis_blocks), names, dict(plan.reduce_axes),
                       reduction_chunk=plan.reduction_chunk, index_bits=plan.index_bits,
-                      rule_for=rule_for, tree_reductions=interpreter)
+                      rule_for=rule_for, tree_reductions=interpreter,
+                      tile_scans=frozenset(name for name, _ in plan.tile_scans))
     parameters = computation.parameters
     for p in parameters:
         em.pointer_for(p)
@@ -143,8 +144,11 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     looped = (f", reductions looped in chunks of {plan.reduction_chunk}"
               if plan.reduction_chunk is not None and plan.reduce_axes else "")
     if plan.tile_scans:
-        looped += ", " + ", ".join(f"{name} scanned along the tile's dim {j}"
-                                   for name, j in plan.tile_scans)
+        carried = dict(plan.reduce_axes)
+        looped += ", " + ", ".join(
+            f"{name} scanned along the tile's dim {j}"
+            + (", carried in from the other tiles" if name in carried else "")
+            for name, j in plan.tile_scans)
     if plan.split is not None:
         looped += (f", {plan.split.reduce} split into {plan.split.parts} parts of "
                    f"{plan.split.span} per output tile")
@@ -298,7 +302,8 @@ def _emit_body(em: ValueEmitter, plan: KernelPlan, outputs, out_pointers, comput
         if k:
             rest = em.bind(f"{rest} // {plan.tiles_per_dim[k]}", "pid_rest")
     out_vars = [em.new_dim(f"i{k}", k, size, f"{tile_vars[k]} * {plan.tile_sizes[k]}",
-                           (plan.tiles_per_dim[k] - 1) * plan.tile_sizes[k] + plan.axis_blocks[k] - 1)
+                           (plan.tiles_per_dim[k] - 1) * plan.tile_sizes[k] + plan.axis_blocks[k] - 1,
+                           plan.tile_sizes[k])
                 for k, size in enumerate(plan.output_dims)]
     em.tile_dims = tuple(out_vars)
     names = [em.dims[v.index].name for v in out_vars]

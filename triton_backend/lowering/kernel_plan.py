@@ -107,7 +107,8 @@ class KernelPlan:
     dim, in the op's dim order); ``reduce_extents`` gives the sizes those axes walk.  With a
     ``reduction_chunk`` every reduction is looped in chunks of (at most) that many elements
     per axis.  ``tile_scans``: the scans (``tiling.policy.tile_scans``) computed along the
-    output dim they name, which the tile spans whole; they have no reduction axes.
+    output dim they name: with no reduction axes where the tile spans that dim whole, else
+    *carried*: their window axes reduce the one window next to the tile.
     """
 
     output_dims: tuple[int, ...]
@@ -136,9 +137,12 @@ def program_elements(computation: HloComputation, plan: KernelPlan) -> int:
     keeps only some axes of the iteration space)."""
     out_blocks = plan.axis_blocks[:len(plan.output_dims)]
     largest = math.prod(out_blocks)
+    scans = dict(plan.tile_scans)
     for name, axes in plan.reduce_axes:
         instr = computation.instruction(name)
         kept = math.prod(out_blocks)
+        if name in scans:  # a carried scan's window is reduced once, next to the tile
+            kept //= out_blocks[scans[name]]
         if instr.opcode == "reduce":
             operand = computation.instruction(instr.operands[0]).shape
             if isinstance(operand, ArrayShape) and operand.dims == plan.output_dims \
@@ -236,8 +240,8 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
     analysis = _tile_analysis(computation) if reducers else None
-    scans = _scans_along_tile(analysis, module, space, tile_sizes)
-    reducers = [n for n in reducers if n not in scans]
+    scans = _scans_along_tile(analysis, module, space)
+    reducers = [n for n in reducers if n not in _whole(scans, space, tile_sizes)]
     extents = [reduced_extents(computation, n) for n in reducers]
     persistent = persistent_extent(analysis, extents) if reducers else 1
     if reduction_chunk is None and persistent > MAX_PERSISTENT_REDUCTION:
@@ -299,26 +303,34 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
 
 
 def _scans_along_tile(analysis: SymbolicTiledFusion | None, module: HloModule | None,
-                      space: tuple[int, ...], tile_sizes: tuple[int, ...] | None
-                      ) -> dict[str, int]:
-    """The scans computed along the tile (``tiling.policy.tile_scans``): every one the
-    analysis finds when the tile sizes are the default's to choose, else those whose dim the
-    given tile spans whole (the others reduce their windows, as any reduce-window)."""
+                      space: tuple[int, ...]) -> dict[str, int]:
+    """The scans computed along the tile (``tiling.policy.tile_scans``), each with the output
+    dim it runs along."""
     if analysis is None or module is None or analysis.output_dims != space:
         return {}
-    scans = tile_scans(analysis, module)
+    return tile_scans(analysis, module)
+
+
+def _whole(scans: dict[str, int], space: tuple[int, ...],
+           tile_sizes: tuple[int, ...] | None) -> dict[str, int]:
+    """The ``scans`` the tile spans whole: those the given tile does, or, for the default's
+    tiles, those short enough for one (the others are carried across tiles)."""
     if tile_sizes is None:
-        return scans
+        return {name: j for name, j in scans.items()
+                if next_power_of_two(space[j]) <= MAX_PERSISTENT_REDUCTION}
     return {name: j for name, j in scans.items() if tile_sizes[j] >= space[j]}
 
 
-def _default_tile_sizes(space: tuple[int, ...], whole: set[int], budget: int) -> tuple[int, ...]:
+def _default_tile_sizes(space: tuple[int, ...], scanned: set[int], budget: int) -> tuple[int, ...]:
     """Powers of two filling ``budget`` elements from the minor-most dim (``choose_tiling``'s
-    fallback), the dims ``whole`` (scanned along the tile) taken whole first."""
-    spanned = math.prod(next_power_of_two(space[j]) for j in whole)
-    rest = tuple(1 if j in whole else n for j, n in enumerate(space))
+    fallback), the ``scanned`` dims (scans run along them) taken first: whole, or as long a
+    tile as a persistent reduction's when too long for one."""
+    spans = {j: space[j] if next_power_of_two(space[j]) <= MAX_PERSISTENT_REDUCTION
+             else MAX_PERSISTENT_REDUCTION for j in scanned}
+    spanned = math.prod(next_power_of_two(t) for t in spans.values())
+    rest = tuple(1 if j in spans else n for j, n in enumerate(space))
     sizes = choose_tiling(None, output_dims=rest, budget=max(1, budget // spanned)).tile_sizes
-    return tuple(space[j] if j in whole else t for j, t in enumerate(sizes))
+    return tuple(spans.get(j, t) for j, t in enumerate(sizes))
 
 
 def _chunk_budget(reduction_chunk: int | None, extents: tuple[int, ...]) -> int | None:

@@ -57,7 +57,9 @@ class IndexVar:
     """One dim variable of the kernel: ``name`` holds ``offset + arange(block)`` on ``axis``.
 
     Its values lie in ``[0, upper]`` (tile offsets are non-negative); ``extent`` is the size of
-    the dim it walks (lanes at or beyond it are masked).
+    the dim it walks (lanes at or beyond it are masked).  An output tile's variable also
+    knows its ``start`` (the text of its first index) and its ``tile`` size (lanes from
+    ``start + tile`` on belong to the next program).
     """
 
     name: str
@@ -65,6 +67,8 @@ class IndexVar:
     block: int
     extent: int
     upper: int
+    start: str | None = None
+    tile: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class ValueEmitter:
     #: persistent reduce over a dim one of them walks whole reduces along it
     #: (``reduction_rules._tile_dims``).
     tile_dims: tuple = ()
+    #: The scans ``kernel_plan`` computes along the tile (``rules.tile_scan``).
+    tile_scans: frozenset[str] = frozenset()
     #: The indexing analysis' output -> operand maps per instruction (``operand_indices``).
     index_maps: dict = field(default_factory=dict)
     #: Kernel axes of the indices each value identifier was first computed at (a value that
@@ -156,10 +162,11 @@ class ValueEmitter:
         return "[" + ", ".join(":" if a == axis else "None" for a in range(self.rank)) + "]"
 
     def new_dim(self, hint: str, axis: int, extent: int, start: str | None = None,
-                upper: int | None = None) -> DimExpr:
+                upper: int | None = None, tile: int | None = None) -> DimExpr:
         """A fresh dim variable ``start + arange(block)`` on ``axis`` (block from the axis).
 
-        ``upper`` bounds its values (default ``block - 1``, right when ``start`` is None).
+        ``upper`` bounds its values (default ``block - 1``, right when ``start`` is None);
+        ``tile``: an output tile's size along it.
         """
         block = self.axis_blocks[axis]
         name = self.names.fresh(hint)
@@ -168,7 +175,8 @@ class ValueEmitter:
             lanes = f"{lanes}.to(tl.int64)"
         base = lanes if start is None else f"({start} + {lanes})"
         self.emit(f"{name} = {base}{self.axis_view(axis)}")
-        self.dims.append(IndexVar(name, axis, block, extent, block - 1 if upper is None else upper))
+        self.dims.append(IndexVar(name, axis, block, extent, block - 1 if upper is None else upper,
+                                  start, tile))
         return d(len(self.dims) - 1)
 
     def new_symbol(self, expr_text: str, hint: str,

@@ -9,8 +9,9 @@ holes) the element is the init value, as XLA pads the operand with it.  Window d
 (``kernel_plan``), persistent or looped exactly as a reduce (``reduction_rules``); the
 cumulative-sum form (``size = n``, ``padding_low = n - 1``) is just a large window (an fp8
 one longer than 16 arrives as ``fusion.transforms.scan_tree``'s tree of windows of 16, the
-order XLA:CPU rounds in), unless the tile spans it whole: then it is one scan along the tile
-(``tile_scan``), which ``kernel_plan`` says by giving it no axes.
+order XLA:CPU rounds in), unless ``kernel_plan`` names it a scan along the tile
+(``tile_scan``): then the tile's lanes are one scan, and its window axes (none when the tile
+spans the scanned dim whole) reduce only the window next to the tile.
 """
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, a
 def lower_reduce_window(em: ValueEmitter, instr: HloInstruction,
                        indices: tuple[AffineExpr, ...]) -> Value:
     """Emit ``instr`` (a possibly variadic reduce-window) at its output ``indices``."""
-    if instr.name not in em.reduce_axes:  # a scan along the tile (kernel_plan)
-        return emit_tile_scan(em, instr, indices)
+    if instr.name in em.tile_scans:  # a scan along the tile (kernel_plan)
+        scanned = emit_tile_scan(em, instr, indices)
+        if scanned is not None:
+            return scanned
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     in_shape = array_shape(em.instruction(inputs[0]))

@@ -87,13 +87,21 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
 
 
 def with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
-                accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
+               accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
     """The result of ``instr``: its init values combined into ``accumulators`` (values, then
     validity flags) once with the masked ``combine``, 16-bit and 8-bit float results rounded
     to their declared type."""
-    arity = len(init_names)
+    return fold_in(em, instr, reduced_shape, accumulators,
+                   [em.scalar_value(name) for name in init_names], combine)
+
+
+def fold_in(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
+            accumulators: list[str], starts: Sequence[str], combine: str) -> Value:
+    """:func:`with_inits` with the values ``starts`` (broadcast to ``reduced_shape``) in place
+    of the init values: a carried scan starts from its output next to the tile."""
+    arity = len(starts)
     # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
-    init_values = [f"tl.broadcast_to({em.scalar_value(name)}, {reduced_shape})" for name in init_names]
+    init_values = [f"tl.broadcast_to({value}, {reduced_shape})" for value in starts]
     results = [em.names.fresh(f"{instr.name}_r{i}") for i in range(arity)]
     em.emit(f"{', '.join(results)}, _ = {combine}({', '.join(init_values)}, "
             f"tl.full({reduced_shape}, 1, tl.int8), {', '.join(accumulators)})")
@@ -472,4 +480,4 @@ def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
 
 
 __all__ = ["combine_function", "emit_reduction", "emit_sibling_reductions", "emit_tree_reduce",
-           "lower_reduce", "reduced_extents", "with_inits"]
+           "fold_in", "lower_reduce", "reduced_extents", "with_inits"]

@@ -1,18 +1,24 @@
 """A scan computed along the tile: one ``tl.associative_scan`` instead of a window per output.
 
-``kernel_plan`` gives a scan reduce-window no reduction axes when the tile spans its scanned
-dim whole (``tiling.policy.tile_scans``); it is then read at indices whose scanned dim is
-that tile's dim variable ``o``, walking ``[0, n_out)``.  Lane ``o`` holds the operand's
-element ``o - shift`` (``shift`` 1 for a forward exclusive scan, whose output ``o`` folds the
-elements before ``o``; 0 otherwise) and the scan along the tile's axis, forward or reverse,
-folds each lane with those before (after) it.  Lanes outside the operand (the exclusive
-scan's first or last, the padding of a block past ``n_out``) must not count: a sum gets the
+``kernel_plan`` names the scan reduce-windows it computes along the tile
+(``tiling.policy.tile_scans``); each is read at indices whose scanned dim is an output
+tile's dim variable ``o``.  Lane ``o`` holds the operand's element ``o - shift`` (``shift`` 1
+for a forward exclusive scan, whose output ``o`` folds the elements before ``o``; 0
+otherwise) and the scan along the tile's axis, forward or reverse, folds each lane with those
+before (after) it.  Lanes outside the operand (the exclusive scan's first or last, the padding
+of a block past ``n_out``, in a reverse scan the next tile's) must not count: a sum gets the
 additive identity (``-0.0``) there and scans with ``tl.cumsum`` (under the interpreter, a
 float one in XLA's blocks of 16: ``_cumsum``); any other reducer scans values and validity
 flags with the masked combiner, or with the plain one where every lane counts (a forward
-scan's padding comes after every real lane).  Then the init value is combined in once and 16-bit results
-rounded, as a reduction's (``reduction_rules``), so the numerics are a reduction's: 16-bit
-inputs fold in fp32.
+scan's padding comes after every real lane).
+
+Then what comes before the tile is folded in once, as a reduction folds its init
+(``reduction_rules.fold_in``; 16-bit inputs fold in fp32 and results are rounded): the init
+value where the tile spans the scanned dim whole (the plan gave the scan no axes), else the
+scan's own output next to the tile (at ``start - 1``, reverse: ``start + tile``), one window
+reduced on the plan's window axes as any reduce-window's: a row of ``n`` in tiles of ``T``
+reads ``n / T`` windows, not ``n``.  Outside the row that window is all padding, the init
+(which the plan made sure absorbs itself).
 """
 from __future__ import annotations
 
@@ -27,59 +33,81 @@ from triton_backend.lowering.emitter.value_emitter import (
     array_shape,
     element_type_of,
 )
-from triton_backend.lowering.rules.reduction_rules import combine_function, with_inits
+from triton_backend.lowering.rules.reduction_rules import combine_function, fold_in
 
 
 def emit_tile_scan(em: ValueEmitter, instr: HloInstruction,
-                   indices: tuple[AffineExpr, ...]) -> Value:
-    """Emit the scan ``instr`` (a reduce-window ``kernel_plan`` gave no axes) at ``indices``."""
+                   indices: tuple[AffineExpr, ...]) -> Value | None:
+    """Emit the scan ``instr`` along the tile at ``indices``; None when they are not the
+    tile's lanes (a carried scan's window next to the tile is reduced as any reduce-window)."""
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
     operand = array_shape(em.instruction(inputs[0]))
     scan = scan_window(instr.attr("window").dims, operand.dims)
     lane = _tile_lane(em, scan, indices)
-    if lane is None:
-        raise UnsupportedOpError(f"scan read at ({', '.join(map(str, indices))}), not along a "
-                                 f"tile that spans its dim whole", where=instr.name)
+    whole = instr.name not in em.reduce_axes
+    if lane is None or (whole and em.dims[lane.index].upper != em.dims[lane.index].block - 1):
+        if whole:
+            raise UnsupportedOpError(f"scan read at ({', '.join(map(str, indices))}), not along "
+                                     "a tile that spans its dim whole", where=instr.name)
+        return None
     var = em.dims[lane.index]
     shift = int(scan.exclusive and not scan.reverse)
     position = lane - shift if shift else lane
     operand_indices = tuple(position if k == scan.dim else e for k, e in enumerate(indices))
     shape = em.shape_of(indices)
-    valid = em.in_bounds((position,), (scan.length,))
+    valid = [em.in_bounds((position,), (scan.length,))]
+    if scan.reverse and not whole and var.tile != var.block:  # the next tile's lanes
+        valid.append(f"({var.name} - {var.start} < {var.tile})")
+    valid = " & ".join(f"({v})" for v in valid if v) or None
     values = [em.bind(f"tl.broadcast_to({_single(em.value(name, operand_indices), instr)}, "
                       f"{shape})", f"{instr.name}_in") for name in inputs]
-    axis, reverse = var.axis, ", reverse=True" if scan.reverse else ""
+    scanned = _scanned(em, instr, scan, values, valid, var.axis, shape)
+    if whole:
+        starts = [em.scalar_value(name) for name in inits]
+    else:  # the scan's own output next to the tile: the fold of every element before it
+        before = em.new_symbol(f"{var.start} + {var.tile}" if scan.reverse
+                               else f"{var.start} - 1", f"{instr.name}_next_to")
+        carried = em.value(instr.name, tuple(before if k == scan.dim else e
+                                             for k, e in enumerate(indices)))
+        starts = list(carried) if isinstance(carried, tuple) else [carried]
+    return fold_in(em, instr, shape, scanned, starts,
+                   combine_function(em, instr.attr("to_apply"), arity))
+
+
+def _scanned(em: ValueEmitter, instr: HloInstruction, scan: Scan, values: list[str],
+             valid: str | None, axis: int, shape: tuple[int, ...]) -> list[str]:
+    """``values`` scanned along ``axis``, the lanes where ``valid`` is false left out; the
+    scanned identifiers, then their validity flags."""
+    arity = len(values)
+    reverse = ", reverse=True" if scan.reverse else ""
     if _sums(em, instr, arity):
         identity = "-0.0" if element_type_of(instr).is_float else "0"
         summed = values[0] if valid is None else em.bind(
             f"tl.where({valid}, {values[0]}, {identity})", f"{instr.name}_in")
         scanned = [_cumsum(em, summed, shape, axis, scan.reverse, f"{instr.name}_scan",
                            blocked=em.tree_reductions and element_type_of(instr).is_float)]
-        flags = em.bind(f"tl.full({shape}, 1, tl.int8)", f"{instr.name}_valid")
     elif valid is None or not (scan.reverse or scan.exclusive):
         plain = combine_function(em, instr.attr("to_apply"), arity, masked=False)
         scanned = _scan(em, instr, values, axis, plain, reverse)
-        flags = em.bind(f"tl.full({shape}, 1, tl.int8)", f"{instr.name}_valid")
     else:
         flag = em.bind(f"tl.broadcast_to(({valid}).to(tl.int8), {shape})", f"{instr.name}_lane")
         masked = combine_function(em, instr.attr("to_apply"), arity)
-        *scanned, flags = _scan(em, instr, [*values, flag], axis, masked, reverse)
-    return with_inits(em, instr, shape, [*scanned, flags], inits,
-                      combine_function(em, instr.attr("to_apply"), arity))
+        return _scan(em, instr, [*values, flag], axis, masked, reverse)
+    return [*scanned, em.bind(f"tl.full({shape}, 1, tl.int8)", f"{instr.name}_valid")]
 
 
 def _tile_lane(em: ValueEmitter, scan: Scan | None,
                indices: tuple[AffineExpr, ...]) -> DimExpr | None:
-    """The tile's dim variable indexing the scanned dim, walking its ``n_out`` outputs whole
-    (one tile: its lanes start at 0), or None."""
+    """The output tile's dim variable indexing the scanned dim, walking its ``n_out``
+    outputs, or None."""
     if scan is None:
         return None
     lane = indices[scan.dim]
     if not isinstance(lane, DimExpr):
         return None
     var = em.dims[lane.index]
-    if var.extent != scan.length + scan.exclusive or var.upper != var.block - 1:
+    if var.extent != scan.length + scan.exclusive or var.tile is None:
         return None
     return lane
 
