@@ -223,6 +223,14 @@ def _torch_programs():
     def matmul(a, b):
         return a @ b
 
+    def cumsum(x):
+        return torch.cumsum(x, dim=-1)
+
+    def top_p_mask(logits, p=0.9):
+        probs = torch.softmax(logits.float(), dim=-1)
+        before = torch.cumsum(probs, dim=-1) - probs
+        return torch.where(before < p, logits, torch.full_like(logits, float("-inf")))
+
     def llama_block(x, attn_norm, w_q, w_k, w_v, w_o, mlp_norm, w_gate, w_up, w_down):
         batch, seq, d = x.shape
         head_dim = 128
@@ -258,7 +266,7 @@ def _torch_programs():
             "attention_gqa_sliding_window": attention_gqa_sliding_window,
             "attention_causal": attention_causal, "attention": attention,
             "gpt2_block": gpt2_block, "llama_block": llama_block, "bias_grad": bias_grad,
-            "global_norm": global_norm}
+            "global_norm": global_norm, "cumsum": cumsum, "top_p_mask": top_p_mask}
 
 
 def torch_program(name: str):

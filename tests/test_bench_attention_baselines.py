@@ -1,6 +1,7 @@
-"""bench/gpu_runtime's eager PyTorch forms of the attention bench programs compute what the
-programs' JAX functions (bench/programs/generate.py) compute: causal or not, and the grouped
-sliding window, at small sizes in f32 (the GPU timings compare against these)."""
+"""bench/gpu_runtime's eager PyTorch forms of the attention and scan bench programs compute
+what the programs' JAX functions (bench/programs/generate.py) compute: causal or not, the
+grouped sliding window, the cumulative sum and top-p's mask, at small sizes in f32 (the GPU
+timings compare against these)."""
 from __future__ import annotations
 
 import importlib.util
@@ -31,7 +32,8 @@ def _load(path: Path, name: str):
 SHAPES = {"attention_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
           "attention_causal_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
           "attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512":
-              [(1, 4, 600, 16), (1, 2, 600, 16), (1, 2, 600, 16)]}
+              [(1, 4, 600, 16), (1, 2, 600, 16), (1, 2, 600, 16)],
+          "cumsum_f32_4096x4096": [(4, 300)], "top_p_mask_bf16_64x32000": [(4, 300)]}
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

@@ -166,6 +166,14 @@ def programs():
     def global_norm(g):  # gradient clipping's norm: a whole tensor to one number
         return jnp.sqrt(jnp.sum(jnp.square(g)))
 
+    def cumsum(x):
+        return jnp.cumsum(x, axis=-1)
+
+    def top_p_mask(logits, p=0.9):  # nucleus sampling over logits sorted high to low
+        probs = jax.nn.softmax(logits.astype(f32), axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs  # the probability of the tokens before
+        return jnp.where(before < p, logits, -jnp.inf)
+
     def gelu(x):
         return jax.nn.gelu(x, approximate=True)
 
@@ -296,6 +304,8 @@ def programs():
         cross_entropy_one_hot, (arg((4096, 8192), bf16), arg((4096,), jnp.int32)))
     out["bias_grad_bf16_8192x768"] = (bias_grad, (arg((8192, 768), bf16),))
     out["global_norm_f32_4096x8192"] = (global_norm, (arg((4096, 8192), f32),))
+    out["cumsum_f32_4096x4096"] = (cumsum, (arg((4096, 4096), f32),))
+    out["top_p_mask_bf16_64x32000"] = (top_p_mask, (arg((64, 32000), bf16),))
     out["gelu_bf16_6x512x4096"] = (gelu, (arg((6, 512, 4096), bf16),))
     out["gelu_f32_4096x4096"] = (gelu, (arg((4096, 4096), f32),))
     out["swiglu_bf16_4096x4096"] = (swiglu, (arg((4096, 4096), bf16), arg((4096, 4096), bf16)))

@@ -36,7 +36,7 @@ def test_every_program_is_committed_parses_and_has_an_xla_cpu_count():
     for family in ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy", "gelu",
                    "swiglu", "matmul_bias_gelu", "attention_causal_f32", "attention_causal_bf16",
                    "attention_bf16", "attention_gqa_sliding_window", "gpt2_block",
-                   "matmul_bf16", "llama_block"):
+                   "matmul_bf16", "llama_block", "cumsum", "top_p_mask"):
         assert any(n.startswith(family) for n in names), family
     for name in names:
         module = parse_hlo((PROGRAMS / f"{name}.hlo").read_text())

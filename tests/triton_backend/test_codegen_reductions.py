@@ -103,6 +103,18 @@ def test_large_reductions_are_looped_automatically():
     assert compiled.reduction_chunk is not None and "for r_r_0_start in range(0, 100000," in compiled.source
 
 
+def test_a_row_tile_past_the_persistent_limit_keeps_its_loop_chunks():
+    # A softmax over rows of 32,000 in one tile per row: the tile alone is past the limit
+    # of a persistent reduction, so shrinking the max's and the sum's chunks cannot make
+    # the program smaller (they were shrunk to 1, a row walked one element at a time).
+    text = fm(["f32[2,32000]"], SOFTMAX.replace("3,100", "2,32000").replace("[3]", "[2]")
+              .format(t="f32"), "f32[2,32000]", reducers("f32"))
+    module = parse_hlo(text)
+    plan = plan_kernel(module.computation("f"), (2, 32000), (1, 32000), module=module)
+    assert plan.reduction_chunk == DEFAULT_REDUCTION_CHUNK
+    assert plan.axis_blocks[2:] == (DEFAULT_REDUCTION_CHUNK,)  # the max and sum share one axis
+
+
 WINDOWS = {
     "strided": ("f32[7,9]", "size=2x3 stride=2x2", "f32[3,4]", "max", "-inf"),
     "padded": ("f32[5,6]", "size=3x2 pad=1_1x0_1", "f32[5,6]", "add", "0"),

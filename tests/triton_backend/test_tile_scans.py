@@ -3,6 +3,7 @@ reduce-windows qualify, and the kernels against the reference evaluator under th
 interpreter, as rendered for it and for a GPU."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fusion.text.parser import parse_hlo
@@ -10,7 +11,7 @@ from tests.triton_backend.fusion_check import run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 from tiling.policy.tile_scans import tile_scans
-from tiling.policy.limits import MAX_PERSISTENT_REDUCTION
+from tiling.policy.limits import CARRIED_SCAN_TILE
 from triton_backend.lowering import kernel_plan
 from triton_backend.lowering.kernel_plan import plan_kernel
 
@@ -90,6 +91,35 @@ def test_a_scan_along_the_tile_needs_an_init_that_absorbs_itself(reducer, init, 
     assert scans_of(text) == ({"c": 1} if found else {})
 
 
+WRAPPED = """HloModule m
+{reducers}
+f {{
+  p0 = f32[3,300] parameter(0)
+  p1 = f32[] parameter(1)
+  ROOT c = f32[3,300] reduce-window(p0, p1), window={{size=1x300 pad=0_0x299_0}}, to_apply=add
+}}
+
+ENTRY e {{
+  x0 = f32[3,300] parameter(0)
+  {init}
+  ROOT fusion = f32[3,300] fusion(x0, z), kind=kLoop, calls=f
+}}
+"""
+
+
+@pytest.mark.parametrize("init,found", [("z = f32[] constant(0)", True),
+                                        ("z = f32[] parameter(1)", False)])
+def test_an_init_passed_in_by_the_calling_fusion_is_checked_there(init, found):
+    # JAX's cumsum reaches the backend as a single-op fusion whose init is a parameter.
+    text = WRAPPED.format(reducers=REDUCERS.format(t="f32"), init=init)
+    assert scans_of(text) == ({"c": 1} if found else {})
+    if found:  # the kernel is for this module: its init is the caller's 0
+        x = np.random.default_rng(0).standard_normal((3, 300)).astype(np.float32)
+        compiled = run_and_compare(text, exact=False, reduction_length=300,
+                                   arrays=[x, np.float32(0)])
+        assert "tl.cumsum(" in compiled.source
+
+
 def test_the_default_tile_spans_the_scan_and_explicit_tiles_decide():
     module = parse_hlo(scan_text("f32", 300))
     computation = module.computation("f")
@@ -103,10 +133,10 @@ def test_the_default_tile_spans_the_scan_and_explicit_tiles_decide():
     assert carried.tile_scans == (("c", 1),) and carried.reduce_axes[0][0] == "c"
 
 
-def test_a_row_longer_than_a_tile_is_scanned_in_tiles_of_a_persistent_reductions_length():
+def test_a_row_longer_than_a_tile_is_scanned_in_carried_tiles():
     module = parse_hlo(scan_text("f32", 20000, rows=2))
     plan = plan_kernel(module.computation("f"), (2, 20000), module=module)
-    assert plan.tile_sizes == (1, MAX_PERSISTENT_REDUCTION) and plan.tile_scans == (("c", 1),)
+    assert plan.tile_sizes == (1, CARRIED_SCAN_TILE) and plan.tile_scans == (("c", 1),)
     assert plan.reduce_axes[0][0] == "c" and plan.reduction_chunk is not None
 
 
@@ -174,8 +204,9 @@ def test_a_tile_spanning_part_of_the_scan_carries_in_the_window_next_to_it(kind,
 
 def test_a_long_row_is_scanned_tile_by_tile(monkeypatch):
     # The evaluator's windows of a really long row do not fit this machine's memory: the
-    # plan's limit is lowered instead, so a row of 1,000 takes 4 tiles of 256.
-    monkeypatch.setattr(kernel_plan, "MAX_PERSISTENT_REDUCTION", 256)
+    # plan's limits are lowered instead, so a row of 1,000 takes 4 tiles of 256.
+    monkeypatch.setattr(kernel_plan, "MAX_PERSISTENT_REDUCTION", 512)
+    monkeypatch.setattr(kernel_plan, "CARRIED_SCAN_TILE", 256)
     compiled = run_and_compare(scan_text("f32", 1000, "reverse_exclusive", rows=2), exact=False,
                                reduction_length=1000)
     assert compiled.tile_sizes == (1, 256) and "carried in" in compiled.source

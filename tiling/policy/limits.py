@@ -46,6 +46,10 @@ def grid_limit_problem(grid: Sequence[int]) -> str | None:
 MAX_PERSISTENT_REDUCTION = 1 << 14
 #: Largest chunk (elements per iteration) the candidates try for a looped reduction.
 MAX_REDUCTION_CHUNK = 4096
+#: Tile along a scanned dim too long for one tile (``tiling.policy.tile_scans``): each tile
+#: also reduces the window before it, so a [64, 32000] f32 cumsum in tiles of 16,384 took
+#: 128 registers and spilled on sm_80; in tiles of 8,192 it does not.
+CARRIED_SCAN_TILE = 1 << 13
 #: Chunk of a looped reduction nobody chose (the kernel planner's, and explicit tile sizes').
 DEFAULT_REDUCTION_CHUNK = 1024
 

@@ -92,8 +92,9 @@ def _init_absorbs_itself(instr: HloInstruction, computation: HloComputation,
                          module: HloModule) -> bool:
     """Whether ``instr``'s inits are constants that its reducer maps ``(init, init)`` to
     (bit for bit), so that folding them in once is folding them in any number of times."""
-    inits = [computation.instruction(n) for n in instr.operands[len(instr.operands) // 2:]]
-    if not all(i.has_attr("literal") and isinstance(i.shape, ArrayShape) for i in inits):
+    inits = [_constant(computation.instruction(n), computation, module)
+             for n in instr.operands[len(instr.operands) // 2:]]
+    if not all(i is not None and isinstance(i.shape, ArrayShape) for i in inits):
         return False
     values = [literal_array(i.attr("literal"), numpy_dtype(i.shape)).reshape(i.shape.dims)
               for i in inits]
@@ -102,6 +103,22 @@ def _init_absorbs_itself(instr: HloInstruction, computation: HloComputation,
     except FusionCompilerError:
         return False
     return all(np.asarray(a).tobytes() == v.tobytes() for a, v in zip(folded, values))
+
+
+def _constant(instr: HloInstruction, computation: HloComputation,
+              module: HloModule) -> HloInstruction | None:
+    """``instr`` if it is a constant, or the constant the one fusion calling ``computation``
+    passes in as parameter ``instr`` (a wrapped reduce-window's init arrives so); else None."""
+    if instr.has_attr("literal"):
+        return instr
+    if not instr.has_attr("parameter_number"):
+        return None
+    callers = [(c, f) for c, f in module.fusions() if f.attr("calls") == computation.name]
+    if len(callers) != 1:
+        return None
+    caller, fusion = callers[0]
+    operand = caller.instruction(fusion.operands[instr.attr("parameter_number")])
+    return operand if operand.has_attr("literal") else None
 
 
 def _output_dim(node: SymbolicNode, dim: int, output_dims: tuple[int, ...]) -> int | None:

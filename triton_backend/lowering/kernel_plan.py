@@ -40,6 +40,7 @@ from tiling.policy.choice import choose_tiling
 from tiling.policy.legality import reduced_extent
 from tiling.policy.tile_scans import tile_scans
 from tiling.policy.limits import (
+    CARRIED_SCAN_TILE,
     DEFAULT_REDUCTION_CHUNK,
     MAX_PERSISTENT_REDUCTION,
     MIN_SPLIT_ELEMENTS,
@@ -213,20 +214,27 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     per reduced dim and are not split: the interpreter pays milliseconds per program and per
     loop trip, not per element, so a sum of 1000 x 1000 is one program of one trip there.
     """
-    limit = MAX_PERSISTENT_REDUCTION
     gpu_blocks = target_elements <= MAX_PERSISTENT_REDUCTION
     plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
                  target_elements, split_parts, None, gpu_blocks, module)
-    if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= limit:
+    if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= _limit(plan):
         return plan
     chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
     cap = chunk
     while True:
         plan = _plan(computation, output_dims, tile_sizes, chunk, index_bits, target_elements,
                      split_parts, cap, True, module)
-        if cap == 1 or program_elements(computation, plan) <= limit:
+        if cap == 1 or program_elements(computation, plan) <= _limit(plan):
             return plan
         cap //= 2
+
+
+def _limit(plan: KernelPlan) -> int:
+    """The most elements a program's reductions may hold at once: a persistent reduction's,
+    or the output tile's where that is larger (a softmax over rows of 32,000 in one tile:
+    its loops keep chunks of 4,096, where shrinking them could not make the program
+    smaller and walked the row one element at a time)."""
+    return max(MAX_PERSISTENT_REDUCTION, math.prod(plan.axis_blocks[:len(plan.output_dims)]))
 
 
 def _plan(computation: HloComputation, output_dims: tuple[int, ...],
@@ -323,10 +331,10 @@ def _whole(scans: dict[str, int], space: tuple[int, ...],
 
 def _default_tile_sizes(space: tuple[int, ...], scanned: set[int], budget: int) -> tuple[int, ...]:
     """Powers of two filling ``budget`` elements from the minor-most dim (``choose_tiling``'s
-    fallback), the ``scanned`` dims (scans run along them) taken first: whole, or as long a
-    tile as a persistent reduction's when too long for one."""
+    fallback), the ``scanned`` dims (scans run along them) taken first: whole, or in tiles
+    of ``CARRIED_SCAN_TILE`` when too long for one."""
     spans = {j: space[j] if next_power_of_two(space[j]) <= MAX_PERSISTENT_REDUCTION
-             else MAX_PERSISTENT_REDUCTION for j in scanned}
+             else CARRIED_SCAN_TILE for j in scanned}
     spanned = math.prod(next_power_of_two(t) for t in spans.values())
     rest = tuple(1 if j in spans else n for j, n in enumerate(space))
     sizes = choose_tiling(None, output_dims=rest, budget=max(1, budget // spanned)).tile_sizes
