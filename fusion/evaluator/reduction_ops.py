@@ -10,8 +10,11 @@ because there is none; the tree makes the cost log2(n) computation calls.
 
 8-bit float reductions instead combine in XLA:CPU's own order
 (``fusion.analysis.xla_reduction_order``: sequential folds from the init value, windows of 32
-for long reduces, a tree of 16-wide scans for scans longer than 16), since an fp8 sum changes
-with the order in most results.
+for long reduces), since an fp8 sum changes with the order in most results.  A scan (a
+cumulative sum's reduce-window) of any type folds as XLA:CPU does (``xla_order_scan``): each
+window in order from the init value, and past 16 elements in a tree of 16-wide scans.  So it
+has XLA's bits, and costs time and memory linear in its length, where the windows of a row
+of ``n`` would stack ``n^2`` elements (a 64 x 32,000 cumsum: 65G).
 
 >>> fold = lambda arrays: (arrays[0] + arrays[1],)
 >>> [int(v) for v in tree_fold(fold, [np.array(0)], [np.arange(5)])]
@@ -130,11 +133,10 @@ def xla_order_scan(combine: Combine, init: np.ndarray, x: np.ndarray, reverse: b
 
 
 def _ordered_scan(instr: Any, inputs: list) -> Scan | None:
-    """The scan XLA:CPU rewrites as a tree that ``instr`` is (one fp8 input), else None."""
-    if len(inputs) != 1 or not folds_in_xla_order(instr.shape.element_type) or not inputs[0].size:
+    """The scan ``instr`` is (one input), which XLA:CPU folds in its order, else None."""
+    if len(inputs) != 1 or not inputs[0].size:
         return None
-    scan = scan_window(instr.attr("window").dims, inputs[0].shape)
-    return scan if scan is not None and scan.tree else None
+    return scan_window(instr.attr("window").dims, inputs[0].shape)
 
 
 def _combiner(ev: Any, instr: Any, key: str = "to_apply") -> Combine:

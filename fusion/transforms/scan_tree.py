@@ -1,16 +1,21 @@
-"""Long 8-bit float scans as XLA:CPU computes them: a tree of 16-wide scans.
+"""Long scans whose result XLA:CPU's tree of 16-wide scans changes, computed as that tree.
 
 XLA:CPU's ``ReduceWindowRewriter`` rewrites a scan (a cumulative sum's reduce-window, see
 ``fusion.analysis.xla_reduction_order.scan_window``) longer than ``SCAN_BASE`` = 16 into
 pad, reshape to columns of 16, a 16-wide scan of each column, an exclusive scan of the
 column totals (itself rewritten while longer than 16), and ``to_apply(column_scan,
-prefix)``.  An fp8 sum rounds after every add, so that order decides the result.  The
-reference evaluator follows the tree itself; kernels get the same ops here, each of which
+prefix)``.  The reference evaluator follows the tree for every scan longer than 16
+(``fusion.evaluator.reduction_ops.xla_order_scan``); kernels fold their own way (a scan along
+the tile, ``tiling.policy.tile_scans``) where the result is the same but for rounding, and
+take the tree where it is not: an fp8 sum rounds after every add, so the order decides it,
+and a window counts its init once per padding position, so an init that its reducer does
+not fold into itself (``scan_inits``: a sum from 3) counts another number of times in the
+tree, which XLA computes. kernels get the same ops here, each of which
 they already fold in XLA's order (a reduce-window of at most 16 folds sequentially from
 init), with the reducer inlined as elementwise ops in place of XLA's ``map`` (which no kernel
 emits).  The scan dim is split in place, where XLA transposes it last: the same values.
-Only fp8 scans are rewritten (other types keep their single reduce-window); a scan whose
-reducer is not elementwise scalar ops is left as it is.
+Other scans keep their single reduce-window, as does a scan whose reducer is not elementwise
+scalar ops.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -24,9 +29,9 @@ reducer is not elementwise scalar ops is left as it is.
 ...   z = f8e4m3fn[] constant(0)
 ...   ROOT r = f8e4m3fn[3,40] reduce-window(x, z), window={size=1x40 pad=0_0x39_0}, to_apply=add
 ... }''')
->>> [i.opcode for i in rewrite_fp8_scans(m).entry][2:8]
+>>> [i.opcode for i in rewrite_tree_scans(m).entry][2:8]
 ['pad', 'reshape', 'reduce-window', 'slice', 'reshape', 'reduce-window']
->>> rewrite_fp8_scans(m).entry.root.name, rewrite_fp8_scans(m).entry.root.opcode
+>>> rewrite_tree_scans(m).entry.root.name, rewrite_tree_scans(m).entry.root.opcode
 ('r', 'slice')
 """
 from __future__ import annotations
@@ -39,11 +44,13 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from fusion.transforms.map_inlining import inline_scalar_computation, is_scalar_elementwise
+from fusion.transforms.scan_inits import init_absorbs_itself
 
 
-def rewrite_fp8_scans(module: HloModule) -> HloModule:
-    """``module`` with every fp8 scan longer than ``SCAN_BASE`` rewritten as XLA:CPU's tree
-    (the module itself when it has none)."""
+def rewrite_tree_scans(module: HloModule) -> HloModule:
+    """``module`` with every scan longer than ``SCAN_BASE`` whose result the tree changes
+    (fp8, or an init its reducer does not absorb) rewritten as XLA:CPU's tree (the module
+    itself when it has none)."""
     taken = {i.name for c in module.computations for i in c}
     comps = tuple(_rewritten(c, module, taken) for c in module.computations)
     if all(new is old for new, old in zip(comps, module.computations)):
@@ -64,15 +71,17 @@ def _rewritten(comp: HloComputation, module: HloModule, taken: set[str]) -> HloC
 def _tree_scan(instr: HloInstruction, comp: HloComputation, module: HloModule,
                taken: set[str]) -> list[HloInstruction] | None:
     """The instructions replacing ``instr`` (the last one named as it), or None when it is
-    not an fp8 scan XLA rewrites or its reducer cannot be inlined."""
+    not a scan whose tree XLA computes differently or its reducer cannot be inlined."""
     if not traits(instr.opcode).reduction or not instr.has_attr("window") \
-            or len(instr.operands) != 2 or not isinstance(instr.shape, ArrayShape) \
-            or not folds_in_xla_order(instr.shape.element_type):
+            or len(instr.operands) != 2 or not isinstance(instr.shape, ArrayShape):
         return None
     operand = comp.instruction(instr.operands[0]).array_shape
     scan = scan_window(instr.attr("window").dims, operand.dims)
     reducer = module.computation(instr.attr("to_apply"))
     if scan is None or not scan.tree or not _inlinable(reducer):
+        return None
+    if not folds_in_xla_order(instr.shape.element_type) \
+            and init_absorbs_itself(instr, comp, module):
         return None
     builder = _Builder(instr, reducer, taken)
     builder.scan(instr.operands[0], operand.dims, scan)
@@ -170,4 +179,4 @@ class _Builder:
         return ops[-1].name
 
 
-__all__ = ["rewrite_fp8_scans"]
+__all__ = ["rewrite_tree_scans"]

@@ -7,7 +7,9 @@ import numpy as np
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.ir.hlo_module import HloModule
+from fusion.evaluator.constant_ops import literal_array
+from fusion.evaluator.numerics import numpy_dtype
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 
 TORCH = {"pred": torch.bool, "s8": torch.int8, "s16": torch.int16, "s32": torch.int32,
@@ -66,6 +68,21 @@ def random_array(shape: ArrayShape, rng: np.random.Generator) -> np.ndarray:
         return (parts[0] + 1j * parts[1]).astype(t.numpy_name)
     import ml_dtypes  # noqa: F401
     return rng.standard_normal(shape.dims).astype(np.float32).astype(t.numpy_name)
+
+
+def call_site_arrays(caller: HloComputation, fusion: HloInstruction, params,
+                     rng: np.random.Generator) -> list[np.ndarray]:
+    """Inputs for ``fusion``'s parameters ``params``: the constants its call site in
+    ``caller`` passes (the kernel may rely on them: a scan's init), else random arrays."""
+    arrays = []
+    for operand, p in zip(fusion.operands, params):
+        given = caller.instruction(operand)
+        if given.has_attr("literal") and isinstance(given.shape, ArrayShape):
+            arrays.append(literal_array(given.attr("literal"), numpy_dtype(given.shape))
+                          .reshape(given.shape.dims))
+        else:
+            arrays.append(random_array(p.shape, rng))
+    return arrays
 
 
 def to_torch(a: np.ndarray, dtype: str) -> torch.Tensor:

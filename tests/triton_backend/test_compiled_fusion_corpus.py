@@ -14,8 +14,8 @@ from fusion.text.parser import parse_hlo
 from fusion.ir.shape import TupleShape
 from tests.triton_backend.fusion_check import (
     assert_matches,
+    call_site_arrays,
     fusion_module,
-    random_array,
     to_numpy,
     to_torch,
 )
@@ -32,12 +32,12 @@ def _fusions():
         program = os.path.basename(path)[: -len(".after.hlo")]
         with open(path) as f:
             module = parse_hlo(f.read())
-        for _, instr in module.fusions():
-            yield pytest.param(module, instr, id=f"{program}:{instr.name}")
+        for caller, instr in module.fusions():
+            yield pytest.param(module, caller, instr, id=f"{program}:{instr.name}")
 
 
-@pytest.mark.parametrize("module,instr", list(_fusions()))
-def test_corpus_fusion(module, instr, request):
+@pytest.mark.parametrize("module,caller,instr", list(_fusions()))
+def test_corpus_fusion(module, caller, instr, request):
     fusion_id = request.node.callspec.id
     if fusion_id in UNSUPPORTED:
         with pytest.raises(UnsupportedOpError, match=UNSUPPORTED[fusion_id]):
@@ -46,7 +46,7 @@ def test_corpus_fusion(module, instr, request):
     compiled = compile_fusion(module, instr)
     params = module.computation(instr.attr("calls")).parameters
     rng = np.random.default_rng(1)
-    arrays = [random_array(p.shape, rng) for p in params]
+    arrays = call_site_arrays(caller, instr, params, rng)
     want = evaluate(fusion_module(module, instr.name), *arrays)
     got = compiled(*[to_torch(a, p.shape.dtype) for a, p in zip(arrays, params)])
     outs = instr.shape.elements if isinstance(instr.shape, TupleShape) else (instr.shape,)

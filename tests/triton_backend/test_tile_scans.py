@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
@@ -13,6 +15,7 @@ from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 from tiling.policy.tile_scans import tile_scans
 from tiling.policy.limits import CARRIED_SCAN_TILE
 from triton_backend.lowering import kernel_plan
+from triton_backend import compile_hlo
 from triton_backend.lowering.kernel_plan import plan_kernel
 
 REDUCERS = """add {{ a = {t}[] parameter(0)
@@ -186,8 +189,21 @@ def test_a_scan_summed_over_its_other_dim():
 
 @pytest.mark.parametrize("kind", ["exclusive", "reverse"])
 def test_a_sum_from_a_nonzero_init_reduces_windows(kind):
-    compiled = run_and_compare(scan_text("s32", 40, kind, "add", "3"), exact=True)
+    # Up to 16 long: one reduce-window, as XLA computes it (longer: its tree, below).
+    compiled = run_and_compare(scan_text("s32", 16, kind, "add", "3"), exact=True)
     assert "tl.cumsum(" not in compiled.source
+
+
+@pytest.mark.parametrize("kind", ["exclusive", "reverse"])
+def test_a_long_sum_from_a_nonzero_init_is_xla_cpus_tree(kind):
+    # A window counts its init once per padding position, XLA's tree of 16-wide scans
+    # another number of times: compile_hlo rewrites the scan as that tree, whose windows of
+    # at most 16 its kernels reduce, and the evaluator follows the same tree.
+    text = scan_text("s32", 40, kind, "add", "3")
+    x = np.random.default_rng(1).integers(-6, 7, (3, 40)).astype(np.int32)
+    (want,) = evaluate(parse_hlo(text), x)
+    (got,) = compile_hlo(text)(torch.from_numpy(x))
+    np.testing.assert_array_equal(got.numpy(), want)
 
 
 @pytest.mark.parametrize("kind", sorted(SCANS))

@@ -15,7 +15,7 @@ tile, one window reduced per program (``kernel_plan`` decides which form).
 Padding positions of a window count as its init value, so a scan folds its init once per
 padding position it covers (``n - 1 - o`` of them at output ``o`` of a forward one) and once
 more; along the tile it is folded in once.  The two agree when the init folded with itself
-is itself (0 for a sum, any value for a maximum): that is checked on the reducer.  It also
+is itself (0 for a sum, any value for a maximum: ``fusion.transforms.scan_inits``).  It also
 needs the scan to be read, wherever the fusion reads it, with its scanned dim indexed by
 one output dim ``j`` of the fusion alone (``d_j`` exactly: not shifted, reversed or sliced,
 so the tile's lanes are the scan's elements), ``d_j`` walking the scanned dim whole.  8-bit
@@ -41,16 +41,11 @@ float scans are left out: their sums round after every add, so they fold in XLA:
 """
 from __future__ import annotations
 
-import numpy as np
-
 from fusion.analysis.xla_reduction_order import folds_in_xla_order, scan_window
-from fusion.errors import FusionCompilerError
-from fusion.evaluator.constant_ops import literal_array
-from fusion.evaluator.interpreter import Evaluator, flatten_value
-from fusion.evaluator.numerics import numpy_dtype
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import traits
+from fusion.transforms.scan_inits import init_absorbs_itself
 from tiling.maps.affine_expr import DimExpr
 from tiling.maps.expr_variables import used_variables
 from tiling.maps.interval import Interval
@@ -67,8 +62,8 @@ def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, in
     found = {}
     for name, uses in nodes.items():
         dim = _scan_dim(uses[0].instruction, analysis)
-        if dim is None or not _init_absorbs_itself(uses[0].instruction, analysis.computation,
-                                                   module):
+        if dim is None or not init_absorbs_itself(uses[0].instruction, analysis.computation,
+                                                  module):
             continue
         along = {_output_dim(node, dim, analysis.output_dims) for node in uses}
         if len(along) == 1 and None not in along:
@@ -86,39 +81,6 @@ def _scan_dim(instr: HloInstruction, analysis: SymbolicTiledFusion) -> int | Non
         return None
     scan = scan_window(instr.attr("window").dims, operand.dims)
     return None if scan is None else scan.dim
-
-
-def _init_absorbs_itself(instr: HloInstruction, computation: HloComputation,
-                         module: HloModule) -> bool:
-    """Whether ``instr``'s inits are constants that its reducer maps ``(init, init)`` to
-    (bit for bit), so that folding them in once is folding them in any number of times."""
-    inits = [_constant(computation.instruction(n), computation, module)
-             for n in instr.operands[len(instr.operands) // 2:]]
-    if not all(i is not None and isinstance(i.shape, ArrayShape) for i in inits):
-        return False
-    values = [literal_array(i.attr("literal"), numpy_dtype(i.shape)).reshape(i.shape.dims)
-              for i in inits]
-    try:
-        folded = flatten_value(Evaluator(module).call(instr.attr("to_apply"), values + values))
-    except FusionCompilerError:
-        return False
-    return all(np.asarray(a).tobytes() == v.tobytes() for a, v in zip(folded, values))
-
-
-def _constant(instr: HloInstruction, computation: HloComputation,
-              module: HloModule) -> HloInstruction | None:
-    """``instr`` if it is a constant, or the constant the one fusion calling ``computation``
-    passes in as parameter ``instr`` (a wrapped reduce-window's init arrives so); else None."""
-    if instr.has_attr("literal"):
-        return instr
-    if not instr.has_attr("parameter_number"):
-        return None
-    callers = [(c, f) for c, f in module.fusions() if f.attr("calls") == computation.name]
-    if len(callers) != 1:
-        return None
-    caller, fusion = callers[0]
-    operand = caller.instruction(fusion.operands[instr.attr("parameter_number")])
-    return operand if operand.has_attr("literal") else None
 
 
 def _output_dim(node: SymbolicNode, dim: int, output_dims: tuple[int, ...]) -> int | None:

@@ -49,7 +49,7 @@ from fusion.text.printer import print_hlo
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
 from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.reducer_inlining import inline_reducer_fusions
-from fusion.transforms.scan_tree import rewrite_fp8_scans
+from fusion.transforms.scan_tree import rewrite_tree_scans
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
 from triton_backend.host.input_validation import parameter_label, torch_dtype
@@ -211,7 +211,7 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     # (XLA:CPU's scan trees hold them) becomes its to_apply's ops on arrays.  A long fp8
     # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
     # or not: every kernel runs what this returns).
-    source = rewrite_fp8_scans(inline_maps(inline_reducer_fusions(_parse(text_or_module))))
+    source = rewrite_tree_scans(inline_maps(inline_reducer_fusions(_parse(text_or_module))))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:
