@@ -55,7 +55,9 @@ def eval_bitcast(ev: Any, instr: Any, args: list) -> np.ndarray:
         target = result.element_type.numpy_dtype()
         if np.asarray(operand).dtype.itemsize != target.itemsize:
             raise op_error(instr, "bitcast between element types of different widths")
-        return np.ascontiguousarray(operand).view(target)
+        # np.ascontiguousarray would make a rank-0 operand rank 1 (a sort's comparator,
+        # called on two scalars, then returned [True] where () was declared).
+        return np.array(operand, order="C", copy=None).view(target)
     source_order = _physical_order(source, instr)
     result_order = _physical_order(result, instr)
     buffer = np.transpose(operand, source_order).reshape(-1)

@@ -311,3 +311,19 @@ def test_a_comparator_bitcasting_scalars_runs_on_whole_arrays():
     keys = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
     want = np.take_along_axis(x, np.argsort(keys, axis=1, kind="stable"), axis=1)
     assert got.tobytes() == want.tobytes()
+
+
+def test_the_bitcasting_comparator_sorts_rows_too_long_to_compare_pairwise(monkeypatch):
+    # Found by the differential fuzzer: past the pairwise limit the comparator runs on two
+    # scalars, and its bitcast gave a rank-1 result ("cannot broadcast a non-scalar to a
+    # scalar array", a 2,050-long sort refused).
+    monkeypatch.setattr(sort_ops, "_PAIRWISE_MAX_ROW", 8)
+    module = parse_hlo(f"HloModule m\n{BITCAST_LT}\nENTRY e {{\n  x = f32[2,20] parameter(0)\n"
+                       "  ROOT s = f32[2,20] sort(x), dimensions={1}, is_stable=true, to_apply=cmp\n}\n")
+    x = np.random.default_rng(3).standard_normal((2, 20)).astype(np.float32)
+    x[0, :3] = [-0.0, 0.0, np.nan]
+    (got,) = evaluate(module, x)
+    bits = x.view(np.int32)
+    keys = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    want = np.take_along_axis(x, np.argsort(keys, axis=1, kind="stable"), axis=1)
+    assert got.tobytes() == want.tobytes()

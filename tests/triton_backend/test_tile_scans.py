@@ -10,6 +10,7 @@ import torch
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import run_and_compare
+from tests.triton_backend.test_codegen_reductions import reducers
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 from tiling.policy.tile_scans import tile_scans
@@ -18,16 +19,6 @@ from triton_backend.lowering import kernel_plan
 from triton_backend import compile_hlo
 from triton_backend.lowering.kernel_plan import plan_kernel
 
-REDUCERS = """add {{ a = {t}[] parameter(0)
-  b = {t}[] parameter(1)
-  ROOT r = {t}[] add(a, b) }}
-max {{ a = {t}[] parameter(0)
-  b = {t}[] parameter(1)
-  ROOT r = {t}[] maximum(a, b) }}
-mul {{ a = {t}[] parameter(0)
-  b = {t}[] parameter(1)
-  ROOT r = {t}[] multiply(a, b) }}
-"""
 
 #: name -> the (low, high) padding of a scan of n elements: cumsum(x, reverse=...) and the
 #: exclusive forms, whose outputs have one element more.
@@ -47,7 +38,7 @@ def scan_text(t: str, n: int, kind: str = "forward", reducer: str = "add", init:
             f"to_apply={reducer}\n")
     root = tail or f"  ROOT r = {t}[{rows},{out}] add(c, c)"
     shape = root.split(" = ")[1].split(" ")[0]
-    return fm([f"{t}[{rows},{n}]"], body + root, shape, REDUCERS.format(t=t))
+    return fm([f"{t}[{rows},{n}]"], body + root, shape, reducers(t))
 
 
 def scans_of(text: str) -> dict[str, int]:
@@ -114,7 +105,7 @@ ENTRY e {{
                                         ("z = f32[] parameter(1)", False)])
 def test_an_init_passed_in_by_the_calling_fusion_is_checked_there(init, found):
     # JAX's cumsum reaches the backend as a single-op fusion whose init is a parameter.
-    text = WRAPPED.format(reducers=REDUCERS.format(t="f32"), init=init)
+    text = WRAPPED.format(reducers=reducers("f32"), init=init)
     assert scans_of(text) == ({"c": 1} if found else {})
     if found:  # the kernel is for this module: its init is the caller's 0
         x = np.random.default_rng(0).standard_normal((3, 300)).astype(np.float32)
@@ -175,7 +166,7 @@ def test_a_column_scan_in_a_softmax_fusion():
   zero = f32[] constant(0)
   c = f32[40,24] reduce-window(e, zero), window={size=40x1 pad=39_0x0_0}, to_apply=add
   ROOT r = f32[40,24] multiply(c, p0)"""
-    text = fm(["f32[40,24]"], tail, "f32[40,24]", REDUCERS.format(t="f32"))
+    text = fm(["f32[40,24]"], tail, "f32[40,24]", reducers("f32"))
     compiled = run_and_compare(text, exact=False, reduction_length=40)
     assert "tl.cumsum(" in compiled.source
 
