@@ -239,3 +239,16 @@ def test_a_long_cumsum_keeps_the_evaluators_accuracy():
     exact = 2 * np.cumsum(x.astype(np.float64), axis=1)  # the fusion's root is c + c
     assert np.abs(got.numpy() - exact).max() <= 4 * np.abs(evaluated - exact).max()
     assert "tl.reshape(" in compiled.source
+
+
+@pytest.mark.parametrize("n,form", [(300, "one pass over the tile's lanes"),
+                                    (20000, "tile by tile, each folding in the window next "
+                                            "to it")])
+def test_the_compile_report_says_how_each_scan_runs(n, form):
+    from triton_backend.reports.compile_report import build_report
+    from triton_backend.reports.report_text import render_text
+
+    report = build_report(compile_hlo(scan_text("f32", n, rows=2)))
+    (fusion,) = report.fusions
+    assert fusion.tile_scans == (f"c along dim 1, {form}",)
+    assert f"  scan:     c along dim 1, {form}" in render_text(report).splitlines()

@@ -63,6 +63,19 @@ class RenderedKernel:
     num_stages: int = 1
 
 
+def _tile_scans_line(plan: KernelPlan) -> str:
+    """The ``TILE_SCANS`` constant of a kernel with scans along the tile (none: no line),
+    which the compile report reads."""
+    if not plan.tile_scans:
+        return ""
+    carried = dict(plan.reduce_axes)
+    forms = tuple((name, j, "carried" if name in carried else "whole")
+                  for name, j in plan.tile_scans)
+    return ("# Scans along the tile (instruction, output dim, form): 'whole' scans the tile's "
+            "lanes once;\n# 'carried' also folds in the scan's output next to the tile.\n"
+            f"TILE_SCANS = {forms!r}\n")
+
+
 def output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
     shape = fusion_instr.shape
     if isinstance(shape, TupleShape):
@@ -169,6 +182,7 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     if em.split is not None:
         specs += em.split.scratch_specs()
         imports += ORDERED_SUMS_IMPORT
+    specs += _tile_scans_line(plan)
     source = (header + PRELUDE + imports + "\n\n" + (combiners + "\n\n" if combiners else "")
               + kernel + "\n\n" + specs + RUNTIME)
     return RenderedKernel(source, kernel_name, plan, outputs, warps, stages)

@@ -94,6 +94,8 @@ class FusionReport:
     attention_form_reason: str = ""
     #: Attention kernels: the mean fraction of key/value blocks a program visits.
     kv_blocks_visited_fraction: float | None = None
+    #: Scans computed along the tile (``tiling.policy.tile_scans``), one text each.
+    tile_scans: tuple[str, ...] = ()
 
     @property
     def programs(self) -> int:
@@ -284,6 +286,7 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                 num_warps=num_warps, num_stages=num_stages,
                 model=None if spec is None else kernel_model(module, instr, kernel, spec,
                                                             num_warps or 4, num_stages or 1),
+                tile_scans=_tile_scan_texts(kernel),
                 **_attention_fields(module, instr, kernel)))
     calls = tuple(
         LibraryCallReport(site.instruction.name, site.computation.name, site.instruction.opcode,
@@ -352,6 +355,14 @@ def with_target(report: ModuleReport, found: list[dict], arch: int) -> ModuleRep
     in the fusions' order)."""
     fusions = tuple(replace(f, target=TargetResources(**r)) for f, r in zip(report.fusions, found))
     return replace(report, fusions=fusions, target=f"sm_{arch}")
+
+
+def _tile_scan_texts(kernel) -> tuple[str, ...]:
+    """What the kernel file's ``TILE_SCANS`` says, one line per scan."""
+    forms = {"whole": "one pass over the tile's lanes",
+             "carried": "tile by tile, each folding in the window next to it"}
+    return tuple(f"{name} along dim {dim}, {forms[form]}"
+                 for name, dim, form in getattr(kernel.module, "TILE_SCANS", ()))
 
 
 def _attention_fields(module, instr, kernel) -> dict[str, Any]:

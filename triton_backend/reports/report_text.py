@@ -43,6 +43,8 @@ def render_text(report: ModuleReport) -> str:
             why = f" ({f.attention_form_reason})" if f.attention_form_reason else ""
             lines.append(f"  attention: {f.attention_form}{why}; key/value blocks visited: "
                          f"{100 * f.kv_blocks_visited_fraction:.1f}%")
+        for scan in f.tile_scans:
+            lines.append(f"  scan:     {scan}")
         lines.append(f"  bytes:    {f.bytes_read} read + {f.bytes_written} written = "
                      f"{f.compulsory_bytes} compulsory")
         m = f.model
