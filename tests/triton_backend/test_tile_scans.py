@@ -252,3 +252,19 @@ def test_the_compile_report_says_how_each_scan_runs(n, form):
     (fusion,) = report.fusions
     assert fusion.tile_scans == (f"c along dim 1, {form}",)
     assert f"  scan:     c along dim 1, {form}" in render_text(report).splitlines()
+
+
+def test_scans_along_two_dims_take_the_tile_along_one():
+    # A cumsum down the columns and one along the rows: a tile spanning both would hold
+    # 512 x 512 elements; the row scan (minor-most) is along the tile, the column scan
+    # reduces windows.
+    body = """  z = f32[] constant(0)
+  down = f32[300,300] reduce-window(p0, z), window={size=300x1 pad=299_0x0_0}, to_apply=add
+  across = f32[300,300] reduce-window(p0, z), window={size=1x300 pad=0_0x299_0}, to_apply=add
+  ROOT r = f32[300,300] subtract(down, across)"""
+    module = parse_hlo(fm(["f32[300,300]"], body, "f32[300,300]", reducers("f32")))
+    plan = plan_kernel(module.computation("f"), (300, 300), module=module)
+    assert plan.tile_scans == (("across", 1),) and plan.tile_sizes[1] == 300
+    assert [name for name, _ in plan.reduce_axes] == ["down"]
+    run_and_compare(fm(["f32[300,300]"], body, "f32[300,300]", reducers("f32")), exact=False,
+                    reduction_length=300)

@@ -313,10 +313,26 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
 def _scans_along_tile(analysis: SymbolicTiledFusion | None, module: HloModule | None,
                       space: tuple[int, ...]) -> dict[str, int]:
     """The scans computed along the tile (``tiling.policy.tile_scans``), each with the output
-    dim it runs along."""
+    dim it runs along.  Scans along several dims make the tile span each of them: dims are
+    taken minor-most first (the coalesced one in a row-major layout) while their spans
+    together fit a persistent reduction's elements, the scans along the others reduce windows (a cumsum down and one across a 300 x 300 matrix
+    would have made every program hold 512 x 512 elements)."""
     if analysis is None or module is None or analysis.output_dims != space:
         return {}
-    return tile_scans(analysis, module)
+    scans = tile_scans(analysis, module)
+    kept, elements = set(), 1
+    for j in sorted(set(scans.values()), reverse=True):
+        span = next_power_of_two(_scan_span(space[j]))
+        if elements * span <= MAX_PERSISTENT_REDUCTION:
+            kept.add(j)
+            elements *= span
+    return {name: j for name, j in scans.items() if j in kept}
+
+
+def _scan_span(extent: int) -> int:
+    """The default tile along a scanned dim of ``extent``: all of it, or ``CARRIED_SCAN_TILE``
+    when too long for one tile."""
+    return extent if next_power_of_two(extent) <= MAX_PERSISTENT_REDUCTION else CARRIED_SCAN_TILE
 
 
 def _whole(scans: dict[str, int], space: tuple[int, ...],
@@ -333,8 +349,7 @@ def _default_tile_sizes(space: tuple[int, ...], scanned: set[int], budget: int) 
     """Powers of two filling ``budget`` elements from the minor-most dim (``choose_tiling``'s
     fallback), the ``scanned`` dims (scans run along them) taken first: whole, or in tiles
     of ``CARRIED_SCAN_TILE`` when too long for one."""
-    spans = {j: space[j] if next_power_of_two(space[j]) <= MAX_PERSISTENT_REDUCTION
-             else CARRIED_SCAN_TILE for j in scanned}
+    spans = {j: _scan_span(space[j]) for j in scanned}
     spanned = math.prod(next_power_of_two(t) for t in spans.values())
     rest = tuple(1 if j in spans else n for j, n in enumerate(space))
     sizes = choose_tiling(None, output_dims=rest, budget=max(1, budget // spanned)).tile_sizes
