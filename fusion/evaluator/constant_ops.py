@@ -45,11 +45,16 @@ def _literal_value(instr: Any, literal: Literal, shape: Shape) -> Any:
     return literal_array(literal, numpy_dtype(shape)).reshape(shape.dims)
 
 
-def eval_constant(ev: Any, instr: Any, args: list) -> Any:
+def constant_value(instr: Any) -> Any:
+    """The value of the ``constant`` instruction ``instr`` (an array, or a tuple of them)."""
     literal = instr.attr("literal", None)
     if not isinstance(literal, Literal):
         raise op_error(instr, "constant has no literal value")
     return _literal_value(instr, literal, instr.shape)
+
+
+def eval_constant(ev: Any, instr: Any, args: list) -> Any:
+    return constant_value(instr)
 
 
 def eval_iota(ev: Any, instr: Any, args: list) -> np.ndarray:

@@ -30,8 +30,7 @@ def eval_broadcast(ev: Any, instr: Any, args: list) -> np.ndarray:
 
 
 def eval_reshape(ev: Any, instr: Any, args: list) -> np.ndarray:
-    shapes = getattr(ev, "operand_shapes", None)
-    source = shapes(instr)[0] if shapes is not None else None
+    source = _declared_operand_shape(ev, instr)
     if not instr.array_shape.dims and isinstance(source, ArrayShape) and not source.dims:
         return np.asarray(args[0])  # a scalar stays itself (a batch of them, in a comparator)
     return np.reshape(args[0], instr.array_shape.dims)
@@ -70,10 +69,15 @@ def eval_bitcast(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.transpose(physical, np.argsort(result_order))
 
 
+def _declared_operand_shape(ev: Any, instr: Any) -> Any:
+    """The first operand's declared shape, as recorded by the interpreter (None without one)."""
+    shapes = getattr(ev, "operand_shapes", None)
+    return shapes(instr)[0] if shapes is not None else None
+
+
 def instr_operand_shape(ev: Any, instr: Any, operand: np.ndarray) -> ArrayShape:
     """The operand's declared shape (for its layout), as recorded by the interpreter."""
-    shapes = getattr(ev, "operand_shapes", None)
-    shape = shapes(instr)[0] if shapes is not None else None
+    shape = _declared_operand_shape(ev, instr)
     if not isinstance(shape, ArrayShape):
         raise op_error(instr, "bitcast operand shape is unknown")
     return shape

@@ -32,9 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from fusion.errors import FusionCompilerError
-from fusion.evaluator.constant_ops import literal_array
+from fusion.evaluator.constant_ops import constant_value
 from fusion.evaluator.interpreter import Evaluator, flatten_value
-from fusion.evaluator.numerics import numpy_dtype
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 
@@ -47,8 +46,7 @@ def init_absorbs_itself(instr: HloInstruction, computation: HloComputation,
              for n in instr.operands[len(instr.operands) // 2:]]
     if not all(i is not None and isinstance(i.shape, ArrayShape) for i in inits):
         return False
-    values = [literal_array(i.attr("literal"), numpy_dtype(i.shape)).reshape(i.shape.dims)
-              for i in inits]
+    values = [constant_value(i) for i in inits]
     try:
         folded = flatten_value(Evaluator(module).call(instr.attr("to_apply"), values + values))
     except FusionCompilerError:

@@ -10,7 +10,7 @@ the tile, ``tiling.policy.tile_scans``) where the result is the same but for rou
 take the tree where it is not: an fp8 sum rounds after every add, so the order decides it,
 and a window counts its init once per padding position, so an init that its reducer does
 not fold into itself (``scan_inits``: a sum from 3) counts another number of times in the
-tree, which XLA computes. kernels get the same ops here, each of which
+tree, which XLA computes.  Kernels get the tree's ops here, each of which
 they already fold in XLA's order (a reduce-window of at most 16 folds sequentially from
 init), with the reducer inlined as elementwise ops in place of XLA's ``map`` (which no kernel
 emits).  The scan dim is split in place, where XLA transposes it last: the same values.

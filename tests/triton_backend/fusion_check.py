@@ -7,8 +7,7 @@ import numpy as np
 import torch
 
 from fusion.evaluator import evaluate
-from fusion.evaluator.constant_ops import literal_array
-from fusion.evaluator.numerics import numpy_dtype
+from fusion.evaluator.constant_ops import constant_value
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 
@@ -78,8 +77,7 @@ def call_site_arrays(caller: HloComputation, fusion: HloInstruction, params,
     for operand, p in zip(fusion.operands, params):
         given = caller.instruction(operand)
         if given.has_attr("literal") and isinstance(given.shape, ArrayShape):
-            arrays.append(literal_array(given.attr("literal"), numpy_dtype(given.shape))
-                          .reshape(given.shape.dims))
+            arrays.append(constant_value(given))
         else:
             arrays.append(random_array(p.shape, rng))
     return arrays

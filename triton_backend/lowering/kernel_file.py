@@ -68,12 +68,9 @@ def _tile_scans_line(plan: KernelPlan) -> str:
     which the compile report reads."""
     if not plan.tile_scans:
         return ""
-    carried = dict(plan.reduce_axes)
-    forms = tuple((name, j, "carried" if name in carried else "whole")
-                  for name, j in plan.tile_scans)
     return ("# Scans along the tile (instruction, output dim, form): 'whole' scans the tile's "
             "lanes once;\n# 'carried' also folds in the scan's output next to the tile.\n"
-            f"TILE_SCANS = {forms!r}\n")
+            f"TILE_SCANS = {plan.scan_forms!r}\n")
 
 
 def output_shapes(fusion_instr: HloInstruction) -> tuple[ArrayShape, ...]:
@@ -157,11 +154,10 @@ def _render(module: HloModule, fusion_instr: HloInstruction, tile_sizes, kind: E
     looped = (f", reductions looped in chunks of {plan.reduction_chunk}"
               if plan.reduction_chunk is not None and plan.reduce_axes else "")
     if plan.tile_scans:
-        carried = dict(plan.reduce_axes)
         looped += ", " + ", ".join(
             f"{name} scanned along the tile's dim {j}"
-            + (", carried in from the other tiles" if name in carried else "")
-            for name, j in plan.tile_scans)
+            + (", carried in from the other tiles" if form == "carried" else "")
+            for name, j, form in plan.scan_forms)
     if plan.split is not None:
         looped += (f", {plan.split.reduce} split into {plan.split.parts} parts of "
                    f"{plan.split.span} per output tile")

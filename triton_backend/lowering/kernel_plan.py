@@ -123,6 +123,13 @@ class KernelPlan:
     tile_scans: tuple[tuple[str, int], ...] = ()
 
     @property
+    def scan_forms(self) -> tuple[tuple[str, int, str], ...]:
+        """``(scan, output dim, "whole" or "carried")`` for each of ``tile_scans``."""
+        carried = dict(self.reduce_axes)
+        return tuple((name, j, "carried" if name in carried else "whole")
+                     for name, j in self.tile_scans)
+
+    @property
     def tiles(self) -> int:
         """Output tiles (each one program, or ``split.parts`` programs)."""
         return math.prod(self.tiles_per_dim)
@@ -215,15 +222,17 @@ def plan_kernel(computation: HloComputation, output_dims: tuple[int, ...],
     loop trip, not per element, so a sum of 1000 x 1000 is one program of one trip there.
     """
     gpu_blocks = target_elements <= MAX_PERSISTENT_REDUCTION
+    # Decided once: the scans depend on the computation alone, not on the chunks tried below.
+    scans = _scans_along_tile(computation, module, output_dims or (1,))
     plan = _plan(computation, output_dims, tile_sizes, reduction_chunk, index_bits,
-                 target_elements, split_parts, None, gpu_blocks, module)
+                 target_elements, split_parts, None, gpu_blocks, scans)
     if not gpu_blocks or not plan.reduce_axes or program_elements(computation, plan) <= _limit(plan):
         return plan
     chunk = plan.reduction_chunk or DEFAULT_REDUCTION_CHUNK
     cap = chunk
     while True:
         plan = _plan(computation, output_dims, tile_sizes, chunk, index_bits, target_elements,
-                     split_parts, cap, True, module)
+                     split_parts, cap, True, scans)
         if cap == 1 or program_elements(computation, plan) <= _limit(plan):
             return plan
         cap //= 2
@@ -240,15 +249,15 @@ def _limit(plan: KernelPlan) -> int:
 def _plan(computation: HloComputation, output_dims: tuple[int, ...],
           tile_sizes: tuple[int, ...] | None, reduction_chunk: int | None, index_bits: int,
           target_elements: int, split_parts: int | None, outer_cap: int | None,
-          budgets: bool, module: HloModule | None) -> KernelPlan:
+          budgets: bool, scans: dict[str, int]) -> KernelPlan:
     """``plan_kernel``'s plan with the outer reductions' chunks at most ``outer_cap``
     elements (None: the chunk); without ``budgets``, a looped reduction's every dim gets the
-    chunk and nothing is split (the interpreter's blocks)."""
+    chunk and nothing is split (the interpreter's blocks).  ``scans``: the scans along the
+    tile (``_scans_along_tile``)."""
     space = output_dims or (1,)
     reducers = [n for n in reachable_instructions(computation)
                 if traits(computation.instruction(n).opcode).reduction]
     analysis = _tile_analysis(computation) if reducers else None
-    scans = _scans_along_tile(analysis, module, space)
     reducers = [n for n in reducers if n not in _whole(scans, space, tile_sizes)]
     extents = [reduced_extents(computation, n) for n in reducers]
     persistent = persistent_extent(analysis, extents) if reducers else 1
@@ -310,14 +319,19 @@ def _plan(computation: HloComputation, output_dims: tuple[int, ...],
                       reduction_chunk, index_bits, split, tuple(sorted(scans.items())))
 
 
-def _scans_along_tile(analysis: SymbolicTiledFusion | None, module: HloModule | None,
+def _scans_along_tile(computation: HloComputation, module: HloModule | None,
                       space: tuple[int, ...]) -> dict[str, int]:
     """The scans computed along the tile (``tiling.policy.tile_scans``), each with the output
     dim it runs along.  Scans along several dims make the tile span each of them: dims are
     taken minor-most first (the coalesced one in a row-major layout) while their spans
-    together fit a persistent reduction's elements, the scans along the others reduce windows (a cumsum down and one across a 300 x 300 matrix
-    would have made every program hold 512 x 512 elements)."""
-    if analysis is None or module is None or analysis.output_dims != space:
+    together fit a persistent reduction's elements, the scans along the others reduce
+    windows (a cumsum down and one across a 300 x 300 matrix would have made every program
+    hold 512 x 512 elements)."""
+    if module is None or not any(traits(computation.instruction(n).opcode).reduction
+                                 for n in reachable_instructions(computation)):
+        return {}
+    analysis = _tile_analysis(computation)
+    if analysis is None or analysis.output_dims != space:
         return {}
     scans = tile_scans(analysis, module)
     kept, elements = set(), 1

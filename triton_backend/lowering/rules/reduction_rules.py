@@ -430,7 +430,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
         if instr.name in used_before:
             arity = len(instr.operands) // 2
             running = with_inits(em, instr, reduced_shape, accumulators,
-                                  instr.operands[arity:], combine)
+                                 instr.operands[arity:], combine)
             used = em.bind(f"tl.where({running} == -float('inf'), 0.0, {running})",
                            f"{sanitize(instr.name)}_running")
             em.remember(instr.name, indices, used)  # forgotten when the loop's block closes
@@ -444,7 +444,7 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
                     f"{accumulators[0]})")
         arity = len(instr.operands) // 2
         em.remember(instr.name, indices, with_inits(em, instr, reduced_shape, accumulators,
-                                                     instr.operands[arity:], combine))
+                                                    instr.operands[arity:], combine))
 
 
 def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
