@@ -30,7 +30,8 @@ class OpTraits:
     as kernels of their own, such as dot, scatter, sort, reduce-window, are not; a gather is:
     it reads one operand element per output element, at clamped runtime indices, so a
     reduction reading the same operand takes it in as a per-row load, as XLA's loop and
-    reduction fusions do).
+    reduction fusions do).  The fusion pass also fuses a reduce-window that is a scan a
+    tile runs along (``tiling.policy.tile_scans``): a property of its window, not its opcode.
     ``foldable``: an elementwise op constant folding may evaluate (not a call, no randomness).
     ``expensive``: XLA's ``IsExpensive`` flavour; recomputing it in several consumers costs.
     ``flop_free``: elementwise, yet costs no arithmetic (a conversion or a copy).

@@ -9,7 +9,9 @@ import torch
 
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
-from tests.triton_backend.fusion_check import fusion_module, run_and_compare
+from fusion.evaluator.npz_io import random_inputs
+from tests.tiling.test_scan_fusion import module as scan_fusion_module
+from tests.triton_backend.fusion_check import fusion_module, run_and_compare, to_torch
 from tests.triton_backend.test_codegen_reductions import reducers
 from tests.triton_backend.fusion_check import single_fusion_module as fm
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling
@@ -268,3 +270,17 @@ def test_scans_along_two_dims_take_the_tile_along_one():
     assert [name for name, _ in plan.reduce_axes] == ["down"]
     run_and_compare(fm(["f32[300,300]"], body, "f32[300,300]", reducers("f32")), exact=False,
                     reduction_length=300)
+
+
+@pytest.mark.parametrize("n", [300, 20000])  # whole, and in carried tiles past 16384
+def test_a_fused_scan_kernel_matches_the_evaluator(n):
+    body = (f"  d = f32[8,{n}] subtract(cs, c)\n"
+            f"  e = f32[8,{n}] exponential(d)\n"
+            f"  ROOT o = bf16[8,{n}] convert(e)")
+    text = scan_fusion_module(body, reducer="max", init="-inf", n=n)
+    compiled = compile_hlo(text)
+    assert len(compiled.fusions) == 1  # the pass fused the convert, scan and epilogue
+    (x,) = random_inputs(parse_hlo(text), seed=5)
+    got = compiled(to_torch(x, "bf16"))[0].float().numpy()
+    want = np.asarray(evaluate(parse_hlo(text), x)[0], dtype=np.float32)
+    np.testing.assert_array_equal(got, want)

@@ -219,6 +219,12 @@ def reduce_members(comp: HloComputation, members: tuple[str, ...]) -> tuple[str,
     return tuple(m for m in members if comp.instruction(m).opcode == "reduce")
 
 
+def reduction_members(comp: HloComputation, members: tuple[str, ...]) -> tuple[str, ...]:
+    """The members that fold many elements into each output: reduces, and the scans (the
+    reduce-windows a fusion may hold: ``tiling.policy.tile_scans``)."""
+    return tuple(m for m in members if traits(comp.instruction(m).opcode).reduction)
+
+
 def has_expensive(comp: HloComputation, members: tuple[str, ...]) -> str | None:
     """The first expensive member, if any (by XLA's notion: transcendental, divide, reduce)."""
     for m in members:

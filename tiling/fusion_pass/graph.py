@@ -24,9 +24,10 @@ from tiling.fusion_pass.decisions import (
     indexing_reads_differently,
     is_kernel,
     node_traffic,
-    reduce_members,
+    reduction_members,
 )
-from tiling.fusion_pass.tile_check import TilingVerdicts
+from tiling.fusion_pass.tile_check import TilingVerdicts, scan_problem
+from tiling.policy.tile_scans import scan_along_tile_candidate
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,19 @@ class FusionGraph:
     _kernel: dict = field(default_factory=dict)
     _members_facts: dict = field(default_factory=dict)
     _member_sets: dict = field(default_factory=dict)
+    _scans: set = field(default_factory=set)  # the fusible scans (``scan_problem``)
 
     def __post_init__(self) -> None:
         self.index = {i.name: n for n, i in enumerate(self.comp.instructions)}
         self.tiling = TilingVerdicts(self.comp, self.module, self.candidate)
         for instr in self.comp.instructions:
+            # A scan fuses as a reduction does: its tile runs along the scanned dim, so
+            # the fusion reads its operand once (a reduce-window reduces a window per output).
             fusible = instr.opcode in FUSIBLE_OPCODES and (
                 isinstance(instr.shape, ArrayShape) or instr.opcode == "reduce")
+            if not fusible and scan_along_tile_candidate(instr, self.comp, self.module):
+                fusible = True
+                self._scans.add(instr.name)
             self.add(Node((instr.name,), (instr.name,), fusible))
 
     def add(self, node: Node) -> int:
@@ -133,10 +140,10 @@ class FusionGraph:
         return hit
 
     def member_facts(self, node: Node) -> tuple[tuple[str, ...], str | None]:
-        """``(reduce_members, has_expensive)`` of the node's members (remembered)."""
+        """``(reduction_members, has_expensive)`` of the node's members (remembered)."""
         hit = self._members_facts.get(node.members)
         if hit is None:
-            hit = (reduce_members(self.comp, node.members),
+            hit = (reduction_members(self.comp, node.members),
                    has_expensive(self.comp, node.members))
             self._members_facts[node.members] = hit
         return hit
@@ -189,6 +196,10 @@ class FusionGraph:
     def tile_problem(self, node: Node, parts: tuple[Node, ...]) -> str | None:
         """Why ``node``, made of ``parts`` (producer, consumer), must not be fused (None: it
         may)."""
+        if any(m in self._scans for m in node.members):
+            problem = scan_problem(self.candidate(node))
+            if problem:
+                return problem
         if self.options.tile_check is not None:
             return self.options.tile_check(self.candidate(node), self.module)
         return self.tiling.merge_problem(node, parts)

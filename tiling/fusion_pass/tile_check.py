@@ -38,6 +38,7 @@ from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape
 from tiling.fusion_pass.decisions import Node, structural_tile_check
 from tiling.policy.choice import choose_tiling
+from tiling.policy.tile_scans import scans_read_along_tile
 from tiling.symbolic.tiled_fusion import SymbolicTiledFusion, analyze_computation_tiling
 
 
@@ -82,6 +83,45 @@ def tile_analysis_check(fused: HloComputation, module: HloModule) -> str | None:
     """A ``TileCheck`` with no memory of the parts: the emitter's structural check, then the
     tile analysis (see ``analysis_problem``).  See the module docstring for an example."""
     return structural_tile_check(fused, module) or analysis_problem(fused)
+
+
+def scan_problem(fused: HloComputation) -> str | None:
+    """Why ``fused`` must not hold its scans (None: it may): each must be read along the tile
+    (``tiling.policy.tile_scans``), or every output would reduce a window of its operand, and
+    no reduce may share the kernel (its row and the scan's tile would have to agree).
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... add {
+    ...   a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT s = f32[] add(a, b)
+    ... }
+    ... ENTRY e {
+    ...   x = f32[8,300] parameter(0)
+    ...   z = f32[] constant(0)
+    ...   c = f32[8,300] reduce-window(x, z), window={size=1x300 pad=0_0x299_0}, to_apply=add
+    ...   ROOT r = f32[8,300] reverse(c), dimensions={1}
+    ... }''')
+    >>> scan_problem(m.entry)
+    'scan c is not read along the tile: each of its outputs would reduce a window'
+    """
+    scans = [i.name for i in fused.instructions if traits(i.opcode).reduction
+             and i.opcode != "reduce"]
+    reduces = [i.name for i in fused.instructions if i.opcode == "reduce"]
+    if scans and reduces:
+        return f"scan {scans[0]} would share a kernel with reduction {reduces[0]}"
+    if not scans:
+        return None
+    try:
+        along = scans_read_along_tile(analyze_computation_tiling(fused, fused.name))
+    except FusionCompilerError as err:
+        return f"the tile analysis fails: {getattr(err, 'message', None) or err}"
+    for name in scans:
+        if name not in along:
+            return f"scan {name} is not read along the tile: each of its outputs would " \
+                   "reduce a window"
+    return None
 
 
 def _dims(instr: HloInstruction) -> tuple[int, ...] | None:

@@ -42,7 +42,7 @@ float scans are left out: their sums round after every add, so they fold in XLA:
 from __future__ import annotations
 
 from fusion.analysis.xla_reduction_order import folds_in_xla_order, scan_window
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import traits
 from fusion.transforms.scan_inits import init_absorbs_itself
@@ -55,15 +55,23 @@ from tiling.symbolic.tiled_fusion import SymbolicNode, SymbolicTiledFusion
 def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, int]:
     """Each scan the tile may compute along its own axis -> the output dim it runs along
     (``module`` holds the fused computation's reducers)."""
+    return {name: j for name, j in scans_read_along_tile(analysis).items()
+            if init_absorbs_itself(analysis.computation.instruction(name),
+                                   analysis.computation, module)}
+
+
+def scans_read_along_tile(analysis: SymbolicTiledFusion) -> dict[str, int]:
+    """Each scan of ``analysis`` read, wherever the fusion reads it, with its scanned dim
+    indexed by one output dim ``d_j`` walking it whole -> ``j``; whether its init absorbs
+    itself is not asked (see ``scan_along_tile_candidate``)."""
     nodes: dict[str, list[SymbolicNode]] = {}
     for node in analysis.nodes:
         if not node.indexing.is_known_empty:
             nodes.setdefault(node.name, []).append(node)
     found = {}
     for name, uses in nodes.items():
-        dim = _scan_dim(uses[0].instruction, analysis)
-        if dim is None or not init_absorbs_itself(uses[0].instruction, analysis.computation,
-                                                  module):
+        dim = _scan_dim(uses[0].instruction, analysis.computation)
+        if dim is None:
             continue
         along = {_output_dim(node, dim, analysis.output_dims) for node in uses}
         if len(along) == 1 and None not in along:
@@ -71,11 +79,37 @@ def tile_scans(analysis: SymbolicTiledFusion, module: HloModule) -> dict[str, in
     return found
 
 
-def _scan_dim(instr: HloInstruction, analysis: SymbolicTiledFusion) -> int | None:
+def scan_along_tile_candidate(instr: HloInstruction, computation: HloComputation,
+                              module: HloModule) -> bool:
+    """Whether ``instr`` (of ``computation``) is a scan that a tile runs along wherever a
+    fusion reads it along its scanned dim: an array-shaped scan, not of 8-bit floats, whose
+    init absorbs itself.  What the fusion pass may fuse with elementwise work.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... add {
+    ...   a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT s = f32[] add(a, b)
+    ... }
+    ... ENTRY e {
+    ...   x = f32[8,300] parameter(0)
+    ...   z = f32[] constant(0)
+    ...   c = f32[8,300] reduce-window(x, z), window={size=1x300 pad=0_0x299_0}, to_apply=add
+    ...   ROOT w = f32[8,150] reduce-window(c, z), window={size=1x2 stride=1x2}, to_apply=add
+    ... }''')
+    >>> [scan_along_tile_candidate(m.entry.instruction(n), m.entry, m) for n in ("c", "w")]
+    [True, False]
+    """
+    return (isinstance(instr.shape, ArrayShape) and _scan_dim(instr, computation) is not None
+            and init_absorbs_itself(instr, computation, module))
+
+
+def _scan_dim(instr: HloInstruction, computation: HloComputation) -> int | None:
     """The dim ``instr`` scans when it is a scan a tile may run along, else None."""
     if not traits(instr.opcode).reduction or not instr.has_attr("window"):
         return None
-    operand = analysis.computation.instruction(instr.operands[0]).shape
+    operand = computation.instruction(instr.operands[0]).shape
     if not isinstance(operand, ArrayShape) \
             or any(folds_in_xla_order(s.element_type) for s in flatten_shape(instr.shape)):
         return None
@@ -99,4 +133,4 @@ def _output_dim(node: SymbolicNode, dim: int, output_dims: tuple[int, ...]) -> i
     return j
 
 
-__all__ = ["tile_scans"]
+__all__ = ["scan_along_tile_candidate", "scans_read_along_tile", "tile_scans"]
