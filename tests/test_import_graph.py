@@ -62,6 +62,10 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     # logging, diagnostics and JSON modules come with ``dispatch`` once the arguments parse.
     ("triton_backend.cli", "main", "triton_backend.cli.dispatch"),
     ("triton_backend.cli", "error", "triton_backend.cli.dispatch"),
+    # torch: a library sort runs torch.sort; ``check --triton`` imports the sort template.
+    ("triton_backend.templates.sort.library_call", "__call__", "triton_backend.host.host_packing"),
+    ("triton_backend.templates.sort.library_call", "ordered_sort_key",
+     "triton_backend.host.library_calls"),
     # torch: the report compiles and runs the module.
     ("triton_backend.reports.compile_report", "build_report", "triton_backend.driver.module_runner"),
 }

@@ -235,6 +235,30 @@ def test_sort_fallback_for_long_rows(monkeypatch):
     np.testing.assert_array_equal(got_values, np.take_along_axis(values, order, 1))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=40), st.integers(1, 9))
+def test_block_by_block_counts_are_the_stable_sort(keys, block):
+    row = np.array([keys], np.int64)
+    positions = sort_ops.blocked_sort_positions(lambda a: (a[0] < a[1],), [row], block)
+    want = np.empty(len(keys), np.int64)
+    want[np.argsort(row[0], kind="stable")] = np.arange(len(keys))
+    np.testing.assert_array_equal(positions, want)
+
+
+@pytest.mark.parametrize("pairwise_max", [2048, 2])  # all pairs at once; block by block
+def test_a_comparator_that_is_no_strict_weak_order_still_permutes(pairwise_max, monkeypatch):
+    """A plain float LT finds NaN equivalent to every value: counts may repeat, and the row
+    must still come out a permutation of itself (no element lost or doubled)."""
+    monkeypatch.setattr(sort_ops, "_PAIRWISE_MAX_ROW", pairwise_max)
+    extra = ("less {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+             "  ROOT r = pred[] compare(a, b), direction=LT\n}\n")
+    x = np.array([[1.0, np.nan, 0.0, 2.0, np.nan, -1.0]], np.float32)
+    (got,) = run("x = f32[1,6] parameter(0)\n"
+                 "ROOT s = f32[1,6] sort(x), dimensions={1}, is_stable=true, to_apply=less",
+                 x, extra=extra)
+    assert sorted(got[0].view(np.int32).tolist()) == sorted(x[0].view(np.int32).tolist())
+
+
 def test_long_chain_has_no_recursion_limit():
     lines = ["v0 = f32[3] parameter(0)"]
     for k in range(1, 3001):

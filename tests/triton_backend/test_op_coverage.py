@@ -28,7 +28,7 @@ from fusion.ir.layout import Layout
 from fusion.evaluator.npz_io import random_inputs
 from fusion.text.parser import parse_hlo
 from fusion.ir.shape import ArrayShape
-from tests.triton_backend.op_coverage_cases import LIMIT_CASES, opcode_case
+from tests.triton_backend.op_coverage_cases import LIMIT_CASES, LONG_SORT, opcode_case
 from triton_backend import compile_hlo
 from triton_backend.driver import module_compiler
 from triton_backend.driver import op_coverage as oc
@@ -225,9 +225,11 @@ def test_an_op_the_fusion_pass_removes_is_not_rejected():
     _compile_and_compare(text)
 
 
-def test_sort_at_the_tile_limit_is_covered():
-    text = LIMIT_CASES["sort_longer_than_a_tile"][0].replace("4097", "4096")
+@pytest.mark.parametrize("n", [4096, 4097])  # the tile's limit, and one library sort past it
+def test_sorts_at_and_past_the_tile_limit_are_covered(n):
+    text = LONG_SORT.replace("4097", str(n))
     assert oc.uncovered_ops(parse_hlo(text)) == []
+    _compile_and_compare(text)
 
 
 def test_covered_template_ops_pass_their_planners():

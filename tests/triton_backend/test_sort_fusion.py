@@ -13,6 +13,7 @@ from tests.triton_backend.dot_fusion_helpers import to_numpy, to_torch
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from triton_backend.templates.sort.driver import (
     MAX_SORT_LENGTH, SortOrder, comparator_order, compile_sort_fusion, is_sort_fusion, sort_of)
+from triton_backend.templates.sort.library_call import LibrarySort
 
 NUMPY = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32, "f16": np.float16}
 
@@ -131,8 +132,8 @@ def test_comparator_recognition_and_clear_errors():
         compile_sort_fusion(bad, "r")
     long = fusion.parse_hlo(SORT_TEXT.format(t="s32", n=MAX_SORT_LENGTH + 1, direction="LT", extra="")
                             .replace("dimensions=1", "dimensions={1}"))
-    with pytest.raises(UnsupportedOpError, match=f"longer than {MAX_SORT_LENGTH} elements"):
-        compile_sort_fusion(long, "r")
+    with pytest.raises(UnsupportedOpError, match="runs as torch.sort .* takes no tile sizes"):
+        compile_sort_fusion(long, "r", tile_sizes=(8192,))
     weird = SORT_TEXT.replace("ROOT c = pred[] compare(a, b), direction={direction}{extra}",
                               "na = s32[] negate(a)\n  ROOT c = pred[] compare(na, b), direction=LT")
     with pytest.raises(UnsupportedOpError, match="not a LT/GT comparison"):
@@ -197,3 +198,43 @@ def test_xlas_bf16_sort_of_f32_keys_orders_them_by_their_bf16_roundings():
     want = run_xla(XLA_BF16_SORT, x)[0]
     got = compile_hlo(XLA_BF16_SORT)(to_torch(x))[0].numpy()
     np.testing.assert_array_equal(bits(got), bits(np.asarray(want)))
+
+
+@pytest.mark.parametrize("t,direction,extra", [("f32", "GT", ", type=TOTALORDER"),
+                                               ("f32", "LT", ""), ("bf16", "GT", ""),
+                                               ("f16", "LT", ", type=TOTALORDER"),
+                                               ("s32", "GT", "")])
+def test_rows_longer_than_a_tile_sort_as_one_library_call(t, direction, extra):
+    """Past ``MAX_SORT_LENGTH`` a row is one stable ``torch.sort`` (``LibrarySort``): values
+    (NaN payloads and signed zeros included) and indices bit for bit as the evaluator's."""
+    n = MAX_SORT_LENGTH + 100
+    module = fusion.parse_hlo(SORT_TEXT.format(t=t, n=n, direction=direction, extra=extra)
+                              .replace("dimensions=1", "dimensions={1}"))
+    x = keys_with_nans_and_duplicates((6, n), "s32" if t == "s32" else "f32", seed=11)
+    x = x.astype(NUMPY[t])
+    if not extra and t != "s32":
+        x = np.where(np.isnan(x), NUMPY[t](2), x)  # a plain compare orders no NaN
+    compiled = compile_sort_fusion(module, "r")
+    assert isinstance(compiled, LibrarySort) and compiled.kernel_path is None
+    got = compiled(to_torch(x))
+    want = fusion.evaluate(module, x)
+    np.testing.assert_array_equal(bits(to_numpy(got[0])), bits(want[0]))
+    np.testing.assert_array_equal(got[1].numpy(), want[1])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_long_jax_sort_and_argsort_compile_and_match_the_evaluator(descending):
+    """``jnp.sort``/``jnp.argsort`` of bf16 rows longer than a tile (top-p sampling sorts a
+    vocabulary) through ``compile_hlo``: the library sort with JAX's NaN order."""
+    from triton_backend import compile_hlo
+
+    fn = lambda x: (jnp.sort(x, axis=-1, descending=descending),  # noqa: E731
+                    jnp.argsort(x, axis=-1, descending=descending))
+    text = jax.jit(fn).lower(jnp.zeros((1, 4500), jnp.bfloat16)).as_text(dialect="hlo")
+    x = keys_with_nans_and_duplicates((1, 4500), "bf16", seed=5)
+    compiled = compile_hlo(text)
+    assert any(isinstance(f, LibrarySort) for f in compiled.fusions.values())
+    got = [to_numpy(t) for t in compiled(to_torch(x))]
+    want = fusion.evaluate(fusion.parse_hlo(text), x)
+    np.testing.assert_array_equal(bits(got[0]), bits(want[0]))
+    np.testing.assert_array_equal(got[1], want[1])

@@ -45,7 +45,6 @@ from triton_backend.templates.select_and_scatter.kernel import (
     select_and_scatter_plan,
 )
 from triton_backend.templates.sort.driver import (
-    MAX_SORT_LENGTH,
     SORT_OPERANDS,
     comparator_order,
     is_sort_fusion,
@@ -170,11 +169,6 @@ def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
         if comp.instruction(name).opcode not in SORT_OPERANDS:
             return (f"sort operand {name} is a {comp.instruction(name).opcode}; sort fusions take "
                     "parameters or iotas as operands")
-    (dim,) = sort.attr("dimensions")
-    length = flatten_shape(sort.shape)[0].dims[dim]
-    if length > MAX_SORT_LENGTH:
-        return (f"sort along a dimension of {length} elements: rows longer than "
-                f"{MAX_SORT_LENGTH} elements are not sorted in one tile")
     comparator_order(module, sort)
     return None
 

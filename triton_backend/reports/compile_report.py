@@ -38,6 +38,7 @@ from fusion.ir.shape import flatten_shape
 from triton_backend.templates.attention.driver import attention_form, attention_pattern
 from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 from triton_backend.templates.dot.library_call import LibraryDot
+from triton_backend.templates.sort.library_call import LibrarySort
 from triton_backend.driver.op_coverage import library_call_sites
 from triton_backend.host.library_calls import TORCH_ROUTINES
 from triton_backend.reports import compile_child, ptx_report, sass_loops
@@ -272,6 +273,9 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
             if isinstance(kernel, LibraryDot):
                 dots.append(_library_dot_report(comp, instr, kernel, compiled.device))
                 continue
+            if isinstance(kernel, LibrarySort):
+                dots.append(_library_sort_report(comp, instr, kernel, compiled.device))
+                continue
             analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
             operands = [comp.instruction(o).shape for o in dict.fromkeys(instr.operands)]
             read = sum(array_bytes(s) for s in operands)
@@ -311,6 +315,15 @@ def _library_dot_report(comp, instr, kernel: LibraryDot, device) -> LibraryCallR
     on_gpu = getattr(device, "type", None) == "cuda"
     return LibraryCallReport(
         instr.name, comp.name, "dot", "gemm", "cuBLAS" if on_gpu else "torch CPU matmul",
+        kernel.torch_call, _shape_texts(comp.instruction(o).shape for o in instr.operands),
+        _shape_texts(flatten_shape(instr.shape)), kernel.reason)
+
+
+def _library_sort_report(comp, instr, kernel: LibrarySort, device) -> LibraryCallReport:
+    """A sort fusion longer than one tile run as ``torch.sort``: CUB's radix sort on a GPU."""
+    on_gpu = getattr(device, "type", None) == "cuda"
+    return LibraryCallReport(
+        instr.name, comp.name, "sort", "sort", "CUB radix sort" if on_gpu else "torch CPU sort",
         kernel.torch_call, _shape_texts(comp.instruction(o).shape for o in instr.operands),
         _shape_texts(flatten_shape(instr.shape)), kernel.reason)
 

@@ -3,7 +3,7 @@
 A *sort fusion* is a ``fusion`` whose computation's root is a ``sort`` (or a tuple of
 get-tuple-elements of one), whose operands are fusion parameters or iotas (argsort sorts
 ``(x, iota)``).  Rows of at most :data:`MAX_SORT_LENGTH` elements are sorted in one tile;
-longer ones raise ``UnsupportedOpError`` naming the limit.
+longer ones by one library call (``library_call.LibrarySort``: ``torch.sort``).
 
 The comparator is *recognized by its behaviour*: it is run through the reference evaluator on
 every pair of a probe set of keys (NaNs of both signs, infinities, signed zeros, denormals,
@@ -45,6 +45,7 @@ from fusion.evaluator.interpreter import Evaluator
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, TupleShape
 from triton_backend.templates.sort.kernel import SortOperand, SortOrder, render_sort_kernel
+from triton_backend.templates.sort.library_call import LibrarySort
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
 from triton_backend.runtime.kernel_cache import KernelCache
@@ -223,7 +224,8 @@ def _outputs(module, fusion_instr, sort) -> tuple[ArrayShape, ...]:
 def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                         tile_sizes=None, target: str | None = None,
                         cache: KernelCache | None = None):
-    """Generate, cache and load the ``tl.sort`` kernel of a sort fusion (kind ``"sort"``).
+    """Generate, cache and load the ``tl.sort`` kernel of a sort fusion (kind ``"sort"``); a
+    ``LibrarySort`` (no kernel) for rows longer than :data:`MAX_SORT_LENGTH`.
 
     ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
     row); by default the row length rounded up to a power of two.
@@ -233,18 +235,23 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     operands = _operands(module, fusion_instr, sort)
     (dim,) = sort.attr("dimensions")
     n = operands[0].shape.dims[dim]
-    if n > MAX_SORT_LENGTH:
-        raise UnsupportedOpError(f"sort {sort.name} along a dimension of {n} elements: rows longer "
-                                 f"than {MAX_SORT_LENGTH} elements are not sorted in one tile "
-                                 "(multi-tile merge sort is not implemented)", where=sort.name)
     order = comparator_order(module, sort)
+    outputs = _outputs(module, fusion_instr, sort)
+    if n > MAX_SORT_LENGTH:
+        if tile_sizes is not None:
+            raise UnsupportedOpError(f"sort {sort.name} of rows of {n} elements runs as "
+                                     "torch.sort (longer than one tile): it takes no tile sizes",
+                                     where=sort.name)
+        return LibrarySort.of(fusion_instr, sort, operands, outputs, order,
+                              f"rows of {n} elements, longer than one tile's "
+                              f"{MAX_SORT_LENGTH}: one stable torch.sort, as XLA:GPU sends "
+                              "a plain sort to CUB")
     block = max(1 << max(0, (n - 1).bit_length()), 2)
     if tile_sizes is not None:
         (block,) = tuple(tile_sizes)
         if block < n or block & (block - 1):
             raise UnsupportedOpError(f"sort tile {block} must be a power of two >= the row "
                                      f"length {n}", where=sort.name)
-    outputs = _outputs(module, fusion_instr, sort)
     source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order, block)
     loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)

@@ -30,6 +30,10 @@ _FLOAT_BITS = {
 }
 
 
+#: The key types a sort orders (``ordered_key_text``; the library sort's too).
+SORT_KEY_TYPES = frozenset({"f32", "bf16", "f16", "s8", "s16", "s32", "u8", "u16", "u32", "pred"})
+
+
 @dataclass(frozen=True)
 class SortOrder:
     """The order a comparator defines on operand 0: direction and float key semantics.
