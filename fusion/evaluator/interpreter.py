@@ -90,7 +90,7 @@ class Evaluator:
         """
         arrays = [np.asarray(a) for a in arrays]
         common = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
-        if self._is_batchable(name, caller):
+        if self.is_batchable(name, caller):
             leaves = flatten_value(self.call(name, arrays, caller=caller, batched=True))
             return tuple(np.broadcast_to(leaf, common) for leaf in leaves)
         computation = self.computation(name, caller)
@@ -108,7 +108,9 @@ class Evaluator:
         computation = self._frames[-1]
         return tuple(computation.instruction(o).shape for o in instr.operands)
 
-    def _is_batchable(self, name: str, caller: HloInstruction) -> bool:
+    def is_batchable(self, name: str, caller: HloInstruction) -> bool:
+        """Whether the scalar computation ``name`` runs on whole arrays at once (every op
+        elementwise on scalars), so ``call_scalar`` makes one call, not one per element."""
         if name not in self._batchable:
             computation = self.computation(name, caller)
             self._batchable[name] = all(

@@ -5,7 +5,7 @@ once; for a strict weak order, element ``i`` goes to position ``#{j: less(j, i)}
 j and i equivalent}``, which is the stable sort (also a valid result when ``is_stable`` is
 false).  Long rows make the same counts block by block (``_PAIRWISE_MAX_ROW`` squared pairs at
 a time): a 32,000-long row is 245 batches of array work, not half a million comparator calls
-one by one.  A comparator that is no strict weak order (a plain float compare meeting a NaN,
+one by one; a comparator the evaluator cannot run on arrays is still called per comparison.  A comparator that is no strict weak order (a plain float compare meeting a NaN,
 which is equivalent to every value) may give two elements one count: ties keep index order,
 so the result is always a permutation of the row.
 
@@ -15,6 +15,7 @@ so the result is always a permutation of the row.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -104,12 +105,24 @@ def eval_sort(ev: Any, instr: Any, args: list) -> Any:
             row_index = np.arange(positions.shape[0])[:, None]
             for out, b in zip(sorted_rows, block):
                 out[begin + row_index, positions] = b
-    else:
+    elif ev.is_batchable(name, instr):
         for r in range(count):
             positions = blocked_sort_positions(less, [row[r : r + 1] for row in rows],
                                                _PAIRWISE_MAX_ROW)
             for out, row in zip(sorted_rows, rows):
                 out[r, positions] = row[r]
+    else:  # a comparator run element by element: n log n calls, not n^2
+        for r in range(count):
+            def compare(i: int, j: int, r: int = r) -> int:
+                if bool(less([x for row in rows for x in (row[r, i], row[r, j])])[0]):
+                    return -1
+                if bool(less([x for row in rows for x in (row[r, j], row[r, i])])[0]):
+                    return 1
+                return 0
+
+            order = sorted(range(n), key=functools.cmp_to_key(compare))
+            for out, row in zip(sorted_rows, rows):
+                out[r] = row[r, order]
     results = [np.moveaxis(s.reshape(batch_shape + (n,)), -1, dimension) for s in sorted_rows]
     return results[0] if len(results) == 1 else tuple(results)
 

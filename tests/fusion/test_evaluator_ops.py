@@ -327,7 +327,7 @@ def test_a_comparator_bitcasting_scalars_runs_on_whole_arrays():
 
     module = parse_hlo(f"HloModule m\n{BITCAST_LT}\nENTRY e {{\n  x = f32[3,50] parameter(0)\n"
                        "  ROOT s = f32[3,50] sort(x), dimensions={1}, is_stable=true, to_apply=cmp\n}\n")
-    assert Evaluator(module)._is_batchable("cmp", module.entry.root)
+    assert Evaluator(module).is_batchable("cmp", module.entry.root)
     x = np.random.default_rng(2).standard_normal((3, 50)).astype(np.float32)
     x[0, :4] = [np.nan, -0.0, 0.0, -np.inf]
     (got,) = evaluate(module, x)

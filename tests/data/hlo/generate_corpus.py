@@ -297,6 +297,15 @@ def kv_cache_side_output(cache, k, pos):
     return lax.dynamic_update_slice(cache, row, (pos, jnp.int32(0))), row
 
 
+def top_p_sampling(logits):
+    """Nucleus sampling's mask over a vocabulary longer than one sort tile (4,096)."""
+    order = jnp.argsort(logits, axis=-1, descending=True)
+    ranked = jnp.take_along_axis(logits, order, axis=-1)
+    probs = jax.nn.softmax(ranked, axis=-1)
+    keep = jnp.cumsum(probs, axis=-1) - probs < 0.9
+    return jnp.where(keep, ranked, -jnp.inf), order
+
+
 CASES = {
     "gelu": (gelu, (_f32(4, 8),)),
     "softmax": (softmax, (_f32(4, 8),)),
@@ -353,6 +362,7 @@ CASES = {
                                     _f32(3, 2))),
     "max_pool_grad": (max_pool_grad, (_f32(1, 4, 6, 2),)),
     "kv_cache_side_output": (kv_cache_side_output, (_f32(8, 4), _f32(2, 4), jnp.int32(3))),
+    "top_p_sampling": (top_p_sampling, (jnp.sin(_f32(2, 5000)) * 4,)),
 }
 
 
