@@ -258,18 +258,18 @@ def test_the_compile_report_says_how_each_scan_runs(n, form):
 
 def test_scans_along_two_dims_take_the_tile_along_one():
     # A cumsum down the columns and one along the rows: a tile spanning both would hold
-    # 512 x 512 elements; the row scan (minor-most) is along the tile, the column scan
+    # 256 x 256 elements; the row scan (minor-most) is along the tile, the column scan
     # reduces windows.
     body = """  z = f32[] constant(0)
-  down = f32[300,300] reduce-window(p0, z), window={size=300x1 pad=299_0x0_0}, to_apply=add
-  across = f32[300,300] reduce-window(p0, z), window={size=1x300 pad=0_0x299_0}, to_apply=add
-  ROOT r = f32[300,300] subtract(down, across)"""
-    module = parse_hlo(fm(["f32[300,300]"], body, "f32[300,300]", reducers("f32")))
-    plan = plan_kernel(module.computation("f"), (300, 300), module=module)
-    assert plan.tile_scans == (("across", 1),) and plan.tile_sizes[1] == 300
+  down = f32[150,150] reduce-window(p0, z), window={size=150x1 pad=149_0x0_0}, to_apply=add
+  across = f32[150,150] reduce-window(p0, z), window={size=1x150 pad=0_0x149_0}, to_apply=add
+  ROOT r = f32[150,150] subtract(down, across)"""
+    module = parse_hlo(fm(["f32[150,150]"], body, "f32[150,150]", reducers("f32")))
+    plan = plan_kernel(module.computation("f"), (150, 150), module=module)
+    assert plan.tile_scans == (("across", 1),) and plan.tile_sizes[1] == 150
     assert [name for name, _ in plan.reduce_axes] == ["down"]
-    run_and_compare(fm(["f32[300,300]"], body, "f32[300,300]", reducers("f32")), exact=False,
-                    reduction_length=300)
+    run_and_compare(fm(["f32[150,150]"], body, "f32[150,150]", reducers("f32")), exact=False,
+                    reduction_length=150)
 
 
 # Whole (a max, exactly), and in carried tiles past 16384 (a sum: the interpreter's masked
