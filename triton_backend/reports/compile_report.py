@@ -270,11 +270,8 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
             if instr.opcode != "fusion" or instr.name not in compiled.fusions:
                 continue
             kernel = compiled.fusions[instr.name]
-            if isinstance(kernel, LibraryDot):
-                dots.append(_library_dot_report(comp, instr, kernel, compiled.device))
-                continue
-            if isinstance(kernel, LibrarySort):
-                dots.append(_library_sort_report(comp, instr, kernel, compiled.device))
+            if type(kernel) in _LIBRARY_KERNELS:
+                dots.append(_library_kernel_report(comp, instr, kernel, compiled.device))
                 continue
             analysis = analyze_fusion(module, instr, ignore_constant_operands=True)
             operands = [comp.instruction(o).shape for o in dict.fromkeys(instr.operands)]
@@ -310,21 +307,21 @@ def build_report(compiled, device: str | None = DEFAULT_DEVICE) -> ModuleReport:
                         device=None if spec is None else spec.key, library_calls=calls)
 
 
-def _library_dot_report(comp, instr, kernel: LibraryDot, device) -> LibraryCallReport:
-    """A plain dot fusion run as ``torch.einsum``: cuBLAS on a GPU, torch's matmul on a CPU."""
-    on_gpu = getattr(device, "type", None) == "cuda"
-    return LibraryCallReport(
-        instr.name, comp.name, "dot", "gemm", "cuBLAS" if on_gpu else "torch CPU matmul",
-        kernel.torch_call, _shape_texts(comp.instruction(o).shape for o in instr.operands),
-        _shape_texts(flatten_shape(instr.shape)), kernel.reason)
+#: A fusion run as a library call: its op, routine, and what runs it on a GPU and on a CPU.
+_LIBRARY_KERNELS = {
+    LibraryDot: ("dot", "gemm", "cuBLAS", "torch CPU matmul"),
+    LibrarySort: ("sort", "sort", "CUB radix sort", "torch CPU sort"),
+}
 
 
-def _library_sort_report(comp, instr, kernel: LibrarySort, device) -> LibraryCallReport:
-    """A sort fusion longer than one tile run as ``torch.sort``: CUB's radix sort on a GPU."""
-    on_gpu = getattr(device, "type", None) == "cuda"
+def _library_kernel_report(comp, instr, kernel, device) -> LibraryCallReport:
+    """A fusion run as a library call (a plain dot as ``torch.einsum``, a sort longer than
+    one tile as ``torch.sort``), no kernel of ours."""
+    opcode, routine, on_gpu, on_cpu = _LIBRARY_KERNELS[type(kernel)]
+    target = on_gpu if getattr(device, "type", None) == "cuda" else on_cpu
     return LibraryCallReport(
-        instr.name, comp.name, "sort", "sort", "CUB radix sort" if on_gpu else "torch CPU sort",
-        kernel.torch_call, _shape_texts(comp.instruction(o).shape for o in instr.operands),
+        instr.name, comp.name, opcode, routine, target, kernel.torch_call,
+        _shape_texts(comp.instruction(o).shape for o in instr.operands),
         _shape_texts(flatten_shape(instr.shape)), kernel.reason)
 
 
