@@ -40,6 +40,9 @@ from dataclasses import dataclass
 
 from fusion.ir.attributes import WindowDim
 from fusion.ir.element_types import ElementType
+from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 
 #: XLA:CPU's ``TreeReductionRewriter`` window.
 WINDOW = 32
@@ -124,6 +127,33 @@ def scan_window(window: Sequence[WindowDim], dims: Sequence[int]) -> Scan | None
     return None
 
 
+def scan_of(instr: HloInstruction, computation: HloComputation) -> Scan | None:
+    """The scan ``instr`` (of ``computation``) is: a reduction with a window (a
+    reduce-window) over an array whose window :func:`scan_window` recognises; else None.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... add {
+    ...   a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT s = f32[] add(a, b)
+    ... }
+    ... ENTRY e {
+    ...   x = f32[3,40] parameter(0)
+    ...   z = f32[] constant(0)
+    ...   ROOT c = f32[3,40] reduce-window(x, z), window={size=1x40 pad=0_0x39_0}, to_apply=add
+    ... }''')
+    >>> scan_of(m.entry.root, m.entry), scan_of(m.entry.instruction("x"), m.entry)
+    (Scan(dim=1, length=40, reverse=False, exclusive=False), None)
+    """
+    if not traits(instr.opcode).reduction or not instr.has_attr("window"):
+        return None
+    operand = computation.instruction(instr.operands[0]).shape
+    if not isinstance(operand, ArrayShape):
+        return None
+    return scan_window(instr.attr("window").dims, operand.dims)
+
+
 def folds_in_xla_order(t: ElementType) -> bool:
     """Whether reductions over ``t`` combine in XLA:CPU's order (:mod:`this module <.>`):
     the 8-bit floats, whose sums the order changes most.
@@ -135,5 +165,5 @@ def folds_in_xla_order(t: ElementType) -> bool:
     return t.is_float and t.bits == 8
 
 
-__all__ = ["SCAN_BASE", "WINDOW", "Scan", "WindowLevel", "folds_in_xla_order", "scan_window",
+__all__ = ["SCAN_BASE", "WINDOW", "Scan", "WindowLevel", "folds_in_xla_order", "scan_of", "scan_window",
            "window_levels"]

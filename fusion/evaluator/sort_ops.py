@@ -5,9 +5,10 @@ once; for a strict weak order, element ``i`` goes to position ``#{j: less(j, i)}
 j and i equivalent}``, which is the stable sort (also a valid result when ``is_stable`` is
 false).  Long rows make the same counts block by block (``_PAIRWISE_MAX_ROW`` squared pairs at
 a time): a 32,000-long row is 245 batches of array work, not half a million comparator calls
-one by one; a comparator the evaluator cannot run on arrays is still called per comparison.  A comparator that is no strict weak order (a plain float compare meeting a NaN,
-which is equivalent to every value) may give two elements one count: ties keep index order,
-so the result is always a permutation of the row.
+one by one; a comparator the evaluator cannot run on arrays is still called per comparison.
+A comparator that is no strict weak order (a plain float compare meeting a NaN, which is
+equivalent to every value) may give two elements one count: ties keep index order, so the
+result is always a permutation of the row.
 
 >>> less = lambda arrays: (arrays[0] < arrays[1],)
 >>> stable_sort_positions(less, [np.array([[3, 1, 2, 1]])]).tolist()
@@ -47,7 +48,7 @@ def stable_sort_positions(less: Compare, rows: list[np.ndarray]) -> np.ndarray:
 
 
 def blocked_sort_positions(less: Compare, rows: list[np.ndarray],
-                           block: int = 2048) -> np.ndarray:
+                           block: int = _PAIRWISE_MAX_ROW) -> np.ndarray:
     """``stable_sort_positions`` of one row ``[1, n]`` of each operand, its ``n x n``
     comparisons made ``block x block`` at a time.
 

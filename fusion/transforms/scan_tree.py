@@ -38,11 +38,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from fusion.analysis.xla_reduction_order import SCAN_BASE, Scan, folds_in_xla_order, scan_window
+from fusion.analysis.xla_reduction_order import SCAN_BASE, Scan, folds_in_xla_order, scan_of
 from fusion.ir.attributes import PaddingConfig, PaddingDim, SliceDim, Window, WindowDim
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
-from fusion.opcodes import traits
 from fusion.transforms.map_inlining import inline_scalar_computation, is_scalar_elementwise
 from fusion.transforms.scan_inits import init_absorbs_itself
 
@@ -72,13 +71,13 @@ def _tree_scan(instr: HloInstruction, comp: HloComputation, module: HloModule,
                taken: set[str]) -> list[HloInstruction] | None:
     """The instructions replacing ``instr`` (the last one named as it), or None when it is
     not a scan whose tree XLA computes differently or its reducer cannot be inlined."""
-    if not traits(instr.opcode).reduction or not instr.has_attr("window") \
-            or len(instr.operands) != 2 or not isinstance(instr.shape, ArrayShape):
+    scan = scan_of(instr, comp)
+    if scan is None or not scan.tree or len(instr.operands) != 2 \
+            or not isinstance(instr.shape, ArrayShape):
         return None
     operand = comp.instruction(instr.operands[0]).array_shape
-    scan = scan_window(instr.attr("window").dims, operand.dims)
     reducer = module.computation(instr.attr("to_apply"))
-    if scan is None or not scan.tree or not _inlinable(reducer):
+    if not _inlinable(reducer):
         return None
     if not folds_in_xla_order(instr.shape.element_type) \
             and init_absorbs_itself(instr, comp, module):

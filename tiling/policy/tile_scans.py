@@ -41,10 +41,9 @@ float scans are left out: their sums round after every add, so they fold in XLA:
 """
 from __future__ import annotations
 
-from fusion.analysis.xla_reduction_order import folds_in_xla_order, scan_window
+from fusion.analysis.xla_reduction_order import folds_in_xla_order, scan_of
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
-from fusion.opcodes import traits
 from fusion.transforms.scan_inits import init_absorbs_itself
 from tiling.maps.affine_expr import DimExpr
 from tiling.maps.expr_variables import used_variables
@@ -107,14 +106,10 @@ def scan_along_tile_candidate(instr: HloInstruction, computation: HloComputation
 
 def _scan_dim(instr: HloInstruction, computation: HloComputation) -> int | None:
     """The dim ``instr`` scans when it is a scan a tile may run along, else None."""
-    if not traits(instr.opcode).reduction or not instr.has_attr("window"):
+    scan = scan_of(instr, computation)
+    if scan is None or any(folds_in_xla_order(s.element_type) for s in flatten_shape(instr.shape)):
         return None
-    operand = computation.instruction(instr.operands[0]).shape
-    if not isinstance(operand, ArrayShape) \
-            or any(folds_in_xla_order(s.element_type) for s in flatten_shape(instr.shape)):
-        return None
-    scan = scan_window(instr.attr("window").dims, operand.dims)
-    return None if scan is None else scan.dim
+    return scan.dim
 
 
 def _output_dim(node: SymbolicNode, dim: int, output_dims: tuple[int, ...]) -> int | None:

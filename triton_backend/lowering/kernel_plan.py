@@ -351,12 +351,12 @@ def _scan_span(extent: int) -> int:
 
 def _whole(scans: dict[str, int], space: tuple[int, ...],
            tile_sizes: tuple[int, ...] | None) -> dict[str, int]:
-    """The ``scans`` the tile spans whole: those the given tile does, or, for the default's
-    tiles, those short enough for one (the others are carried across tiles)."""
-    if tile_sizes is None:
-        return {name: j for name, j in scans.items()
-                if next_power_of_two(space[j]) <= MAX_PERSISTENT_REDUCTION}
-    return {name: j for name, j in scans.items() if tile_sizes[j] >= space[j]}
+    """The ``scans`` the tile spans whole: the given tile's, or the default's (``_scan_span``:
+    the others are carried across tiles)."""
+    def tile(j: int) -> int:
+        return _scan_span(space[j]) if tile_sizes is None else tile_sizes[j]
+
+    return {name: j for name, j in scans.items() if tile(j) >= space[j]}
 
 
 def _default_tile_sizes(space: tuple[int, ...], scanned: set[int], budget: int) -> tuple[int, ...]:

@@ -83,11 +83,11 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
             dtypes = [register_dtype(accumulator_type(t)) for t in input_types] + ["tl.int8"]
             accumulators = join_parts(em, instr.name, accumulators, dtypes, reduced_shape,
                                       combine)
-    return with_inits(em, instr, reduced_shape, accumulators, init_names, combine)
+    return _with_inits(em, instr, reduced_shape, accumulators, init_names, combine)
 
 
-def with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
-               accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
+def _with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
+                accumulators: list[str], init_names: Sequence[str], combine: str) -> Value:
     """The result of ``instr``: its init values combined into ``accumulators`` (values, then
     validity flags) once with the masked ``combine``, 16-bit and 8-bit float results rounded
     to their declared type."""
@@ -97,7 +97,7 @@ def with_inits(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int
 
 def fold_in(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, ...],
             accumulators: list[str], starts: Sequence[str], combine: str) -> Value:
-    """:func:`with_inits` with the values ``starts`` (broadcast to ``reduced_shape``) in place
+    """:func:`_with_inits` with the values ``starts`` (broadcast to ``reduced_shape``) in place
     of the init values: a carried scan starts from its output next to the tile."""
     arity = len(starts)
     # Scalars are broadcast to the reduced shape: the interpreter mishandles rank-0 operands.
@@ -429,8 +429,8 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
             em.emit(f"{used_before[top]} = {em.memo[(top, indices)]}")
         if instr.name in used_before:
             arity = len(instr.operands) // 2
-            running = with_inits(em, instr, reduced_shape, accumulators,
-                                 instr.operands[arity:], combine)
+            running = _with_inits(em, instr, reduced_shape, accumulators,
+                                  instr.operands[arity:], combine)
             used = em.bind(f"tl.where({running} == -float('inf'), 0.0, {running})",
                            f"{sanitize(instr.name)}_running")
             em.remember(instr.name, indices, used)  # forgotten when the loop's block closes
@@ -443,8 +443,8 @@ def _emit_shared_loop(em: ValueEmitter, requests: list[tuple[str, tuple[AffineEx
                     f"({em.memo[(top, indices)]} == -float('inf')), float('nan'), "
                     f"{accumulators[0]})")
         arity = len(instr.operands) // 2
-        em.remember(instr.name, indices, with_inits(em, instr, reduced_shape, accumulators,
-                                                    instr.operands[arity:], combine))
+        em.remember(instr.name, indices, _with_inits(em, instr, reduced_shape, accumulators,
+                                                     instr.operands[arity:], combine))
 
 
 def lower_reduce(em: ValueEmitter, instr: HloInstruction, indices: tuple[AffineExpr, ...]) -> Value:
@@ -480,4 +480,4 @@ def _operand_lanes(em: ValueEmitter, instr: HloInstruction,
 
 
 __all__ = ["combine_function", "emit_reduction", "emit_sibling_reductions", "emit_tree_reduce",
-           "fold_in", "lower_reduce", "reduced_extents", "with_inits"]
+           "fold_in", "lower_reduce", "reduced_extents"]

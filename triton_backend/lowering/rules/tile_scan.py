@@ -22,7 +22,7 @@ reads ``n / T`` windows, not ``n``.  Outside the row that window is all padding,
 """
 from __future__ import annotations
 
-from fusion.analysis.xla_reduction_order import SCAN_BASE, Scan, scan_window
+from fusion.analysis.xla_reduction_order import SCAN_BASE, Scan, scan_of
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
@@ -30,7 +30,6 @@ from tiling.maps.affine_expr import AffineExpr, DimExpr
 from triton_backend.lowering.emitter.value_emitter import (
     Value,
     ValueEmitter,
-    array_shape,
     element_type_of,
 )
 from triton_backend.lowering.rules.reduction_rules import combine_function, fold_in
@@ -42,8 +41,7 @@ def emit_tile_scan(em: ValueEmitter, instr: HloInstruction,
     tile's lanes (a carried scan's window next to the tile is reduced as any reduce-window)."""
     arity = len(instr.operands) // 2
     inputs, inits = instr.operands[:arity], instr.operands[arity:]
-    operand = array_shape(em.instruction(inputs[0]))
-    scan = scan_window(instr.attr("window").dims, operand.dims)
+    scan = scan_of(instr, em.computation)
     lane = _tile_lane(em, scan, indices)
     whole = instr.name not in em.reduce_axes
     if lane is None or (whole and em.dims[lane.index].upper != em.dims[lane.index].block - 1):
@@ -137,8 +135,9 @@ def _cumsum(em: ValueEmitter, x: str, shape: tuple[int, ...], axis: int, reverse
     A GPU's scan is a tree (each thread folds a few lanes, then warps and warps' totals
     combine in log steps); the interpreter's is ``np.cumsum``, one f32 add after another,
     whose rounding took a 4,096-long f32 cumsum 5 to 18 times further from the exact sums
-    than the evaluator (XLA's tree) on 16 to 64 rows, past ``--check``'s 4 times.  Blocked, the interpreter adds at most
-    16 values in a row per level, as XLA's ``ReduceWindowRewriter`` does.
+    than the evaluator (XLA's tree) on 16 to 64 rows, past ``--check``'s 4 times.  Blocked,
+    the interpreter adds at most 16 values in a row per level, as XLA's
+    ``ReduceWindowRewriter`` does.
     """
     flag = ", reverse=True" if reverse else ""
     n = shape[axis]
