@@ -185,19 +185,28 @@ ENTRY e {
     assert_close(to_numpy(got), reference(module, arrays)[0], 16)
 
 
-def test_the_option_keys_the_module_cache_and_no_plan_holds_a_library_dot(tmp_path,
-                                                                          monkeypatch):
+def test_the_option_keys_the_module_cache_and_a_plan_makes_the_library_dot_again(
+        tmp_path, monkeypatch):
     monkeypatch.setenv(module_cache.CACHE_DIR_ENV, str(tmp_path))
     module_cache.forget_remembered()
     module = _module(PLAIN["2d_f32"])
     assert type(compile_hlo(module, dot_library="never").fusions["r"]) is CompiledFusion
-    plans = sorted(tmp_path.glob("*/*.json"))
-    assert len(plans) == 1
-    assert isinstance(compile_hlo(module, dot_library="always").fusions["r"], LibraryDot)
-    assert sorted(tmp_path.glob("*/*.json")) == plans  # kept in memory, never as a plan
+    assert len(list(tmp_path.glob("*/*.json"))) == 1
+    cold = compile_hlo(module, dot_library="always")
+    assert isinstance(cold.fusions["r"], LibraryDot)
+    assert len(list(tmp_path.glob("*/*.json"))) == 2  # a plan of its own
     assert type(compile_hlo(module, dot_library="never").fusions["r"]) is CompiledFusion
     module_cache.forget_remembered()
-    assert isinstance(compile_hlo(module, dot_library="always").fusions["r"], LibraryDot)
+    monkeypatch.setattr(compiled_fusion, "compile_fusion", _refuse_compiling)
+    warm = compile_hlo(module, dot_library="always")  # from its plan: no kernel, no codegen
+    assert warm is not cold and warm.fusions["r"] == cold.fusions["r"]
+    arrays = random_inputs(module, seed=4)
+    got = warm(*map(to_torch, arrays))[0]
+    assert_close(to_numpy(got), reference(module, arrays)[0], PLAIN["2d_f32"][3])
+
+
+def _refuse_compiling(*args, **kwargs):
+    raise AssertionError("a warm compile compiled a fusion")
 
 
 @pytest.mark.parametrize("value", ["sometimes", None, True])

@@ -33,14 +33,17 @@ from triton_backend.templates.attention.backward_driver import (compile_score_fu
 from triton_backend.runtime.complex_fusion import ComplexPairFusion
 from triton_backend.templates.conv.driver import compile_conv_fusion, is_conv_fusion
 from triton_backend.templates.dot.driver import compile_dot_fusion, is_dot_fusion
+from triton_backend.templates.dot.library_call import LibraryDot, plain_dot_sizes
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.runtime.kernel_loading import (  # re-exported: callers import them from here
     CompiledFusion,
+    LibraryCall,
     TemplateKind,
     find_fusion,
     load_kernel,
 )
 from triton_backend.templates.sort.driver import compile_sort_fusion, is_sort_fusion
+from triton_backend.templates.sort.kernel import SortOrder
 from tiling.policy.choice import check_requested_tiling, choose_tiling
 from tiling.policy.limits import (
     DEFAULT_DEVICE,
@@ -64,6 +67,7 @@ from triton_backend.templates.select_and_scatter.kernel import (
     is_select_and_scatter_fusion,
 )
 from triton_backend.runtime.kernel_cache import KernelCache
+from triton_backend.runtime.module_plan import LibraryPlan, PlanError
 from fusion.analysis.emitter_kind import EmitterKind, analyze_computation, has_backend_kind
 
 #: Emitter kinds whose fusions the index-expression emitter (``kernel_file``) emits.
@@ -139,6 +143,26 @@ def compile_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                                repr((plan.tile_sizes, plan.reduction_chunk)), target, cache)
     return CompiledFusion(instr.name, kind, path, rendered.source, plan.grid, plan.tile_sizes,
                           loaded, reason, plan.reduction_chunk if plan.reduce_axes else None)
+
+
+def remade_library_call(module: HloModule, plan: LibraryPlan) -> LibraryCall:
+    """The library call a module plan names, made again from ``module`` (the module that
+    runs) without code generation; ``PlanError`` when that fusion is not the call.
+
+    A plain dot's reason comes from the plan (the ``dot_library`` option chose it, and the
+    plan's key holds the option); a sort is a library call by its row length, in the order
+    the plan recorded for its comparator."""
+    instr = find_fusion(module, plan.name)
+    decisions = dict(plan.decisions)
+    call = None
+    if plan.kind == TemplateKind.DOT.value and plain_dot_sizes(module, instr) is not None:
+        call = LibraryDot.of(module, instr, plan.reason)
+    elif plan.kind == TemplateKind.SORT.value and is_sort_fusion(module, instr):
+        call = compile_sort_fusion(module, instr, order=SortOrder(**decisions))
+    if not isinstance(call, LibraryCall) or call.reason != plan.reason \
+            or call.plan_decisions() != decisions:
+        raise PlanError(f"fusion {plan.name} is not the {plan.kind} library call it names")
+    return call
 
 
 def _check_grid(instr: HloInstruction, plan) -> None:

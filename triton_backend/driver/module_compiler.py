@@ -321,7 +321,8 @@ def _from_plan(plan: module_plan.ModulePlan, text_or_module: str | HloModule,
                 if i.opcode == "fusion" and empty_outputs(i) is None]
     if launched != [f.name for f in plan.fusions]:
         raise module_plan.PlanError("its fusions are not the launched fusions of its module")
-    fusions = plan.load_fusions(KernelCache().directory)
+    fusions = plan.load_fusions(KernelCache().directory, module,
+                                compiled_fusion.remade_library_call)
     if fusions is None:
         return None
     programs = {name: host_program(module, module.computation(name), fusions, device)

@@ -4,8 +4,8 @@
 A stubbed fusion gets a private copy of its kernel module (its file's checked text executed
 again under a name of its own) whose ``KERNEL`` launches nothing: the loaded kernel modules
 are shared by every compile in the process (``kernel_cache``), so a stub set on them would
-reach every later compile of the same kernel.  A library dot (``LibraryDot``) only allocates
-its result, as a stubbed launch does.
+reach every later compile of the same kernel.  A library call (``LibraryCall``: a plain dot,
+a long sort) only allocates its results, as a stubbed launch does.
 
 >>> import torch
 >>> from triton_backend import compile_hlo
@@ -27,6 +27,7 @@ from typing import Any
 
 from triton_backend.runtime.cache_files import render_entry
 from triton_backend.runtime.kernel_cache import import_checked_text
+from triton_backend.runtime.kernel_loading import LibraryCall
 
 
 class InterpretedFunction:
@@ -42,11 +43,11 @@ _COPIES = itertools.count()
 
 def stub_launches(compiled: Any) -> None:
     """Make every launch of ``compiled`` (a ``CompiledModule``) do nothing: each kernel's
-    through a private stubbed module, each library dot's by only allocating its result.  The
+    through a private stubbed module, each library call's by only allocating its results.  The
     module's prepared calls are dropped, so they are built again with the stubs."""
     for fusion in compiled.fusions.values():
-        if getattr(fusion, "module", None) is None:  # a library call (LibraryDot)
-            object.__setattr__(fusion, "__class__", _allocating_dot_class(type(fusion)))
+        if isinstance(fusion, LibraryCall):
+            object.__setattr__(fusion, "__class__", _allocating_class(type(fusion)))
             continue
         private = import_checked_text(fusion.kernel_path, render_entry(fusion.source),
                                       f"_fusion_kernel_stub_{next(_COPIES)}")
@@ -59,27 +60,28 @@ def stub_launches(compiled: Any) -> None:
 
 
 _ALLOCATING: dict[type, type] = {}
-_SHAPES: dict[tuple, tuple[int, ...]] = {}
 
 
-def _allocating_dot_class(base: type) -> type:
-    """``base`` (a library dot's class) whose call only allocates its result (its shape
-    worked out once on the meta device)."""
+def _allocating_class(base: type) -> type:
+    """``base`` (a library call's class) whose call only allocates its results (their shapes
+    and dtypes worked out once, by the call itself on the meta device)."""
     if base not in _ALLOCATING:
         import torch
 
-        class _AllocatingDot(base):
+        class _Allocating(base):
             def __call__(self, *tensors, **launch_options):
-                operands = [tensors[k] for k in self.operands]
-                key = (self.equation, *(tuple(t.shape) for t in operands))
-                shape = _SHAPES.get(key)
-                if shape is None:
-                    meta = torch.einsum(self.equation, *(
-                        torch.empty(t.shape, dtype=t.dtype, device="meta") for t in operands))
-                    shape = _SHAPES[key] = tuple(meta.permute(self._to_logical).shape)
-                return (torch.empty(shape, dtype=operands[0].dtype, device=operands[0].device),)
+                known = self.__dict__.setdefault("_stub_results", {})  # frozen: not a field
+                key = tuple((tuple(t.shape), t.dtype) for t in tensors)
+                results = known.get(key)
+                if results is None:
+                    meta = base.__call__(self, *(torch.empty(t.shape, dtype=t.dtype,
+                                                             device="meta") for t in tensors))
+                    results = known[key] = tuple((tuple(r.shape), r.dtype) for r in meta)
+                device = tensors[0].device
+                return tuple(torch.empty(shape, dtype=dtype, device=device)
+                             for shape, dtype in results)
 
-        _ALLOCATING[base] = _AllocatingDot
+        _ALLOCATING[base] = _Allocating
     return _ALLOCATING[base]
 
 

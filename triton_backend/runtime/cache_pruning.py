@@ -192,16 +192,18 @@ def cache_info(directory: str | os.PathLike[str] | None = None,
 def kernel_files_named(plan_text: str) -> frozenset[str] | None:
     """The kernel file names a plan file (as ``cache_files.read_entry`` returns it) names;
     None when it does not decode as a plan (``module_plan`` owns the format; this reads only
-    ``plan.fusions[].kernel_file``, so the CLI needs neither the parser nor torch).
+    ``plan.fusions[].kernel_file``, so the CLI needs neither the parser nor torch); a library
+    call (``library_reason``) names none.
 
-    >>> kernel_files_named('# h\\n{"plan": {"fusions": [{"kernel_file": "kernel_1.py"}]}}')
+    >>> kernel_files_named('# h\\n{"plan": {"fusions": [{"kernel_file": "kernel_1.py"}, '
+    ...                    '{"name": "s", "library_reason": "long rows"}]}}')
     frozenset({'kernel_1.py'})
     >>> kernel_files_named("# h\\nnot json") is None
     True
     """
     try:
         fusions = json.loads(plan_text.partition("\n")[2])["plan"]["fusions"]
-        names = frozenset(f["kernel_file"] for f in fusions)
+        names = frozenset(f["kernel_file"] for f in fusions if "library_reason" not in f)
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return names if all(isinstance(n, str) for n in names) else None

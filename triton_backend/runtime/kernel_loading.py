@@ -37,6 +37,24 @@ class TemplateKind(str, Enum):
     SORT = "sort"
 
 
+class LibraryCall:
+    """A fusion run by one library call on the host rather than by a kernel file (a plain dot
+    as ``torch.matmul``, a long sort as ``torch.sort``), called like a ``CompiledFusion``.
+
+    Its frozen dataclasses hold ``fusion_name``, ``kind`` and ``reason`` (why the library runs
+    it); the module plan stores those and :meth:`plan_decisions`, and makes the call again from
+    the module (it has no kernel file to check).  It has no kernel module, so nothing of it is
+    imported at a launch.
+    """
+
+    module = None
+
+    def plan_decisions(self) -> dict[str, str | bool | int | None]:
+        """What the call was decided from beyond the module, which making it again would
+        otherwise analyse anew (JSON scalars by name); none by default."""
+        return {}
+
+
 #: What made a kernel: the emitter kind of an index-expression kernel, or a template.
 KernelKind = Union[EmitterKind, TemplateKind]
 

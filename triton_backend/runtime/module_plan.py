@@ -5,11 +5,11 @@ must not become a way to run code): the fused module's HLO text and either its s
 locations or its snapshot (``ir_snapshot``: the module as bytes that name only IR classes,
 loaded several times faster than the text parses; also kept for a module run as given), each
 launched fusion's kernel file (:class:`FusionPlan`: its name in the kernel cache and the
-SHA-256 of its body), grid, tile sizes, tiling reason and reduction chunk, and how the module
-was fused (mode, fallbacks, decisions).  Loading a plan decodes (else parses) the fused module and checks
-each kernel file's body against the recorded hash (``cache_files.read_entry``): a kernel file
-that is missing, truncated or edited is never run, the plan is unusable and the module is
-compiled again.  The checked text is imported at the kernel's first launch
+SHA-256 of its body), grid, tile sizes, tiling reason and reduction chunk, or the library call
+it runs as (:class:`LibraryPlan`), and how the module was fused (mode, fallbacks, decisions).
+Loading a plan decodes (else parses) the fused module and checks each kernel file's body
+against the recorded hash (``cache_files.read_entry``): a kernel file that is missing,
+truncated or edited is never run, the plan is unusable and the module is compiled again.  The checked text is imported at the kernel's first launch
 (:class:`CheckedKernel`).  Decoding trusts nothing: a value of the wrong type or form is a
 :class:`PlanError`.
 
@@ -29,7 +29,7 @@ import base64
 import binascii
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import ModuleType
@@ -43,10 +43,10 @@ from tiling.fusion_pass.decisions import FusionDecision
 from triton_backend.runtime import cache_files, ir_snapshot, kernel_cache
 from triton_backend.runtime.cache_files import SHA256_HEX, content_hash
 from triton_backend.runtime.complex_fusion import ComplexPairFusion
-from triton_backend.runtime.kernel_loading import CompiledFusion, kernel_kind
+from triton_backend.runtime.kernel_loading import CompiledFusion, LibraryCall, kernel_kind
 
 #: Bump when the plan's data or its meaning changes.
-PLAN_FORMAT = "3"
+PLAN_FORMAT = "4"
 
 _KERNEL_FILE = re.compile(r"kernel_[0-9a-f]{40}\.py")
 
@@ -140,6 +140,61 @@ class FusionPlan:
                    None if chunk is None else _int(chunk, "reduction_chunk"), parts)
 
 
+@dataclass(frozen=True)
+class LibraryPlan:
+    """A fusion run as a library call (``LibraryCall``) as data: its name, kind, why the
+    library runs it and what else it was decided from (``LibraryCall.plan_decisions``: JSON
+    scalars by name).  Loading makes the call again from the module (``ModulePlan.
+    load_fusions``'s ``library``): a few reads of one op, no analysis and no code generation.
+
+    >>> plan = LibraryPlan("f", "sort", "rows of 5000 elements", (("descending", True),))
+    >>> LibraryPlan.from_data(plan.to_data()) == plan
+    True
+    """
+
+    name: str
+    kind: str
+    reason: str
+    decisions: tuple[tuple[str, str | bool | int | None], ...] = ()
+
+    @classmethod
+    def of(cls, compiled: Any) -> LibraryPlan:
+        return cls(compiled.fusion_name, compiled.kind.value, compiled.reason,
+                   tuple(sorted(compiled.plan_decisions().items())))
+
+    def to_data(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "library_reason": self.reason,
+                "decisions": dict(self.decisions)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> LibraryPlan:
+        decisions = expect_object(data.get("decisions", {}), "decisions")
+        if not all(v is None or isinstance(v, (str, bool, int)) for v in decisions.values()):
+            raise PlanError("a library call's decisions are not JSON scalars")
+        return cls(_text(data.get("name"), "name"), _text(data.get("kind"), "kind"),
+                   _text(data.get("library_reason"), "library_reason"),
+                   tuple(sorted(decisions.items())))
+
+
+#: Makes a library call again: ``(module, plan) -> LibraryCall``, ``PlanError`` when the
+#: module's fusion is not the call the plan names.
+LibraryMaker = Callable[[HloModule, LibraryPlan], LibraryCall]
+
+
+def _fusion_plan(compiled: Any) -> FusionPlan | LibraryPlan | None:
+    """The plan of one compiled fusion; None when the plan format cannot hold it."""
+    if isinstance(compiled, LibraryCall):
+        return LibraryPlan.of(compiled)
+    return FusionPlan.of(compiled)
+
+
+def _fusion_plan_from_data(data: Any) -> FusionPlan | LibraryPlan:
+    data = expect_object(data, "fusion")
+    if "library_reason" in data:
+        return LibraryPlan.from_data(data)
+    return FusionPlan.from_data(data)
+
+
 class CheckedKernel(ModuleType):
     """A kernel file's module, imported when first used from the text checked against the
     plan: what runs is that text, whatever the file holds by then.
@@ -204,7 +259,7 @@ class ModulePlan:
 
     module_text: str | None
     locations: tuple[tuple[str, str | None, int, int], ...]
-    fusions: tuple[FusionPlan, ...]
+    fusions: tuple[FusionPlan | LibraryPlan, ...]
     fusion_mode: str
     fusion_fallbacks: tuple[str, ...]
     decisions: tuple[FusionDecision, ...]
@@ -215,7 +270,7 @@ class ModulePlan:
            fusion_mode: str, fusion_fallbacks: Iterable[str],
            decisions: Iterable[Any]) -> ModulePlan | None:
         """The plan of a compile; None when part of it cannot be stored as data."""
-        planned = tuple(FusionPlan.of(f) for f in fusions.values())
+        planned = tuple(_fusion_plan(f) for f in fusions.values())
         decisions = tuple(decisions)
         if any(p is None for p in planned) \
                 or any(type(d) is not FusionDecision for d in decisions):
@@ -249,11 +304,14 @@ class ModulePlan:
         except ir_snapshot.SnapshotError as err:
             raise PlanError(str(err)) from None
 
-    def load_fusions(self, kernel_dir: Path) -> dict[str, CompiledFusion] | None:
-        """Every fusion, its kernel file checked; None if one is unusable."""
-        out: dict[str, CompiledFusion] = {}
+    def load_fusions(self, kernel_dir: Path, module: HloModule,
+                     library: LibraryMaker) -> dict[str, CompiledFusion | LibraryCall] | None:
+        """Every fusion of ``module`` (the one that runs): its kernel file checked, or its
+        library call made again by ``library``; None if a kernel file is unusable."""
+        out: dict[str, CompiledFusion | LibraryCall] = {}
         for plan in self.fusions:
-            compiled = plan.load(kernel_dir)
+            compiled = library(module, plan) if isinstance(plan, LibraryPlan) \
+                else plan.load(kernel_dir)
             if compiled is None:
                 return None
             out[plan.name] = compiled
@@ -282,7 +340,7 @@ class ModulePlan:
                 raise PlanError(f"snapshot is not base64: {err}") from None
         return cls(None if text is None else _text(text, "module_text"),
                    tuple(_location(v) for v in _list(data.get("locations"), "locations")),
-                   tuple(FusionPlan.from_data(v) for v in _list(data.get("fusions"), "fusions")),
+                   tuple(_fusion_plan_from_data(v) for v in _list(data.get("fusions"), "fusions")),
                    _text(data.get("fusion_mode"), "fusion_mode"),
                    tuple(_text(v, "fallback") for v in _list(data.get("fusion_fallbacks"),
                                                               "fusion_fallbacks")),
@@ -380,5 +438,5 @@ def _decision(value: Any) -> FusionDecision:
                           _text(kind, "decision"))
 
 
-__all__ = ["PLAN_FORMAT", "CheckedKernel", "FusionPlan", "ModulePlan", "PlanError",
-           "expect_object"]
+__all__ = ["PLAN_FORMAT", "CheckedKernel", "FusionPlan", "LibraryMaker", "LibraryPlan",
+           "ModulePlan", "PlanError", "expect_object"]

@@ -60,7 +60,7 @@ from fusion.errors import BadArgumentError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.addressing import is_physical_layout, minor_to_major
-from triton_backend.runtime.kernel_loading import TemplateKind
+from triton_backend.runtime.kernel_loading import LibraryCall, TemplateKind
 
 #: ``compile_hlo(dot_library=...)`` values (module docstring).
 DOT_LIBRARY_OPTIONS = ("auto", "never", "always")
@@ -186,7 +186,7 @@ def library_dot_reason(module: HloModule, fusion_instr: HloInstruction, option: 
 
 
 @dataclass(frozen=True)
-class LibraryDot:
+class LibraryDot(LibraryCall):
     """A plain dot fusion run on the host as one ``torch.einsum`` call (no kernel file):
     called like a ``CompiledFusion`` with the operand tensors, returns a 1-tuple.
 

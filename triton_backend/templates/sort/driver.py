@@ -223,19 +223,20 @@ def _outputs(module, fusion_instr, sort) -> tuple[ArrayShape, ...]:
 
 def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                         tile_sizes=None, target: str | None = None,
-                        cache: KernelCache | None = None):
+                        cache: KernelCache | None = None, order: SortOrder | None = None):
     """Generate, cache and load the ``tl.sort`` kernel of a sort fusion (kind ``"sort"``); a
     ``LibrarySort`` (no kernel) for rows longer than :data:`MAX_SORT_LENGTH`.
 
     ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
-    row); by default the row length rounded up to a power of two.
+    row); by default the row length rounded up to a power of two.  ``order``: the
+    comparator's order found before (a module plan's record), else ``comparator_order``'s.
     """
     fusion_instr = find_fusion(module, fusion_instr)
     sort = sort_of(module, fusion_instr)
     operands = _operands(module, fusion_instr, sort)
     (dim,) = sort.attr("dimensions")
     n = operands[0].shape.dims[dim]
-    order = comparator_order(module, sort)
+    order = comparator_order(module, sort) if order is None else order
     outputs = _outputs(module, fusion_instr, sort)
     if n > MAX_SORT_LENGTH:
         if tile_sizes is not None:

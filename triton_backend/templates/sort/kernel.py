@@ -49,6 +49,12 @@ class SortOrder:
     float_order: str = "canonical"
     key_rounding: str | None = None
 
+    def __post_init__(self) -> None:
+        # A module plan's record comes back through here: only an order the templates know.
+        if type(self.descending) is not bool or self.float_order not in ("canonical", "total") \
+                or self.key_rounding not in (None, "bf16"):
+            raise ValueError(f"not a sort order: {self!r}")
+
 
 def ordered_key_text(key: str, dtype: str, order: SortOrder) -> str:
     """Triton text: an int32 of the raw (storage dtype) ``key`` whose signed order is ``order``.

@@ -48,7 +48,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.addressing import is_physical_layout
-from triton_backend.runtime.kernel_loading import TemplateKind
+from triton_backend.runtime.kernel_loading import LibraryCall, TemplateKind
 from triton_backend.templates.sort.kernel import SORT_KEY_TYPES, SortOperand, SortOrder
 
 
@@ -63,7 +63,7 @@ class LibraryOperand:
 
 
 @dataclass(frozen=True)
-class LibrarySort:
+class LibrarySort(LibraryCall):
     """A sort fusion run on the host as one stable ``torch.sort`` (module docstring)."""
 
     fusion_name: str
@@ -102,6 +102,12 @@ class LibrarySort:
             o.iota_dimension, out.dtype) for o, out in zip(operands, outputs))
         return cls(fusion_instr.name, dim, order, library, tuple(key.shape.dims), reason,
                    tiling_reason=f"library call: {reason}")
+
+    def plan_decisions(self) -> dict[str, Any]:
+        """The comparator's order, which a module plan records: finding it again takes the
+        evaluator over probe keys (``compile_sort_fusion``'s ``order``)."""
+        return {"descending": self.order.descending, "float_order": self.order.float_order,
+                "key_rounding": self.order.key_rounding}
 
     @property
     def torch_call(self) -> str:
