@@ -24,9 +24,11 @@ import numpy as np
 
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator import linalg_reference as lapack
+from fusion.analysis.gemm_calls import is_gemm_call
 from fusion.analysis.sharding import is_sharding_call
 from fusion.evaluator.collective_ops import eval_sharding_call
 from fusion.evaluator.failures import op_error
+from fusion.evaluator.gemm_ops import eval_gemm_call
 from fusion.evaluator.numerics import total_order_key
 from fusion.evaluator.sort_ops import eval_sort
 from fusion.ir.hlo_module import HloInstruction
@@ -198,6 +200,8 @@ CUSTOM_CALL_RULES = {target: _ROUTINES[routine] for target, routine in TARGETS.i
 def eval_custom_call(ev: Any, instr: HloInstruction, args: list) -> Any:
     if is_sharding_call(instr):
         return eval_sharding_call(ev, instr, args)
+    if is_gemm_call(instr):
+        return eval_gemm_call(ev, instr, args)
     target = instr.attr("custom_call_target", "?")
     rule = CUSTOM_CALL_RULES.get(target)
     if rule is None:

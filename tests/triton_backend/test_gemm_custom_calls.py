@@ -1,0 +1,76 @@
+"""XLA:GPU dumps run: their cuBLAS GEMM custom-calls compile (as the dots and epilogues they
+compute, ``fusion.transforms.gemm_expansion``) and match the reference evaluator, whose rule
+for them is the formula (``tests/fusion/test_gemm_calls.py`` checks it against torch)."""
+from __future__ import annotations
+
+import pytest
+
+from fusion.errors import UnsupportedOpError
+from fusion.ir.shape import flatten_shape
+from fusion.text.parser import parse_hlo
+from tests.fusion.test_gemm_calls import CASES, _inputs, gemm_module
+from triton_backend.driver.module_compiler import compile_hlo
+from triton_backend.driver.op_coverage import uncovered_ops
+from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+from triton_backend.host.output_check import compare_with_evaluator
+
+#: A two-layer MLP step as XLA:GPU leaves it: a cuBLASLt GEMM with its bias and GELU
+#: folded in, a loop fusion, and a plain cuBLAS GEMM whose result aliases a bias matrix.
+MLP = """HloModule jit_mlp, entry_computation_layout={(bf16[8,32]{1,0}, bf16[32,64]{1,0}, bf16[64]{0}, bf16[64,16]{1,0}, f32[8,16]{1,0})->f32[8,16]{1,0}}
+
+%fused_scale (param_0: bf16[8,64]) -> bf16[8,64] {
+  %param_0 = bf16[8,64]{1,0} parameter(0)
+  %constant_1 = bf16[] constant(0.5)
+  %broadcast.1 = bf16[8,64]{1,0} broadcast(bf16[] %constant_1), dimensions={}
+  ROOT %multiply.1 = bf16[8,64]{1,0} multiply(bf16[8,64]{1,0} %param_0, bf16[8,64]{1,0} %broadcast.1)
+}
+
+ENTRY %main.10 (x: bf16[8,32], w1: bf16[32,64], b1: bf16[64], w2: bf16[64,16], r: f32[8,16]) -> f32[8,16] {
+  %x = bf16[8,32]{1,0} parameter(0)
+  %w1 = bf16[32,64]{1,0} parameter(1)
+  %b1 = bf16[64]{0} parameter(2)
+  %cublas-lt-matmul.1 = (bf16[8,64]{1,0}, s8[4194304]{0}) custom-call(bf16[8,32]{1,0} %x, bf16[32,64]{1,0} %w1, bf16[64]{0} %b1), custom_call_target="__cublas$lt$matmul", backend_config={"operation_queue_id":"0","wait_on_operation_queues":[],"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"alpha_imag":0,"precision_config":{"operand_precision":["DEFAULT","DEFAULT"],"algorithm":"ALG_UNSET"},"epilogue":"BIAS_GELU","damax_output":false,"lhs_stride":"256","rhs_stride":"2048","grad_x":false,"grad_y":false},"force_earliest_schedule":false}
+  %get-tuple-element.1 = bf16[8,64]{1,0} get-tuple-element((bf16[8,64]{1,0}, s8[4194304]{0}) %cublas-lt-matmul.1), index=0
+  %loop_multiply_fusion = bf16[8,64]{1,0} fusion(bf16[8,64]{1,0} %get-tuple-element.1), kind=kLoop, calls=%fused_scale
+  %w2 = bf16[64,16]{1,0} parameter(3)
+  %r = f32[8,16]{1,0} parameter(4)
+  %custom-call.2 = (f32[8,16]{1,0}, s8[4194304]{0}) custom-call(bf16[8,64]{1,0} %loop_multiply_fusion, bf16[64,16]{1,0} %w2, f32[8,16]{1,0} %r), custom_call_target="__cublas$gemm", output_to_operand_aliasing={{0}: (2, {})}, backend_config={"operation_queue_id":"0","wait_on_operation_queues":[],"gemm_backend_config":{"alpha_real":1,"beta":1,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"alpha_imag":0,"precision_config":{"operand_precision":["DEFAULT","DEFAULT"],"algorithm":"ALG_UNSET"},"epilogue":"DEFAULT","lhs_stride":"512","rhs_stride":"1024","grad_x":false,"grad_y":false,"damax_output":false},"force_earliest_schedule":false}
+  ROOT %get-tuple-element.2 = f32[8,16]{1,0} get-tuple-element((f32[8,16]{1,0}, s8[4194304]{0}) %custom-call.2), index=0
+}
+"""
+
+
+def _check(text: str) -> None:
+    module = parse_hlo(text)
+    arrays = _inputs(text, seed=3)
+    tensors = [tensor_from_numpy(a, p.shape.dtype) for a, p in zip(arrays, module.entry.parameters)]
+    compiled = compile_hlo(text, cache=False)
+    outputs = [tensor_to_numpy(t) for t in compiled(*tensors)]
+    types = [s.dtype for s in flatten_shape(module.entry.root.shape)]
+    for comparison in compare_with_evaluator(module, arrays, outputs, types):
+        assert comparison.passed, comparison.describe()
+
+
+@pytest.mark.parametrize("name", ["gemm_alpha_beta", "lt_bias_relu_column_major",
+                                  "lt_bias_gelu_bf16", "lt_bias_gelu_aux", "lt_array_result",
+                                  "lt_taken_whole", "batched_bias_layout"])
+def test_a_gemm_custom_call_compiles_and_matches_the_evaluator(name):
+    _check(gemm_module(**CASES[name]))
+
+
+def test_an_xla_gpu_dump_of_an_mlp_runs_and_fuses_the_epilogue_with_the_dot():
+    _check(MLP)
+    compiled = compile_hlo(MLP, cache=False)
+    assert not any(i.opcode == "custom-call" for c in compiled.module.computations for i in c)
+    # The first dot with its bias and GELU, XLA's own scale fusion as given, the second dot
+    # with its residual add (C, beta=1).
+    kinds = sorted(f.kind.value for f in compiled.fusions.values())
+    assert kinds == ["dot", "dot", "loop"]
+    assert uncovered_ops(parse_hlo(MLP)) == []
+
+
+def test_an_fp8_gemm_is_refused_located():
+    text = gemm_module(target="__cublas$lt$matmul$f8")
+    with pytest.raises(UnsupportedOpError, match=r"__cublas\$lt\$matmul\$f8") as err:
+        compile_hlo(text, cache=False)
+    assert err.value.line is not None
