@@ -16,7 +16,7 @@ form ``GemmRewriter`` matches).  cuBLAS computes in f32 for 16-bit floats (in th
 type otherwise) and rounds once.  The result is a tuple: ``D``, the pre-activation value for
 a ``*_AUX`` epilogue, then the ``s8`` workspace XLA's ``GemmWorkspaceRewriter`` appends
 (older dumps: ``D`` alone, or without the workspace).  This module decodes that and nothing
-else: the evaluator (``evaluator/gemm_ops``) computes it, and ``transforms/gemm_expansion``
+else: the evaluator (``evaluator/gemm_ops``) computes it, and ``transforms/gpu_call_expansion``
 writes it as plain HLO ops for the compiler (a plain dot runs as cuBLAS again on a GPU).
 
 >>> from fusion.text.parser import parse_hlo
@@ -39,11 +39,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion.errors import UnsupportedOpError
-from fusion.ir.attributes import RawText
+from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape
-from fusion.text.backend_config import as_list, parse_backend_config
+from fusion.text.backend_config import as_list
 
 #: The custom-call targets of cuBLAS GEMMs (hipBLASLt's too, which XLA names alike).
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
@@ -106,23 +105,23 @@ def gemm_call(instr: HloInstruction) -> GemmCall:
     not know, a result it does not recognise)."""
     target = instr.attr("custom_call_target")
     config = _gemm_config(instr)
-    alpha = _number(config.get("alpha_real", 1), "alpha_real", instr)
-    beta = _number(config.get("beta", 0), "beta", instr)
-    if _number(config.get("alpha_imag", 0), "alpha_imag", instr) != 0:
-        raise _unsupported(instr, "a complex alpha (alpha_imag) is not supported")
+    alpha = config_number(config, "alpha_real", 1, instr)
+    beta = config_number(config, "beta", 0, instr)
+    if config_number(config, "alpha_imag", 0, instr) != 0:
+        raise custom_call_error(instr, "a complex alpha (alpha_imag) is not supported")
     epilogue = str(config.get("epilogue", "DEFAULT"))
     if epilogue not in EPILOGUES:
-        raise _unsupported(instr, f"epilogue {epilogue} is not supported (known: "
+        raise custom_call_error(instr, f"epilogue {epilogue} is not supported (known: "
                                   f"{', '.join(EPILOGUES)})")
     has_bias, activation, has_aux = EPILOGUES[epilogue]
     result, aux, workspace, is_tuple = _outputs(instr, has_aux)
     expected = 2 + (beta != 0) + has_bias
     if len(instr.operands) != expected:
-        raise _unsupported(instr, f"takes {len(instr.operands)} operands; beta={beta:g} and "
+        raise custom_call_error(instr, f"takes {len(instr.operands)} operands; beta={beta:g} and "
                                   f"epilogue {epilogue} mean {expected} (lhs, rhs"
                                   f"{', c' if beta != 0 else ''}{', bias' if has_bias else ''})")
     if result.dtype not in _REAL_FLOATS and (alpha != 1 or beta != 0 or activation or has_bias):
-        raise _unsupported(instr, f"a {result.dtype} GEMM with alpha, beta or an epilogue is "
+        raise custom_call_error(instr, f"a {result.dtype} GEMM with alpha, beta or an epilogue is "
                                   "not supported")
     return GemmCall(target, instr.operands[0], instr.operands[1],
                     instr.operands[2] if beta != 0 else None,
@@ -131,14 +130,9 @@ def gemm_call(instr: HloInstruction) -> GemmCall:
 
 
 def _gemm_config(instr: HloInstruction) -> dict:
-    raw = instr.attr("backend_config", None)
-    config = parse_backend_config(raw.text if isinstance(raw, RawText) else str(raw or ""))
-    if config is None:
-        raise _unsupported(instr, "its backend_config is missing or unreadable")
-    # XLA wraps it in a GpuBackendConfig; dumps before that hold the GemmBackendConfig itself.
-    config = config.get("gemm_backend_config", config)
-    if not isinstance(config, dict) or "dot_dimension_numbers" not in config:
-        raise _unsupported(instr, "its backend_config has no gemm_backend_config with "
+    config = backend_config_of(instr, "gemm_backend_config")
+    if "dot_dimension_numbers" not in config:
+        raise custom_call_error(instr, "its backend_config has no gemm_backend_config with "
                                   "dot_dimension_numbers")
     return config
 
@@ -148,18 +142,18 @@ def _outputs(instr: HloInstruction, has_aux: bool
     shape = instr.shape
     if isinstance(shape, ArrayShape):
         if has_aux:
-            raise _unsupported(instr, "an *_AUX epilogue returns a tuple (result, aux, ...)")
+            raise custom_call_error(instr, "an *_AUX epilogue returns a tuple (result, aux, ...)")
         return shape, None, False, False
     parts = list(shape.elements) if isinstance(shape, TupleShape) else []
     if not parts or not all(isinstance(p, ArrayShape) for p in parts):
-        raise _unsupported(instr, f"result {shape} is not an array or a tuple of arrays")
+        raise custom_call_error(instr, f"result {shape} is not an array or a tuple of arrays")
     result, rest = parts[0], parts[1:]
     aux = rest.pop(0) if has_aux and rest else None
     if has_aux and aux is None:
-        raise _unsupported(instr, "an *_AUX epilogue needs the pre-activation result too")
+        raise custom_call_error(instr, "an *_AUX epilogue needs the pre-activation result too")
     workspace = bool(rest) and rest[0].dtype in ("s8", "u8") and rest[0].rank == 1
     if len(rest) > workspace:
-        raise _unsupported(instr, f"result {shape}: more outputs than the result"
+        raise custom_call_error(instr, f"result {shape}: more outputs than the result"
                                   f"{', its aux' if has_aux else ''} and a workspace")
     return result, aux, workspace, True
 
@@ -167,13 +161,13 @@ def _outputs(instr: HloInstruction, has_aux: bool
 def _dot_attributes(config: dict, instr: HloInstruction) -> tuple[tuple[str, object], ...]:
     numbers = config["dot_dimension_numbers"]
     if not isinstance(numbers, dict):
-        raise _unsupported(instr, "dot_dimension_numbers is not a message")
+        raise custom_call_error(instr, "dot_dimension_numbers is not a message")
 
     def dims(key: str) -> tuple[int, ...]:
         try:
             return tuple(int(d) for d in as_list(numbers.get(key)))
         except (TypeError, ValueError):
-            raise _unsupported(instr, f"dot_dimension_numbers.{key} is not a list of dims") from None
+            raise custom_call_error(instr, f"dot_dimension_numbers.{key} is not a list of dims") from None
 
     attrs: list[tuple[str, object]] = [
         ("lhs_batch_dims", dims("lhs_batch_dimensions")),
@@ -189,20 +183,6 @@ def _dot_attributes(config: dict, instr: HloInstruction) -> tuple[tuple[str, obj
         # XLA's PrecisionConfig.Algorithm ALG_DOT_BF16_BF16_F32 prints as dot_bf16_bf16_f32.
         attrs.append(("algorithm", algorithm.lower().removeprefix("alg_")))
     return tuple(attrs)
-
-
-def _number(value: object, key: str, instr: HloInstruction) -> float:
-    try:
-        return float(value)  # JSON numbers; protobuf text gives them as numbers too
-    except (TypeError, ValueError):
-        raise _unsupported(instr, f"{key}={value!r} is not a number") from None
-
-
-def _unsupported(instr: HloInstruction, why: str) -> UnsupportedOpError:
-    loc = instr.location
-    return UnsupportedOpError(f"custom-call {instr.attr('custom_call_target')} ({instr.name}): "
-                              f"{why}", line=loc.line if loc else None,
-                              column=loc.column if loc else None, where=instr.name)
 
 
 __all__ = ["EPILOGUES", "GEMM_TARGETS", "GemmCall", "gemm_call", "is_gemm_call"]

@@ -20,7 +20,7 @@ from fusion.errors import BadArgumentError
 from fusion.ir.hlo_module import HloComputation, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.shapes.verifier import verify_module
-from fusion.transforms.gemm_expansion import expand_gemm_calls
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 
 
 def _differentiable_parameter(shape: Shape) -> bool:
@@ -84,7 +84,7 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
       ROOT tuple = (f32[3]) tuple(multiply)
     }
     """
-    module = expand_gemm_calls(module)  # a cuBLAS GEMM differentiates as what it computes
+    module = expand_gpu_library_calls(module)  # a cuBLAS/cuDNN call: as what it computes
     verify_module(module)
     chosen = _checked_wrt(module, wrt)
     table = ComputationTable({c.name: c for c in module.computations})

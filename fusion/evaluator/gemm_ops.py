@@ -4,7 +4,7 @@
 ``dot_general`` (16-bit floats accumulated in f32), the rest in the type cuBLAS computes it
 in (f32 for 16-bit floats), rounded once to the result type; the pre-activation value for an
 ``*_AUX`` epilogue, and a zero workspace.  Written from the formula, not from the HLO
-expansion the compiler runs (``transforms.gemm_expansion``), so the two check each other.
+expansion the compiler runs (``transforms.gpu_call_expansion``), so the two check each other.
 
 >>> from fusion.text.parser import parse_hlo
 >>> from fusion.evaluator import evaluate

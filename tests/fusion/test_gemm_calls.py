@@ -1,6 +1,6 @@
 """XLA:GPU's cuBLAS GEMM custom-calls (``__cublas$gemm``, ``__cublas$lt$matmul``): decoded
 (``fusion.analysis.gemm_calls``), evaluated (``evaluator/gemm_ops``) and written as HLO ops
-(``transforms/gemm_expansion``).  Both are checked against the formula computed here with
+(``transforms/gpu_call_expansion``).  Both are checked against the formula computed here with
 torch (its own matmul and tanh GELU), and against each other; the compiled kernels in
 ``tests/triton_backend/test_gemm_custom_calls.py``.
 """
@@ -16,7 +16,7 @@ from fusion.analysis.gemm_calls import gemm_call
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
-from fusion.transforms.gemm_expansion import expand_gemm_calls
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.shapes.verifier import verify_module
 
 
@@ -114,7 +114,7 @@ def test_the_evaluator_and_the_expansion_compute_the_formula(name):
     case = CASES[name]
     text = gemm_module(**case)
     module = parse_hlo(text)
-    expanded = expand_gemm_calls(module)
+    expanded = expand_gpu_library_calls(module)
     verify_module(expanded)
     assert not any(i.opcode == "custom-call" for i in expanded.entry)
     arrays = _inputs(text)
@@ -135,12 +135,12 @@ def test_the_evaluator_and_the_expansion_compute_the_formula(name):
 
 
 def test_only_read_outputs_are_built():
-    expanded = expand_gemm_calls(parse_hlo(gemm_module(epilogue="RELU")))
+    expanded = expand_gpu_library_calls(parse_hlo(gemm_module(epilogue="RELU")))
     ops = [(i.name, i.opcode) for i in expanded.entry]
     assert ("d", "maximum") in ops  # D's op under its reader's name
     assert not any(op in ("tuple", "get-tuple-element") for _, op in ops)
     assert not any(i.shape.dtype == "s8" for i in expanded.entry)  # no workspace filled
-    whole = expand_gemm_calls(parse_hlo(gemm_module(root="whole")))
+    whole = expand_gpu_library_calls(parse_hlo(gemm_module(root="whole")))
     assert whole.entry.instruction("g").opcode == "tuple"
 
 
@@ -155,7 +155,7 @@ def test_bad_configurations_are_located_errors(change, message):
         message = "takes 2 operands; beta=1 and epilogue DEFAULT mean 3"
     module = parse_hlo(text)
     with pytest.raises(UnsupportedOpError, match=message) as err:
-        expand_gemm_calls(module)
+        expand_gpu_library_calls(module)
     call_line = next(n for n, line in enumerate(text.splitlines(), 1) if "custom-call" in line)
     assert (err.value.line, err.value.column) == (call_line, 3)
 
@@ -165,7 +165,7 @@ def test_complex_alpha_and_fp8_are_refused_by_name():
     with pytest.raises(UnsupportedOpError, match="complex alpha"):
         gemm_call(parse_hlo(text).entry.instruction("g"))
     fp8 = parse_hlo(gemm_module(target="__cublas$lt$matmul$f8"))
-    assert expand_gemm_calls(fp8) is fp8  # not a GEMM this project computes: left for coverage
+    assert expand_gpu_library_calls(fp8) is fp8  # not a GEMM this project computes: left for coverage
 
 
 def test_a_gemm_call_differentiates_as_what_it_computes():

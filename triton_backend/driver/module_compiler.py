@@ -47,7 +47,7 @@ from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
-from fusion.transforms.gemm_expansion import expand_gemm_calls
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.reducer_inlining import inline_reducer_fusions
 from fusion.transforms.scan_tree import rewrite_tree_scans
@@ -212,9 +212,10 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     # (XLA:CPU's scan trees hold them) becomes its to_apply's ops on arrays.  A long fp8
     # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
     # or not: every kernel runs what this returns).
-    # XLA:GPU's cuBLAS GEMM custom-calls are the dots (and epilogues) they compute.
+    # XLA:GPU's cuBLAS and cuDNN custom-calls are the dots and convolutions (and epilogues)
+    # they compute.
     source = rewrite_tree_scans(inline_maps(inline_reducer_fusions(
-        expand_gemm_calls(_parse(text_or_module)))))
+        expand_gpu_library_calls(_parse(text_or_module)))))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:

@@ -53,7 +53,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import opcodes_with, traits
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
-from fusion.transforms.gemm_expansion import expand_gemm_calls
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
 from triton_backend.lowering.rules.combine_function import lowers_in_reducer
@@ -155,8 +155,10 @@ _EXPLICIT: dict[str, OpCoverage] = {
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
                               "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "
                               "XLA:GPU's cuBLAS GEMMs (__cublas$gemm, __cublas$lt$matmul: alpha, "
-                              "beta, bias, ReLU/GELU epilogues) as the dot and ops they compute "
-                              "(fusion.transforms.gemm_expansion); "
+                              "beta, bias, ReLU/GELU epilogues) and cuDNN forward convolutions "
+                              "(__cudnn$convForward, __cudnn$convBiasActivationForward) as the "
+                              "dot or convolution and ops they compute "
+                              "(fusion.transforms.gpu_call_expansion); "
                               "the sharding annotations (Sharding, SPMDFullToShardShape, ...: "
                               "fusion.analysis.sharding), copies on one device; "
                               "any other target is opaque and not covered", library_check),
@@ -336,8 +338,9 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
     conditional), the fused computations of its fusions and the reducers of its reduces;
     a sort's comparator is run by the evaluator at compile time, so only its order matters.
     """
-    # As compile_hlo does first: GEMM custom-calls become dots, the maps left are refused.
-    module = inline_maps(expand_gemm_calls(module))
+    # As compile_hlo does first: GPU library calls become dots and convolutions, the maps
+    # left are refused.
+    module = inline_maps(expand_gpu_library_calls(module))
     found: list[Uncovered] = []
     seen: set[tuple[str, str]] = set()
 

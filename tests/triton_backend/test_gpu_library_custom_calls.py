@@ -1,6 +1,8 @@
-"""XLA:GPU dumps run: their cuBLAS GEMM custom-calls compile (as the dots and epilogues they
-compute, ``fusion.transforms.gemm_expansion``) and match the reference evaluator, whose rule
-for them is the formula (``tests/fusion/test_gemm_calls.py`` checks it against torch)."""
+"""XLA:GPU dumps run: their cuBLAS GEMM and cuDNN convolution custom-calls compile (as the
+dots, convolutions and epilogues they compute, ``fusion.transforms.gpu_call_expansion``) and
+match the reference evaluator, whose rules for them are the formulas
+(``tests/fusion/test_gemm_calls.py`` and ``test_cudnn_conv_calls.py`` check them against
+torch)."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from fusion.errors import UnsupportedOpError
 from fusion.ir.shape import flatten_shape
 from fusion.text.parser import parse_hlo
+from tests.fusion.test_cudnn_conv_calls import CASES as CONV_CASES, conv_module
 from tests.fusion.test_gemm_calls import CASES, _inputs, gemm_module
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.driver.op_coverage import uncovered_ops
@@ -56,6 +59,15 @@ def _check(text: str) -> None:
                                   "lt_taken_whole", "batched_bias_layout"])
 def test_a_gemm_custom_call_compiles_and_matches_the_evaluator(name):
     _check(gemm_module(**CASES[name]))
+
+
+@pytest.mark.parametrize("name", ["forward_bf16_scaled_nchw", "bias_relu6_side_f16",
+                                  "bias_leaky_grouped"])
+def test_a_cudnn_convolution_compiles_and_matches_the_evaluator(name):
+    text = conv_module(**CONV_CASES[name])
+    _check(text)
+    compiled = compile_hlo(text, cache=False)
+    assert [f.kind.value for f in compiled.fusions.values()] == ["convolution"]  # one kernel
 
 
 def test_an_xla_gpu_dump_of_an_mlp_runs_and_fuses_the_epilogue_with_the_dot():
