@@ -137,6 +137,31 @@ def test_a_row_longer_than_a_tile_is_scanned_in_carried_tiles():
     assert plan.reduce_axes[0][0] == "c" and plan.reduction_chunk is not None
 
 
+def _column_scan(rows: int, columns: int) -> str:
+    body = (f"  z = f32[] constant(0)\n  ROOT c = f32[{rows},{columns}] reduce-window(p0, z), "
+            f"window={{size={rows}x1 pad={rows - 1}_0x0_0}}, to_apply=add\n")
+    return fm([f"f32[{rows},{columns}]"], body, f"f32[{rows},{columns}]", reducers("f32"))
+
+
+@pytest.mark.parametrize("rows, columns, tile", [
+    (4096, 64, (4096, 4)),  # a persistent reduction's elements allow 4 of each row
+    (300, 40, (300, 8)),  # SCAN_ROW_ELEMENTS
+    (300, 2, (300, 2)),  # the whole row
+])
+def test_a_scan_down_the_columns_takes_several_elements_of_each_row(rows, columns, tile):
+    module = parse_hlo(_column_scan(rows, columns))
+    plan = plan_kernel(module.computation("f"), (rows, columns), module=module)
+    assert plan.tile_sizes == tile and plan.tile_scans == (("c", 0),)
+    assert plan_kernel(module.computation("f"), (rows, columns), module=module,
+                       target_elements=1 << 16).tile_sizes[1] >= tile[1]  # the interpreter's
+
+
+def test_a_column_scan_kernel_reading_rows_matches_the_evaluator():
+    compiled = run_and_compare(_column_scan(300, 40), exact=False, reduction_length=300,
+                               target="cuda:90")
+    assert "tl.cumsum(" in compiled.source and compiled.tile_sizes == (300, 8)
+
+
 TYPES = {"f32": ("add", "0", False), "bf16": ("add", "0", False), "s32": ("add", "0", True)}
 
 

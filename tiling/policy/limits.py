@@ -50,6 +50,10 @@ MAX_REDUCTION_CHUNK = 4096
 #: also reduces the window before it, so a [64, 32000] f32 cumsum in tiles of 16,384 took
 #: 128 registers and spilled on sm_80; in tiles of 8,192 it does not.
 CARRIED_SCAN_TILE = 1 << 13
+#: Elements of each row a scan down the columns takes at least (its scanned dim not the
+#: minor one), as a persistent reduction's elements allow: one lane per row read 4 bytes of
+#: each 32-byte sector, a [4096, 4] f32 tile reads 16 bytes a row in one 128-bit load.
+SCAN_ROW_ELEMENTS = 8
 #: Chunk of a looped reduction nobody chose (the kernel planner's, and explicit tile sizes').
 DEFAULT_REDUCTION_CHUNK = 1024
 

@@ -44,6 +44,7 @@ from tiling.policy.limits import (
     DEFAULT_REDUCTION_CHUNK,
     MAX_PERSISTENT_REDUCTION,
     MIN_SPLIT_ELEMENTS,
+    SCAN_ROW_ELEMENTS,
     SPLIT_REDUCTION_PROGRAMS,
     TARGET_TILE_ELEMENTS,
 )
@@ -362,10 +363,13 @@ def _whole(scans: dict[str, int], space: tuple[int, ...],
 def _default_tile_sizes(space: tuple[int, ...], scanned: set[int], budget: int) -> tuple[int, ...]:
     """Powers of two filling ``budget`` elements from the minor-most dim (``choose_tiling``'s
     fallback), the ``scanned`` dims (scans run along them) taken first: whole, or in tiles
-    of ``CARRIED_SCAN_TILE`` when too long for one."""
+    of ``CARRIED_SCAN_TILE`` when too long for one; a scan down the columns also takes
+    ``SCAN_ROW_ELEMENTS`` of each row where a persistent reduction's elements allow."""
     spans = {j: _scan_span(space[j]) for j in scanned}
     spanned = math.prod(next_power_of_two(t) for t in spans.values())
     rest = tuple(1 if j in spans else n for j, n in enumerate(space))
+    if spans and len(space) - 1 not in spans:  # down the columns: take rows, not lanes
+        budget = max(budget, spanned * min(SCAN_ROW_ELEMENTS, MAX_PERSISTENT_REDUCTION // spanned))
     sizes = choose_tiling(None, output_dims=rest, budget=max(1, budget // spanned)).tile_sizes
     return tuple(spans.get(j, t) for j, t in enumerate(sizes))
 
