@@ -59,6 +59,9 @@ EPILOGUES: dict[str, tuple[bool, str | None, bool]] = {
     "RELU": (False, "relu", False),
 }
 
+# Enum numbers, as a protobuf-text dump may give them.
+_EPILOGUE_NUMBERS = {"0": "DEFAULT", "1": "BIAS", "2": "RELU", "3": "BIAS_RELU", "4": "GELU",
+                     "5": "GELU_AUX", "6": "BIAS_GELU", "7": "BIAS_GELU_AUX"}
 #: Element types cuBLAS multiplies in f32 and rounds to once.
 _F32_COMPUTE = ("bf16", "f16")
 _REAL_FLOATS = ("bf16", "f16", "f32", "f64")
@@ -110,6 +113,7 @@ def gemm_call(instr: HloInstruction) -> GemmCall:
     if config_number(config, "alpha_imag", 0, instr) != 0:
         raise custom_call_error(instr, "a complex alpha (alpha_imag) is not supported")
     epilogue = str(config.get("epilogue", "DEFAULT"))
+    epilogue = _EPILOGUE_NUMBERS.get(epilogue, epilogue)
     if epilogue not in EPILOGUES:
         raise custom_call_error(instr, f"epilogue {epilogue} is not supported (known: "
                                   f"{', '.join(EPILOGUES)})")
@@ -175,6 +179,8 @@ def _dot_attributes(config: dict, instr: HloInstruction) -> tuple[tuple[str, obj
         ("lhs_contracting_dims", dims("lhs_contracting_dimensions")),
         ("rhs_contracting_dims", dims("rhs_contracting_dimensions"))]
     precision = config.get("precision_config") or {}
+    if not isinstance(precision, dict):
+        raise custom_call_error(instr, "precision_config is not a message")
     operand_precision = [str(p).lower() for p in as_list(precision.get("operand_precision"))]
     if operand_precision:
         attrs.append(("operand_precision", tuple(operand_precision)))

@@ -11,6 +11,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusion.analysis.gemm_calls import gemm_call
 from fusion.errors import UnsupportedOpError
@@ -181,3 +183,43 @@ def test_a_gemm_call_differentiates_as_what_it_computes():
     (-(0.5 * (a @ b) + 2.0 * c)).backward(torch.from_numpy(ct.astype(np.float64)))
     for got, want in zip(grads, (a.grad, b.grad, c.grad)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=True)
+    | st.sampled_from(["", "1", "x", "BIAS", "kRelu", "ALG_DOT_BF16_BF16_F32"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["lhs_contracting_dimensions", "operand_precision", "algorithm"]),
+        inner, max_size=3), max_leaves=6)
+_GEMM_KEYS = ["alpha_real", "alpha_imag", "beta", "epilogue", "dot_dimension_numbers",
+              "precision_config"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.sampled_from(_GEMM_KEYS), value=_JSON_VALUES,
+       conv=st.booleans())
+def test_any_backend_config_value_is_computed_or_a_located_error(key, value, conv):
+    """Garbage in a GEMM's or a convolution's backend config: never a raw traceback."""
+    from fusion.errors import FusionCompilerError  # noqa: PLC0415
+    from tests.fusion.test_cudnn_conv_calls import conv_module  # noqa: PLC0415
+
+    if conv:
+        text = conv_module()
+        key = {"alpha_real": "conv_result_scale", "beta": "side_input_scale",
+               "epilogue": "activation_mode"}.get(key, "leakyrelu_alpha")
+        message = "cudnn_conv_backend_config"
+    else:
+        text = gemm_module(epilogue="BIAS")
+        message = "gemm_backend_config"
+    line = next(line for line in text.splitlines() if "custom-call" in line)
+    config = json.loads(line.split("backend_config=", 1)[1])
+    config[message][key] = value
+    changed = text.replace(line, line.split("backend_config=", 1)[0] + "backend_config="
+                           + json.dumps(config, separators=(",", ":")))
+    module = parse_hlo(changed)
+    try:
+        expanded = expand_gpu_library_calls(module)
+        verify_module(expanded)
+        evaluate(module, *_inputs(changed))
+    except FusionCompilerError as err:
+        assert err.line is not None or err.where, err
