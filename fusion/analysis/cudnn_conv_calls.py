@@ -1,4 +1,4 @@
-"""cuDNN convolution custom-calls: what a ``__cudnn$convForward`` computes.
+"""cuDNN convolution custom-calls: what a ``__cudnn$conv*`` call computes.
 
 XLA:GPU's ``ConvRewriter`` turns each convolution into a custom-call to cuDNN that keeps the
 convolution's own ``window``, ``dim_labels`` and group counts, and its fused-conv rewriter
@@ -11,11 +11,14 @@ folds a scale, a side input, a bias and an activation into
 with operands ``(x, w)`` for ``convForward`` and ``(x, w, bias[, side])`` for the fused form,
 the bias a vector along the output feature dim, and ``activation_mode`` one of ``kNone``,
 ``kRelu``, ``kRelu6``, ``kElu``, ``kLeakyRelu`` (slope ``leakyrelu_alpha``), ``kSigmoid``,
-``kTanh``.  cuDNN computes 16-bit floats in f32 and rounds once; the result is a tuple of
-``y`` and a ``u8`` scratch buffer.  The backward convolutions (``convBackwardInput``,
-``convBackwardFilter``) carry the forward convolution's window and are refused by name.
-This module decodes; ``evaluator/cudnn_conv_ops`` computes, ``transforms/gpu_call_expansion``
-writes the HLO ops.
+``kTanh``.  The backward convolutions carry the *forward* convolution's window and
+dim_labels, its ``lhs`` labels naming the input and its output labels the output's gradient:
+``convBackwardInput(dy, w)`` is the gradient with respect to the input (the result, of the
+input's shape), ``convBackwardFilter(x, dy)`` with respect to the kernel
+(``conv_gradients`` gives the convolutions that compute them; ungrouped ones here).  cuDNN
+computes 16-bit floats in f32 and rounds once; the result is a tuple of ``y`` and a ``u8``
+scratch buffer.  This module decodes; ``evaluator/cudnn_conv_ops`` computes,
+``transforms/gpu_call_expansion`` writes the HLO ops.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -35,20 +38,21 @@ writes the HLO ops.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fusion.analysis.conv_gradients import filter_gradient, input_gradient
 from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
+from fusion.ir.attributes import Window
 from fusion.ir.convolution import parse_dim_labels
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape
 
-#: The forward convolution targets (fused: with scale, side input, bias and activation).
-CONV_TARGETS = {"__cudnn$convForward": False, "__cudnn$convBiasActivationForward": True}
-#: cuDNN targets recognised but not computed here, and why.
-REFUSED_CONV_TARGETS = {
-    "__cudnn$convBackwardFilter": "a backward (filter) convolution",
-    "__cudnn$convBackwardInput": "a backward (input) convolution",
-}
+#: cuDNN convolution target -> what it computes (``convolution``'s direction).
+CONV_TARGETS = {"__cudnn$convBackwardFilter": "backward_filter",
+                "__cudnn$convBackwardInput": "backward_input",
+                "__cudnn$convBiasActivationForward": "fused_forward",
+                "__cudnn$convForward": "forward"}
 #: ``activation_mode`` (stream_executor's ``dnn::ActivationMode``) -> the activation computed.
 ACTIVATIONS = {"kElu": "elu", "kLeakyRelu": "leaky_relu", "kNone": None, "kRelu": "relu",
                "kRelu6": "relu6", "kSigmoid": "sigmoid", "kTanh": "tanh"}
@@ -62,13 +66,16 @@ _FLOATS = ("bf16", "f16", "f32", "f64")
 class CudnnConvCall:
     """One cuDNN forward convolution custom-call, decoded (module docstring).
 
-    ``bias``/``side_input``: operand names or None; ``feature_dim``: the result dim the bias
-    runs along; ``conv_attributes``: the convolution's HLO attributes (window, dim_labels,
-    group counts); ``workspace``/``tuple_result`` as a GEMM call's."""
+    ``direction``: a :data:`CONV_TARGETS` value; ``lhs``/``rhs``: operands 0 and 1 (``x, w``
+    forward, ``dy, w`` backward input, ``x, dy`` backward filter); ``bias``/``side_input``:
+    operand names or None; ``feature_dim``: the result dim the bias runs along;
+    ``conv_attributes``: the call's convolution attributes (window, dim_labels, group
+    counts: the forward convolution's); ``workspace``/``tuple_result`` as a GEMM call's."""
 
     target: str
-    input: str
-    filter: str
+    direction: str
+    lhs: str
+    rhs: str
     bias: str | None
     side_input: str | None
     scale: float
@@ -89,20 +96,16 @@ class CudnnConvCall:
 
 
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
-    """A custom-call to a cuDNN convolution target, computed or refused by name."""
-    return instr.opcode == "custom-call" and (
-        instr.attr("custom_call_target", None) in CONV_TARGETS
-        or instr.attr("custom_call_target", None) in REFUSED_CONV_TARGETS)
+    """A custom-call to a cuDNN convolution target (:data:`CONV_TARGETS`)."""
+    return instr.opcode == "custom-call" and instr.attr("custom_call_target", None) in CONV_TARGETS
 
 
 def cudnn_conv_call(instr: HloInstruction) -> CudnnConvCall:
     """What the cuDNN convolution custom-call ``instr`` computes; ``UnsupportedOpError``
     (located, naming the target and the field) for what this project does not compute."""
     target = instr.attr("custom_call_target")
-    if target in REFUSED_CONV_TARGETS:
-        raise custom_call_error(instr, f"{REFUSED_CONV_TARGETS[target]} is not supported (dump the "
-                                  "module before XLA:GPU's optimizations to compile it)")
-    fused = CONV_TARGETS[target]
+    direction = CONV_TARGETS[target]
+    fused = direction == "fused_forward"
     config = backend_config_of(instr, "cudnn_conv_backend_config")
     scale = config_number(config, "conv_result_scale", 1, instr)
     side_scale = config_number(config, "side_input_scale", 0, instr)
@@ -113,7 +116,7 @@ def cudnn_conv_call(instr: HloInstruction) -> CudnnConvCall:
     expected = (4 if side_scale != 0 else 3) if fused else 2
     if len(instr.operands) != expected:
         raise custom_call_error(instr, f"takes {len(instr.operands)} operands, not the {expected} "
-                                  f"of (input, filter{', bias' if fused else ''}"
+                                  f"of ({_OPERANDS[direction]}{', bias' if fused else ''}"
                                   f"{', side input' if expected == 4 else ''})")
     result, workspace, is_tuple = _outputs(instr)
     if result.dtype not in _FLOATS:
@@ -125,11 +128,47 @@ def cudnn_conv_call(instr: HloInstruction) -> CudnnConvCall:
         raise custom_call_error(instr, f"dim_labels: {err}") from None
     attrs = tuple((k, v) for k, v in instr.attributes
                   if k in ("window", "dim_labels", "feature_group_count", "batch_group_count"))
-    return CudnnConvCall(target, instr.operands[0], instr.operands[1],
+    if direction.startswith("backward") and any(
+            v != 1 for k, v in attrs if k in ("feature_group_count", "batch_group_count")):
+        raise custom_call_error(instr, "a grouped backward convolution is not supported")
+    return CudnnConvCall(target, direction, instr.operands[0], instr.operands[1],
                          instr.operands[2] if fused else None,
                          instr.operands[3] if expected == 4 else None, scale, side_scale,
                          ACTIVATIONS[mode], config_number(config, "leakyrelu_alpha", 0, instr),
                          result, feature_dim, workspace, is_tuple, attrs)
+
+
+_OPERANDS = {"backward_filter": "input, output gradient", "backward_input": "output gradient, filter",
+             "forward": "input, filter", "fused_forward": "input, filter"}
+
+
+def convolution_to_run(call: CudnnConvCall, lhs_dims: Sequence[int], rhs_dims: Sequence[int]
+                       ) -> tuple[tuple[tuple[str, object], ...], tuple[int, ...] | None]:
+    """The ``convolution`` computing ``call`` on operands of ``lhs_dims`` and ``rhs_dims``:
+    its attributes, and the rhs spatial dims to reverse first (a backward input
+    convolution's kernel), else None.
+
+    >>> from fusion.ir.attributes import Window, WindowDim
+    >>> w = Window((WindowDim(3, 2, 1, 1, 1, 1, False),))
+    >>> call = CudnnConvCall("t", "backward_input", "dy", "w", None, None, 1, 0, None, 0,
+    ...                      ArrayShape("f32", (1, 8, 4)), 2, False, False,
+    ...                      (("window", w), ("dim_labels", "b0f_0io->b0f")))
+    >>> attrs, reversed_dims = convolution_to_run(call, (1, 4, 16), (3, 4, 16))
+    >>> dict(attrs)["dim_labels"], reversed_dims
+    ('b0f_0oi->b0f', (0,))
+    """
+    if not call.direction.startswith("backward"):
+        return call.conv_attributes, None
+    attrs = dict(call.conv_attributes)
+    d = parse_dim_labels(str(attrs["dim_labels"]))
+    window = attrs["window"].dims
+    if call.direction == "backward_input":  # dy is the output, the result the input
+        dims, transposed = input_gradient(d, window, call.result.dims, lhs_dims)
+        reverse: tuple[int, ...] | None = tuple(d.rhs_spatial)
+    else:  # x is the input, dy the output
+        dims, transposed = filter_gradient(d, window, lhs_dims, rhs_dims)
+        reverse = None
+    return (("window", Window(transposed)), ("dim_labels", str(dims))), reverse
 
 
 def _outputs(instr: HloInstruction) -> tuple[ArrayShape, bool, bool]:
@@ -143,5 +182,5 @@ def _outputs(instr: HloInstruction) -> tuple[ArrayShape, bool, bool]:
     return parts[0], len(parts) == 2, True
 
 
-__all__ = ["ACTIVATIONS", "CONV_TARGETS", "CudnnConvCall", "REFUSED_CONV_TARGETS",
+__all__ = ["ACTIVATIONS", "CONV_TARGETS", "CudnnConvCall", "convolution_to_run",
            "cudnn_conv_call", "is_cudnn_conv_call"]

@@ -1,16 +1,14 @@
 """The VJP of ``convolution``: JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``.  Each
-gradient is a convolution again, with the roles of the dims swapped: the input's gradient
-convolves the cotangent with the spatially reversed kernel (strides become base dilation),
-the kernel's convolves the input with the cotangent (feature groups become batch groups).
-
->>> spec = ConvDimensionNumbers(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
->>> str(_lhs_transposed(spec)), str(_rhs_transposed(spec))
-('b01f_01oi->b01f', 'f01b_i01o->01bf')
+gradient is a convolution again, with the roles of the dims swapped
+(``fusion.analysis.conv_gradients``): the input's gradient convolves the cotangent with the
+spatially reversed kernel (strides become base dilation), the kernel's convolves the input
+with the cotangent (feature groups become batch groups).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+from fusion.analysis.conv_gradients import filter_gradient, input_gradient
 from fusion.ir.attributes import Window, WindowDim
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
@@ -20,24 +18,6 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 
 Cts = Sequence[Cotangent]
-
-
-def _lhs_transposed(d: ConvDimensionNumbers) -> ConvDimensionNumbers:
-    """cotangent (as lhs) x reversed kernel (input/output features swapped) -> input."""
-    return ConvDimensionNumbers(d.out_batch, d.out_feature, d.out_spatial,
-                                d.rhs_output, d.rhs_input, d.rhs_spatial,
-                                d.lhs_batch, d.lhs_feature, d.lhs_spatial)
-
-
-def _rhs_transposed(d: ConvDimensionNumbers) -> ConvDimensionNumbers:
-    """input (batch and features swapped) x cotangent (as kernel) -> kernel."""
-    return ConvDimensionNumbers(d.lhs_feature, d.lhs_batch, d.lhs_spatial,
-                                d.out_batch, d.out_feature, d.out_spatial,
-                                d.rhs_input, d.rhs_output, d.rhs_spatial)
-
-
-def _dilated(size: int, dilation: int) -> int:
-    return 0 if size == 0 else (size - 1) * dilation + 1
 
 
 def _convolve(b: GraphBuilder, lhs: str, rhs: str, dims: ConvDimensionNumbers,
@@ -89,29 +69,13 @@ def vjp_convolution(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
                                      "batch_group_count > 1", **instr._located())
         kernel = rhs if fgc == 1 else _groups_into_input_features(b, rhs, d, fgc)
         kernel = b.emit("reverse", (kernel,), (("dimensions", tuple(d.rhs_spatial)),))
-        transposed = []
-        for k, w in enumerate(window):
-            in_size = _dilated(lhs_shape.dims[d.lhs_spatial[k]], w.base_dilation)
-            extent = _dilated(w.size, w.window_dilation)
-            out_size = _dilated(out_dims[d.out_spatial[k]], w.stride)
-            before = extent - w.padding_low - 1
-            after = in_size + extent - 1 - out_size - before
-            transposed.append(WindowDim(w.size, w.base_dilation, before, after,
-                                        w.window_dilation, w.stride))
-        grad_lhs = _convolve(b, b.convert(ct, rhs_shape.dtype), kernel, _lhs_transposed(d),
-                             transposed, lhs_shape.dtype, feature_groups=fgc)
+        dims, transposed = input_gradient(d, window, lhs_shape.dims, out_dims)
+        grad_lhs = _convolve(b, b.convert(ct, rhs_shape.dtype), kernel, dims, list(transposed),
+                             lhs_shape.dtype, feature_groups=fgc)
     if ctx.is_active(instr.operands[1]):
-        transposed = []
-        for k, w in enumerate(window):
-            in_size = _dilated(lhs_shape.dims[d.lhs_spatial[k]], w.base_dilation)
-            extent = _dilated(w.size, w.window_dilation)
-            out_size = _dilated(out_dims[d.out_spatial[k]], w.stride)
-            high = (out_size - in_size) + (extent - w.padding_low - 1)
-            transposed.append(WindowDim(out_dims[d.out_spatial[k]], w.window_dilation,
-                                        w.padding_low, high, w.stride, w.base_dilation))
-        grad_rhs = _convolve(b, lhs, b.convert(ct, lhs_shape.dtype), _rhs_transposed(d),
-                             transposed, rhs_shape.dtype, feature_groups=bgc,
-                             batch_groups=fgc)
+        dims, transposed = filter_gradient(d, window, lhs_shape.dims, out_dims)
+        grad_rhs = _convolve(b, lhs, b.convert(ct, lhs_shape.dtype), dims, list(transposed),
+                             rhs_shape.dtype, feature_groups=bgc, batch_groups=fgc)
     return (grad_lhs, grad_rhs)
 
 

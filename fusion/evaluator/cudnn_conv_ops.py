@@ -1,8 +1,8 @@
-"""Reference rule of the cuDNN forward convolution custom-calls
-(``fusion.analysis.cudnn_conv_calls``).
+"""Reference rule of the cuDNN convolution custom-calls (``fusion.analysis.cudnn_conv_calls``).
 
 ``activation(scale * conv(x, w) + side_input_scale * side + bias)`` in NumPy: the convolution
-by the evaluator's own ``convolve`` in the type cuDNN computes in (f32 for 16-bit floats),
+(a backward one's: the gradient's, ``convolution_to_run``) by the evaluator's own
+``convolve`` in the type cuDNN computes in (f32 for 16-bit floats),
 the rest in that type, rounded once; a zero scratch buffer.  Written from the formula, not
 from the HLO expansion the compiler runs (``transforms.gpu_call_expansion``).
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fusion.analysis.cudnn_conv_calls import cudnn_conv_call
+from fusion.analysis.cudnn_conv_calls import convolution_to_run, cudnn_conv_call
 from fusion.errors import FusionCompilerError
 from fusion.evaluator.convolution_ops import convolve
 from fusion.evaluator.failures import op_error
@@ -58,14 +58,21 @@ def _activated(x: np.ndarray, activation: str | None, slope: float) -> np.ndarra
 
 def eval_cudnn_conv_call(ev: Any, instr: Any, args: list) -> Any:
     """The outputs of the cuDNN convolution custom-call ``instr`` on ``args``."""
+    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
     try:
         call = cudnn_conv_call(instr)
-        conv = conv_dims(instr)
+        attributes, reverse = convolution_to_run(call, lhs.shape, rhs.shape)
+        conv = conv_dims(instr.replace(attributes=attributes))
     except FusionCompilerError as err:
         raise op_error(instr, err.message) from None
+    if reverse is not None:
+        rhs = np.flip(rhs, reverse)
     compute = numpy_dtype(ArrayShape(call.compute_type, ()))
-    x = convolve(args[0], args[1], conv.dims, conv.window, conv.feature_group_count,
+    x = convolve(lhs, rhs, conv.dims, conv.window, conv.feature_group_count,
                  conv.batch_group_count, compute).astype(compute)
+    if x.shape != call.result.dims:
+        raise op_error(instr, f"the convolution gives {list(x.shape)}, the call's result is "
+                              f"{list(call.result.dims)}")
     if call.scale != 1:
         x = x * compute.type(call.scale)
     if call.side_input is not None:

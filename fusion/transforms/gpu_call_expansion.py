@@ -1,11 +1,11 @@
 """XLA:GPU's library custom-calls written as the HLO ops they compute.
 
 A dump XLA:GPU optimized runs its matmuls as ``__cublas$gemm`` / ``__cublas$lt$matmul``
-custom-calls (``fusion.analysis.gemm_calls``) and its convolutions as ``__cudnn$convForward``
-/ ``__cudnn$convBiasActivationForward`` (``fusion.analysis.cudnn_conv_calls``).  Each
-becomes the ops of its formula, in the type the library computes in: a ``dot`` (its
-dimension numbers, operand precision and algorithm) or a ``convolution`` (its window,
-dim_labels and group counts), times its scale (``alpha``, ``conv_result_scale``), plus the
+custom-calls (``fusion.analysis.gemm_calls``) and its convolutions as ``__cudnn$conv*``
+custom-calls (``fusion.analysis.cudnn_conv_calls``).  Each becomes the ops of its formula, in
+the type the library computes in: a ``dot`` (its dimension numbers, operand precision and
+algorithm) or a ``convolution`` (its window, dim_labels and group counts; a backward one's,
+the gradient's convolution), times its scale (``alpha``, ``conv_result_scale``), plus the
 scaled ``C`` or side input, plus the bias broadcast (over a GEMM's trailing dims, along a
 convolution's output features), then the activation (ReLU, ReLU6, ELU, leaky ReLU, sigmoid,
 tanh, the tanh GELU), converted once to the result type.  Each ``get-tuple-element`` of the
@@ -36,7 +36,8 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from fusion.analysis.cudnn_conv_calls import CudnnConvCall, cudnn_conv_call, is_cudnn_conv_call
+from fusion.analysis.cudnn_conv_calls import (CudnnConvCall, convolution_to_run, cudnn_conv_call,
+                                              is_cudnn_conv_call)
 from fusion.analysis.gemm_calls import GemmCall, gemm_call, is_gemm_call
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
@@ -53,9 +54,9 @@ def is_gpu_library_call(instr: HloInstruction) -> bool:
 
 
 def expand_gpu_library_calls(module: HloModule) -> HloModule:
-    """``module`` with every cuBLAS GEMM and cuDNN forward convolution custom-call written as
-    HLO ops (module docstring); ``UnsupportedOpError`` (located) for a call this project
-    does not compute (a backward convolution, an fp8 GEMM's own target is no GEMM here)."""
+    """``module`` with every cuBLAS GEMM and cuDNN convolution custom-call written as HLO ops
+    (module docstring); ``UnsupportedOpError`` (located) for a call this project does not
+    compute (a grouped backward convolution, an unknown epilogue)."""
     if not any(is_gpu_library_call(i) for c in module.computations for i in c):
         return module
     taken = {i.name for c in module.computations for i in c}
@@ -134,9 +135,14 @@ class _Ops:
         return outputs
 
     def conv(self, call: CudnnConvCall, comp: HloComputation) -> list[str]:
-        """activation(scale * conv + side_input_scale * side + bias), rounded once."""
+        """activation(scale * conv + side_input_scale * side + bias), rounded once; a backward
+        convolution's conv is the gradient's (``convolution_to_run``)."""
         at = replace(call.result, dtype=call.compute_type)
-        x = self.add("convolution", at, (call.input, call.filter), call.conv_attributes)
+        attributes, reverse = convolution_to_run(call, comp.instruction(call.lhs).shape.dims,
+                                                 comp.instruction(call.rhs).shape.dims)
+        rhs = call.rhs if reverse is None else self.add(
+            "reverse", comp.instruction(call.rhs).shape, (call.rhs,), (("dimensions", reverse),))
+        x = self.add("convolution", at, (call.lhs, rhs), attributes)
         x = self.scaled(x, call.scale, at)
         if call.side_input is not None:
             side = self.convert(call.side_input, comp.instruction(call.side_input).shape,

@@ -10,7 +10,7 @@ import pytest
 from fusion.errors import UnsupportedOpError
 from fusion.ir.shape import flatten_shape
 from fusion.text.parser import parse_hlo
-from tests.fusion.test_cudnn_conv_calls import CASES as CONV_CASES, conv_module
+from tests.fusion.test_cudnn_conv_calls import CASES as CONV_CASES, backward_module, conv_module
 from tests.fusion.test_gemm_calls import CASES, _inputs, gemm_module
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.driver.op_coverage import uncovered_ops
@@ -68,6 +68,11 @@ def test_a_cudnn_convolution_compiles_and_matches_the_evaluator(name):
     _check(text)
     compiled = compile_hlo(text, cache=False)
     assert [f.kind.value for f in compiled.fusions.values()] == ["convolution"]  # one kernel
+
+
+@pytest.mark.parametrize("direction", ["input", "filter"])
+def test_a_cudnn_backward_convolution_compiles_and_matches_the_evaluator(direction):
+    _check(backward_module(direction, stride=2, dtype="bf16"))
 
 
 def test_an_xla_gpu_dump_of_an_mlp_runs_and_fuses_the_epilogue_with_the_dot():
