@@ -42,6 +42,7 @@ from fusion.analysis.gemm_calls import GemmCall, gemm_call, is_gemm_call
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
+from fusion.transforms.map_inlining import fresh_names
 
 #: The tanh approximation of GELU cuBLASLt's epilogue computes (and ``GemmRewriter`` matches).
 GELU_CUBIC = 0.044715
@@ -85,9 +86,10 @@ def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
         if instr.name not in calls:
             out.append(instr)
             continue
-        ops = _Ops(instr, _fresh(instr.name, taken))
-        call = gemm_call(instr) if is_gemm_call(instr) else cudnn_conv_call(instr)
-        outputs = ops.gemm(call, comp) if is_gemm_call(instr) else ops.conv(call, comp)
+        gemm = is_gemm_call(instr)
+        ops = _Ops(instr, fresh_names(instr.name, taken, "gemm" if gemm else "conv"))
+        call = gemm_call(instr) if gemm else cudnn_conv_call(instr)
+        outputs = ops.gemm(call, comp) if gemm else ops.conv(call, comp)
         ops.name_outputs(call, outputs, [] if instr.name in whole else picks.get(instr.name, []))
         out.extend(ops.instructions)
     return replace(comp, instructions=tuple(out))
@@ -220,16 +222,6 @@ class _Ops:
             i.replace(name=new if i.name == old else i.name,
                       operands=tuple(new if o == old else o for o in i.operands))
             for i in self.instructions]
-
-
-def _fresh(base: str, taken: set[str]) -> Callable[[], str]:
-    def fresh() -> str:
-        n = 1
-        while f"{base}.gemm{n}" in taken:
-            n += 1
-        taken.add(f"{base}.gemm{n}")
-        return f"{base}.gemm{n}"
-    return fresh
 
 
 __all__ = ["GELU_CUBIC", "GELU_SCALE", "expand_gpu_library_calls", "is_gpu_library_call"]

@@ -108,21 +108,27 @@ def _inlined(comp: HloComputation, module: HloModule, taken: set[str]) -> HloCom
             out.append(instr)
             continue
         ops = inline_scalar_computation(called, instr.operands, instr.shape,
-                                        _fresh(instr.name, taken))
+                                        fresh_names(instr.name, taken))
         ops[-1] = ops[-1].replace(name=instr.name, location=instr.location)
         out.extend(ops)
         changed = True
     return replace(comp, instructions=tuple(out)) if changed else comp
 
 
-def _fresh(base: str, taken: set[str]) -> Callable[[], str]:
+def fresh_names(base: str, taken: set[str], tag: str = "map") -> Callable[[], str]:
+    """Names ``<base>.<tag>1``, ``<base>.<tag>2``, ... not in ``taken`` (each added to it).
+
+    >>> fresh = fresh_names("r", {"r.map1"})
+    >>> fresh(), fresh()
+    ('r.map2', 'r.map3')
+    """
     def fresh() -> str:
         n = 1
-        while f"{base}.map{n}" in taken:
+        while f"{base}.{tag}{n}" in taken:
             n += 1
-        taken.add(f"{base}.map{n}")
-        return f"{base}.map{n}"
+        taken.add(f"{base}.{tag}{n}")
+        return f"{base}.{tag}{n}"
     return fresh
 
 
-__all__ = ["inline_maps", "inline_scalar_computation", "is_scalar_elementwise"]
+__all__ = ["fresh_names", "inline_maps", "inline_scalar_computation", "is_scalar_elementwise"]
