@@ -43,6 +43,35 @@ ENTRY %main.10 (x: bf16[8,32], w1: bf16[32,64], b1: bf16[64], w2: bf16[64,16], r
 """
 
 
+#: XLA:GPU's generic Triton emitter: a GEMM fusion whose operands are nested fusions of
+#: their own (each with the tiling XLA chose for it), here one negating the rhs.
+NESTED_GEMM = """HloModule jit_f, entry_computation_layout={(bf16[128,64]{1,0}, bf16[64,256]{1,0})->bf16[128,256]{1,0}}
+
+%lhs_fusion (p0: bf16[128,64]) -> bf16[128,64] {
+  ROOT %p0 = bf16[128,64]{1,0} parameter(0)
+}
+
+%rhs_fusion (p0: bf16[64,256]) -> bf16[64,256] {
+  %p0.1 = bf16[64,256]{1,0} parameter(0)
+  ROOT %n = bf16[64,256]{1,0} negate(bf16[64,256]{1,0} %p0.1)
+}
+
+%gemm_fusion_dot (p0.2: bf16[128,64], p1.2: bf16[64,256]) -> bf16[128,256] {
+  %p0.2 = bf16[128,64]{1,0} parameter(0)
+  %lhs = bf16[128,64]{1,0} fusion(bf16[128,64]{1,0} %p0.2), kind=kCustom, calls=%lhs_fusion, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["64","32"]}]}}}
+  %p1.2 = bf16[64,256]{1,0} parameter(1)
+  %rhs = bf16[64,256]{1,0} fusion(bf16[64,256]{1,0} %p1.2), kind=kCustom, calls=%rhs_fusion, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["32","128"]}]}}}
+  ROOT %dot.1 = bf16[128,256]{1,0} dot(bf16[128,64]{1,0} %lhs, bf16[64,256]{1,0} %rhs), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main.4 (Arg_0.1: bf16[128,64], Arg_1.2: bf16[64,256]) -> bf16[128,256] {
+  %Arg_0.1 = bf16[128,64]{1,0} parameter(0)
+  %Arg_1.2 = bf16[64,256]{1,0} parameter(1)
+  ROOT %gemm_fusion_dot.1 = bf16[128,256]{1,0} fusion(bf16[128,64]{1,0} %Arg_0.1, bf16[64,256]{1,0} %Arg_1.2), kind=kCustom, calls=%gemm_fusion_dot, backend_config={"fusion_backend_config":{"kind":"__triton_gemm","block_level_fusion_config":{"output_tiles":[{"sizes":["64","128"]}],"num_warps":"4","num_ctas":1,"num_stages":3}}}
+}
+"""
+
+
 def _check(text: str) -> None:
     module = parse_hlo(text)
     arrays = _inputs(text, seed=3)
@@ -91,3 +120,13 @@ def test_an_fp8_gemm_is_refused_located():
     with pytest.raises(UnsupportedOpError, match=r"__cublas\$lt\$matmul\$f8") as err:
         compile_hlo(text, cache=False)
     assert err.value.line is not None
+
+
+def test_a_nested_triton_gemm_fusion_is_one_kernel_matching_the_evaluator():
+    _check(NESTED_GEMM)
+    compiled = compile_hlo(NESTED_GEMM, cache=False)
+    assert [f.kind.value for f in compiled.fusions.values()] == ["dot"]
+    fused = compiled.module.computation(compiled.module.entry.root.attr("calls"))
+    # the lhs fusion (its root a parameter) is a copy, the rhs one its negate
+    assert [i.opcode for i in fused if i.opcode != "parameter"] == ["copy", "negate", "dot"]
+    assert uncovered_ops(parse_hlo(NESTED_GEMM)) == []

@@ -1,5 +1,5 @@
 """A reducer computation that itself calls a fusion (issue 29; XLA's test files have them):
-XLA runs it, and so do the evaluator and ``compile_hlo`` (``transforms.reducer_inlining``
+XLA runs it, and so do the evaluator and ``compile_hlo`` (``transforms.nested_fusion_inlining``
 inlines the fusion into the reducer first).  Each program runs three ways."""
 from __future__ import annotations
 

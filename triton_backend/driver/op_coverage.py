@@ -55,6 +55,7 @@ from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
+from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
 from triton_backend.lowering.rules.combine_function import lowers_in_reducer
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
@@ -339,9 +340,9 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
     conditional), the fused computations of its fusions and the reducers of its reduces;
     a sort's comparator is run by the evaluator at compile time, so only its order matters.
     """
-    # As compile_hlo does first: GPU library calls become dots and convolutions, the maps
-    # left are refused.
-    module = inline_maps(expand_gpu_library_calls(module))
+    # As compile_hlo does first: GPU library calls become dots and convolutions, nested
+    # fusions are inlined, the maps left are refused.
+    module = inline_maps(inline_nested_fusions(expand_gpu_library_calls(module)))
     found: list[Uncovered] = []
     seen: set[tuple[str, str]] = set()
 

@@ -1,11 +1,13 @@
-"""Inline fusions (and calls) inside reducer computations: what a kernel's combiner can run.
+"""Inline fusions (and calls) nested inside reducers and fused computations.
 
 XLA's test files hold reduces whose ``to_apply`` computation itself calls a ``fusion`` (a
-fused ``add``, say).  XLA runs them; a Triton kernel inlines its reducer into the kernel as
-scalar code, which has no notion of launching a fusion.  Inlining the called computation in
-the reducer (its instructions in the fusion's place, renamed apart) gives the same value,
-op for op, so the reference evaluator and every emitter see plain scalar ops.  Computations
-left uncalled afterwards are dropped; a module without such reducers is returned as is.
+fused ``add``, say), and XLA:GPU's generic Triton emitter writes a GEMM fusion whose operands
+are ``fusion``s of their own (``__triton_nested_gemm_fusion``: the tiling of each operand).
+XLA runs them; a Triton kernel inlines its reducer into the kernel as scalar code and emits a
+fused computation as one kernel, which has no notion of launching a fusion.  Inlining the
+called computation (its instructions in the fusion's place, renamed apart) gives the same
+value, op for op, so the reference evaluator and every emitter see plain ops.  Computations
+left uncalled afterwards are dropped; a module without such nesting is returned as is.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -24,10 +26,10 @@ left uncalled afterwards are dropped; a module without such reducers is returned
 ...   z = f32[] constant(0)
 ...   ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add
 ... }''')
->>> out = inline_reducer_fusions(m)
+>>> out = inline_nested_fusions(m)
 >>> [c.name for c in out.computations], [i.opcode for i in out.computation("add")]
 (['add', 'e'], ['parameter', 'parameter', 'add'])
->>> inline_reducer_fusions(out) is out
+>>> inline_nested_fusions(out) is out
 True
 """
 from __future__ import annotations
@@ -39,18 +41,21 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import traits
 
 
-def inline_reducer_fusions(module: HloModule) -> HloModule:
+def inline_nested_fusions(module: HloModule) -> HloModule:
     """``module`` with every fusion or call inside a reducer (the ``to_apply`` of a reduce,
-    reduce-window or scatter) replaced by the instructions of the computation it calls."""
-    reducers = {i.attr("to_apply") for c in module.computations for i in c
-                if traits(i.opcode).kernel_reducer and i.has_attr("to_apply")}
+    reduce-window or scatter) or inside a fused computation replaced by the instructions of
+    the computation it calls."""
+    hosts = {i.attr("to_apply") for c in module.computations for i in c
+             if traits(i.opcode).kernel_reducer and i.has_attr("to_apply")}
+    hosts |= {i.attr("calls") for c in module.computations for i in c
+              if i.opcode == "fusion" and i.has_attr("calls")}
     if not any(traits(i.opcode).inlinable for c in module.computations
-               if c.name in reducers for i in c):
+               if c.name in hosts for i in c):
         return module
     taken = {i.name for c in module.computations for i in c}
     current = module
     while True:  # a fusion's body may call another fusion: inline until none is left
-        comps = tuple(_inlined(c, current, taken) if c.name in reducers else c
+        comps = tuple(_inlined(c, current, taken) if c.name in hosts else c
                       for c in current.computations)
         if comps == current.computations:
             break
@@ -95,4 +100,4 @@ def _fresh(name: str, taken: set[str]) -> str:
     return f"{name}.{n}"
 
 
-__all__ = ["inline_reducer_fusions"]
+__all__ = ["inline_nested_fusions"]
