@@ -106,15 +106,30 @@ def measure(path: str, calls: int) -> dict:
 _OPS: list = []
 
 
+def _program_path(given: str) -> str:
+    """``given`` when it is a file, else the bench program of that name.
+
+    >>> Path(_program_path("softmax_f32_4096x1024")).name
+    'softmax_f32_4096x1024.hlo'
+    """
+    named = ROOT / "bench" / "programs" / f"{given}.hlo"
+    return str(named) if not Path(given).is_file() and named.is_file() else given
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("programs", nargs="*")
+    parser.add_argument("programs", nargs="*",
+                        help="HLO files, or names of bench/programs (default: all of them)")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="one JSON document with the rows")
     args = parser.parse_args(argv)
+    paths = [_program_path(p) for p in args.programs] or DEFAULT_PROGRAMS
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        parser.error(f"no such HLO file or bench program: {', '.join(missing)}")
     _interpret_without_a_gpu()
     rows = []
-    for path in args.programs or DEFAULT_PROGRAMS:
+    for path in paths:
         row = measure(path, args.calls)
         rows.append(row)
         if not args.json:
