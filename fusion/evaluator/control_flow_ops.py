@@ -1,4 +1,5 @@
-"""Rules that call computations: ``call``, ``conditional``, ``fusion``, ``map``, ``while``.
+"""Rules that call computations: ``async-start`` (and its ``async-update``, ``async-done``),
+``call``, ``conditional``, ``fusion``, ``map``, ``while``.
 
 A ``conditional`` with an s32 branch index out of range runs the last branch, as XLA does.
 
@@ -13,6 +14,22 @@ import numpy as np
 
 from fusion.errors import EvaluationError
 from fusion.evaluator.failures import op_error
+from fusion.evaluator.numerics import numpy_dtype
+
+
+def eval_async_start(ev: Any, instr: Any, args: list) -> Any:
+    """``((args...), the wrapped computation's result, context...)``: the context is the
+    runtime's (zeros here); only async-done reads the result."""
+    context = tuple(np.zeros(s.dims, numpy_dtype(s)) for s in instr.shape.elements[2:])
+    return (tuple(args), ev.call(instr.attr("calls"), args, caller=instr), *context)
+
+
+def eval_async_update(ev: Any, instr: Any, args: list) -> Any:
+    return args[0]
+
+
+def eval_async_done(ev: Any, instr: Any, args: list) -> Any:
+    return args[0][1]
 
 
 def eval_call(ev: Any, instr: Any, args: list) -> Any:
@@ -88,6 +105,9 @@ def eval_while(ev: Any, instr: Any, args: list) -> Any:
 
 
 CONTROL_FLOW_RULES: dict[str, Callable[..., Any]] = {
+    "async-done": eval_async_done,
+    "async-start": eval_async_start,
+    "async-update": eval_async_update,
     "call": eval_call,
     "conditional": eval_conditional,
     "fusion": eval_fusion,

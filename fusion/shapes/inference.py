@@ -35,6 +35,8 @@ from fusion.shapes.rules_collective import (
     shape_reduce_scatter,
 )
 from fusion.shapes.rules_control import (
+    shape_async_start,
+    shape_async_update,
     shape_call,
     shape_conditional,
     shape_fusion,
@@ -93,6 +95,9 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "all-reduce-done": shape_async_done,
     "all-reduce-start": shape_all_reduce,
     "all-to-all": shape_all_to_all,
+    "async-done": shape_async_done,
+    "async-start": shape_async_start,
+    "async-update": shape_async_update,
     "bitcast": shape_bitcast,
     "bitcast-convert": shape_bitcast_convert,
     "broadcast": shape_broadcast,

@@ -1,5 +1,6 @@
-"""Shape rules of the ops that call computations: call, conditional, fusion, while; and
-custom-call, whose shape is whatever its target declares.
+"""Shape rules of the ops that call computations: async-start (with async-update; its
+async-done is the collectives' rule), call, conditional, fusion, while; and custom-call,
+whose shape is whatever its target declares.
 
 >>> FUSION_KINDS
 ('kCustom', 'kInput', 'kLoop', 'kOutput')
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
-from fusion.ir.shape import ArrayShape, Shape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.checks import (
     callee,
     expect_callee_params,
@@ -20,6 +21,25 @@ from fusion.shapes.checks import (
 )
 
 FUSION_KINDS = ("kCustom", "kInput", "kLoop", "kOutput")
+
+
+def shape_async_start(instr: HloInstruction, operands: Sequence[Shape],
+                      module: HloModule | None) -> Shape:
+    """``async-start(args...), calls=f``: ``((args...), f's root, context...)``, the context
+    elements (the runtime's) as declared."""
+    comp = callee(instr, module, "calls")
+    expect_callee_params(instr, comp, operands, "calls")
+    declared = instr.shape
+    if not isinstance(declared, TupleShape) or len(declared.elements) < 2:
+        fail(instr, f"async-start's shape {declared} is not ((operands...), result, context...)")
+    return TupleShape((TupleShape(tuple(operands)), signature(comp)[1], *declared.elements[2:]))
+
+
+def shape_async_update(instr: HloInstruction, operands: Sequence[Shape],
+                       module: HloModule | None) -> Shape:
+    """``async-update(start)``: the async-start's tuple, passed on."""
+    expect_operand_count(instr, operands, 1, 1)
+    return operands[0]
 
 
 def shape_call(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:

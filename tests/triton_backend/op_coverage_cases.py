@@ -75,6 +75,14 @@ COLLECTIVES["collective-permute-start"] = COLLECTIVES["collective-permute-done"]
 
 WRITTEN: dict[str, str] = {
     **COLLECTIVES,
+    # A pair read whole (its start's operands taken): a pair only itself reads is a call.
+    "async-done": "HloModule m\ncallee {\n  a = f32[2,3] parameter(0)\n  ROOT n = f32[2,3] negate(a)\n}\n"
+                  "ENTRY e {\n  x = f32[2,3] parameter(0)\n"
+                  "  s = ((f32[2,3]), f32[2,3], s32[]) async-start(x), calls=callee\n"
+                  "  u = ((f32[2,3]), f32[2,3], s32[]) async-update(s)\n"
+                  "  a = (f32[2,3]) get-tuple-element(s), index=0\n"
+                  "  d = f32[2,3] async-done(u)\n"
+                  "  ROOT r = ((f32[2,3]), f32[2,3]) tuple(a, d)\n}\n",
     "bitcast": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[6] bitcast(x)\n}\n",
     "bitcast-convert": unary("bitcast-convert", "f32", "s32"),
     "broadcast": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
@@ -186,6 +194,9 @@ WRITTEN: dict[str, str] = {
              "  w = (s32[], f32[3]) while(t), condition=cond, body=body\n"
              "  ROOT r = f32[3] get-tuple-element(w), index=1\n}\n",
 }
+
+
+WRITTEN["async-start"] = WRITTEN["async-update"] = WRITTEN["async-done"]
 
 
 def opcode_case(op: str) -> str:

@@ -46,6 +46,7 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
+from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
@@ -215,8 +216,9 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     # or not: every kernel runs what this returns).
     # XLA:GPU's cuBLAS and cuDNN custom-calls are the dots and convolutions (and epilogues)
     # they compute.
+    # An async-start/async-done pair is the call it runs.
     source = rewrite_tree_scans(inline_maps(inline_nested_fusions(
-        expand_gpu_library_calls(_parse(text_or_module)))))
+        expand_gpu_library_calls(unwrap_async_calls(_parse(text_or_module))))))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:

@@ -51,6 +51,7 @@ from fusion.evaluator.registry import OP_RULES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import opcodes_with, traits
+from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
@@ -140,6 +141,12 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
                           bitcast_check),
+    # compile_hlo (and this check) first rewrite a pair nothing else reads as the call it
+    # runs (fusion.transforms.async_unwrapping); only a pair read whole is left to refuse.
+    "async-done": OpCoverage(NEVER, "an async pair whose start or update is read other than "
+                             "by its async-update/async-done (compiled as a call otherwise)"),
+    "async-start": OpCoverage(NEVER, "as async-done"),
+    "async-update": OpCoverage(NEVER, "as async-done"),
     "call": OpCoverage(HOST, "the callee's ops are compiled in turn"),
     "cholesky": OpCoverage(LIBRARY, "torch.linalg.cholesky_ex; f32, f64, c64, c128",
                            library_check),
@@ -340,9 +347,10 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
     conditional), the fused computations of its fusions and the reducers of its reduces;
     a sort's comparator is run by the evaluator at compile time, so only its order matters.
     """
-    # As compile_hlo does first: GPU library calls become dots and convolutions, nested
-    # fusions are inlined, the maps left are refused.
-    module = inline_maps(inline_nested_fusions(expand_gpu_library_calls(module)))
+    # As compile_hlo does first: async pairs become calls, GPU library calls dots and
+    # convolutions, nested fusions are inlined; the maps left are refused.
+    module = inline_maps(inline_nested_fusions(expand_gpu_library_calls(
+        unwrap_async_calls(module))))
     found: list[Uncovered] = []
     seen: set[tuple[str, str]] = set()
 
