@@ -10,7 +10,7 @@ that no opcode set is written out anywhere else.
 >>> traits("exponential").expensive, traits("convert").flop_free
 (True, True)
 >>> sorted(opcodes_with("control_flow"))
-['call', 'conditional', 'while']
+['async-done', 'async-start', 'async-update', 'call', 'conditional', 'while']
 >>> sorted(opcodes_with("contraction")), sorted(opcodes_with("reshape_like"))
 (['convolution', 'dot'], ['bitcast', 'reshape'])
 >>> traits("no-such-op") == OpTraits()
@@ -37,7 +37,8 @@ class OpTraits:
     ``flop_free``: elementwise, yet costs no arithmetic (a conversion or a copy).
     ``index_changing``: an output element reads its operand at another index.
     ``trivial``: no kernel of its own; it only names, groups or aliases values.
-    ``control_flow``: runs called computations as host programs (call, conditional, while).
+    ``control_flow``: runs called computations as host programs (call, conditional, while,
+    the async pair).
     ``host_only``: only ever runs on the host; it moves values, never computes them.
     ``side_effect``: its effect is more than its value; never removed as dead code.
     ``own_loop``: its kernel code is a loop or template of its own (a reduction, a
@@ -68,6 +69,7 @@ class OpTraits:
     HLO text (a constant).
     ``inlinable``: runs its one called computation once, with its operands as that
     computation's parameters (call, fusion), so inlining it only renames.
+    ``async_state``: reads an ``async-start``'s state (async-update, async-done).
     ``library_call``: XLA:GPU runs it as a library call (cuSOLVER, cuFFT, cuBLAS, a TopK
     kernel); here torch runs it on the host.
     ``collective``: a cross-device collective (all-reduce, all-gather, reduce-scatter,
@@ -110,6 +112,7 @@ class OpTraits:
     rt_var_indexing: bool = False
     given_value: bool = False
     inlinable: bool = False
+    async_state: bool = False
     library_call: bool = False
     collective: bool = False
     global_ids_flag: bool = False
@@ -149,9 +152,9 @@ OPCODES: dict[str, OpTraits] = {
     "all-reduce-start": _FLAGGED_COLLECTIVE,
     "all-to-all": _COLLECTIVE,
     "and": _ELEMENTWISE,
-    "async-done": _CONTROL_FLOW,
+    "async-done": replace(_CONTROL_FLOW, async_state=True),
     "async-start": _CONTROL_FLOW,
-    "async-update": _CONTROL_FLOW,
+    "async-update": replace(_CONTROL_FLOW, async_state=True),
     "atan2": _EXPENSIVE_ELEMENTWISE,
     "bitcast": replace(_MOVEMENT, trivial=True, reshape_like=True, keeps_constant=True,
                        wraps_operands=True),

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import replace
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.opcodes import traits
 
 
 def unwrap_async_calls(module: HloModule) -> HloModule:
@@ -51,7 +52,7 @@ def _unwrapped(comp: HloComputation) -> HloComputation:
             chain[instr.name] = chain[instr.operands[0]]
     readers: Counter[str] = Counter({comp.root_name: 1})
     for instr in comp:
-        if instr.opcode in ("async-update", "async-done") and instr.operands[0] in chain:
+        if traits(instr.opcode).async_state and instr.operands[0] in chain:
             continue
         readers.update(o for o in instr.operands if o in chain)
     dones = Counter(chain[i.operands[0]] for i in comp
