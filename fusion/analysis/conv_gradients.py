@@ -74,4 +74,30 @@ def filter_gradient(d: ConvDimensionNumbers, window: Sequence[WindowDim],
     return rhs_transposed(d), tuple(transposed)
 
 
-__all__ = ["filter_gradient", "input_gradient", "lhs_transposed", "rhs_transposed"]
+def groups_into_input_features(kernel_dims: Sequence[int], d: ConvDimensionNumbers,
+                               groups: int) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                     tuple[int, ...]]:
+    """JAX's ``_reshape_axis_out_of(o, G)`` then ``_reshape_axis_into(o, i)`` on a grouped
+    kernel of ``kernel_dims``: the output features split into ``G`` groups, the group moved
+    (major) into the input features, for the input gradient's convolution.  Returns the
+    split dims, the transpose order of the split array and the merged dims.
+
+    >>> d = ConvDimensionNumbers(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
+    >>> groups_into_input_features((3, 3, 2, 8), d, 2)
+    ((3, 3, 2, 2, 4), (0, 1, 3, 2, 4), (3, 3, 4, 4))
+    """
+    dims = list(kernel_dims)
+    o, i = d.rhs_output, d.rhs_input
+    split = dims[:o] + [groups, dims[o] // groups] + dims[o + 1:]
+    # In the split array the group is dim o; the input features are at i (+1 when after o).
+    i_split = i + 1 if i > o else i
+    order = [k for k in range(len(split)) if k != o]
+    order.insert(order.index(i_split), o)
+    merged = [split[k] for k in order]
+    at = order.index(o)
+    merged[at:at + 2] = [merged[at] * merged[at + 1]]
+    return tuple(split), tuple(order), tuple(merged)
+
+
+__all__ = ["filter_gradient", "groups_into_input_features", "input_gradient", "lhs_transposed",
+           "rhs_transposed"]

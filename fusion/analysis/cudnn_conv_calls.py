@@ -15,7 +15,7 @@ the bias a vector along the output feature dim, and ``activation_mode`` one of `
 dim_labels, its ``lhs`` labels naming the input and its output labels the output's gradient:
 ``convBackwardInput(dy, w)`` is the gradient with respect to the input (the result, of the
 input's shape), ``convBackwardFilter(x, dy)`` with respect to the kernel
-(``conv_gradients`` gives the convolutions that compute them; ungrouped ones here).  cuDNN
+(``conv_gradients`` gives the convolutions that compute them, grouped ones too).  cuDNN
 computes 16-bit floats in f32 and rounds once; the result is a tuple of ``y`` and a ``u8``
 scratch buffer.  This module decodes; ``evaluator/cudnn_conv_ops`` computes,
 ``transforms/gpu_call_expansion`` writes the HLO ops.
@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fusion.analysis.conv_gradients import filter_gradient, input_gradient
+from fusion.analysis.conv_gradients import (filter_gradient, groups_into_input_features,
+                                            input_gradient)
 from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
 from fusion.ir.attributes import Window
 from fusion.ir.convolution import parse_dim_labels
@@ -128,9 +129,9 @@ def cudnn_conv_call(instr: HloInstruction) -> CudnnConvCall:
         raise custom_call_error(instr, f"dim_labels: {err}") from None
     attrs = tuple((k, v) for k, v in instr.attributes
                   if k in ("window", "dim_labels", "feature_group_count", "batch_group_count"))
-    if direction.startswith("backward") and any(
-            v != 1 for k, v in attrs if k in ("feature_group_count", "batch_group_count")):
-        raise custom_call_error(instr, "a grouped backward convolution is not supported")
+    if direction.startswith("backward") and dict(attrs).get("batch_group_count", 1) != 1:
+        raise custom_call_error(instr, "a backward convolution with batch groups is not "
+                                  "supported")
     return CudnnConvCall(target, direction, instr.operands[0], instr.operands[1],
                          instr.operands[2] if fused else None,
                          instr.operands[3] if expected == 4 else None, scale, side_scale,
@@ -142,33 +143,44 @@ _OPERANDS = {"backward_filter": "input, output gradient", "backward_input": "out
              "forward": "input, filter", "fused_forward": "input, filter"}
 
 
+#: A step on the kernel before a backward input convolution: ``("reshape", dims)``,
+#: ``("transpose", order)`` or ``("reverse", dims)``.
+KernelStep = tuple[str, tuple[int, ...]]
+
+
 def convolution_to_run(call: CudnnConvCall, lhs_dims: Sequence[int], rhs_dims: Sequence[int]
-                       ) -> tuple[tuple[tuple[str, object], ...], tuple[int, ...] | None]:
+                       ) -> tuple[tuple[tuple[str, object], ...], tuple[KernelStep, ...]]:
     """The ``convolution`` computing ``call`` on operands of ``lhs_dims`` and ``rhs_dims``:
-    its attributes, and the rhs spatial dims to reverse first (a backward input
-    convolution's kernel), else None.
+    its attributes, and the steps taking the rhs to the kernel it convolves with (a backward
+    input convolution's: its feature groups moved into the input features, then reversed).
 
     >>> from fusion.ir.attributes import Window, WindowDim
     >>> w = Window((WindowDim(3, 2, 1, 1, 1, 1, False),))
     >>> call = CudnnConvCall("t", "backward_input", "dy", "w", None, None, 1, 0, None, 0,
     ...                      ArrayShape("f32", (1, 8, 4)), 2, False, False,
     ...                      (("window", w), ("dim_labels", "b0f_0io->b0f")))
-    >>> attrs, reversed_dims = convolution_to_run(call, (1, 4, 16), (3, 4, 16))
-    >>> dict(attrs)["dim_labels"], reversed_dims
-    ('b0f_0oi->b0f', (0,))
+    >>> attrs, steps = convolution_to_run(call, (1, 4, 16), (3, 4, 16))
+    >>> dict(attrs)["dim_labels"], steps
+    ('b0f_0oi->b0f', (('reverse', (0,)),))
     """
     if not call.direction.startswith("backward"):
-        return call.conv_attributes, None
+        return call.conv_attributes, ()
     attrs = dict(call.conv_attributes)
     d = parse_dim_labels(str(attrs["dim_labels"]))
     window = attrs["window"].dims
+    groups = int(attrs.get("feature_group_count", 1))
+    steps: tuple[KernelStep, ...] = ()
     if call.direction == "backward_input":  # dy is the output, the result the input
         dims, transposed = input_gradient(d, window, call.result.dims, lhs_dims)
-        reverse: tuple[int, ...] | None = tuple(d.rhs_spatial)
-    else:  # x is the input, dy the output
+        if groups > 1:
+            split, order, merged = groups_into_input_features(rhs_dims, d, groups)
+            steps = (("reshape", split), ("transpose", order), ("reshape", merged))
+        steps += (("reverse", tuple(d.rhs_spatial)),)
+        group_attrs = (("feature_group_count", groups),) if groups > 1 else ()
+    else:  # x is the input, dy the output: the feature groups become batch groups
         dims, transposed = filter_gradient(d, window, lhs_dims, rhs_dims)
-        reverse = None
-    return (("window", Window(transposed)), ("dim_labels", str(dims))), reverse
+        group_attrs = (("batch_group_count", groups),) if groups > 1 else ()
+    return (("window", Window(transposed)), ("dim_labels", str(dims))) + group_attrs, steps
 
 
 def _outputs(instr: HloInstruction) -> tuple[ArrayShape, bool, bool]:

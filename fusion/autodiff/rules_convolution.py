@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.analysis.conv_gradients import filter_gradient, input_gradient
+from fusion.analysis.conv_gradients import (filter_gradient, groups_into_input_features,
+                                            input_gradient)
 from fusion.ir.attributes import Window, WindowDim
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
@@ -34,21 +35,10 @@ def _convolve(b: GraphBuilder, lhs: str, rhs: str, dims: ConvDimensionNumbers,
 
 def _groups_into_input_features(b: GraphBuilder, kernel: str, d: ConvDimensionNumbers,
                                 groups: int) -> str:
-    """JAX's ``_reshape_axis_out_of(o, G)`` then ``_reshape_axis_into(o, i)``: the kernel's
-    output features split into ``G`` groups, the group moved (major) into the input features."""
-    dims = list(b.array_shape(kernel).dims)
-    o, i = d.rhs_output, d.rhs_input
-    split = dims[:o] + [groups, dims[o] // groups] + dims[o + 1:]
-    grouped = b.reshape(kernel, tuple(split))
-    # In the split array the group is dim o; the input features are at i (+1 when after o).
-    i_split = i + 1 if i > o else i
-    order = [k for k in range(len(split)) if k != o]
-    order.insert(order.index(i_split), o)
-    moved = b.transpose(grouped, order)
-    merged = [split[k] for k in order]
-    at = order.index(o)
-    merged[at:at + 2] = [merged[at] * merged[at + 1]]
-    return b.reshape(moved, tuple(merged))
+    """The grouped kernel as the input gradient's convolution takes it
+    (``conv_gradients.groups_into_input_features``)."""
+    split, order, merged = groups_into_input_features(b.array_shape(kernel).dims, d, groups)
+    return b.reshape(b.transpose(b.reshape(kernel, split), list(order)), merged)
 
 
 def vjp_convolution(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:

@@ -61,12 +61,13 @@ def eval_cudnn_conv_call(ev: Any, instr: Any, args: list) -> Any:
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
     try:
         call = cudnn_conv_call(instr)
-        attributes, reverse = convolution_to_run(call, lhs.shape, rhs.shape)
+        attributes, steps = convolution_to_run(call, lhs.shape, rhs.shape)
         conv = conv_dims(instr.replace(attributes=attributes))
     except FusionCompilerError as err:
         raise op_error(instr, err.message) from None
-    if reverse is not None:
-        rhs = np.flip(rhs, reverse)
+    for step, values in steps:  # the kernel a backward input convolution convolves with
+        rhs = {"reshape": np.reshape, "transpose": np.transpose, "reverse": np.flip}[step](
+            rhs, values)
     compute = numpy_dtype(ArrayShape(call.compute_type, ()))
     x = convolve(lhs, rhs, conv.dims, conv.window, conv.feature_group_count,
                  conv.batch_group_count, compute).astype(compute)

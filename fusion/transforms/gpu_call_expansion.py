@@ -57,7 +57,7 @@ def is_gpu_library_call(instr: HloInstruction) -> bool:
 def expand_gpu_library_calls(module: HloModule) -> HloModule:
     """``module`` with every cuBLAS GEMM and cuDNN convolution custom-call written as HLO ops
     (module docstring); ``UnsupportedOpError`` (located) for a call this project does not
-    compute (a grouped backward convolution, an unknown epilogue)."""
+    compute (a backward convolution with batch groups, an unknown epilogue)."""
     if not any(is_gpu_library_call(i) for c in module.computations for i in c):
         return module
     taken = {i.name for c in module.computations for i in c}
@@ -140,10 +140,17 @@ class _Ops:
         """activation(scale * conv + side_input_scale * side + bias), rounded once; a backward
         convolution's conv is the gradient's (``convolution_to_run``)."""
         at = replace(call.result, dtype=call.compute_type)
-        attributes, reverse = convolution_to_run(call, comp.instruction(call.lhs).shape.dims,
-                                                 comp.instruction(call.rhs).shape.dims)
-        rhs = call.rhs if reverse is None else self.add(
-            "reverse", comp.instruction(call.rhs).shape, (call.rhs,), (("dimensions", reverse),))
+        kernel = comp.instruction(call.rhs).shape
+        attributes, steps = convolution_to_run(call, comp.instruction(call.lhs).shape.dims,
+                                               kernel.dims)
+        rhs = call.rhs
+        for step, values in steps:  # the kernel a backward input convolution convolves with
+            if step == "transpose":
+                kernel = replace(kernel, dims=tuple(kernel.dims[k] for k in values), layout=None)
+            elif step == "reshape":
+                kernel = replace(kernel, dims=values, layout=None)
+            rhs = self.add(step, kernel, (rhs,), (("dimensions", values),) if step != "reshape"
+                           else ())
         x = self.add("convolution", at, (call.lhs, rhs), attributes)
         x = self.scaled(x, call.scale, at)
         if call.side_input is not None:

@@ -118,11 +118,12 @@ def test_the_evaluator_and_the_expansion_compute_the_formula(name):
 
 
 def backward_module(direction: str, *, stride: int = 1, dtype: str = "f32",
-                    scale: float = 1.0) -> str:
-    """cuDNN's backward convolution of the forward x[2,6,6,4] (b01f) * w[3,3,4,8] (01io),
-    pad 1, ``stride``: ``convBackwardInput(dy, w) -> x`` or ``convBackwardFilter(x, dy) -> w``."""
+                    scale: float = 1.0, groups: int = 1) -> str:
+    """cuDNN's backward convolution of the forward x[2,6,6,4] (b01f) * w[3,3,4/groups,8]
+    (01io), pad 1, ``stride``, ``groups`` feature groups: ``convBackwardInput(dy, w) -> x``
+    or ``convBackwardFilter(x, dy) -> w``."""
     out = (6 + 2 - 3) // stride + 1
-    x, w, dy = f"{dtype}[2,6,6,4]", f"{dtype}[3,3,4,8]", f"{dtype}[2,{out},{out},8]"
+    x, w, dy = f"{dtype}[2,6,6,4]", f"{dtype}[3,3,{4 // groups},8]", f"{dtype}[2,{out},{out},8]"
     target, params, result = {
         "input": ("__cudnn$convBackwardInput", [f"dy = {dy} parameter(0)", f"w = {w} parameter(1)"], x),
         "filter": ("__cudnn$convBackwardFilter", [f"x = {x} parameter(0)", f"dy = {dy} parameter(1)"], w),
@@ -130,17 +131,18 @@ def backward_module(direction: str, *, stride: int = 1, dtype: str = "f32",
     operands = "dy, w" if direction == "input" else "x, dy"
     config = {"cudnn_conv_backend_config": {"activation_mode": "kNone",
                                             "conv_result_scale": scale, "side_input_scale": 0}}
+    grouped = f"feature_group_count={groups}, " if groups > 1 else ""
     call = (f"c = ({result}, u8[0]{{0}}) custom-call({operands}), window={{size=3x3 "
-            f"stride={stride}x{stride} pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, "
+            f"stride={stride}x{stride} pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, {grouped}"
             f'custom_call_target="{target}", backend_config={json.dumps(config)}')
     return ("HloModule m\nENTRY e {\n  " + "\n  ".join(params + [call]) +
             f"\n  ROOT g = {result} get-tuple-element(c), index=0\n}}\n")
 
 
 @pytest.mark.parametrize("direction", ["input", "filter"])
-@pytest.mark.parametrize("stride", [1, 2])
-def test_a_backward_convolution_is_the_forward_ones_gradient(direction, stride):
-    text = backward_module(direction, stride=stride, scale=0.5)
+@pytest.mark.parametrize("stride, groups", [(1, 1), (2, 1), (2, 2), (1, 4)])
+def test_a_backward_convolution_is_the_forward_ones_gradient(direction, stride, groups):
+    text = backward_module(direction, stride=stride, scale=0.5, groups=groups)
     module = parse_hlo(text)
     expanded = expand_gpu_library_calls(module)
     verify_module(expanded)
@@ -148,11 +150,13 @@ def test_a_backward_convolution_is_the_forward_ones_gradient(direction, stride):
     nchw = [torch.from_numpy(np.asarray(v, np.float64)).permute(0, 3, 1, 2) for v in (a, b)]
     if direction == "input":  # a = dy, b = w (01io -> oi01)
         w = torch.from_numpy(np.asarray(b, np.float64)).permute(3, 2, 0, 1)
-        want = torch.nn.grad.conv2d_input((2, 4, 6, 6), w, nchw[0], stride=stride, padding=1)
+        want = torch.nn.grad.conv2d_input((2, 4, 6, 6), w, nchw[0], stride=stride, padding=1,
+                                          groups=groups)
         want = want.permute(0, 2, 3, 1)
     else:  # a = x, b = dy
-        want = torch.nn.grad.conv2d_weight(nchw[0], (8, 4, 3, 3), nchw[1], stride=stride,
-                                           padding=1).permute(2, 3, 1, 0)
+        want = torch.nn.grad.conv2d_weight(nchw[0], (8, 4 // groups, 3, 3), nchw[1],
+                                           stride=stride, padding=1,
+                                           groups=groups).permute(2, 3, 1, 0)
     want = 0.5 * want.numpy()
     for got in (evaluate(module, a, b)[0], evaluate(expanded, a, b)[0]):
         np.testing.assert_allclose(np.asarray(got, np.float64), want, atol=1e-4)
@@ -169,8 +173,8 @@ def test_what_is_not_computed_is_a_located_error(text_change, message):
     assert (err.value.line, err.value.column) == (6, 3)  # the custom-call
 
 
-def test_a_grouped_backward_convolution_is_refused_located():
-    text = backward_module("input").replace("dim_labels=", "feature_group_count=2, dim_labels=")
-    with pytest.raises(UnsupportedOpError, match="a grouped backward convolution") as err:
+def test_a_backward_convolution_with_batch_groups_is_refused_located():
+    text = backward_module("filter").replace("dim_labels=", "batch_group_count=2, dim_labels=")
+    with pytest.raises(UnsupportedOpError, match="with batch groups is not supported") as err:
         expand_gpu_library_calls(parse_hlo(text))
     assert err.value.line == 5

@@ -100,8 +100,9 @@ def test_a_cudnn_convolution_compiles_and_matches_the_evaluator(name):
 
 
 @pytest.mark.parametrize("direction", ["input", "filter"])
-def test_a_cudnn_backward_convolution_compiles_and_matches_the_evaluator(direction):
-    _check(backward_module(direction, stride=2, dtype="bf16"))
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_cudnn_backward_convolution_compiles_and_matches_the_evaluator(direction, groups):
+    _check(backward_module(direction, stride=2, dtype="bf16", groups=groups))
 
 
 def test_an_xla_gpu_dump_of_an_mlp_runs_and_fuses_the_epilogue_with_the_dot():
