@@ -56,8 +56,13 @@ def conv_module(*, target="__cudnn$convBiasActivationForward", dtype="f32", mode
     call = (f'c = {shape} custom-call({", ".join(operands)}), window={{{window}}}, '
             f'dim_labels={labels}{groups_attr}, custom_call_target="{target}", '
             f"backend_config={json.dumps(config, separators=(',', ':'))}")
+    return _module(params, call, f"{dtype}{y}")
+
+
+def _module(params: list[str], call: str, result: str) -> str:
+    """The ENTRY of ``params``, the custom-call ``c`` and a ROOT reading its ``result``."""
     return ("HloModule m\nENTRY e {\n  " + "\n  ".join(params + [call]) +
-            f"\n  ROOT g = {dtype}{y} get-tuple-element(c), index=0\n}}\n")
+            f"\n  ROOT g = {result} get-tuple-element(c), index=0\n}}\n")
 
 
 def conv_inputs(text: str, seed: int = 0) -> list[np.ndarray]:
@@ -135,8 +140,7 @@ def backward_module(direction: str, *, stride: int = 1, dtype: str = "f32",
     call = (f"c = ({result}, u8[0]{{0}}) custom-call({operands}), window={{size=3x3 "
             f"stride={stride}x{stride} pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, {grouped}"
             f'custom_call_target="{target}", backend_config={json.dumps(config)}')
-    return ("HloModule m\nENTRY e {\n  " + "\n  ".join(params + [call]) +
-            f"\n  ROOT g = {result} get-tuple-element(c), index=0\n}}\n")
+    return _module(params, call, result)
 
 
 @pytest.mark.parametrize("direction", ["input", "filter"])
