@@ -174,7 +174,8 @@ class _Ops:
 
     def activated(self, x: str, activation: str | None, at: ArrayShape,
                   slope: float = 0.0) -> str:
-        """``activation`` (``ACTIVATION_OPS``'s names) applied to ``x``."""
+        """``activation`` (a name of ``gemm_calls.EPILOGUES`` or ``cudnn_conv_calls.ACTIVATIONS``)
+        applied to ``x``; ``slope``: a leaky ReLU's."""
         def op(opcode: str, *args: str, attrs: tuple = ()) -> str:
             shape = replace(at, dtype="pred") if opcode == "compare" else at
             return self.add(opcode, shape, args, attrs)
