@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 from fusion.analysis.conv_gradients import (filter_gradient, groups_into_input_features,
                                             input_gradient)
-from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
+from fusion.analysis.custom_call_configs import (REAL_FLOATS, backend_config_of, compute_type,
+                                                 config_number, custom_call_error)
 from fusion.ir.attributes import Window
 from fusion.ir.convolution import parse_dim_labels
 from fusion.ir.hlo_module import HloInstruction
@@ -60,7 +61,6 @@ ACTIVATIONS = {"kElu": "elu", "kLeakyRelu": "leaky_relu", "kNone": None, "kRelu"
 # Enum numbers, as a protobuf-text or older JSON dump may give them.
 _ACTIVATION_NUMBERS = {"0": "kNone", "1": "kSigmoid", "2": "kRelu", "3": "kRelu6",
                        "5": "kTanh", "7": "kElu", "8": "kLeakyRelu"}
-_FLOATS = ("bf16", "f16", "f32", "f64")
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,11 @@ class CudnnConvCall:
     workspace: bool
     tuple_result: bool
     conv_attributes: tuple[tuple[str, object], ...]
-    aux: None = None
 
     @property
     def compute_type(self) -> str:
-        """f32 for 16-bit floats (cuDNN's accumulation and epilogue), else the result's."""
-        return "f32" if self.result.dtype in ("bf16", "f16") else self.result.dtype
+        """The type cuDNN computes in (``custom_call_configs.compute_type``)."""
+        return compute_type(self.result.dtype)
 
 
 def is_cudnn_conv_call(instr: HloInstruction) -> bool:
@@ -120,7 +119,7 @@ def cudnn_conv_call(instr: HloInstruction) -> CudnnConvCall:
                                   f"of ({_OPERANDS[direction]}{', bias' if fused else ''}"
                                   f"{', side input' if expected == 4 else ''})")
     result, workspace, is_tuple = _outputs(instr)
-    if result.dtype not in _FLOATS:
+    if result.dtype not in REAL_FLOATS:
         raise custom_call_error(instr, f"a {result.dtype} convolution is not supported (float "
                                   "results only)")
     try:

@@ -1,5 +1,6 @@
 """What the GPU library custom-calls (``gemm_calls``, ``cudnn_conv_calls``) share: reading
-their ``backend_config`` and saying, located, what in it this project does not compute.
+their ``backend_config``, the types they compute in, and saying, located, what in it this
+project does not compute.
 
 >>> from fusion.ir.hlo_module import HloInstruction
 >>> from fusion.ir.shape import ArrayShape
@@ -7,6 +8,8 @@ their ``backend_config`` and saying, located, what in it this project does not c
 ...                     (("custom_call_target", "t"), ("backend_config", '{"a": {"b": 1}}')))
 >>> backend_config_of(cc, "a"), config_number({"k": "2.5"}, "k", 0, cc)
 ({'b': 1}, 2.5)
+>>> compute_type("bf16"), compute_type("f64")
+('f32', 'f64')
 """
 from __future__ import annotations
 
@@ -14,6 +17,16 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.attributes import RawText
 from fusion.ir.hlo_module import HloInstruction
 from fusion.text.backend_config import parse_backend_config
+
+
+#: The result types the libraries' float epilogues (scale, bias, activation) are computed for.
+REAL_FLOATS = ("bf16", "f16", "f32", "f64")
+
+
+def compute_type(result_dtype: str) -> str:
+    """The type cuBLAS and cuDNN accumulate and compute the epilogue in for a result of
+    ``result_dtype``: f32 for 16-bit floats (rounded once at the end), else the result's."""
+    return "f32" if result_dtype in ("bf16", "f16") else result_dtype
 
 
 def backend_config_of(instr: HloInstruction, message: str) -> dict:
@@ -42,4 +55,5 @@ def custom_call_error(instr: HloInstruction, why: str) -> UnsupportedOpError:
                               column=loc.column if loc else None, where=instr.name)
 
 
-__all__ = ["backend_config_of", "config_number", "custom_call_error"]
+__all__ = ["REAL_FLOATS", "backend_config_of", "compute_type", "config_number",
+           "custom_call_error"]

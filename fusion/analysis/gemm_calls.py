@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
+from fusion.analysis.custom_call_configs import (REAL_FLOATS, backend_config_of, compute_type,
+                                                 config_number, custom_call_error)
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape
 from fusion.text.backend_config import as_list
@@ -62,9 +63,6 @@ EPILOGUES: dict[str, tuple[bool, str | None, bool]] = {
 # Enum numbers, as a protobuf-text dump may give them.
 _EPILOGUE_NUMBERS = {"0": "DEFAULT", "1": "BIAS", "2": "RELU", "3": "BIAS_RELU", "4": "GELU",
                      "5": "GELU_AUX", "6": "BIAS_GELU", "7": "BIAS_GELU_AUX"}
-#: Element types cuBLAS multiplies in f32 and rounds to once.
-_F32_COMPUTE = ("bf16", "f16")
-_REAL_FLOATS = ("bf16", "f16", "f32", "f64")
 
 
 @dataclass(frozen=True)
@@ -93,8 +91,8 @@ class GemmCall:
 
     @property
     def compute_type(self) -> str:
-        """The type cuBLAS computes the epilogue in: f32 for 16-bit floats, else the result's."""
-        return "f32" if self.result.dtype in _F32_COMPUTE else self.result.dtype
+        """The type cuBLAS computes the epilogue in (``custom_call_configs.compute_type``)."""
+        return compute_type(self.result.dtype)
 
 
 def is_gemm_call(instr: HloInstruction) -> bool:
@@ -124,7 +122,7 @@ def gemm_call(instr: HloInstruction) -> GemmCall:
         raise custom_call_error(instr, f"takes {len(instr.operands)} operands; beta={beta:g} and "
                                   f"epilogue {epilogue} mean {expected} (lhs, rhs"
                                   f"{', c' if beta != 0 else ''}{', bias' if has_bias else ''})")
-    if result.dtype not in _REAL_FLOATS and (alpha != 1 or beta != 0 or activation or has_bias):
+    if result.dtype not in REAL_FLOATS and (alpha != 1 or beta != 0 or activation or has_bias):
         raise custom_call_error(instr, f"a {result.dtype} GEMM with alpha, beta or an epilogue is "
                                   "not supported")
     return GemmCall(target, instr.operands[0], instr.operands[1],

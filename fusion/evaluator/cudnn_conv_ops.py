@@ -33,27 +33,10 @@ from fusion.analysis.cudnn_conv_calls import convolution_to_run, cudnn_conv_call
 from fusion.errors import FusionCompilerError
 from fusion.evaluator.convolution_ops import convolve
 from fusion.evaluator.failures import op_error
+from fusion.evaluator.library_epilogues import activated, call_results
 from fusion.evaluator.numerics import numpy_dtype
 from fusion.ir.convolution import conv_dims
 from fusion.ir.shape import ArrayShape
-
-
-def _activated(x: np.ndarray, activation: str | None, slope: float) -> np.ndarray:
-    zero = x.dtype.type(0)
-    with np.errstate(over="ignore"):
-        if activation == "relu":
-            return np.maximum(x, zero)
-        if activation == "relu6":
-            return np.minimum(np.maximum(x, zero), x.dtype.type(6))
-        if activation == "elu":
-            return np.where(x > zero, x, np.expm1(x))
-        if activation == "leaky_relu":
-            return np.where(x > zero, x, x * x.dtype.type(slope))
-        if activation == "sigmoid":
-            return (1 / (1 + np.exp(-x))).astype(x.dtype)
-        if activation == "tanh":
-            return np.tanh(x)
-    return x
 
 
 def eval_cudnn_conv_call(ev: Any, instr: Any, args: list) -> Any:
@@ -82,10 +65,8 @@ def eval_cudnn_conv_call(ev: Any, instr: Any, args: list) -> Any:
         shape = [1] * x.ndim
         shape[call.feature_dim] = -1
         x = x + np.asarray(args[2]).astype(compute).reshape(shape)
-    y = _activated(x, call.activation, call.leakyrelu_alpha).astype(numpy_dtype(call.result))
-    if not call.tuple_result:
-        return y
-    return (y, np.zeros(instr.shape.elements[1].dims, np.uint8)) if call.workspace else (y,)
+    y = activated(x, call.activation, call.leakyrelu_alpha).astype(numpy_dtype(call.result))
+    return call_results(instr, call, [y])
 
 
 __all__ = ["eval_cudnn_conv_call"]

@@ -23,7 +23,6 @@ expansion the compiler runs (``transforms.gpu_call_expansion``), so the two chec
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from fusion.analysis.gemm_calls import gemm_call
 from fusion.errors import UnsupportedOpError
 from fusion.evaluator.dot_ops import dot_general
 from fusion.evaluator.failures import op_error
+from fusion.evaluator.library_epilogues import activated, call_results
 from fusion.evaluator.numerics import numpy_dtype
 from fusion.ir.shape import ArrayShape
 
@@ -60,19 +60,10 @@ def eval_gemm_call(ev: Any, instr: Any, args: list) -> Any:
             raise op_error(instr, f"bias {list(bias.shape)} is not the result's trailing dims "
                                   f"{list(x.shape)}")
         x = x + bias
-    pre = x
-    if call.activation == "relu":
-        x = np.maximum(x, compute.type(0))
-    elif call.activation == "gelu":
-        with np.errstate(over="ignore"):
-            x = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-        x = x.astype(compute)
-    outputs = [x.astype(numpy_dtype(call.result))]
+    outputs = [activated(x, call.activation).astype(numpy_dtype(call.result))]
     if call.aux is not None:
-        outputs.append(pre.astype(numpy_dtype(call.aux)))
-    if call.workspace:
-        outputs.append(np.zeros(instr.shape.elements[-1].dims, np.int8))
-    return tuple(outputs) if call.tuple_result else outputs[0]
+        outputs.append(x.astype(numpy_dtype(call.aux)))  # the pre-activation value
+    return call_results(instr, call, outputs)
 
 
 __all__ = ["eval_gemm_call"]
