@@ -46,11 +46,8 @@ from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo, parse_module_header
 from fusion.text.printer import print_hlo
-from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.dot_algorithm import check_f32_dot_precision, with_f32_dot_precision
-from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
-from fusion.transforms.map_inlining import inline_maps
-from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
+from fusion.transforms.plain_ops import plain_ops
 from fusion.transforms.scan_tree import rewrite_tree_scans
 from tiling.fusion_pass import priority_fusion  # called through the module: tests patch fuse_module there
 from triton_backend.host.host_ops import host_executor
@@ -208,17 +205,11 @@ def _compile(text_or_module: str | HloModule, target: str | int | None,
     other compiles of the same text (``_fused``); None, as with ``cache=False``, runs the pass
     afresh.  Only a text is keyed: two module objects that print alike may still differ in the
     source locations their errors name."""
-    # A reducer calling a fusion (XLA's tests have them), a fusion nested in a fused
-    # computation (XLA:GPU's Triton GEMMs): a kernel runs neither, so the fusion is inlined
-    # first (the same ops, the same value).  A map
-    # (XLA:CPU's scan trees hold them) becomes its to_apply's ops on arrays.  A long fp8
-    # scan becomes XLA:CPU's tree of 16-wide scans, whose order decides its rounding (fused
-    # or not: every kernel runs what this returns).
-    # XLA:GPU's cuBLAS and cuDNN custom-calls are the dots and convolutions (and epilogues)
-    # they compute.
-    # An async-start/async-done pair is the call it runs.
-    source = rewrite_tree_scans(inline_maps(inline_nested_fusions(
-        expand_gpu_library_calls(unwrap_async_calls(_parse(text_or_module))))))
+    # XLA's wrappers (async pairs, cuBLAS/cuDNN calls, nested fusions, maps) as the plain
+    # ops they run (fusion.transforms.plain_ops).  A long fp8 scan becomes XLA:CPU's tree of
+    # 16-wide scans, whose order decides its rounding (fused or not: every kernel runs what
+    # this returns).
+    source = rewrite_tree_scans(plain_ops(_parse(text_or_module)))
     verify_module(source)
     _check_entry_signature(source)
     if world_size > 1:

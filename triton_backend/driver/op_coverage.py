@@ -51,12 +51,9 @@ from fusion.evaluator.registry import OP_RULES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, flatten_shape
 from fusion.opcodes import opcodes_with, traits
-from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
-from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
-from fusion.transforms.map_inlining import inline_maps
-from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
+from fusion.transforms.plain_ops import plain_ops
 from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
 from triton_backend.lowering.rules.combine_function import lowers_in_reducer
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
@@ -347,10 +344,7 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
     conditional), the fused computations of its fusions and the reducers of its reduces;
     a sort's comparator is run by the evaluator at compile time, so only its order matters.
     """
-    # As compile_hlo does first: async pairs become calls, GPU library calls dots and
-    # convolutions, nested fusions are inlined; the maps left are refused.
-    module = inline_maps(inline_nested_fusions(expand_gpu_library_calls(
-        unwrap_async_calls(module))))
+    module = plain_ops(module)  # as compile_hlo does first: the maps left are refused
     found: list[Uncovered] = []
     seen: set[tuple[str, str]] = set()
 

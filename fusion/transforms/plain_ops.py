@@ -1,0 +1,41 @@
+"""The module as the compiler takes it: XLA's wrappers written as the plain ops they run.
+
+An ``async-start``/``async-done`` pair becomes the call it runs (``async_unwrapping``), a
+cuBLAS or cuDNN custom-call the dot or convolution and epilogue it computes
+(``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
+(``nested_fusion_inlining``) and a ``map`` of scalar elementwise ops those ops on arrays
+(``map_inlining``): each the same value, op for op.  ``compile_hlo`` and the coverage check
+both start from this, so the check judges what the compiler compiles.
+
+>>> from fusion.text.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... f {
+...   p = f32[4] parameter(0)
+...   ROOT n = f32[4] negate(p)
+... }
+... ENTRY e {
+...   x = f32[4] parameter(0)
+...   s = ((f32[4]), f32[4], s32[]) async-start(x), calls=f
+...   ROOT d = f32[4] async-done(s)
+... }''')
+>>> [i.opcode for i in plain_ops(m).entry]
+['parameter', 'call']
+"""
+from __future__ import annotations
+
+from fusion.ir.hlo_module import HloModule
+from fusion.transforms.async_unwrapping import unwrap_async_calls
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
+from fusion.transforms.map_inlining import inline_maps
+from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
+
+
+def plain_ops(module: HloModule) -> HloModule:
+    """``module`` with XLA's wrappers written as plain ops (module docstring); ``module``
+    itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
+    project does not compute."""
+    return inline_maps(inline_nested_fusions(expand_gpu_library_calls(
+        unwrap_async_calls(module))))
+
+
+__all__ = ["plain_ops"]
