@@ -38,10 +38,13 @@ from dataclasses import replace
 
 from fusion.analysis.cudnn_conv_calls import (CudnnConvCall, convolution_to_run, cudnn_conv_call,
                                               is_cudnn_conv_call)
+from fusion.analysis.cudnn_fmha_calls import (FmhaCall, cudnn_fmha_call, fmha_dims,
+                                              is_cudnn_fmha_call)
 from fusion.analysis.gemm_calls import GemmCall, gemm_call, is_gemm_call
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
+from fusion.transforms.fmha_expansion import fmha_outputs, reducer_computations
 from fusion.transforms.map_inlining import fresh_names
 
 #: The tanh approximation of GELU cuBLASLt's epilogue computes (and ``GemmRewriter`` matches).
@@ -50,8 +53,9 @@ GELU_SCALE = math.sqrt(2 / math.pi)
 
 
 def is_gpu_library_call(instr: HloInstruction) -> bool:
-    """A cuBLAS GEMM or cuDNN convolution custom-call (computed, or refused by name)."""
-    return is_gemm_call(instr) or is_cudnn_conv_call(instr)
+    """A cuBLAS GEMM, cuDNN convolution or cuDNN fused attention custom-call (computed, or
+    refused by name)."""
+    return is_gemm_call(instr) or is_cudnn_conv_call(instr) or is_cudnn_fmha_call(instr)
 
 
 def expand_gpu_library_calls(module: HloModule) -> HloModule:
@@ -61,11 +65,17 @@ def expand_gpu_library_calls(module: HloModule) -> HloModule:
     if not any(is_gpu_library_call(i) for c in module.computations for i in c):
         return module
     taken = {i.name for c in module.computations for i in c}
-    comps = tuple(_expanded(c, taken) for c in module.computations)
-    return replace(module, computations=comps)
+    reducers: dict[str, HloComputation] = {}
+    if any(is_cudnn_fmha_call(i) for c in module.computations for i in c):
+        names = {c.name for c in module.computations}
+        reducers = reducer_computations(lambda hint: fresh_names(hint, names, "r")())
+    comps = tuple(_expanded(c, taken, {k: r.name for k, r in reducers.items()})
+                  for c in module.computations)
+    return replace(module, computations=tuple(reducers.values()) + comps)
 
 
-def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
+def _expanded(comp: HloComputation, taken: set[str], reducers: dict[str, str]
+              ) -> HloComputation:
     calls = {i.name for i in comp if is_gpu_library_call(i)}
     if not calls:
         return comp
@@ -86,10 +96,21 @@ def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
         if instr.name not in calls:
             out.append(instr)
             continue
-        gemm = is_gemm_call(instr)
-        ops = _Ops(instr, fresh_names(instr.name, taken, "gemm" if gemm else "conv"))
-        call = gemm_call(instr) if gemm else cudnn_conv_call(instr)
-        outputs = ops.gemm(call, comp) if gemm else ops.conv(call, comp)
+        call: GemmCall | CudnnConvCall | FmhaCall
+        if is_cudnn_fmha_call(instr):
+            ops = _Ops(instr, fresh_names(instr.name, taken, "fmha"))
+            call = cudnn_fmha_call(instr)
+            shape_of = lambda name: comp.instruction(name).shape  # noqa: E731
+            outputs = fmha_outputs(ops, call, fmha_dims(call, instr, shape_of), shape_of,
+                                   reducers)
+        elif is_gemm_call(instr):
+            ops = _Ops(instr, fresh_names(instr.name, taken, "gemm"))
+            call = gemm_call(instr)
+            outputs = ops.gemm(call, comp)
+        else:
+            ops = _Ops(instr, fresh_names(instr.name, taken, "conv"))
+            call = cudnn_conv_call(instr)
+            outputs = ops.conv(call, comp)
         ops.name_outputs(call, outputs, [] if instr.name in whole else picks.get(instr.name, []))
         out.extend(ops.instructions)
     return replace(comp, instructions=tuple(out))
@@ -198,7 +219,7 @@ class _Ops:
             else op("multiply", x, self.splat(slope, at))  # leaky_relu
         return op("select", op("compare", x, zero, attrs=(("direction", "GT"),)), x, negative)
 
-    def name_outputs(self, call: GemmCall | CudnnConvCall, outputs: list[str],
+    def name_outputs(self, call: GemmCall | CudnnConvCall | FmhaCall, outputs: list[str],
                      picks: list[HloInstruction]) -> None:
         """Give the ops their readers' names: each ``get-tuple-element`` user's (``picks``)
         to the op computing what it reads (a ``copy`` for a second reader); else, the call

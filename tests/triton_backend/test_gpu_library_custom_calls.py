@@ -1,8 +1,8 @@
-"""XLA:GPU dumps run: their cuBLAS GEMM and cuDNN convolution custom-calls compile (as the
-dots, convolutions and epilogues they compute, ``fusion.transforms.gpu_call_expansion``) and
-match the reference evaluator, whose rules for them are the formulas
-(``tests/fusion/test_gemm_calls.py`` and ``test_cudnn_conv_calls.py`` check them against
-torch)."""
+"""XLA:GPU dumps run: their cuBLAS GEMM, cuDNN convolution and cuDNN fused attention
+custom-calls compile (as the dots, convolutions, attention and epilogues they compute,
+``fusion.transforms.gpu_call_expansion``) and match the reference evaluator, whose rules for
+them are the formulas (``tests/fusion/test_gemm_calls.py`` and ``test_cudnn_conv_calls.py``
+check them against torch, ``test_cudnn_fmha_calls.py`` against JAX's attention)."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +11,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.shape import flatten_shape
 from fusion.text.parser import parse_hlo
 from tests.fusion.test_cudnn_conv_calls import CASES as CONV_CASES, backward_module, conv_module
+from tests.fusion.test_cudnn_fmha_calls import _inputs as attention_inputs, dump
 from tests.fusion.test_gemm_calls import CASES, _inputs, gemm_module
 from triton_backend.driver.module_compiler import compile_hlo
 from triton_backend.driver.op_coverage import uncovered_ops
@@ -72,9 +73,9 @@ ENTRY %main.4 (Arg_0.1: bf16[128,64], Arg_1.2: bf16[64,256]) -> bf16[128,256] {
 """
 
 
-def _check(text: str) -> None:
+def _check(text: str, arrays=None) -> None:
     module = parse_hlo(text)
-    arrays = _inputs(text, seed=3)
+    arrays = _inputs(text, seed=3) if arrays is None else arrays
     tensors = [tensor_from_numpy(a, p.shape.dtype) for a, p in zip(arrays, module.entry.parameters)]
     compiled = compile_hlo(text, cache=False)
     outputs = [tensor_to_numpy(t) for t in compiled(*tensors)]
@@ -131,3 +132,22 @@ def test_a_nested_triton_gemm_fusion_is_one_kernel_matching_the_evaluator():
     # the lhs fusion (its root a parameter) is a copy, the rhs one its negate
     assert [i.opcode for i in fused if i.opcode != "parameter"] == ["copy", "negate", "dot"]
     assert uncovered_ops(parse_hlo(NESTED_GEMM)) == []
+
+
+@pytest.mark.parametrize("name", ["cudnn_fmha_causal_gqa", "cudnn_fmha_padded_causal",
+                                  "cudnn_fmha_sliding_window_f16"])
+def test_a_cudnn_attention_dump_is_one_attention_kernel_matching_the_evaluator(name):
+    text = dump(name)
+    _check(text, attention_inputs(text))
+    compiled = compile_hlo(text, cache=False)
+    kinds = sorted(f.kind.value for f in compiled.fusions.values())
+    # the attention, then its result transposed to the caller's [B, T, N, H]
+    assert kinds == ["attention", "loop"]
+    assert uncovered_ops(parse_hlo(text)) == []
+
+
+def test_a_cudnn_attention_training_dump_matches_the_evaluator():
+    text = dump("cudnn_fmha_train_causal_gqa")
+    _check(text, attention_inputs(text))
+    compiled = compile_hlo(text, cache=False)
+    assert "attention_backward" in {f.kind.value for f in compiled.fusions.values()}

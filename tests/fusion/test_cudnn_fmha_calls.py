@@ -1,0 +1,257 @@
+"""cuDNN fused attention custom-calls (``__cudnn$fmha*``): decoded
+(``fusion.analysis.cudnn_fmha_calls``), evaluated (``evaluator/cudnn_fmha_ops``) and written as
+HLO ops (``transforms/fmha_expansion``), checked against JAX's own attention
+(``jax.nn.dot_product_attention(implementation="xla")``, the form JAX keeps equal to cuDNN's)
+and its gradients.  The dumps in ``tests/data/hlo_gpu`` are JAX's cuDNN lowering, as printed
+(``generate_cudnn_fmha.py``); compiled in ``tests/triton_backend/test_gpu_library_custom_calls.py``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fusion.autodiff.vjp_module import vjp
+from fusion.errors import EvaluationError, UnsupportedOpError
+from fusion.evaluator import evaluate
+from fusion.shapes.verifier import verify_module
+from fusion.text.parser import parse_hlo
+from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
+
+DUMPS = Path(__file__).parents[1] / "data" / "hlo_gpu"
+B, T, N, KV, H = 2, 32, 4, 2, 16
+TYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+
+
+def dump(name: str) -> str:
+    return (DUMPS / f"{name}.hlo").read_text()
+
+
+def random(shape, dtype="bf16", seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32).astype(
+        TYPES[dtype])
+
+
+def as_f32(x) -> np.ndarray:
+    return np.asarray(x).astype(np.float32)
+
+
+def jax_attention(q, k, v, bias=None, **kw) -> np.ndarray:
+    return as_f32(jax.nn.dot_product_attention(q, k, v, bias, implementation="xla", **kw))
+
+
+def close(got, want, ulps=1) -> None:
+    """Within ``ulps`` bf16 steps of the largest value (the results are rounded to 16 bits)."""
+    want = as_f32(want)
+    scale = np.abs(want).max() if want.size else 0.0  # the workspace is empty
+    np.testing.assert_allclose(as_f32(got), want, atol=ulps * 2.0 ** -7 * scale)
+
+
+def qkv(dtype="bf16", heads=N, kv_heads=KV):
+    return (random((B, T, heads, H), dtype, 1), random((B, T, kv_heads, H), dtype, 2),
+            random((B, T, kv_heads, H), dtype, 3))
+
+
+def test_a_causal_gqa_dump_is_jax_attention():
+    q, k, v = qkv()
+    got = evaluate(parse_hlo(dump("cudnn_fmha_causal_gqa")), q, k, v)
+    close(got[0], jax_attention(q, k, v, scale=0.25, is_causal=True))
+
+
+def test_a_padded_dump_masks_by_sequence_lengths_and_zeroes_the_padded_queries():
+    q, k, v = qkv()
+    q_len, kv_len = np.int32([20, 32]), np.int32([25, 9])
+    got = as_f32(evaluate(parse_hlo(dump("cudnn_fmha_padded_causal")), q, k, v, q_len, kv_len)[0])
+    close(got, jax_attention(q, k, v, scale=0.25, is_causal=True, query_seq_lengths=q_len,
+                             key_value_seq_lengths=kv_len))
+    assert not got[0, 20:].any()
+
+
+def test_a_sliding_window_dump_keeps_the_window_of_keys():
+    q, k, v = (random((B, T, N, H), "f16", s) for s in (1, 2, 3))
+    got = evaluate(parse_hlo(dump("cudnn_fmha_sliding_window_f16")), q, k, v)
+    close(got[0], jax_attention(q, k, v, is_causal=True, local_window_size=(7, 0)))
+
+
+@pytest.mark.parametrize("name", ["cudnn_fmha_train_bias", "cudnn_fmha_train_causal_gqa"])
+def test_a_training_dump_gives_jax_s_gradients(name):
+    q, k, v = qkv()
+    bias = (random((1, N, T, T), seed=4),) if "bias" in name else ()
+
+    def loss(*args):
+        o = jax.nn.dot_product_attention(*args[:3], *args[3:], scale=0.25 if bias else None,
+                                         is_causal=not bias, implementation="xla")
+        return (o.astype(jnp.float32) ** 2).sum()
+
+    want = jax.grad(loss, argnums=tuple(range(3 + len(bias))))(q, k, v, *bias)
+    got = evaluate(parse_hlo(dump(name)), q, k, v, *bias)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w, ulps=2)
+
+
+@pytest.mark.parametrize("name", ["cudnn_fmha_causal_gqa", "cudnn_fmha_padded_causal",
+                                  "cudnn_fmha_sliding_window_f16", "cudnn_fmha_train_bias",
+                                  "cudnn_fmha_train_causal_gqa"])
+def test_the_expansion_computes_the_formula(name):
+    module = parse_hlo(dump(name))
+    expanded = expand_gpu_library_calls(module)
+    verify_module(expanded)
+    assert not any(i.opcode == "custom-call" for c in expanded.computations for i in c)
+    args = [random(p.shape.dims, p.shape.dtype, i) if p.shape.dtype in TYPES
+            else np.int32([T - 5, 11]) for i, p in enumerate(module.entry.parameters)]
+    for want, got in zip(_leaves(evaluate(module, *args)), _leaves(evaluate(expanded, *args))):
+        close(got, want)  # the same formula; f32 sums in another order may round once apart
+
+
+def test_the_gradient_of_a_forward_dump_is_jax_s():
+    """``vjp`` differentiates the call through its expansion (no backward call given)."""
+    q, k, v = qkv()
+    cotangent = random((B, T, N, H), seed=5)
+    grads = evaluate(vjp(parse_hlo(dump("cudnn_fmha_causal_gqa"))), q, k, v, cotangent)
+    _, pullback = jax.vjp(lambda *a: jax.nn.dot_product_attention(
+        *a, scale=0.25, is_causal=True, implementation="xla"), q, k, v)
+    for g, w in zip(grads, pullback(jnp.asarray(cotangent))):
+        close(g, w, ulps=2)
+
+
+# --- forward calls written as JAX writes them, in the cases the dumps above do not show ---
+
+def fmha_module(*, layout="BNTH", dtype="bf16", heads=N, kv_heads=KV, mask="NO_MASK",
+                window=0, bias=None, training=False, scale=0.5, extra: dict | None = None,
+                target=None) -> str:
+    """A forward ``__cudnn$fmha*`` call on Q, K, V (``BTNH`` or ``BNTH``), as JAX lowers it."""
+    if layout == "BNTH":
+        q, kv, batch, v_sequence = (B, heads, T, H), (B, kv_heads, T, H), [0, 1], 2
+    else:
+        q, kv, batch, v_sequence = (B, T, heads, H), (B, T, kv_heads, H), [0, 2], 1
+
+    def numbers(lhs_batch, rhs_batch, rhs_contracting):
+        return {"lhs_contracting_dimensions": ["3"],
+                "rhs_contracting_dimensions": [str(rhs_contracting)],
+                "lhs_batch_dimensions": [str(d) for d in lhs_batch],
+                "rhs_batch_dimensions": [str(d) for d in rhs_batch]}
+
+    config = {"fmha_scale": scale, "mask_type": mask, "dropout_rate": 0.0, "seed": 42,
+              "sliding_window_length": window, "max_seg_per_batch": 1,
+              "is_paged_attention": False,
+              "bmm1_dot_dimension_numbers": numbers(batch, batch, 3),
+              "bmm2_dot_dimension_numbers": numbers([0, 1], batch, v_sequence)}
+    config.update(extra or {})
+    shape = lambda dims: f"{dtype}[{','.join(map(str, dims))}]"  # noqa: E731
+    params = [f"q = {shape(q)} parameter(0)", f"k = {shape(kv)} parameter(1)",
+              f"v = {shape(kv)} parameter(2)"]
+    operands = ["q", "k", "v"]
+    if bias is not None:
+        params.append(f"b = {shape(bias)} parameter(3)")
+        operands.append("b")
+    if mask.startswith("PADDING"):
+        params += [f"ql = s32[{B}] parameter({len(params)})",
+                   f"kl = s32[{B}] parameter({len(params) + 1})"]
+        operands += ["ql", "kl"]
+    out = shape((B, heads, T, H))
+    results = [out] + ([f"f32[{B},{heads},{T}]"] if training else []) + ["u8[0]{0}"]
+    target = target or ("__cudnn$fmhaScaleBiasSoftmax" if bias else "__cudnn$fmhaSoftmax")
+    body = "\n  ".join(params + [
+        f"c = ({', '.join(results)}) custom-call({', '.join(operands)}), "
+        f'custom_call_target="{target}", backend_config='
+        f'{json.dumps({"operation_queue_id": "0", "cudnn_fmha_backend_config": config})}',
+        f"ROOT o = {out} get-tuple-element(c), index=0"])
+    return f"HloModule m\n\nENTRY e {{\n  {body}\n}}\n"
+
+
+def _bnth(x):
+    return np.transpose(x, (0, 2, 1, 3))
+
+
+def _inputs(text: str, seed: int = 0) -> list[np.ndarray]:
+    module = parse_hlo(text)
+    return [random(p.shape.dims, p.shape.dtype, seed + i) if p.shape.dtype in TYPES
+            else np.int32([T - 7, 5]) for i, p in enumerate(module.entry.parameters)]
+
+
+@pytest.mark.parametrize("case", [
+    dict(layout="BNTH", mask="CAUSAL"),
+    dict(layout="BNTH", kv_heads=1, bias=(B, 1, T, T)),  # multi-query, a per-batch bias
+    dict(layout="BTNH", heads=2, kv_heads=2, mask="PADDING", dtype="f16"),
+])
+def test_a_forward_call_is_jax_attention(case):
+    text = fmha_module(**case)
+    args = _inputs(text)
+    q, k, v = args[:3]
+    if case["layout"] == "BNTH":
+        q, k, v = _bnth(q), _bnth(k), _bnth(v)
+    kw = dict(scale=0.5, is_causal=case.get("mask") == "CAUSAL")
+    if case.get("bias"):
+        kw["bias"] = args[3]
+    if case.get("mask") == "PADDING":
+        kw.update(query_seq_lengths=args[3], key_value_seq_lengths=args[4])
+    got = evaluate(parse_hlo(text), *args)[0]
+    close(_bnth(got), jax_attention(q, k, v, **kw))  # every result is [B, N, T, H]
+
+
+def test_the_training_forward_returns_jax_s_logsumexp():
+    text = fmha_module(training=True, mask="CAUSAL")
+    q, k, v = _inputs(text)
+    _, stats, _ = _call_results(text, q, k, v)
+    _, residual = jax.nn.dot_product_attention(_bnth(q), _bnth(k), _bnth(v), scale=0.5,
+                                               is_causal=True, implementation="xla",
+                                               return_residual=True)
+    # JAX's residual: logsumexp per [B, T, N], rounded to the operands' type.
+    close(stats, np.transpose(as_f32(residual), (0, 2, 1)))
+
+
+def _whole_call(text: str) -> str:
+    """``text`` with the call ``c`` itself as the ROOT (every result, the workspace too)."""
+    return text.replace("ROOT o = ", "o = ").replace("  c = ", "  ROOT c = ")
+
+
+def _call_results(text: str, *args) -> tuple:
+    return evaluate(parse_hlo(_whole_call(text)), *args)
+
+
+@settings(max_examples=12, deadline=None)
+@given(layout=st.sampled_from(["BNTH", "BTNH"]), kv_heads=st.sampled_from([1, 2, 4]),
+       mask=st.sampled_from(["NO_MASK", "CAUSAL", "PADDING", "PADDING_CAUSAL"]),
+       window=st.sampled_from([0, 5]), bias=st.sampled_from([None, (B, N, T, T), (1, N, T, T),
+                                                             (B, 1, T, T)]),
+       training=st.booleans(), dtype=st.sampled_from(["bf16", "f16"]))
+def test_the_expansion_of_any_forward_call_computes_the_formula(layout, kv_heads, mask, window,
+                                                               bias, training, dtype):
+    text = fmha_module(layout=layout, kv_heads=kv_heads, mask=mask, window=window, bias=bias,
+                       training=training, dtype=dtype)
+    module = parse_hlo(_whole_call(text))
+    expanded = expand_gpu_library_calls(module)
+    verify_module(expanded)
+    args = _inputs(text, seed=7)
+    for want, got in zip(evaluate(module, *args), evaluate(expanded, *args)):
+        close(got, want)
+
+
+@pytest.mark.parametrize("case, message", [
+    (dict(extra={"dropout_rate": 0.1}), "dropout"),
+    (dict(mask="ALIBI"), "mask_type ALIBI"),
+    (dict(extra={"is_paged_attention": True}), "paged"),
+    (dict(extra={"max_seg_per_batch": 2}), "packed segments"),
+    (dict(target="__cudnn$fmhaSoftmaxF8"), "fp8"),
+    (dict(target="__cudnn$fmhaScaleBiasSoftmax"), "takes 3 operands, not the 4"),
+    (dict(extra={"bmm1_dot_dimension_numbers": {"lhs_batch_dimensions": ["0"]}}), "bmm1"),
+    (dict(kv_heads=3), "do not fit"),
+])
+def test_what_is_not_computed_is_refused_located(case, message):
+    text = fmha_module(**case)
+    with pytest.raises(UnsupportedOpError, match=message) as err:
+        expand_gpu_library_calls(parse_hlo(text))
+    assert err.value.line is not None
+    with pytest.raises(EvaluationError, match=message):
+        evaluate(parse_hlo(text), *_inputs(text))
+
+
+def _leaves(value) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
