@@ -56,7 +56,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fusion.analysis.custom_call_configs import backend_config_of, config_number, custom_call_error
-from fusion.ir.hlo_module import HloInstruction
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.text.backend_config import as_list
 
@@ -249,6 +250,38 @@ def fmha_dims(call: FmhaCall, instr: HloInstruction, shape_of: Callable[[str], S
     return dims
 
 
+def reads_its_forward(call: FmhaCall, comp: HloComputation) -> bool:
+    """Whether the backward ``call`` (in ``comp``) reads the statistics and the output of a
+    forward call on its own Q, K, V, bias and lengths with its own scale and mask: then
+    ``stats = logsumexp(S)`` and ``O = P V`` by construction, and a backward may compute
+    them again from the scores (``rowsum(dO * O) = rowsum(P * dP)``) instead of reading them.
+
+    The output may be read through the transpose taking the forward's ``[B, N, T, H]`` to
+    the backward's layout, as JAX writes it."""
+    stats = comp.instruction(call.stats)
+    if stats.opcode != "get-tuple-element" or stats.attr("index") != 1:
+        return False
+    forward_instr = comp.instruction(stats.operands[0])
+    if not is_cudnn_fmha_call(forward_instr):
+        return False
+    try:
+        forward = cudnn_fmha_call(forward_instr)
+    except UnsupportedOpError:
+        return False
+    same = ("query", "key", "value", "bias", "q_seqlen", "kv_seqlen", "query_order",
+            "key_order", "value_order", "scale", "causal", "window")
+    if forward.backward or any(getattr(forward, f) != getattr(call, f) for f in same):
+        return False
+    output = comp.instruction(call.output)
+    order = tuple(range(4))
+    if output.opcode == "transpose":
+        order = tuple(output.attr("dimensions"))
+        output = comp.instruction(output.operands[0])
+    return (output.opcode == "get-tuple-element" and output.attr("index") == 0
+            and output.operands[0] == forward_instr.name
+            and all(order[call.grad_order[j]] == j for j in range(4)))
+
+
 def _expected_operands(call: FmhaCall, d: FmhaDims, shape_of: Callable[[str], Shape]
                        ) -> dict[str, tuple[tuple[str, ...], tuple[int | None, ...]]]:
     """Operand -> (allowed types, extents; None: 1 or the full extent, as a bias may be)."""
@@ -336,4 +369,5 @@ def _operand_list(backward: bool, bias: bool, padding: bool) -> str:
 
 
 __all__ = ["FMHA_TARGETS", "FMHA_TYPES", "FP8_TARGETS", "FmhaCall", "FmhaDims", "MASKED_SCORE",
-           "MASK_TYPES", "cudnn_fmha_call", "fmha_dims", "is_cudnn_fmha_call"]
+           "MASK_TYPES", "cudnn_fmha_call", "fmha_dims", "is_cudnn_fmha_call",
+           "reads_its_forward"]

@@ -7,9 +7,10 @@ fusion pass recognises them as it recognises JAX's (``tiling.fusion_pass.attenti
 head is a free dim of the dots, so K and V are never repeated), the scores an f32 ``dot``,
 scaled, biased, masked by a ``select`` on iota comparisons (causal, sliding window, sequence
 lengths), then ``exp(s - max) / sum`` in f32 and a second ``dot`` with the probabilities in
-V's type.  The backward recomputes the probabilities from the forward's statistics
-(``exp(s - logsumexp)``) and writes the softmax backward's row sums and the four gradient
-dots, ``dK`` and ``dV`` contracting the group with the queries.  Semantics:
+V's type.  The backward computes the probabilities from the forward's statistics
+(``exp(s - logsumexp)``), or, when those are its forward's, from the scores again as JAX's own
+attention backward does (``fmha_outputs``), then the softmax backward's row sums and the four
+gradient dots, ``dK`` and ``dV`` contracting the group with the queries.  Semantics:
 ``fusion.analysis.cudnn_fmha_calls``; ``transforms.gpu_call_expansion`` calls this for each call.
 
 >>> from fusion.text.parser import parse_hlo
@@ -37,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fusion.analysis.cudnn_fmha_calls import MASKED_SCORE, FmhaCall, FmhaDims
+from fusion.analysis.cudnn_fmha_calls import MASKED_SCORE, FmhaCall, FmhaDims, reads_its_forward
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.layout import default_layout
@@ -69,6 +70,7 @@ class FmhaOps:
         self.shapes: dict[str, ArrayShape] = {}
         self.shape_of = shape_of
         self.reducers = reducers
+        self.recompute = False
 
     def shape(self, name: str) -> ArrayShape:
         return self.shapes[name] if name in self.shapes else self.shape_of(name)
@@ -219,19 +221,25 @@ class FmhaOps:
         k4, v4 = self.transpose(call.key, call.key_order), \
             self.transpose(call.value, call.value_order)
         grad_o = self.grouped(call.d_output, call.grad_order)
-        out = self.grouped(call.output, call.grad_order)
         if call.padding:  # O is 0 on the padded queries: nothing flows back from them
             dims = self.shape(grad_o).dims
             grad_o = self.op("select", dtype, dims, self.query_rows(dims), grad_o,
                              self.const(0, dtype, dims))
         s = self.scores(q5, k4)
         dims = self.shape(s).dims
-        stats = self.reshape(self.call.stats, dims[:4])
-        p = self.like("exponential", self.like("subtract", s, self.spread(stats, (0, 1, 2, 3),
-                                                                          dims)))
-        row = self.reduce(self.like("multiply", self.convert(grad_o, "f32"),
-                                    self.convert(out, "f32")), "add", 4)
         grad_p = self.dot(grad_o, v4, ((4,), (3,)))
+        if self.recompute:  # the forward's statistics and rowsum(dO * O), from the scores
+            _, top_b = self.rows(s, "maximum")
+            e = self.like("exponential", self.like("subtract", s, top_b))
+            _, total_b = self.rows(e, "add")
+            p = self.like("divide", e, total_b)
+            row = self.reduce(self.like("multiply", p, grad_p), "add", 4)
+        else:
+            stats = self.spread(self.reshape(call.stats, dims[:4]), (0, 1, 2, 3), dims)
+            p = self.like("exponential", self.like("subtract", s, stats))
+            out = self.grouped(call.output, call.grad_order)
+            row = self.reduce(self.like("multiply", self.convert(grad_o, "f32"),
+                                        self.convert(out, "f32")), "add", 4)
         grad_s = self.like("multiply", p, self.like("subtract", grad_p,
                                                     self.spread(row, (0, 1, 2, 3), dims)))
         grad_s16 = self.convert(grad_s, dtype)
@@ -266,11 +274,19 @@ class FmhaOps:
         return x
 
 
-def fmha_outputs(ops: Any, call: FmhaCall, dims: FmhaDims, shape_of: Callable[[str], Shape],
+def fmha_outputs(ops: Any, call: FmhaCall, dims: FmhaDims, comp: HloComputation,
                  reducers: dict[str, str]) -> list[str]:
-    """The ops of ``call`` written through ``ops``: the names of its results, in order."""
-    writer = FmhaOps(ops, call, dims, shape_of, reducers)
-    return writer.backward() if call.backward else writer.forward()
+    """The ops of ``call`` (in ``comp``) written through ``ops``: the names of its results,
+    in order.  A backward reading its forward's statistics and output computes them again
+    from the scores (``cudnn_fmha_calls.reads_its_forward``), as the backward of JAX's own
+    attention does: its kernels then need nothing the forward's attention kernel does not
+    write, so the forward stays one kernel and the backward is the attention backward's
+    three (``tiling.fusion_pass.attention_backward``)."""
+    writer = FmhaOps(ops, call, dims, lambda name: comp.instruction(name).shape, reducers)
+    if call.backward:
+        writer.recompute = reads_its_forward(call, comp)
+        return writer.backward()
+    return writer.forward()
 
 
 __all__ = ["REDUCERS", "FmhaOps", "fmha_outputs", "reducer_computations"]

@@ -100,9 +100,8 @@ def _expanded(comp: HloComputation, taken: set[str], reducers: dict[str, str]
         if is_cudnn_fmha_call(instr):
             ops = _Ops(instr, fresh_names(instr.name, taken, "fmha"))
             call = cudnn_fmha_call(instr)
-            shape_of = lambda name: comp.instruction(name).shape  # noqa: E731
-            outputs = fmha_outputs(ops, call, fmha_dims(call, instr, shape_of), shape_of,
-                                   reducers)
+            dims = fmha_dims(call, instr, lambda name: comp.instruction(name).shape)
+            outputs = fmha_outputs(ops, call, dims, comp, reducers)
         elif is_gemm_call(instr):
             ops = _Ops(instr, fresh_names(instr.name, taken, "gemm"))
             call = gemm_call(instr)

@@ -8,6 +8,7 @@ and its gradients.  The dumps in ``tests/data/hlo_gpu`` are JAX's cuDNN lowering
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -17,9 +18,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fusion.analysis.cudnn_fmha_calls import cudnn_fmha_call, reads_its_forward
 from fusion.autodiff.vjp_module import vjp
 from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.evaluator import evaluate
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
 from fusion.shapes.verifier import verify_module
 from fusion.text.parser import parse_hlo
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
@@ -83,14 +87,15 @@ def test_a_sliding_window_dump_keeps_the_window_of_keys():
 def test_a_training_dump_gives_jax_s_gradients(name):
     q, k, v = qkv()
     bias = (random((1, N, T, T), seed=4),) if "bias" in name else ()
+    cotangent = random((B, T, N, H), seed=5).astype(np.float32)
 
     def loss(*args):
-        o = jax.nn.dot_product_attention(*args[:3], *args[3:], scale=0.25 if bias else None,
+        o = jax.nn.dot_product_attention(*args[:3], *args[3:], scale=0.25,
                                          is_causal=not bias, implementation="xla")
-        return (o.astype(jnp.float32) ** 2).sum()
+        return (o.astype(jnp.float32) * cotangent).sum()
 
     want = jax.grad(loss, argnums=tuple(range(3 + len(bias))))(q, k, v, *bias)
-    got = evaluate(parse_hlo(dump(name)), q, k, v, *bias)
+    got = evaluate(parse_hlo(dump(name)), q, k, v, *bias, cotangent)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         close(g, w, ulps=2)
@@ -104,8 +109,7 @@ def test_the_expansion_computes_the_formula(name):
     expanded = expand_gpu_library_calls(module)
     verify_module(expanded)
     assert not any(i.opcode == "custom-call" for c in expanded.computations for i in c)
-    args = [random(p.shape.dims, p.shape.dtype, i) if p.shape.dtype in TYPES
-            else np.int32([T - 5, 11]) for i, p in enumerate(module.entry.parameters)]
+    args = _inputs(dump(name), seed=11)
     for want, got in zip(_leaves(evaluate(module, *args)), _leaves(evaluate(expanded, *args))):
         close(got, want)  # the same formula; f32 sums in another order may round once apart
 
@@ -171,9 +175,15 @@ def _bnth(x):
 
 
 def _inputs(text: str, seed: int = 0) -> list[np.ndarray]:
-    module = parse_hlo(text)
-    return [random(p.shape.dims, p.shape.dtype, seed + i) if p.shape.dtype in TYPES
-            else np.int32([T - 7, 5]) for i, p in enumerate(module.entry.parameters)]
+    """Random operands of ``text``'s parameters (sequence lengths: ``T - 7`` and 5)."""
+    def operand(shape, seed):
+        if shape.dtype == "s32":
+            return np.int32([T - 7, 5])
+        if shape.dtype == "f32":  # a training step's cotangent
+            return random(shape.dims, "bf16", seed).astype(np.float32)
+        return random(shape.dims, shape.dtype, seed)
+
+    return [operand(p.shape, seed + i) for i, p in enumerate(parse_hlo(text).entry.parameters)]
 
 
 @pytest.mark.parametrize("case", [
@@ -255,3 +265,29 @@ def test_what_is_not_computed_is_refused_located(case, message):
 
 def _leaves(value) -> list:
     return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def test_a_backward_given_other_statistics_reads_them():
+    """Statistics that are not its forward's (here a parameter) are read as given, not
+    computed again: the expansion then agrees with the formula on any statistics."""
+    module = parse_hlo(dump("cudnn_fmha_train_causal_gqa"))
+    entry = module.entry
+    backward = next(i for i in entry if i.attr("custom_call_target", "").endswith("Backward"))
+    call = cudnn_fmha_call(backward)
+    assert reads_its_forward(call, entry)
+    stats = HloInstruction("stats", "parameter", ArrayShape("f32", (B, N, T)), (),
+                           (("parameter_number", len(entry.parameters)),))
+    operands = tuple("stats" if o == call.stats else o for o in backward.operands)
+    instructions = (stats,) + tuple(i.replace(operands=operands) if i is backward else i
+                                    for i in entry)
+    given = replace(module, attributes=(), computations=tuple(  # a new signature
+        replace(c, instructions=instructions) if c is entry else c for c in module.computations))
+    assert not reads_its_forward(cudnn_fmha_call(given.entry.instruction(backward.name)),
+                                 given.entry)
+    # logsumexp of 32 scores of about unit size: 2 to 6; these probabilities sum to anything
+    args = _inputs(dump("cudnn_fmha_train_causal_gqa")) + [
+        np.random.default_rng(9).uniform(2, 6, (B, N, T)).astype(np.float32)]
+    expanded = expand_gpu_library_calls(given)
+    verify_module(expanded)
+    for want, got in zip(evaluate(given, *args), evaluate(expanded, *args)):
+        close(got, want)

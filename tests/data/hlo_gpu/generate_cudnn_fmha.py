@@ -38,6 +38,7 @@ def programs() -> dict[str, str]:
     bias = jax.ShapeDtypeStruct((1, N, T, T), jnp.bfloat16)
     lengths = jax.ShapeDtypeStruct((B,), jnp.int32)
     half = jax.ShapeDtypeStruct((B, T, N, H), jnp.float16)
+    cotangent = jax.ShapeDtypeStruct((B, T, N, H), jnp.float32)
 
     def causal_gqa(q, k, v):
         return attention(q, k, v, scale=0.25, is_causal=True, implementation="cudnn")
@@ -50,21 +51,21 @@ def programs() -> dict[str, str]:
         return attention(q, k, v, is_causal=True, local_window_size=(7, 0),
                          implementation="cudnn")
 
-    def loss(q, k, v, *bias, causal):
+    def loss(w, q, k, v, *bias, causal):  # w: the output's cotangent
         o = attention(q, k, v, *bias, scale=0.25, is_causal=causal, implementation="cudnn")
-        return (o.astype(jnp.float32) ** 2).sum()
+        return (o.astype(jnp.float32) * w).sum()
 
-    def train_bias(q, k, v, b):
-        return jax.grad(lambda *a: loss(*a, causal=False), argnums=(0, 1, 2, 3))(q, k, v, b)
+    def train_bias(q, k, v, b, w):
+        return jax.grad(lambda *a: loss(w, *a, causal=False), argnums=(0, 1, 2, 3))(q, k, v, b)
 
-    def train_causal(q, k, v):
-        return jax.grad(lambda *a: loss(*a, causal=True), argnums=(0, 1, 2))(q, k, v)
+    def train_causal(q, k, v, w):
+        return jax.grad(lambda *a: loss(w, *a, causal=True), argnums=(0, 1, 2))(q, k, v)
 
     return {"cudnn_fmha_causal_gqa": _lower(causal_gqa, q, kv, kv),
             "cudnn_fmha_padded_causal": _lower(padded_causal, q, kv, kv, lengths, lengths),
             "cudnn_fmha_sliding_window_f16": _lower(sliding_window, half, half, half),
-            "cudnn_fmha_train_bias": _lower(train_bias, q, kv, kv, bias),
-            "cudnn_fmha_train_causal_gqa": _lower(train_causal, q, kv, kv)}
+            "cudnn_fmha_train_bias": _lower(train_bias, q, kv, kv, bias, cotangent),
+            "cudnn_fmha_train_causal_gqa": _lower(train_causal, q, kv, kv, cotangent)}
 
 
 def main() -> None:
