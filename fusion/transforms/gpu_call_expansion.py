@@ -2,7 +2,9 @@
 
 A dump XLA:GPU optimized runs its matmuls as ``__cublas$gemm`` / ``__cublas$lt$matmul``
 custom-calls (``fusion.analysis.gemm_calls``) and its convolutions as ``__cudnn$conv*``
-custom-calls (``fusion.analysis.cudnn_conv_calls``).  Each becomes the ops of its formula, in
+custom-calls (``fusion.analysis.cudnn_conv_calls``); JAX's cuDNN attention is a
+``__cudnn$fmha*`` call (``fusion.analysis.cudnn_fmha_calls``), written as attention by
+``transforms.fmha_expansion`` with the f32 max and add reducers it adds to the module.  Each becomes the ops of its formula, in
 the type the library computes in: a ``dot`` (its dimension numbers, operand precision and
 algorithm) or a ``convolution`` (its window, dim_labels and group counts; a backward one's,
 the gradient's convolution), times its scale (``alpha``, ``conv_result_scale``), plus the
