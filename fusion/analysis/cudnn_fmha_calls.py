@@ -238,12 +238,12 @@ def fmha_dims(call: FmhaCall, instr: HloInstruction, shape_of: Callable[[str], S
                                   "V alike, the query heads a multiple of theirs)")
     dims = FmhaDims(b, n, kn, t, s, h, hv)
     expected = _expected_operands(call, dims, shape_of)
-    for name, (dtype, extents) in expected.items():
+    for name, (dtype, extents, broadcasts) in expected.items():
         shape = shape_of(name)
         if not isinstance(shape, ArrayShape) or shape.dtype not in dtype or \
-                not _fits(shape.dims, extents):
+                not _fits(shape.dims, extents, broadcasts):
             raise custom_call_error(instr, f"operand {name} is {shape}, expected {dtype[0]}"
-                                      f"[{','.join(_extent(e) for e in extents)}]")
+                                      f"{list(extents)}{' (or 1 per dim)' if broadcasts else ''}")
     for got, (dtype, want) in zip(call.results, _expected_results(call, dims, shape_of)):
         if got.dtype != dtype or got.dims != want:
             raise custom_call_error(instr, f"result {got} should be {dtype}{list(want)}")
@@ -283,31 +283,26 @@ def reads_its_forward(call: FmhaCall, comp: HloComputation) -> bool:
 
 
 def _expected_operands(call: FmhaCall, d: FmhaDims, shape_of: Callable[[str], Shape]
-                       ) -> dict[str, tuple[tuple[str, ...], tuple[int | None, ...]]]:
-    """Operand -> (allowed types, extents; None: 1 or the full extent, as a bias may be)."""
+                       ) -> dict[str, tuple[tuple[str, ...], tuple[int, ...], bool]]:
+    """Operand -> (allowed types, extents, whether a dim may be 1 instead: a bias's)."""
     qtype = (shape_of(call.query).dtype,)
-    out: dict[str, tuple[tuple[str, ...], tuple[int | None, ...]]] = {}
+    out: dict[str, tuple[tuple[str, ...], tuple[int, ...], bool]] = {}
     if call.bias is not None:
-        out[call.bias] = (qtype, (-d.batch, -d.heads, -d.queries, -d.keys))
+        out[call.bias] = (qtype, (d.batch, d.heads, d.queries, d.keys), True)
     for name in (call.q_seqlen, call.kv_seqlen):
         if name is not None:
-            out[name] = (("s32",), (d.batch,))
+            out[name] = (("s32",), (d.batch,), False)
     if call.backward:
-        out[call.stats] = (("f32",), (d.batch, d.heads, d.queries))
+        out[call.stats] = (("f32",), (d.batch, d.heads, d.queries), False)
         grad = (d.batch, d.heads, d.queries, d.value_dim)
         layout = tuple(grad[call.grad_order.index(i)] for i in range(4))
-        out[call.d_output] = out[call.output] = (qtype, layout)
+        out[call.d_output] = out[call.output] = (qtype, layout, False)
     return out
 
 
-def _extent(e: int) -> str:
-    return f"{-e}|1" if e < 0 else str(e)
-
-
-def _fits(dims: tuple[int, ...], extents: tuple[int | None, ...]) -> bool:
-    # A negative extent -e: the dim is e or 1 (broadcast).
+def _fits(dims: tuple[int, ...], extents: tuple[int, ...], broadcasts: bool) -> bool:
     return len(dims) == len(extents) and all(
-        got == want or (want < 0 and got in (1, -want)) for got, want in zip(dims, extents))
+        got == want or (broadcasts and got == 1) for got, want in zip(dims, extents))
 
 
 def _expected_results(call: FmhaCall, d: FmhaDims, shape_of: Callable[[str], Shape]

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from fusion.ir.attributes import Literal, PaddingConfig, PaddingDim, SliceDim
 from fusion.ir.element_types import element_type
-from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.hlo_module import HloComputation, HloInstruction, binary_computation
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.inference import infer_shape
 
@@ -56,15 +56,8 @@ class ComputationTable:
         """A computation ``(a, b) -> opcode(a, b)`` over ``dtype`` scalars (built once)."""
         key = (opcode, dtype)
         if key not in self._reducers:
-            scalar = ArrayShape(dtype, ())
             name = self.fresh_name(f"vjp_{opcode}_{dtype}")
-            instructions = (
-                HloInstruction("a", "parameter", scalar, (), (("parameter_number", 0),)),
-                HloInstruction("b", "parameter", scalar, (), (("parameter_number", 1),)),
-                # A reducer returns its operands' type (the and/or reducers combine preds).
-                HloInstruction("r", opcode, scalar, ("a", "b")),
-            )
-            self.add(HloComputation(name, instructions, "r"))
+            self.add(binary_computation(name, opcode, dtype))
             self._reducers[key] = name
         return self._reducers[key]
 

@@ -166,6 +166,20 @@ class HloComputation:
         return iter(self.instructions)
 
 
+def binary_computation(name: str, opcode: str, dtype: str) -> HloComputation:
+    """The scalar computation ``(a, b) -> opcode(a, b)`` over ``dtype`` (a reducer's).
+
+    >>> [i.opcode for i in binary_computation("max", "maximum", "f32")]
+    ['parameter', 'parameter', 'maximum']
+    """
+    scalar = ArrayShape(dtype, ())
+    return HloComputation(name, (
+        HloInstruction("a", "parameter", scalar, (), (("parameter_number", 0),)),
+        HloInstruction("b", "parameter", scalar, (), (("parameter_number", 1),)),
+        # A reducer returns its operands' type (the and/or reducers combine preds).
+        HloInstruction("r", opcode, scalar, ("a", "b"))), "r")
+
+
 @dataclass(frozen=True)
 class HloModule:
     """A module: header attributes kept as text, computations in textual order.

@@ -40,7 +40,7 @@ from typing import Any
 
 from fusion.analysis.cudnn_fmha_calls import MASKED_SCORE, FmhaCall, FmhaDims, reads_its_forward
 from fusion.ir.attributes import Literal
-from fusion.ir.hlo_module import HloComputation, HloInstruction
+from fusion.ir.hlo_module import HloComputation, binary_computation
 from fusion.ir.layout import default_layout
 from fusion.ir.shape import ArrayShape, Shape
 
@@ -50,14 +50,8 @@ REDUCERS = {"add": 0.0, "maximum": float("-inf")}
 
 def reducer_computations(fresh: Callable[[str], str]) -> dict[str, HloComputation]:
     """``(a, b) -> op(a, b)`` f32 computations for :data:`REDUCERS`, named by ``fresh``."""
-    scalar = ArrayShape("f32", ())
-    out = {}
-    for opcode in REDUCERS:
-        out[opcode] = HloComputation(fresh(f"fmha_{opcode}"), (
-            HloInstruction("a", "parameter", scalar, (), (("parameter_number", 0),)),
-            HloInstruction("b", "parameter", scalar, (), (("parameter_number", 1),)),
-            HloInstruction("r", opcode, scalar, ("a", "b"))), "r")
-    return out
+    return {opcode: binary_computation(fresh(f"fmha_{opcode}"), opcode, "f32")
+            for opcode in REDUCERS}
 
 
 class FmhaOps:
@@ -65,12 +59,13 @@ class FmhaOps:
     ``splat``), keeping each value's shape."""
 
     def __init__(self, ops: Any, call: FmhaCall, dims: FmhaDims,
-                 shape_of: Callable[[str], Shape], reducers: dict[str, str]) -> None:
+                 shape_of: Callable[[str], Shape], reducers: dict[str, str],
+                 recompute: bool = False) -> None:
         self.ops, self.call, self.d = ops, call, dims
         self.shapes: dict[str, ArrayShape] = {}
         self.shape_of = shape_of
         self.reducers = reducers
-        self.recompute = False
+        self.recompute = recompute  # a backward computing its forward's statistics again
 
     def shape(self, name: str) -> ArrayShape:
         return self.shapes[name] if name in self.shapes else self.shape_of(name)
@@ -282,11 +277,9 @@ def fmha_outputs(ops: Any, call: FmhaCall, dims: FmhaDims, comp: HloComputation,
     attention does: its kernels then need nothing the forward's attention kernel does not
     write, so the forward stays one kernel and the backward is the attention backward's
     three (``tiling.fusion_pass.attention_backward``)."""
-    writer = FmhaOps(ops, call, dims, lambda name: comp.instruction(name).shape, reducers)
-    if call.backward:
-        writer.recompute = reads_its_forward(call, comp)
-        return writer.backward()
-    return writer.forward()
+    writer = FmhaOps(ops, call, dims, lambda name: comp.instruction(name).shape, reducers,
+                     recompute=call.backward and reads_its_forward(call, comp))
+    return writer.backward() if call.backward else writer.forward()
 
 
 __all__ = ["REDUCERS", "FmhaOps", "fmha_outputs", "reducer_computations"]

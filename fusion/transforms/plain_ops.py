@@ -1,7 +1,7 @@
 """The module as the compiler takes it: XLA's wrappers written as the plain ops they run.
 
 An ``async-start``/``async-done`` pair becomes the call it runs (``async_unwrapping``), a
-cuBLAS or cuDNN custom-call the dot or convolution and epilogue it computes
+cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it computes
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``) and a ``map`` of scalar elementwise ops those ops on arrays
 (``map_inlining``): each the same value, op for op.  ``compile_hlo`` and the coverage check

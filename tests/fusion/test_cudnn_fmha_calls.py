@@ -253,6 +253,7 @@ def test_the_expansion_of_any_forward_call_computes_the_formula(layout, kv_heads
     (dict(target="__cudnn$fmhaScaleBiasSoftmax"), "takes 3 operands, not the 4"),
     (dict(extra={"bmm1_dot_dimension_numbers": {"lhs_batch_dimensions": ["0"]}}), "bmm1"),
     (dict(kv_heads=3), "do not fit"),
+    (dict(bias=(B, N, T, 5)), r"expected bf16\[2, 4, 32, 32\] \(or 1 per dim\)"),
 ])
 def test_what_is_not_computed_is_refused_located(case, message):
     text = fmha_module(**case)
