@@ -132,3 +132,41 @@ def test_grouped_bf16_sliding_window_matches_jax():
                                 for a in arrays])[0].float().numpy()
     want = np.asarray(jax.jit(f)(*[jnp.asarray(a) for a in arrays]), np.float32)
     np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("kv_heads,window", [(4, None), (2, None), (2, (7, 0))])
+def test_jax_dot_product_attention_stores_its_tokens_first_output_itself(kv_heads, window):
+    """``jax.nn.dot_product_attention`` takes and gives ``[batch, tokens, heads, dim]``: its
+    second dot's ``[batch, heads, tokens, dim]`` (grouped: ``[batch, kv_heads, group, ...]``)
+    is transposed, and reshaped over the group, by the root.  The kernel stores through that
+    rearrangement (``layout_tail``): one kernel, no transpose kernel after it."""
+    def f(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=window,
+                                            implementation="xla")
+    q, kv = S((2, T, 4, D), jnp.bfloat16), S((2, T, kv_heads, D), jnp.bfloat16)
+    text = hlo(f, q, kv, kv)
+    compiled = run_and_check(text, tiling=None)
+    assert [k.value for k in kinds(compiled)] == ["attention"]
+    name = _attention_kernel(compiled)
+    run_and_check(text, tiling={name: (16, 16)})
+    pattern = attention_pattern(compiled.module, name)
+    assert pattern.tail.ops and pattern.tail.value != pattern.tail.ops[-1]
+
+
+def test_jax_dot_product_attention_bf16_matches_xla():
+    """The grouped sliding-window case against XLA itself: its scores dot names
+    ``algorithm=dot_bf16_bf16_f32`` on bf16 operands (``fusion.transforms.
+    dot_operand_rounding``)."""
+    import torch
+    from triton_backend import compile_hlo
+
+    def f(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(7, 0),
+                                            implementation="xla")
+    q, kv = S((2, T, 4, D), jnp.bfloat16), S((2, T, 2, D), jnp.bfloat16)
+    module = fusion.parse_hlo(hlo(f, q, kv, kv))
+    arrays = random_inputs(module, seed=5)
+    got = compile_hlo(module)(*[torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+                                for a in arrays])[0].float().numpy()
+    want = np.asarray(jax.jit(f)(*[jnp.asarray(a) for a in arrays]), np.float32)
+    np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)

@@ -167,7 +167,7 @@ def _judge(graph: FusionGraph, a: int, b: int, region: tuple[int, ...]
     if problem:
         return decide(None, problem)
     try:
-        pattern = analyze_attention(graph.candidate(node))
+        pattern = analyze_attention(graph.candidate(node), orient=True)
     except NotAttention as why:
         return decide(None, f"not attention: {why}")
     saved = sum(node_traffic(comp, graph.nodes[n]) for n in region) - node_traffic(comp, node)
@@ -231,7 +231,7 @@ def _split_problem(graph: FusionGraph, attn: Node, prologues: list[Node]) -> str
         if problem:
             return problem
     try:
-        analyze_attention(graph.candidate(attn))
+        analyze_attention(graph.candidate(attn), orient=True)
     except NotAttention as why:
         return f"without the prologue it is not attention: {why}"
     for part in prologues:

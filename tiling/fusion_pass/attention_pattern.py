@@ -2,8 +2,8 @@
 
 *Attention* here is ``dot2(normalize(epilogue(dot1(q, k))), v)``: a first dot's scores, an
 elementwise epilogue (scale, an iota-based mask, ...), a normalization made of reductions
-over one dim of the scores broadcast back, and a second dot contracting over that same dim.
-No op name is looked at: each dim of each instruction gets a *role* by walking the indexing
+over one dim of the scores broadcast back, and a second dot contracting over that same dim,
+then an elementwise epilogue, which the root may rearrange (``layout_tail``).  No op name is looked at: each dim of each instruction gets a *role* by walking the indexing
 analysis' output -> operand maps (``tiling.indexing_analysis``) from the root down to the
 operands:
 
@@ -77,6 +77,8 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
+from tiling.fusion_pass.attention_orientation import oriented
+from tiling.fusion_pass.layout_tail import LayoutTail, layout_tail
 from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, const, d
 from tiling.maps.expr_variables import substitute, used_variables
 from tiling.indexing_analysis import output_to_input_indexing
@@ -98,7 +100,9 @@ class AttentionPattern:
     dims but the query dim: a query-head group); ``queries``/``keys``: the query and key
     extents; ``head_dim``: the first dot's contraction; ``value_dim``: the second dot's rhs
     free dim; ``reduces``: the normalization's reductions in dependency order; ``roles``: the
-    role of every dim of every instruction reached from the root (see the module docstring).
+    role of every dim of every instruction reached from the root (see the module docstring);
+    ``tail``: the root's rearrangement of the epilogue's value (``layout_tail``: a transpose to
+    the caller's ``[batch, queries, heads, dim]``), which the kernel applies to its store.
     """
 
     dot1: str
@@ -110,15 +114,20 @@ class AttentionPattern:
     value_dim: int
     reduces: tuple[str, ...]
     roles: dict = field(compare=False, repr=False)
+    tail: LayoutTail = field(compare=False, repr=False, default=None)
 
 
 class NotAttention(Exception):
     """Why a computation is not attention the template can emit (the message says)."""
 
 
-def analyze_attention(comp: HloComputation) -> AttentionPattern:
+def analyze_attention(comp: HloComputation, orient: bool = False) -> AttentionPattern:
     """The attention pattern of ``comp``; raises ``NotAttention`` with the reason otherwise.
-    See the module docstring for the rules and an example."""
+    See the module docstring for the rules and an example.  ``orient``: judge ``comp`` as
+    ``attention_orientation.oriented`` writes it (the fusion pass's candidates: the fused
+    computations it builds are oriented), the second dot reading the probabilities as lhs."""
+    if orient:
+        comp = oriented(comp)
     dots = [i for i in comp.instructions if i.opcode == "dot"]
     if len(dots) != 2:
         raise NotAttention(f"attention holds two dots, this holds {len(dots)}")
@@ -133,9 +142,12 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
         check_float_dot(comp, dot)
     if _depends_on(comp, second.operands[1], first.name):
         raise NotAttention(f"the rhs of {second.name} is computed from {first.name}")
-    root = comp.root
+    tail = layout_tail(comp)
+    root = comp.instruction(tail.value)
     if not isinstance(root.shape, ArrayShape) or root.shape.dims != second.shape.dims:
-        raise NotAttention(f"the root {root.name} is not one array shaped like {second.name}")
+        below = f" (below the rearranging {', '.join(tail.ops)})" if tail.ops else ""
+        raise NotAttention(f"the root {root.name}{below} is not one array shaped like "
+                           f"{second.name}")
     nb = len(second.attr("lhs_batch_dims", ()))
     if len(first.attr("lhs_batch_dims", ())) != nb:
         raise NotAttention(f"{first.name} and {second.name} have different batch dims")
@@ -163,7 +175,8 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
     if not reduces:
         raise NotAttention("no normalization (no reduction over the key dim) between the dots")
     for instr in comp.instructions:
-        if instr.name not in roles and not traits(instr.opcode).given_value:
+        if instr.name not in roles and instr.name not in tail.ops and \
+                not traits(instr.opcode).given_value:
             raise NotAttention(f"{instr.name} does not reach the root")
     lhs1, rhs1 = (comp.instruction(o).shape for o in first.operands)
     rhs2 = comp.instruction(second.operands[1]).shape
@@ -178,7 +191,7 @@ def analyze_attention(comp: HloComputation) -> AttentionPattern:
             raise NotAttention(f"the {what} dim {size} exceeds the template's {MAX_HEAD_DIM}")
     return AttentionPattern(
         first.name, second.name, tuple(second.shape.dims[:nb]), queries, keys, head_dim,
-        value_dim, reduces, roles)
+        value_dim, reduces, roles, tail)
 
 
 def is_attention(comp: HloComputation) -> bool:

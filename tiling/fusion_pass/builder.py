@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import TupleShape
+from tiling.fusion_pass.attention_orientation import oriented
+from tiling.fusion_pass.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_pass.decisions import Node, external_inputs, reduce_members
 from tiling.fusion_pass.decisions import is_kernel
 
@@ -98,7 +100,22 @@ def fused_computation(comp: HloComputation, node: Node, name: str,
         shape = TupleShape(tuple(comp.instruction(o).shape for o in node.outputs))
         out.append(HloInstruction(root, "tuple", shape,
                                   tuple(renamed[o] for o in node.outputs)))
-    return HloComputation(name, tuple(out), root)
+    return _oriented(HloComputation(name, tuple(out), root), names)
+
+
+def _oriented(body: HloComputation, names: NameAllocator) -> HloComputation:
+    """An attention fusion with its second dot reading the probabilities as lhs, as the
+    template reads it (``attention_orientation``); any other computation as it is."""
+    if sum(i.opcode == "dot" for i in body.instructions) != 2:
+        return body
+    swapped = oriented(body, names.fresh)
+    if swapped is body:
+        return body
+    try:
+        analyze_attention(swapped)
+    except NotAttention:
+        return body
+    return swapped
 
 
 def rebuild_computation(comp: HloComputation, nodes: list[Node],

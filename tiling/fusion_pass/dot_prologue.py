@@ -106,13 +106,18 @@ def attention_recompute_problem(comp: HloComputation, producer_members, merged: 
     inside = set(merged.members)
     mine = set(producer_members)
     for dot in dots:
-        operand = comp.instruction(dot).operands[1]
+        # K or V: the operand not computed from the other dot (the rhs, unless the second
+        # dot reads the probabilities as rhs: ``attention_orientation``)
+        other = dots[1 - dots.index(dot)]
+        lhs, rhs = comp.instruction(dot).operands
+        side = 0 if other in upstream_members(comp, rhs, inside) else 1
+        operand = (lhs, rhs)[side]
         upstream = upstream_members(comp, operand, inside)
         if not upstream & mine:
             continue
         per_element = sum(instructions_per_element(comp.instruction(m).opcode)
                           for m in upstream & mine)
-        factor = _attention_programs(comp, dot)
+        factor = _attention_programs(comp, dot, ("rhs", "lhs")[side])
         problem = slower_problem(comp, operand, per_element, factor, device,
                                  "the attention's programs (one per query block and head)")
         if problem:
@@ -120,12 +125,14 @@ def attention_recompute_problem(comp: HloComputation, producer_members, merged: 
     return None
 
 
-def _attention_programs(comp: HloComputation, dot: str) -> int:
-    """How many attention programs read each element of ``dot``'s rhs: its lhs free dims are
-    the query-head group (one program each) then the queries (one per query block)."""
+def _attention_programs(comp: HloComputation, dot: str, side: str = "lhs") -> int:
+    """How many attention programs read each element of ``dot``'s K or V operand: the free
+    dims of its other operand (``side``) are the query-head group (one program each) then
+    the queries (one per query block)."""
     instr = comp.instruction(dot)
-    dims = comp.instruction(instr.operands[0]).shape.dims
-    taken = set(instr.attr("lhs_batch_dims", ())) | set(instr.attr("lhs_contracting_dims", ()))
+    dims = comp.instruction(instr.operands[side == "rhs"]).shape.dims
+    taken = set(instr.attr(f"{side}_batch_dims", ())) | \
+        set(instr.attr(f"{side}_contracting_dims", ()))
     free = [n for i, n in enumerate(dims) if i not in taken]
     if not free:
         return 1

@@ -160,7 +160,7 @@ class KernelCosts:
                 return ModeledCost(None, "an attention fusion has one output")
             fused = self.graph.candidate(node)
             try:
-                analyze_attention(fused)
+                analyze_attention(fused, orient=True)
             except NotAttention as why:
                 return ModeledCost(None, f"the attention template does not take it: {why}")
             return ModeledCost(self._template_bytes(node, fused))

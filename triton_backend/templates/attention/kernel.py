@@ -38,6 +38,7 @@ from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
+from tiling.maps.expr_variables import substitute
 from tiling.fusion_pass.attention_pattern import AttentionPattern
 from tiling.fusion_pass.attention_mask import KeyBand, iota_roles
 from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_sum
@@ -68,8 +69,8 @@ class DotNumerics(NamedTuple):
 
 @dataclass
 class _OnlineState:
-    """The loop-carried values of the online softmax: the running max ``m`` (and, scaled by
-    ``log2(e)`` with ``-inf`` read as 0, ``m_used``), the running sum ``l``, the accumulator."""
+    """The loop-carried values of the online softmax: the running max ``m`` (and, with
+    ``-inf`` read as 0, ``m_used``), the running sum ``l``, the accumulator."""
 
     m: str
     l: str
@@ -304,8 +305,7 @@ class _Kernel:
             em.bind(f"tl.zeros(({bm},), tl.float32)", "l"),
             em.bind(f"tl.zeros(({bm}, {t.block_d}), dtype={numerics.acc_dtype})", "acc"),
             self.names.fresh("m_used"))
-        em.emit(f"{state.m_used} = tl.where({state.m} == -float('inf'), 0.0, {state.m}) "
-                f"* {_LOG2E}")
+        em.emit(f"{state.m_used} = tl.where({state.m} == -float('inf'), 0.0, {state.m})")
         first, end = self._key_blocks()
         # A second copy of the loop body costs registers; worth it where the dots are cheap
         # (tensor cores), not for an IEEE f32 dot on the FMA units (which then spilled).
@@ -333,7 +333,7 @@ class _Kernel:
 
         Per block: the running max grows by the block's ``tl.max`` of ``a``; the running sum
         and the accumulator are rescaled by ``alpha = exp(m_before - m)``; ``e = exp(a - m)``
-        (one ``exp2``, the ``log2(e)`` factor fused) is summed and, converted to the dot's
+        (one ``exp2`` of ``(a - m) * log2(e)``) is summed and, converted to the dot's
         operand type, multiplied into the accumulator.  A max still at ``-inf`` (no finite
         score yet) is read as 0, so the scores seen so far, all ``-inf``, add ``exp(-inf) =
         0`` and not NaN, and ``alpha`` is at most 1 (the rescaled values are still 0 then).
@@ -355,10 +355,12 @@ class _Kernel:
                 valid = em.bind(f"tl.reshape({self._var(key)} < {keys}, (1, {bn}))", "key_valid")
                 a = em.bind(f"tl.where({valid}, {a}, -float('inf'))", "a")
             m_new = em.bind(f"tl.maximum({state.m}, tl.max({a}, 1))", "m_new")
-            scaled = em.bind(f"tl.where({m_new} == -float('inf'), 0.0, {m_new}) * {_LOG2E}",
-                             "m_scaled")
-            alpha = em.bind(f"tl.math.exp2(tl.minimum({state.m_used} - {scaled}, 0.0))", "alpha")
-            e = em.bind(f"tl.math.exp2({a} * {_LOG2E} - {scaled}[:, None])", "e")
+            # a - m before the log2(e) factor: a masked score of -0.7 * f32 max (JAX's), times
+            # log2(e), overflows to -inf, and a block of nothing else would give inf - inf
+            safe = em.bind(f"tl.where({m_new} == -float('inf'), 0.0, {m_new})", "m_safe")
+            alpha = em.bind(f"tl.math.exp2(tl.minimum({state.m_used} - {safe}, 0.0) * {_LOG2E})",
+                            "alpha")
+            e = em.bind(f"tl.math.exp2(({a} - {safe}[:, None]) * {_LOG2E})", "e")
             em.emit(f"{state.l} = {state.l} * {alpha} + tl.sum({e}, 1)")
             rhs = self.dot2.operands[1]
             v_at = _operand_indices(self.dot2, "rhs", self.comp.instruction(rhs).shape.rank,
@@ -371,7 +373,7 @@ class _Kernel:
             em.emit(f"{state.acc} = tl.dot({p}, {v}, {state.acc} * {alpha}[:, None]{precision}, "
                     f"out_dtype={numerics.acc_dtype})")
             em.emit(f"{state.m} = {m_new}")
-            em.emit(f"{state.m_used} = {scaled}")
+            em.emit(f"{state.m_used} = {safe}")
 
     @contextmanager
     def _iotas_at(self, point: tuple[int, int] | None):
@@ -467,14 +469,26 @@ class _Kernel:
         else:
             em.emit("# one pass over the keys: a running max and sum (online softmax), the "
                     "output rescaled as the max grows")
-        value = em.value(self.comp.root_name, self.out_indices)
+        value = em.value(pattern.tail.value, self.out_indices)
         if not isinstance(value, str):
             raise UnsupportedOpError("tuple-shaped attention root", where=self.comp.root_name)
         q, dv = self._var(self.q), self._var(self.dv)
         mask = em.bind(f"({q} < {pattern.queries}) & ({dv} < {pattern.value_dim})", "out_mask")
         zero = em.bind(f"{q} * 0 + {dv} * 0", "tile_zero")
-        store_output(em, value, out_shape, out_pointer, self.out_indices, mask, zero, "output 0")
+        if pattern.tail.ops:
+            em.emit(f"# stored where the root {', '.join(pattern.tail.ops)} puts each element: "
+                    f"{pattern.tail.to_root}")
+        store_output(em, value, out_shape, out_pointer, self._root_indices(), mask, zero,
+                     "output 0", self.out_indices)
         return self._source(out_pointer, out_shape, grid), grid
+
+    def _root_indices(self) -> tuple[AffineExpr, ...]:
+        """Where the output tile lies in the root: the second dot's indices, moved by the
+        root's rearrangement of them (``AttentionPattern.tail``), if any."""
+        to_root = self.pattern.tail.to_root
+        if to_root is None:
+            return self.out_indices
+        return tuple(substitute(r, list(self.out_indices), None) for r in to_root.results)
 
     def _row(self, name: str) -> tuple[AffineExpr, ...]:
         """The indices of a per-row value (a reduction of the normalization) at this program's
