@@ -3,7 +3,7 @@
 JAX lowers programs with many no-op ops (``reshape`` to the same shape, ``broadcast`` with the
 identity mapping, ``reshape(reshape(x))`` round trips), calls to tiny helper computations and
 scalar constants broadcast only to be combined by identity elements (``max(x, -inf)``).  XLA's
-``CallInliner``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and ``HloDCE`` remove them;
+``CallInliner``, ``TupleSimplifier``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and ``HloDCE`` remove them;
 this module does the same, with one rule per opcode in ``REWRITE_RULES`` (alphabetical), plus
 constant folding of small all-constant elementwise ops and dead-code elimination.  Like XLA's
 ``ReshapeMover``, a convert of a reshape becomes a reshape of the convert, so the reshape (a
@@ -190,6 +190,15 @@ def _rule_copy(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     return _alias_if_same(instr, ctx.get(instr.operands[0]))
 
 
+def _rule_get_tuple_element(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
+    # XLA's TupleSimplifier: an element of a tuple built here is that element (an inlined
+    # call returning a tuple, as JAX's jvp of a jitted ``jnp.where`` does, leaves these).
+    operand = ctx.get(instr.operands[0])
+    if operand.opcode != "tuple":
+        return None
+    return Rewrite(alias=operand.operands[instr.attr("index")])
+
+
 def _rule_divide(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     return _identity_operand(instr, ctx, 1, lambda v, k: k != "pred" and _is(v, 1.0))
 
@@ -257,6 +266,7 @@ REWRITE_RULES: dict[str, Rule] = {
     "convert": _rule_convert,
     "copy": _rule_copy,
     "divide": _rule_divide,
+    "get-tuple-element": _rule_get_tuple_element,
     "maximum": _rule_maximum,
     "minimum": _rule_minimum,
     "multiply": _rule_multiply,

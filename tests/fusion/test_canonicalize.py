@@ -130,6 +130,34 @@ ENTRY e {
     np.testing.assert_array_equal(evaluate(module, p)[0], p ** 4)
 
 
+def test_an_element_of_an_inlined_tuple_is_the_element_itself():
+    """JAX's jvp of a jitted ``jnp.where`` calls a computation returning a tuple: inlined,
+    its elements are read through ``get-tuple-element``s of a ``tuple``, which no kernel
+    fuses (JAX's attention gradient kept its scores apart for it)."""
+    text = """HloModule m
+pair {
+  a = f32[4] parameter(0)
+  n = f32[4] negate(a)
+  e = f32[4] exponential(a)
+  ROOT t = (f32[4], f32[4]) tuple(n, e)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  c = (f32[4], f32[4]) call(p), to_apply=pair
+  g0 = f32[4] get-tuple-element(c), index=0
+  g1 = f32[4] get-tuple-element(c), index=1
+  ROOT s = f32[4] add(g0, g1)
+}
+"""
+    original = parse_hlo(text)
+    module = canonicalize(original)
+    verify_module(module)
+    assert [i.opcode for i in module.entry.instructions] == [
+        "parameter", "negate", "exponential", "add"]
+    p = np.array([1, 2, 3, 4], np.float32)
+    assert _bits_equal(evaluate(module, p), evaluate(original, p))
+
+
 def test_dead_code_removed_but_parameters_kept():
     text = _module("  q = f32[4] parameter(1)\n  dead = f32[4] exponential(q)\n"
                    "  ROOT n = f32[4] negate(p)")
