@@ -162,6 +162,27 @@ class HloComputation:
                     result[op].append(instr.name)
         return {k: tuple(v) for k, v in result.items()}
 
+    def computed_from(self, name: str, target: str) -> bool:
+        """Whether instruction ``name`` is ``target`` or computed from it, through any chain
+        of operands.
+
+        >>> f32 = ArrayShape("f32", ())
+        >>> c = HloComputation("c", (HloInstruction("p", "parameter", f32),
+        ...                          HloInstruction("n", "negate", f32, ("p",))), "n")
+        >>> c.computed_from("n", "p"), c.computed_from("p", "n")
+        (True, False)
+        """
+        seen: set[str] = set()
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current == target:
+                return True
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self.instruction(current).operands)
+        return False
+
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)
 

@@ -105,7 +105,7 @@ def _regions(comp: HloComputation) -> list[tuple[set[str], set[str]]]:
             candidates[name] = scored[0]
     groups = _grouped(candidates)
     feeding = {out for scores, outs in groups for out in outs
-               if any(_reaches(comp, s, out) for s in scores)}
+               if any(comp.computed_from(s, out) for s in scores)}
     groups = _grouped({o: s for o, s in candidates.items() if o not in feeding})
     return [g for g in groups if len(g[1]) >= 2]
 
@@ -120,20 +120,6 @@ def _grouped(candidates: dict[str, set[str]]) -> list[tuple[set[str], set[str]]]
             joined |= group[1]
         groups.append((scores, joined))
     return groups
-
-
-def _reaches(comp: HloComputation, name: str, target: str) -> bool:
-    """Whether ``name`` is computed from ``target``."""
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        current = stack.pop()
-        if current == target:
-            return True
-        if current not in seen:
-            seen.add(current)
-            stack.extend(comp.instruction(current).operands)
-    return False
 
 
 def _alike(comp: HloComputation, names: set[str]) -> bool:

@@ -113,19 +113,6 @@ def query_dim_last(comp: HloComputation, name: str, fresh) -> HloComputation:
     return HloComputation(comp.name, tuple(instrs), comp.root_name, comp.is_entry, comp.location)
 
 
-def _depends_on(comp: HloComputation, name: str, target: str) -> bool:
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        current = stack.pop()
-        if current == target:
-            return True
-        if current not in seen:
-            seen.add(current)
-            stack.extend(comp.instruction(current).operands)
-    return False
-
-
 def probabilities_on_the_right(comp: HloComputation) -> str | None:
     """The name of ``comp``'s second dot when it reads the first dot's result through its
     rhs only (two dots in all), else None."""
@@ -134,7 +121,7 @@ def probabilities_on_the_right(comp: HloComputation) -> str | None:
         return None
     for first, second in (dots, dots[::-1]):
         lhs, rhs = second.operands
-        if _depends_on(comp, rhs, first.name) and not _depends_on(comp, lhs, first.name):
+        if comp.computed_from(rhs, first.name) and not comp.computed_from(lhs, first.name):
             return second.name
     return None
 

@@ -132,15 +132,15 @@ def analyze_attention(comp: HloComputation, orient: bool = False) -> AttentionPa
     if len(dots) != 2:
         raise NotAttention(f"attention holds two dots, this holds {len(dots)}")
     first, second = dots
-    if not _depends_on(comp, second.operands[0], first.name):
-        if _depends_on(comp, first.operands[0], second.name):
+    if not comp.computed_from(second.operands[0], first.name):
+        if comp.computed_from(first.operands[0], second.name):
             first, second = second, first
         else:
             raise NotAttention(f"the lhs of neither dot ({first.name}, {second.name}) is "
                                "computed from the other dot")
     for dot in (first, second):
         check_float_dot(comp, dot)
-    if _depends_on(comp, second.operands[1], first.name):
+    if comp.computed_from(second.operands[1], first.name):
         raise NotAttention(f"the rhs of {second.name} is computed from {first.name}")
     tail = layout_tail(comp)
     root = comp.instruction(tail.value)
@@ -170,7 +170,7 @@ def analyze_attention(comp: HloComputation, orient: bool = False) -> AttentionPa
                            "work along the first dot's key dim")
     reduces = tuple(i.name for i in comp.instructions if i.opcode == "reduce")
     for name in reduces:
-        if not _depends_on(comp, name, first.name):
+        if not comp.computed_from(name, first.name):
             raise NotAttention(f"reduction {name} does not read the scores {first.name}")
     if not reduces:
         raise NotAttention("no normalization (no reduction over the key dim) between the dots")
@@ -388,19 +388,6 @@ def _assign(roles: dict[str, tuple], reads: dict[str, list[tuple]], name: str, n
         if seen and not free:
             raise NotAttention(f"{name} is read at two different indices ({old} and {new})")
         seen.append(new)
-
-
-def _depends_on(comp: HloComputation, name: str, target: str) -> bool:
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        current = stack.pop()
-        if current == target:
-            return True
-        if current not in seen:
-            seen.add(current)
-            stack.extend(comp.instruction(current).operands)
-    return False
 
 
 __all__ = ["MAX_HEAD_DIM", "AttentionPattern", "NotAttention", "analyze_attention",
