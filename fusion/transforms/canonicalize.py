@@ -45,6 +45,7 @@ from fusion.ir.instruction_order import in_dependency_order
 from fusion.opcodes import opcodes_with, traits
 from fusion.ir.shape import ArrayShape
 from fusion.evaluator import evaluate
+from fusion.transforms.map_inlining import inline_scalar_computation, is_scalar_elementwise
 
 # Constants whose folded value has at most this many elements are folded (XLA folds larger
 # ones too, but materializing big literals only makes the HLO text harder to read).
@@ -221,6 +222,32 @@ def _rule_multiply(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     return _identity_operand(instr, ctx, 1, one) or _identity_operand(instr, ctx, 0, one)
 
 
+def _rule_reduce(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
+    # XLA's AlgebraicSimplifier: a reduction over dims of extent 1 only combines each element
+    # with the init once: reducer(init, x) elementwise (JAX's gradient of a broadcast over a
+    # unit dim writes one; as a reduction it would pass for a row statistic).
+    if len(instr.operands) != 2 or not isinstance(instr.shape, ArrayShape):
+        return None
+    source = ctx.get(instr.operands[0])
+    reducer = ctx.module.computation(instr.attr("to_apply"))
+    if not isinstance(source.shape, ArrayShape) or not is_scalar_elementwise(reducer) or \
+            any(source.shape.dims[i] != 1 for i in instr.attr("dimensions")):
+        return None
+    shape = instr.shape
+    flat = instr.replace(name=ctx.fresh(f"{instr.name}.rows"), opcode="reshape",
+                         operands=(source.name,), attributes=())
+    init = instr.replace(name=ctx.fresh(f"{instr.name}.init"), opcode="broadcast",
+                         operands=(instr.operands[1],), attributes=(("dimensions", ()),))
+
+    def fresh() -> str:
+        name = ctx.fresh(f"{instr.name}.combine")
+        return name
+
+    ops = inline_scalar_computation(reducer, (init.name, flat.name), shape, fresh)
+    ops[-1] = ops[-1].replace(name=instr.name, location=instr.location)
+    return Rewrite(instructions=(flat, init, *ops))
+
+
 def _rule_reshape(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     operand = ctx.get(instr.operands[0])
     if _same_shape(instr.shape, operand.shape):
@@ -270,6 +297,7 @@ REWRITE_RULES: dict[str, Rule] = {
     "maximum": _rule_maximum,
     "minimum": _rule_minimum,
     "multiply": _rule_multiply,
+    "reduce": _rule_reduce,
     "reshape": _rule_reshape,
     "subtract": _rule_subtract,
     "transpose": _rule_transpose,

@@ -158,6 +158,35 @@ ENTRY e {
     assert _bits_equal(evaluate(module, p), evaluate(original, p))
 
 
+def test_a_reduction_over_unit_dims_combines_each_element_with_the_init_once():
+    """Bit for bit the reduction's value: the init is combined, not dropped (0 + -0.0 is
+    +0.0; a max with init 5 clamps)."""
+    text = """HloModule m
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b) }
+mx { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b) }
+ENTRY e {
+  p = f32[1,4,1] parameter(0)
+  z = f32[] constant(0)
+  five = f32[] constant(5)
+  r = f32[4] reduce(p, z), dimensions={0,2}, to_apply=add
+  m = f32[4] reduce(p, five), dimensions={0,2}, to_apply=mx
+  keep = f32[1] reduce(p, z), dimensions={1,2}, to_apply=add
+  ROOT t = (f32[4], f32[4], f32[1]) tuple(r, m, keep)
+}
+"""
+    original = parse_hlo(text)
+    module = canonicalize(original)
+    verify_module(module)
+    opcodes = [i.opcode for i in module.entry.instructions]
+    assert opcodes.count("reduce") == 1  # the one over a dim of extent 4 stays
+    p = np.array([-0.0, 7.0, -3.0, 2.5], np.float32).reshape(1, 4, 1)
+    assert _bits_equal(evaluate(module, p), evaluate(original, p))
+
+
 def test_dead_code_removed_but_parameters_kept():
     text = _module("  q = f32[4] parameter(1)\n  dead = f32[4] exponential(q)\n"
                    "  ROOT n = f32[4] negate(p)")

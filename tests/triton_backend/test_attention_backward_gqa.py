@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ import fusion
 from fusion.autodiff.vjp_module import vjp
 from fusion.ir.shape import flatten_shape
 from fusion.text.printer import print_hlo
-from tests.triton_backend.test_attention_fusion import S, hlo, random_inputs, run_and_check
+from tests.triton_backend.test_attention_fusion import S, hlo, kinds, random_inputs, run_and_check
 from tests.triton_backend.test_attention_gqa import causal, gqa, shapes, sliding_window
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
@@ -152,3 +153,34 @@ def test_grouped_query_block_backward_with_rope_holds_the_three_kernels_and_matc
     for g, w in zip(got, fusion.evaluate(module, *arrays)):
         w = np.asarray(w)
         assert np.abs(g.numpy() - w).max() <= 2e-5 * np.abs(w).max()
+
+
+@pytest.mark.parametrize("kv_heads,dtype", [(4, jnp.float32), (2, jnp.bfloat16)])
+def test_jax_grad_of_jax_dot_product_attention_is_the_backward_s_three_kernels(kv_heads, dtype):
+    """``jax.grad`` through ``jax.nn.dot_product_attention`` (its own tokens-first, grouped
+    form, and the reductions over unit dims and tuples of inlined calls its jvp writes) is the
+    attention backward's rows, query and key kernels, plus dQ's transpose to the caller's
+    order; it matches the reference evaluator (interpreter) and JAX itself."""
+    def attention(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+
+    def loss(q, k, v, w):
+        return jnp.sum(attention(q, k, v).astype(jnp.float32) * w)
+
+    grad = jax.grad(loss, argnums=(0, 1, 2))
+    shapes = (jax.ShapeDtypeStruct((2, 32, 4, 8), dtype),
+              jax.ShapeDtypeStruct((2, 32, kv_heads, 8), dtype),
+              jax.ShapeDtypeStruct((2, 32, kv_heads, 8), dtype),
+              jax.ShapeDtypeStruct((2, 32, 4, 8), jnp.float32))
+    text = jax.jit(grad).lower(*shapes).as_text(dialect="hlo")
+    compiled = run_and_check(text)
+    assert sorted(k.value for k in kinds(compiled)) == ["attention_backward"] * 3 + ["loop"]
+    module = fusion.parse_hlo(text)
+    arrays = random_inputs(module, seed=2)
+    got = compiled(*[torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+                     if a.dtype.name == "bfloat16" else torch.from_numpy(a) for a in arrays])
+    want = jax.jit(grad)(*[jnp.asarray(a) for a in arrays])
+    tol = 1e-4 if dtype == jnp.float32 else 3e-2
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.float().numpy(), np.asarray(w, np.float32), atol=tol,
+                                   rtol=tol)

@@ -81,8 +81,7 @@ def query_dim_last(comp: HloComputation, name: str, fresh) -> HloComputation:
     so its free dims are ``(T, group)``."""
     dot = comp.instruction(name)
     lhs = comp.instruction(dot.operands[0]).array_shape
-    free = [i for i in range(lhs.rank) if i not in set(dot.attr("lhs_batch_dims", ()))
-            | set(dot.attr("lhs_contracting_dims", ()))]
+    free = free_dims(lhs.rank, dot, "lhs")
     query = max(reversed(free), key=lambda i: lhs.dims[i])
     if query == free[-1]:
         return comp
@@ -126,6 +125,41 @@ def probabilities_on_the_right(comp: HloComputation) -> str | None:
     return None
 
 
+def _normalized_scores(comp: HloComputation, dot: HloInstruction) -> bool:
+    """Whether ``dot`` looks like grouped attention scores: batch dims, several lhs free dims
+    (a query-head group and the queries), one rhs free dim (the keys), and a single-dim
+    reduction over an extent like the keys' computed from it (a softmax's)."""
+    if dot.opcode != "dot" or not dot.attr("lhs_batch_dims", ()) or \
+            not isinstance(dot.shape, ArrayShape):
+        return False
+    rank = [comp.instruction(o).shape.rank for o in dot.operands]
+    if len(free_dims(rank[0], dot, "lhs")) < 2 or len(free_dims(rank[1], dot, "rhs")) != 1:
+        return False
+    keys = dot.shape.dims[-1]
+    return any(r.opcode == "reduce" and len(r.attr("dimensions", ())) == 1
+               and comp.instruction(r.operands[0]).shape.dims[r.attr("dimensions")[0]] == keys
+               and comp.computed_from(r.name, dot.name)
+               for r in comp.instructions)
+
+
+def free_dims(rank: int, dot: HloInstruction, side: str) -> list[int]:
+    """The dims of ``dot``'s ``side`` operand (of ``rank``) neither batch nor contracted."""
+    taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims", ()))
+    return [d for d in range(rank) if d not in taken]
+
+
+def orient_score_dots(comp: HloComputation, fresh) -> HloComputation:
+    """``comp`` with the query dim last among the lhs free dims of every dot that computes
+    grouped attention scores (``_normalized_scores``), before the fusion pass: the forward's
+    and the backward's score dots then share one shape, as the attention backward's kernels
+    need (JAX's ``dot_product_attention`` orders them ``(tokens, group)``, its gradient's
+    ``dP`` dot ``(group, tokens)``).  ``fresh(base)``: an unused name."""
+    for name in [i.name for i in comp.instructions if i.opcode == "dot"]:
+        if _normalized_scores(comp, comp.instruction(name)):
+            comp = query_dim_last(comp, name, fresh)
+    return comp
+
+
 def _suffixed(base: str) -> str:
     return base
 
@@ -147,4 +181,5 @@ def oriented(comp: HloComputation, fresh=_suffixed) -> HloComputation:
     return comp
 
 
-__all__ = ["oriented", "probabilities_on_the_right", "query_dim_last", "swap_dot_operands"]
+__all__ = ["free_dims", "orient_score_dots", "oriented", "probabilities_on_the_right",
+           "query_dim_last", "swap_dot_operands"]

@@ -77,7 +77,7 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
-from tiling.fusion_pass.attention_orientation import oriented
+from tiling.fusion_pass.attention_orientation import free_dims, oriented
 from tiling.fusion_pass.layout_tail import LayoutTail, layout_tail
 from tiling.maps.affine_expr import AffineExpr, Constant, DimExpr, SymbolExpr, const, d
 from tiling.maps.expr_variables import substitute, used_variables
@@ -201,12 +201,6 @@ def is_attention(comp: HloComputation) -> bool:
     except NotAttention:
         return False
     return True
-
-
-def free_dims(rank: int, dot: HloInstruction, side: str) -> list[int]:
-    """The dims of ``dot``'s ``side`` operand (of ``rank``) neither batch nor contracted."""
-    taken = set(dot.attr(f"{side}_batch_dims", ())) | set(dot.attr(f"{side}_contracting_dims", ()))
-    return [d for d in range(rank) if d not in taken]
 
 
 def check_float_dot(comp: HloComputation, dot: HloInstruction,

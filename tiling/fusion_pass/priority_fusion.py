@@ -49,6 +49,7 @@ from fusion.gc_pause import paused_gc
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import in_dependency_order
 from fusion.opcodes import PLUMBING_OPCODES
+from tiling.fusion_pass.attention_orientation import orient_score_dots
 from tiling.fusion_pass.builder import NameAllocator, rebuild_computation
 from tiling.fusion_pass.decisions import (
     FusionDecision,
@@ -295,6 +296,8 @@ def _fuse_module(module: HloModule, options: FusionOptions) -> FusionResult:
         if comp.name not in targets:
             computations.append(comp)
             continue
+        # grouped attention's score dots with the query dim last (attention_orientation)
+        comp = orient_score_dots(comp, names.fresh)
         new, fused, log = fuse_computation(comp, module, options, names)
         computations.extend(fused)
         computations.append(new)
