@@ -59,7 +59,8 @@ from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import (MAX_HEAD_DIM, NotAttention, check_float_dot,
                                                free_dims)
 from tiling.indexing_analysis import output_to_input_indexing
-from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr, const, d
+from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr, const
+from tiling.maps.affine_expr import d as dim
 from tiling.maps.expr_variables import substitute
 
 
@@ -158,7 +159,7 @@ def _forward(comp: HloComputation, instr: HloInstruction, roles: dict) -> tuple:
             if not isinstance(e, (DimExpr, Constant, SymbolExpr)):
                 # A dim of extent 1 is always 0 (a reshape's map may still name it: d3 + d4).
                 if units is None:
-                    units = [const(0) if b.lower == b.upper == 0 else d(i)
+                    units = [const(0) if b.lower == b.upper == 0 else dim(i)
                              for i, b in enumerate(m.dim_bounds)]
                 e = substitute(e, units, None)
             if isinstance(e, DimExpr):
