@@ -65,6 +65,7 @@ from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.fusion_pass.decisions import FUSIBLE_OPCODES, FusionDecision, Node
 from tiling.fusion_pass.graph import FusionGraph
+from tiling.fusion_pass.layout_tail import rearranges
 from tiling.fusion_pass.score_space import NotScoreSpace, analyze_score_space
 
 
@@ -161,11 +162,11 @@ def _cheap(comp: HloComputation, name: str) -> bool:
 
 
 def _epilogue_op(comp: HloComputation, name: str) -> bool:
-    """An op the kernel applies to an output dot's tile before the store: elementwise, or a
-    transpose (a reshape merging the heads into one dim is the next kernel's read)."""
+    """An op the kernel applies to an output dot's tile before the store: elementwise, or
+    one that only rearranges it (a transpose; a reshape merging the heads into one dim is
+    stored through, as the chain's layout tail: ``_epilogues``)."""
     instr = comp.instruction(name)
-    return _cheap(comp, name) and (traits(instr.opcode).elementwise
-                                   or instr.opcode == "transpose")
+    return _cheap(comp, name) and (traits(instr.opcode).elementwise or rearranges(instr))
 
 
 def _prologue(comp: HloComputation, region: set[str], users) -> set[str]:
@@ -187,13 +188,21 @@ def _epilogues(comp: HloComputation, outs: set[str], users, root: str
     transpose or convert the kernel applies before its store) and the chain's members."""
     ends = {}
     for dot in outs:
-        end, chain = dot, {dot}
-        while end != root and len(users[end]) == 1 and _epilogue_op(comp, users[end][0]) and \
-                all(_cheap(comp, o) or o == end
-                    for o in comp.instruction(users[end][0]).operands):
-            end = users[end][0]
-            chain.add(end)
-        ends[dot] = (end, chain)
+        chain = [dot]
+        while chain[-1] != root and len(users[chain[-1]]) == 1 and \
+                _epilogue_op(comp, users[chain[-1]][0]) and \
+                all(_cheap(comp, o) or o == chain[-1]
+                    for o in comp.instruction(users[chain[-1]][0]).operands):
+            chain.append(users[chain[-1]][0])
+        # A reshape is stored through only in the chain's rearranging top (a layout tail):
+        # a value computed after it would be read at merged dims' indices.
+        computing = [i for i, n in enumerate(chain) if i and not rearranges(comp.instruction(n))]
+        last = computing[-1] if computing else 0
+        for i, name in enumerate(chain[1:last + 1], 1):
+            if traits(comp.instruction(name).opcode).reshape_like:
+                chain = chain[:i]
+                break
+        ends[dot] = (chain[-1], set(chain))
     return ends
 
 

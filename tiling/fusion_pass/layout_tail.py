@@ -56,11 +56,13 @@ def rearranges(instr: HloInstruction) -> bool:
         t.reshape_like or t.physical_transpose)
 
 
-def layout_tail(comp: HloComputation) -> LayoutTail:
-    """The rearranging instructions at the top of ``comp`` and the value they rearrange (see
-    the module docstring for an example)."""
+def layout_tail(comp: HloComputation, top: str | None = None) -> LayoutTail:
+    """The rearranging instructions at the top of ``comp`` (or below instruction ``top``,
+    one output of several, included) and the value they rearrange (see the module docstring
+    for an example)."""
     ops: list[str] = []
-    instr, to_root, users = comp.root, None, comp.users
+    instr = comp.root if top is None else comp.instruction(top)
+    to_root, users = None, comp.users
     while rearranges(instr) and len(users.get(instr.operands[0], ())) == 1:
         (found,) = input_to_output_indexing(instr, 0, comp)
         to_root = found if to_root is None else compose(to_root, found)

@@ -58,6 +58,7 @@ from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import (MAX_HEAD_DIM, NotAttention, check_float_dot,
                                                free_dims)
+from tiling.fusion_pass.layout_tail import layout_tail
 from tiling.indexing_analysis import output_to_input_indexing
 from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr, const
 from tiling.maps.affine_expr import d as dim
@@ -72,7 +73,8 @@ class ScoreSpace:
     ``batch``: the batch roles' extents, the score dots' batch dims then the query-head group
     (``group``: the last ``len(group)`` of them, which K and V do not have; a ``key`` kernel
     sums over them); ``head_dims``: the extents of the ``c`` and ``d`` dims the kernel holds
-    whole; ``roles``: per value computed from a score dot, the role of each dim."""
+    whole; ``roles``: per value computed from a score dot, the role of each dim; ``tails``:
+    per output (a root tuple's element), the ``layout_tail`` the kernel stores it through."""
 
     kind: str
     score_dots: tuple[str, ...]
@@ -84,6 +86,7 @@ class ScoreSpace:
     head_dims: tuple[int, ...]
     group: tuple[int, ...]
     roles: dict = field(compare=False, repr=False)
+    tails: dict = field(compare=False, repr=False, default_factory=dict)
 
     @property
     def kv_batch(self) -> tuple[int, ...]:
@@ -187,12 +190,14 @@ def _classify(comp: HloComputation):
     return scores, outputs
 
 
-def _walk_roles(comp: HloComputation, scores, outputs, group: tuple) -> tuple[dict, set[str]]:
+def _walk_roles(comp: HloComputation, scores, outputs, group: tuple,
+                rearranging: set[str]) -> tuple[dict, set[str]]:
     roles: dict = {d.name: _score_roles(d) for d in scores}
     contracted: set[str] = set()
     out_names = {d.name for d in outputs}
     for instr in comp.instructions:
-        if instr.name in roles or not any(o in roles for o in instr.operands):
+        if instr.name in roles or instr.name in rearranging or \
+                not any(o in roles for o in instr.operands):
             continue
         if not isinstance(instr.shape, ArrayShape):
             if instr is comp.root:
@@ -224,7 +229,11 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
             raise NotScoreSpace(f"the scores {dot.name} and {first.name} differ in shape")
     nall = first.shape.rank - 2
     group_roles = tuple(("b", i) for i in range(nb, nall) if first.shape.dims[i] != 1)
-    roles, contracted = _walk_roles(comp, scores, outputs, group_roles)
+    root = comp.root
+    tails = {out: layout_tail(comp, out)
+             for out in (root.operands if root.opcode == "tuple" else (root.name,))}
+    roles, contracted = _walk_roles(comp, scores, outputs, group_roles,
+                                    {op for t in tails.values() for op in t.ops})
     if len(contracted) > 1:
         raise NotScoreSpace("some output dots contract the queries, others the keys")
     kind = {"k": "query", "q": "key"}.get(next(iter(contracted), None), "rows")
@@ -235,7 +244,7 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
     if kind == "key" and reduces:
         raise NotScoreSpace(f"{reduces[0]} reduces the keys in a kernel that streams the "
                             "queries: the row statistics must come in as inputs")
-    _check_outputs(comp, roles, kind, group_roles)
+    _check_outputs(comp, roles, kind, group_roles, tails)
     heads = {comp.instruction(d.operands[0]).shape.dims[d.attr("lhs_contracting_dims")[0]]
              for d in scores}
     for d in outputs:
@@ -249,14 +258,15 @@ def analyze_score_space(comp: HloComputation) -> ScoreSpace:
         raise NotScoreSpace("a single query or key is a plain dot fusion's job")
     return ScoreSpace(kind, tuple(d.name for d in scores), tuple(d.name for d in outputs),
                       reduces, tuple(first.shape.dims[:nall]), queries, keys,
-                      tuple(sorted(heads)), tuple(first.shape.dims[nb:nall]), roles)
+                      tuple(sorted(heads)), tuple(first.shape.dims[nb:nall]), roles, tails)
 
 
-def _check_outputs(comp: HloComputation, roles: dict, kind: str, group: tuple) -> None:
+def _check_outputs(comp: HloComputation, roles: dict, kind: str, group: tuple,
+                   tails: dict) -> None:
     root = comp.root
-    outs = list(root.operands) if root.opcode == "tuple" else [root.name]
     allowed = {"rows": {"q"}, "query": {"q", "d"}, "key": {"k", "d"}}[kind]
-    for name in outs:
+    rearranging = {op for t in tails.values() for op in t.ops}
+    for name in (t.value for t in tails.values()):
         if name not in roles:
             raise NotScoreSpace(f"the output {name} is not computed from the scores")
         spread = {r for r in roles[name] if r is not None and not isinstance(r, tuple)}
@@ -267,8 +277,9 @@ def _check_outputs(comp: HloComputation, roles: dict, kind: str, group: tuple) -
             raise NotScoreSpace(f"the output {name} keeps the query-head group a key kernel "
                                 "sums over")
     for instr in comp.instructions:
-        if instr.name not in roles and not traits(instr.opcode).given_value and \
-                instr is not root and not _is_read(comp, instr.name):
+        if instr.name not in roles and instr.name not in rearranging and \
+                not traits(instr.opcode).given_value and instr is not root and \
+                not _is_read(comp, instr.name):
             raise NotScoreSpace(f"{instr.name} reaches no output")
 
 
