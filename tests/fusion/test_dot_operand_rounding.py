@@ -36,7 +36,7 @@ ENTRY e {{
 }}""")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(lhs=st.sampled_from(sorted(TYPES)), rhs=st.sampled_from(sorted(TYPES)),
        algorithm=st.sampled_from(sorted(ROUNDED)), seed=st.integers(0, 2**16))
 def test_the_operands_are_rounded_to_the_algorithm_s_type(lhs, rhs, algorithm, seed):

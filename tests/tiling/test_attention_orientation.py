@@ -52,7 +52,7 @@ def _value(module: HloModule, args):
     return np.asarray(out[0] if isinstance(out, (tuple, list)) else out)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(text=dots(), seed=st.integers(0, 2**16))
 def test_swapping_and_reordering_a_dot_keeps_its_value(text, seed):
     module = parse_hlo(text)

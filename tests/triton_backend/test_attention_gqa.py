@@ -134,7 +134,7 @@ def test_grouped_bf16_sliding_window_matches_jax():
     np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("kv_heads,window", [(4, None), (2, None), (2, (7, 0))])
+@pytest.mark.parametrize("kv_heads,window", [(4, None), (2, (7, 0))])
 def test_jax_dot_product_attention_stores_its_tokens_first_output_itself(kv_heads, window):
     """``jax.nn.dot_product_attention`` takes and gives ``[batch, tokens, heads, dim]``: its
     second dot's ``[batch, heads, tokens, dim]`` (grouped: ``[batch, kv_heads, group, ...]``)

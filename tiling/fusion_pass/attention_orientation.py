@@ -1,12 +1,18 @@
-"""The attention's second dot with the probabilities on the left: ``dot(v, p)`` as ``dot(p, v)``.
+"""Attention's dots in the orientation the attention templates read: the probabilities (the
+query rows) on the second dot's left, and the query dim the last of each dot's lhs free dims.
 
 ``jax.nn.dot_product_attention`` writes its output as ``einsum('BNTS,BSNH->BTNH', p, v)``,
 which JAX lowers with ``v`` as the dot's lhs: the result is ``[B, N, H, T]`` (grouped:
 ``[B, kv_heads, H, group, T]``) and a transpose puts it in the caller's order.  A dot's value
 does not depend on which operand is called lhs, so the same dot with its operands swapped,
-transposed back to the original's dims, is the same value; in that form the probabilities
-are the lhs (the query rows) as the attention template reads them, and the transposes at the
-root are a layout tail it stores through (``layout_tail``).
+transposed back to the original's dims, is the same value (``swap_dot_operands``); the
+transposes at the root are then a layout tail the kernel stores through (``layout_tail``).
+Its grouped form reshapes q to ``[B, T, kv_heads, group, H]``, so the scores' free dims are
+``(T, group)`` where the templates take the group as a batch dim before the queries: the lhs
+transposed and the result transposed back reorder them (``query_dim_last``).  ``oriented``
+does both to a two-dot candidate (the fusion pass's attention fusions are built so);
+``orient_score_dots`` reorders every grouped score dot of a computation before the pass,
+so a gradient's score dots share the forward's shape.
 
 >>> from fusion.text.parser import parse_hlo
 >>> c = parse_hlo('''HloModule m
@@ -25,6 +31,8 @@ ENTRY e {
 }
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
@@ -54,7 +62,6 @@ def swap_dot_operands(comp: HloComputation, name: str, new_name: str) -> HloComp
     nb = len(dot.attr("lhs_batch_dims", ()))
     lhs_rank = comp.instruction(dot.operands[0]).array_shape.rank
     lhs_free = lhs_rank - nb - len(dot.attr("lhs_contracting_dims", ()))
-    rhs_free = shape.rank - nb - lhs_free
     # swapped result: batch, then the old rhs free dims, then the old lhs free dims
     order = (*range(nb), *range(nb + lhs_free, shape.rank), *range(nb, nb + lhs_free))
     swapped = HloInstruction(new_name, "dot", ArrayShape(shape.dtype,
@@ -62,7 +69,6 @@ def swap_dot_operands(comp: HloComputation, name: str, new_name: str) -> HloComp
                              dot.operands[::-1], _swapped_attributes(dot), dot.location)
     # original dim i is the swapped result's dim ``order.index(i)``
     perm = tuple(order.index(i) for i in range(shape.rank))
-    assert len(perm) == nb + lhs_free + rhs_free
     back = dot.replace(opcode="transpose", operands=(new_name,),
                        attributes=(("dimensions", perm),))
     out: list[HloInstruction] = []
@@ -71,7 +77,8 @@ def swap_dot_operands(comp: HloComputation, name: str, new_name: str) -> HloComp
     return HloComputation(comp.name, tuple(out), comp.root_name, comp.is_entry, comp.location)
 
 
-def query_dim_last(comp: HloComputation, name: str, fresh) -> HloComputation:
+def query_dim_last(comp: HloComputation, name: str,
+                   fresh: Callable[[str], str]) -> HloComputation:
     """``comp`` with dot ``name``'s lhs free dims ordered so the largest (the queries; the
     others are a query-head group, batch dims of the kernel) is the last, as the attention
     template reads them: the lhs transposed before the dot and the result transposed back
@@ -148,7 +155,7 @@ def free_dims(rank: int, dot: HloInstruction, side: str) -> list[int]:
     return [d for d in range(rank) if d not in taken]
 
 
-def orient_score_dots(comp: HloComputation, fresh) -> HloComputation:
+def orient_score_dots(comp: HloComputation, fresh: Callable[[str], str]) -> HloComputation:
     """``comp`` with the query dim last among the lhs free dims of every dot that computes
     grouped attention scores (``_normalized_scores``), before the fusion pass: the forward's
     and the backward's score dots then share one shape, as the attention backward's kernels
@@ -160,11 +167,11 @@ def orient_score_dots(comp: HloComputation, fresh) -> HloComputation:
     return comp
 
 
-def _suffixed(base: str) -> str:
+def _same_name(base: str) -> str:
     return base
 
 
-def oriented(comp: HloComputation, fresh=_suffixed) -> HloComputation:
+def oriented(comp: HloComputation, fresh: Callable[[str], str] = _same_name) -> HloComputation:
     """``comp`` as the attention template reads it: the second dot reading the probabilities
     as lhs, and both dots' query dim the last of their lhs free dims (``comp`` itself when
     they are so already, or when it holds other than two dots).  ``fresh(base)``: an unused

@@ -104,8 +104,9 @@ def fused_computation(comp: HloComputation, node: Node, name: str,
 
 
 def _oriented(body: HloComputation, names: NameAllocator) -> HloComputation:
-    """An attention fusion with its second dot reading the probabilities as lhs, as the
-    template reads it (``attention_orientation``); any other computation as it is."""
+    """An attention fusion as the template reads it (``attention_orientation.oriented``: the
+    second dot reading the probabilities as lhs, each dot's query dim last); any other
+    computation as it is."""
     if sum(i.opcode == "dot" for i in body.instructions) != 2:
         return body
     swapped = oriented(body, names.fresh)
