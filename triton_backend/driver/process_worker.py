@@ -52,28 +52,39 @@ def _run(work: Path, rank: int) -> None:
             save_arrays(work / f"m{j}.out{rank}.npz",
                         {f"o{k}": a for k, a in enumerate(outputs)},
                         {f"o{k}": t for k, t in enumerate(types)})
+    except Exception as err:
+        # Reported before the world is torn down: the peers' collectives fail once this
+        # rank leaves it, and the launcher names the rank whose report is the earliest.
+        _report(work, rank, err)
+        raise
     finally:
         dist.destroy_process_group()
+
+
+def _report(work: Path, rank: int, err: Exception) -> None:
+    """Write ``DIR/errorRANK.json``: the located message and the time of the failure."""
+    if isinstance(err, FusionCompilerError):
+        report = {"message": err.message, "line": err.line, "column": err.column,
+                  "where": err.where}
+    else:
+        report = {"message": f"{type(err).__name__}: {err}", "line": None, "column": None,
+                  "where": f"rank {rank}"}
+    report["time"] = time.time()  # the launcher reports the rank that failed first
+    # Whole or not at all: the launcher reads reports while ranks are still exiting.
+    partial = work / f"error{rank}.json.part"
+    partial.write_text(json.dumps(report))
+    os.replace(partial, work / f"error{rank}.json")
 
 
 def main(argv: list[str]) -> int:
     work, rank = Path(argv[0]), int(argv[1])
     try:
         _run(work, rank)
-    except FusionCompilerError as err:
-        report = {"message": err.message, "line": err.line, "column": err.column,
-                  "where": err.where}
     except Exception as err:  # noqa: BLE001 - any failure is reported to the launcher
-        report = {"message": f"{type(err).__name__}: {err}", "line": None, "column": None,
-                  "where": f"rank {rank}"}
-    else:
-        return 0
-    report["time"] = time.time()  # the launcher reports the rank that failed first
-    # Whole or not at all: the launcher reads reports while ranks are still exiting.
-    partial = work / f"error{rank}.json.part"
-    partial.write_text(json.dumps(report))
-    os.replace(partial, work / f"error{rank}.json")
-    return 1
+        if not (work / f"error{rank}.json").exists():  # one before the world was joined
+            _report(work, rank, err)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
