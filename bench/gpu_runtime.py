@@ -208,6 +208,18 @@ def _torch_programs():
         visible = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=visible, enable_gqa=True)
 
+    def jax_attention(q, k, v):
+        # jax.nn.dot_product_attention's [batch, tokens, heads, head], causal, grouped
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                             v.transpose(1, 2), is_causal=True, enable_gqa=True)
+        return out.transpose(1, 2)
+
+    def jax_attention_grad(q, k, v, w):
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        with torch.enable_grad():
+            loss = (jax_attention(q, k, v).float() * w.float()).sum()
+            return torch.autograd.grad(loss, (q, k, v))
+
     def gpt2_block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj,
                    b_proj):
         batch, seq, d = x.shape
@@ -263,6 +275,7 @@ def _torch_programs():
     return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
             "rmsnorm": rmsnorm, "cross_entropy": cross_entropy, "gelu": gelu, "swiglu": swiglu,
             "matmul_bias_gelu": matmul_bias_gelu, "matmul": matmul,
+            "jax_attention_grad": jax_attention_grad, "jax_attention": jax_attention,
             "attention_gqa_sliding_window": attention_gqa_sliding_window,
             "attention_causal": attention_causal, "attention": attention,
             "gpt2_block": gpt2_block, "llama_block": llama_block, "bias_grad": bias_grad,
@@ -448,7 +461,7 @@ def _launch_paths(path: Path, module, inputs, reference, row: dict) -> list:
 
 #: Program-name prefixes timed first, so that a run cut short by its time limit has measured
 #: the programs where the FLOPs are (issue 26) before the memory-bound ones.
-FIRST = ("attention", "matmul", "gpt2_block", "llama_block", "vjp_attention", "cross_entropy",
+FIRST = ("attention", "jax_attention", "matmul", "gpt2_block", "llama_block", "vjp_attention", "cross_entropy",
          "global_norm", "bias_grad")
 
 

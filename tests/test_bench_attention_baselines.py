@@ -1,7 +1,7 @@
 """bench/gpu_runtime's eager PyTorch forms of the attention and scan bench programs compute
 what the programs' JAX functions (bench/programs/generate.py) compute: causal or not, the
-grouped sliding window, the cumulative sum and top-p's mask, at small sizes in f32 (the GPU
-timings compare against these)."""
+grouped sliding window, JAX's own attention and its gradient, the cumulative sum and top-p's
+mask, at small sizes in f32 (the GPU timings compare against these)."""
 from __future__ import annotations
 
 import importlib.util
@@ -33,7 +33,11 @@ SHAPES = {"attention_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
           "attention_causal_bf16_4x16x2048x128": [(1, 2, 64, 16)] * 3,
           "attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512":
               [(1, 4, 600, 16), (1, 2, 600, 16), (1, 2, 600, 16)],
-          "cumsum_f32_4096x4096": [(4, 300)], "top_p_mask_bf16_64x32000": [(4, 300)]}
+          "cumsum_f32_4096x4096": [(4, 300)], "top_p_mask_bf16_64x32000": [(4, 300)],
+          "jax_attention_causal_gqa_bf16_4x2048x16x128_kv4": [(1, 40, 4, 16), (1, 40, 2, 16),
+                                                             (1, 40, 2, 16)],
+          "jax_attention_grad_causal_gqa_bf16_4x2048x16x128_kv4": [
+              (1, 40, 4, 16), (1, 40, 2, 16), (1, 40, 2, 16), (1, 40, 4, 16)]}
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -44,6 +48,9 @@ def test_eager_form_matches_the_jax_program(name):
     function, _ = generate.programs()[name]
     rng = np.random.default_rng(0)
     inputs = [rng.normal(size=shape).astype(np.float32) for shape in SHAPES[name]]
-    want = np.asarray(function(*inputs))
-    got = runtime.torch_program(name)(*map(torch.from_numpy, inputs)).numpy()
-    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    want = function(*inputs)
+    got = runtime.torch_program(name)(*map(torch.from_numpy, inputs))
+    # a gradient program gives one array per argument
+    pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+    for g, w in pairs:
+        np.testing.assert_allclose(g.detach().numpy(), np.asarray(w), rtol=2e-5, atol=2e-5)

@@ -322,6 +322,20 @@ def programs():
     out["attention_gqa_sliding_window_bf16_4x16x2048x128_kv4_w512"] = (
         partial(attention_masked, visible=sliding_window),
         (arg((4, 16, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16), arg((4, 4, 2048, 128), bf16)))
+    # JAX's own attention, [batch, tokens, heads, head] in and out, and its gradient.
+    def jax_attention(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+
+    def jax_attention_grad(q, k, v, w):
+        def loss(q, k, v):
+            return jnp.sum(jax_attention(q, k, v).astype(f32) * w.astype(f32))
+        return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+    btnh = (arg((4, 2048, 16, 128), bf16), arg((4, 2048, 4, 128), bf16),
+            arg((4, 2048, 4, 128), bf16))
+    out["jax_attention_causal_gqa_bf16_4x2048x16x128_kv4"] = (jax_attention, btnh)
+    out["jax_attention_grad_causal_gqa_bf16_4x2048x16x128_kv4"] = (
+        jax_attention_grad, btnh + (arg((4, 2048, 16, 128), bf16),))
     out["gpt2_block_f32_b1_s512_d768"] = (gpt2_block, gpt2_args(1, 512, 768, f32))
     out["gpt2_block_bf16_b4_s512_d768"] = (gpt2_block, gpt2_args(4, 512, 768, bf16))
     for m, k, n in ((4096, 4096, 4096), (2048, 768, 2304), (2048, 3072, 768)):

@@ -29,8 +29,9 @@ ONE_KERNEL = ("softmax", "log_softmax", "layernorm", "rmsnorm", "matmul_bias_gel
               "matmul_bf16", "attention", "gelu", "swiglu", "cross_entropy", "bias_grad",
               "global_norm")
 
-#: Families whose bf16 kernels must use ``wgmma`` on sm_90 (the attention backward's three).
-TENSOR_CORE = ("attention", "vjp_attention", "matmul_bf16", "matmul_bias_gelu")
+#: Families whose bf16 kernels must use ``wgmma`` on sm_90 (the attention backward's three;
+#: JAX's own attention and its gradient).
+TENSOR_CORE = ("attention", "vjp_attention", "jax_attention", "matmul_bf16", "matmul_bias_gelu")
 
 requires_ptxas = pytest.mark.skipif(not all(find_ptxas(a) for a in ARCHS),
                                     reason="ptxas is not in the Triton wheel")

@@ -64,6 +64,8 @@ PINNED_KERNELS = {
     "iota_convert.before.hlo": 1,
     "kv_cache_update.before.hlo": 6,
     "layernorm.before.hlo": 1,
+    "jax_attention_causal_gqa_bf16_4x2048x16x128_kv4.hlo": 1,
+    "jax_attention_grad_causal_gqa_bf16_4x2048x16x128_kv4.hlo": 3,
     "layernorm_bf16_1024x8192.hlo": 1,
     "layernorm_bf16_4096x1024.hlo": 1,
     "layernorm_f32_1024x8192.hlo": 1,
@@ -121,6 +123,8 @@ PINNED_KERNELS = {
 # in (``decisions.outer_reduction_problem``), its kernel split among programs by rows.
 # unique 14 -> 12 on purpose: its two cumulative sums take their elementwise producers and
 # consumers in (a scan's tile runs along its dim: ``tiling.policy.tile_scans``).
+# JAX's own attention (``jax.nn.dot_product_attention``) and its ``jax.grad``, added with
+# their programs: one attention kernel, and the attention backward's three.
 # unique 12 -> 11 and the training step 89 -> 87 on purpose: an element of a tuple built in
 # the computation is that element (``canonicalize``'s get-tuple-element rule, XLA's
 # TupleSimplifier), so no tuple of an inlined call stands between fusible ops.
