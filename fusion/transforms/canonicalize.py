@@ -3,9 +3,10 @@
 JAX lowers programs with many no-op ops (``reshape`` to the same shape, ``broadcast`` with the
 identity mapping, ``reshape(reshape(x))`` round trips), calls to tiny helper computations and
 scalar constants broadcast only to be combined by identity elements (``max(x, -inf)``).  XLA's
-``CallInliner``, ``TupleSimplifier``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and ``HloDCE`` remove them;
-this module does the same, with one rule per opcode in ``REWRITE_RULES`` (alphabetical), plus
-constant folding of small all-constant elementwise ops and dead-code elimination.  Like XLA's
+``CallInliner``, ``TupleSimplifier``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and
+``HloDCE`` remove them; this module does the same, with one rule per opcode in
+``REWRITE_RULES`` (alphabetical), plus constant folding of small all-constant elementwise ops
+and dead-code elimination.  Like XLA's
 ``ReshapeMover``, a convert of a reshape becomes a reshape of the convert, so the reshape (a
 view) is last and the convert can join the kernel of the value it converts.
 
