@@ -17,6 +17,7 @@ import numpy as np
 
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.numerics import is_float_dtype, is_narrow_float, numpy_dtype
+from fusion.ir.shape import ArrayShape
 
 
 def dot_general(
@@ -61,21 +62,20 @@ def eval_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
             raise op_error(instr, f"bad {side} batch/contracting dims for rank {operand.ndim}")
     if len(contracting[0]) != len(contracting[1]) or len(batch[0]) != len(batch[1]):
         raise op_error(instr, "lhs and rhs have different numbers of batch or contracting dims")
-    rounded = _ROUNDED_OPERANDS.get(str(instr.attr("algorithm", "")))
+    rounded = OPERAND_ROUNDING_ALGORITHMS.get(str(instr.attr("algorithm", "")))
     if rounded is not None and all(is_float_dtype(a.dtype) for a in (lhs, rhs)):
         # the algorithm multiplies the operands rounded to its type, accumulating in f32
-        lhs, rhs = (a.astype(rounded) for a in (lhs, rhs))
+        to = numpy_dtype(ArrayShape(rounded, ()))
+        lhs, rhs = (a.astype(to) for a in (lhs, rhs))
     return dot_general(lhs, rhs, contracting, batch, numpy_dtype(instr.array_shape))
 
 
-def _rounded_operands() -> dict[str, np.dtype]:
-    import ml_dtypes
-    return {"dot_bf16_bf16_f32": np.dtype(ml_dtypes.bfloat16),
-            "dot_f16_f16_f32": np.dtype(np.float16)}
-
-
-#: XLA's dot algorithms that round the operands to a type before an f32-accumulated product.
-_ROUNDED_OPERANDS = _rounded_operands()
+#: XLA's dot algorithms that round both operands to one type (named here) and accumulate
+#: the products in f32 (``fusion.transforms.dot_operand_rounding`` writes them so).
+OPERAND_ROUNDING_ALGORITHMS: dict[str, str] = {
+    "dot_bf16_bf16_f32": "bf16",
+    "dot_f16_f16_f32": "f16",
+}
 
 
 DOT_RULES: dict[str, Callable[..., Any]] = {

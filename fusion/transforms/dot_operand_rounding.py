@@ -28,13 +28,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fusion.ir.hlo_module import HloComputation, HloModule
+from fusion.evaluator.dot_ops import OPERAND_ROUNDING_ALGORITHMS
 from fusion.ir.shape import ArrayShape
 
-#: The algorithms that round both operands to one type and accumulate in f32, and the type.
-OPERAND_ROUNDING_ALGORITHMS: dict[str, str] = {
-    "dot_bf16_bf16_f32": "bf16",
-    "dot_f16_f16_f32": "f16",
-}
 
 _FLOATS = ("f16", "bf16", "f32", "f64")
 

@@ -345,11 +345,17 @@ def _expr_role(e: AffineExpr):
     return e
 
 
+def units_dropped(e: AffineExpr, m) -> AffineExpr:
+    """``e``, a result of map ``m``, with every dim of extent 1 read as 0: it is always 0,
+    though a reshape's map may still name it (``d2 + d3``)."""
+    if isinstance(e, (DimExpr, Constant, SymbolExpr)):
+        return e
+    units = [const(0) if b.lower == b.upper == 0 else d(i) for i, b in enumerate(m.dim_bounds)]
+    return substitute(e, units, None)
+
+
 def _role_of(e, m, mine: tuple, instr: HloInstruction, operand: str, free: bool = False):
-    if not isinstance(e, DimExpr):
-        # A dim of extent 1 is always 0 (a reshape's map may still name it: ``d2 + d3``).
-        units = [const(0) if b.lower == b.upper == 0 else d(i) for i, b in enumerate(m.dim_bounds)]
-        e = substitute(e, units, None)
+    e = units_dropped(e, m)
     if isinstance(e, DimExpr):
         return mine[e.index]
     if isinstance(e, Constant):
@@ -385,4 +391,4 @@ def _assign(roles: dict[str, tuple], reads: dict[str, list[tuple]], name: str, n
 
 
 __all__ = ["MAX_HEAD_DIM", "AttentionPattern", "NotAttention", "analyze_attention",
-           "check_float_dot", "free_dims", "is_attention"]
+           "check_float_dot", "free_dims", "is_attention", "units_dropped"]

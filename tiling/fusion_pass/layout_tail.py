@@ -32,6 +32,8 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.indexing_analysis import input_to_output_indexing
+from tiling.maps.affine_expr import AffineExpr
+from tiling.maps.expr_variables import substitute
 from tiling.maps.indexing_map import IndexingMap, compose
 
 
@@ -44,6 +46,13 @@ class LayoutTail:
     value: str
     ops: tuple[str, ...]
     to_root: IndexingMap | None
+
+    def at_root(self, indices: tuple[AffineExpr, ...]) -> tuple[AffineExpr, ...]:
+        """Where ``value``'s element at ``indices`` lies in the root (``indices`` themselves
+        when nothing rearranges it)."""
+        if self.to_root is None:
+            return tuple(indices)
+        return tuple(substitute(r, list(indices), None) for r in self.to_root.results)
 
 
 def rearranges(instr: HloInstruction) -> bool:

@@ -57,12 +57,10 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape
 from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import (MAX_HEAD_DIM, NotAttention, check_float_dot,
-                                               free_dims)
+                                               free_dims, units_dropped)
 from tiling.fusion_pass.layout_tail import layout_tail
 from tiling.indexing_analysis import output_to_input_indexing
-from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr, const
-from tiling.maps.affine_expr import d as dim
-from tiling.maps.expr_variables import substitute
+from tiling.maps.affine_expr import Constant, DimExpr, SymbolExpr
 
 
 @dataclass(frozen=True)
@@ -156,15 +154,9 @@ def _forward(comp: HloComputation, instr: HloInstruction, roles: dict) -> tuple:
         if m.is_undefined or m.rt_vars:
             raise NotScoreSpace(f"{instr.name} reads {operand} through a map the kernel cannot "
                                 "follow")
-        units = None
         for j, e in enumerate(m.results):
             role = roles[operand][j]
-            if not isinstance(e, (DimExpr, Constant, SymbolExpr)):
-                # A dim of extent 1 is always 0 (a reshape's map may still name it: d3 + d4).
-                if units is None:
-                    units = [const(0) if b.lower == b.upper == 0 else dim(i)
-                             for i, b in enumerate(m.dim_bounds)]
-                e = substitute(e, units, None)
+            e = units_dropped(e, m)
             if isinstance(e, DimExpr):
                 if out[e.index] not in (None, role) and role is not None:
                     raise NotScoreSpace(f"{instr.name} combines {out[e.index]!r} and {role!r} "

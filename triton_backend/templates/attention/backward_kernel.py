@@ -37,7 +37,6 @@ from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.attention_pattern import free_dims
 from tiling.fusion_pass.online_softmax import online_sum
 from tiling.fusion_pass.score_space import ScoreSpace
-from tiling.maps.expr_variables import substitute
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
 from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS
@@ -343,13 +342,12 @@ class _ScoreKernel:
             mask = em.bind(" & ".join(conds) or "True", "out_mask")
             zero = em.bind(" + ".join(f"{self._var(e)} * 0" for e in at
                                       if isinstance(e, DimExpr)) or "0", "tile_zero")
-            store_at = at
             if tail is not None and tail.ops:
                 em.emit(f"# stored where {', '.join(tail.ops)} puts each element: "
                         f"{tail.to_root}")
-                store_at = tuple(substitute(r, list(at), None) for r in tail.to_root.results)
-            store_output(em, value, self.comp.instruction(name).shape, pointer, store_at, mask,
-                         zero, f"output {i}", at)
+            store_output(em, value, self.comp.instruction(name).shape, pointer,
+                         tail.at_root(at) if tail is not None else at, mask, zero,
+                         f"output {i}", at)
         return pointers
 
     def _source(self, pointers: list[str], grid) -> str:

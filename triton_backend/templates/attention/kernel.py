@@ -38,7 +38,6 @@ from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.text.printer import print_computation, print_instruction
 from fusion.ir.shape import ArrayShape
 from tiling.maps.affine_expr import AffineExpr, DimExpr, const
-from tiling.maps.expr_variables import substitute
 from tiling.fusion_pass.attention_pattern import AttentionPattern
 from tiling.fusion_pass.attention_mask import KeyBand, iota_roles
 from tiling.fusion_pass.online_softmax import OnlineSoftmax, online_sum
@@ -478,17 +477,9 @@ class _Kernel:
         if pattern.tail.ops:
             em.emit(f"# stored where the root {', '.join(pattern.tail.ops)} puts each element: "
                     f"{pattern.tail.to_root}")
-        store_output(em, value, out_shape, out_pointer, self._root_indices(), mask, zero,
-                     "output 0", self.out_indices)
+        store_output(em, value, out_shape, out_pointer, pattern.tail.at_root(self.out_indices),
+                     mask, zero, "output 0", self.out_indices)
         return self._source(out_pointer, out_shape, grid), grid
-
-    def _root_indices(self) -> tuple[AffineExpr, ...]:
-        """Where the output tile lies in the root: the second dot's indices, moved by the
-        root's rearrangement of them (``AttentionPattern.tail``), if any."""
-        to_root = self.pattern.tail.to_root
-        if to_root is None:
-            return self.out_indices
-        return tuple(substitute(r, list(self.out_indices), None) for r in to_root.results)
 
     def _row(self, name: str) -> tuple[AffineExpr, ...]:
         """The indices of a per-row value (a reduction of the normalization) at this program's
