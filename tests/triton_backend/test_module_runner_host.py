@@ -2,6 +2,11 @@
 fusions, dtype conversions and the output check; truths are NumPy and the reference evaluator."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -228,3 +233,34 @@ def test_output_check_tolerances():
     one_ulp = np.array([1.0078125, 2.0], ml_dtypes.bfloat16)
     assert compare_output("o0", bf, one_ulp, "bf16").passed
     assert "FAILED" in compare_output("o0", np.int8([1]), np.int8([2]), "s8").describe()
+
+
+_IMPORTED_FIRST = '''
+import triton, triton.language as tl, torch
+from triton.runtime.jit import JITFunction
+assert isinstance(tl.zeros, JITFunction)  # decorated before the interpreter was chosen
+from triton_backend import compile_hlo
+run = compile_hlo("""HloModule m
+ENTRY e {
+  a = f32[16,32] parameter(0)
+  b = f32[32,16] parameter(1)
+  d = f32[16,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[16,16] tanh(d)
+}""", cache=False)
+a, b = torch.randn(16, 32, dtype=torch.float32), torch.randn(32, 16, dtype=torch.float32)
+got = run(a, b)[0]
+assert torch.allclose(got, torch.tanh(a @ b), atol=1e-5), (got - torch.tanh(a @ b)).abs().max()
+assert isinstance(tl.zeros, JITFunction)  # swapped back after the launch
+print("ok")
+'''
+
+
+def test_a_process_that_imported_triton_before_the_interpreter_runs_its_library_calls():
+    # Triton's tl.zeros (a dot's accumulator) is a @jit function, decorated when triton is
+    # first imported; without TRITON_INTERPRET then, the interpreter would refuse to call it.
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _IMPORTED_FIRST], env=env, capture_output=True,
+                          text=True, timeout=240, cwd=str(Path(__file__).resolve().parents[2]))
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -19,7 +19,7 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import traits
 from fusion.text.printer import print_computation, print_instruction
 from tiling.policy.limits import grid_limit_problem
-from triton_backend.runtime.launch_mode import INTERPRETER_LOCK
+from triton_backend.runtime.launch_mode import INTERPRETER_LOCK, interpreted_launch_lock
 from triton_backend.lowering.numerics_policy import pin_triton_environment
 from triton_backend.runtime.kernel_cache import KernelCache, import_checked_text
 from triton_backend.runtime.cache_files import render_entry
@@ -159,7 +159,7 @@ class CompiledFusion:
         runner = self.module
         if on_cpu and not _is_interpreted(runner):
             runner = _interpreted_copy(self.kernel_path, self.source)
-        launcher = (runner.run, INTERPRETER_LOCK if _is_interpreted(runner) else None)
+        launcher = (runner.run, interpreted_launch_lock() if _is_interpreted(runner) else None)
         self.__dict__.setdefault("_launchers", {})[on_cpu] = launcher
         self.__dict__.setdefault("_runners", {})[on_cpu] = runner
         return launcher

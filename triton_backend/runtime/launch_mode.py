@@ -11,16 +11,24 @@ The interpreter keeps its launch state in globals (the grid and program index of
 ``triton.language`` functions patched for the launch, the cache of rewritten kernels), so
 whatever touches that state, an interpreted launch or a kernel's rewrite, holds
 :data:`INTERPRETER_LOCK`; GPU launches take no lock.  (torch is imported only when a function
-here needs it, so the kernel cache can take the lock without importing torch.)
+here needs it, so the kernel cache can take the lock without importing torch.)  Where
+needed, an interpreted launch holds :data:`INTERPRETED_LAUNCH` instead
+(:func:`interpreted_launch_lock`), which is that lock and one thing more: Triton decorates
+its own library functions (``tl.zeros``, ``tl.sum``, ``tl.sort`` ...) once,
+when ``triton.language`` is imported, so in a process that imported Triton before the
+interpreter was chosen they are ``JITFunction``s, which the interpreter refuses to call
+("Cannot call @triton.jit'd outside of the scope of a kernel"); for the launch they are
+swapped for interpreter functions of the same code, and back after.
 
 >>> configure_launch_mode().type in ("cpu", "cuda")
 True
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from triton_backend.lowering.numerics_policy import pin_triton_environment
 
@@ -33,6 +41,76 @@ INTERPRET_ENV = "TRITON_INTERPRET"
 #: at once would read each other's program ids (see the module docstring).  Re-entrant, so a
 #: launch may load a helper module.
 INTERPRETER_LOCK = threading.RLock()
+
+
+class _InterpretedLaunch:
+    """``with INTERPRETED_LAUNCH:`` (module docstring); re-entrant like the lock it holds."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._swapped: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> "_InterpretedLaunch":
+        INTERPRETER_LOCK.acquire()
+        self._depth += 1
+        if self._depth == 1:
+            self._swapped = _swap_library_functions()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            for module, name, value in self._swapped:
+                setattr(module, name, value)
+            self._swapped = []
+        INTERPRETER_LOCK.release()
+
+
+#: Held by every interpreted launch (module docstring).
+INTERPRETED_LAUNCH = _InterpretedLaunch()
+
+#: The interpreter twin of each of Triton's ``JITFunction`` library functions, by id.
+_TWINS: dict[int, Any] = {}
+
+
+def _swap_library_functions() -> list[tuple[Any, str, Any]]:
+    """Put an interpreter twin in place of each ``JITFunction`` of ``triton.language`` and its
+    ``standard`` module; returns ``(module, name, original)`` to put back (none when Triton was
+    imported in interpreter mode)."""
+    import triton.language as tl
+    from triton.language import standard
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    try:  # gluon wraps these functions when first imported (by a launch) and wants them as is
+        import triton.experimental.gluon  # noqa: F401
+    except ImportError:
+        pass
+    swapped = []
+    for module in (tl, standard):
+        for name, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                twin = _TWINS.get(id(value))
+                if twin is None:
+                    twin = _TWINS[id(value)] = InterpretedFunction(value.fn)
+                swapped.append((module, name, value))
+                setattr(module, name, twin)
+    return swapped
+
+
+@functools.lru_cache(maxsize=None)
+def _library_decorated_for_gpu() -> bool:
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(tl.zeros, JITFunction) or id(tl.zeros) in {id(t) for t in _TWINS.values()}
+
+
+def interpreted_launch_lock() -> Any:
+    """What an interpreted launch holds: :data:`INTERPRETED_LAUNCH` when Triton's library
+    functions were decorated for a GPU (module docstring), else :data:`INTERPRETER_LOCK`
+    alone (a lock taken in C: no Python calls on the launch path)."""
+    return INTERPRETED_LAUNCH if _library_decorated_for_gpu() else INTERPRETER_LOCK
 
 
 def interpreting() -> bool:
@@ -65,5 +143,5 @@ def configure_launch_mode() -> torch.device:
     return torch.device("cpu") if interpreting() else torch.device("cuda")
 
 
-__all__ = ["INTERPRETER_LOCK", "INTERPRET_ENV", "configure_launch_mode", "interpreting",
-           "runs_on_interpreter"]
+__all__ = ["INTERPRETED_LAUNCH", "INTERPRETER_LOCK", "INTERPRET_ENV", "configure_launch_mode",
+           "interpreted_launch_lock", "interpreting", "runs_on_interpreter"]
