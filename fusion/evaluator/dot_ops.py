@@ -11,12 +11,15 @@ rounded once to the result type; integers are multiplied and accumulated in the 
 from __future__ import annotations
 
 import math
+from functools import reduce
 from typing import Any, Callable
 
 import numpy as np
 
+from fusion.evaluator.dot_algorithms import (KNOWN_ALGORITHMS, OPERAND_ROUNDING_ALGORITHMS,
+                                             PLAIN_ALGORITHMS, SPLIT_ALGORITHMS, bf16_parts)
 from fusion.evaluator.failures import op_error
-from fusion.evaluator.numerics import is_float_dtype, is_narrow_float, numpy_dtype
+from fusion.evaluator.numerics import hlo_type_of, is_float_dtype, is_narrow_float, numpy_dtype
 from fusion.ir.shape import ArrayShape
 
 
@@ -62,20 +65,50 @@ def eval_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
             raise op_error(instr, f"bad {side} batch/contracting dims for rank {operand.ndim}")
     if len(contracting[0]) != len(contracting[1]) or len(batch[0]) != len(batch[1]):
         raise op_error(instr, "lhs and rhs have different numbers of batch or contracting dims")
-    rounded = OPERAND_ROUNDING_ALGORITHMS.get(str(instr.attr("algorithm", "")))
-    if rounded is not None and all(is_float_dtype(a.dtype) for a in (lhs, rhs)):
-        # the algorithm multiplies the operands rounded to its type, accumulating in f32
-        to = numpy_dtype(ArrayShape(rounded, ()))
-        lhs, rhs = (a.astype(to) for a in (lhs, rhs))
-    return dot_general(lhs, rhs, contracting, batch, numpy_dtype(instr.array_shape))
+    algorithm = instr.attr("algorithm", None)
+    if algorithm is None or str(algorithm) in PLAIN_ALGORITHMS:
+        return dot_general(lhs, rhs, contracting, batch, numpy_dtype(instr.array_shape))
+    algorithm = str(algorithm)
+    if algorithm not in KNOWN_ALGORITHMS:
+        raise op_error(instr, f"unknown dot algorithm {algorithm} (known: "
+                              f"{', '.join(sorted(KNOWN_ALGORITHMS))})")
+    if not all(is_float_dtype(a.dtype) for a in (lhs, rhs)):
+        raise op_error(instr, f"dot algorithm {algorithm} takes float operands, not "
+                              f"{lhs.dtype} and {rhs.dtype}")
+    if algorithm in SPLIT_ALGORITHMS:
+        if lhs.dtype != np.float32 or rhs.dtype != np.float32:
+            raise op_error(instr, f"dot algorithm {algorithm} splits f32 operands, not "
+                                  f"{hlo_type_of(lhs.dtype).name} and {hlo_type_of(rhs.dtype).name}")
+        return split_dot(lhs, rhs, contracting, batch, algorithm).astype(
+            numpy_dtype(instr.array_shape))
+    # the algorithm multiplies the operands rounded to its type, accumulating in f32 or wider
+    to = numpy_dtype(ArrayShape(OPERAND_ROUNDING_ALGORITHMS[algorithm], ()))
+    return dot_general(lhs.astype(to), rhs.astype(to), contracting, batch,
+                       numpy_dtype(instr.array_shape))
 
 
-#: XLA's dot algorithms that round both operands to one type (named here) and accumulate
-#: the products in f32 (``fusion.transforms.dot_operand_rounding`` writes them so).
-OPERAND_ROUNDING_ALGORITHMS: dict[str, str] = {
-    "dot_bf16_bf16_f32": "bf16",
-    "dot_f16_f16_f32": "f16",
-}
+def split_dot(lhs: np.ndarray, rhs: np.ndarray,
+              contracting: tuple[tuple[int, ...], tuple[int, ...]],
+              batch: tuple[tuple[int, ...], tuple[int, ...]], algorithm: str) -> np.ndarray:
+    """The f32 dot of f32 operands under a bf16 split algorithm (``SPLIT_ALGORITHMS``, whose
+    module says how): about 16 of f32's 24 bits for ``_x3``, all of them for ``_x6``/``_x9``.
+
+    ``x * x`` for ``x = 1 + 2**-9 + 2**-17`` is ``1 + 2**-8 + 2**-16 + 2**-18`` in f32 (and past
+    it); ``_x3`` keeps ``1 + 2**-8``, in units of ``2**-18``:
+
+    >>> x = np.float32([[1 + 2**-9 + 2**-17]])
+    >>> [int((split_dot(x, x, ((1,), (0,)), ((), ()), f"dot_bf16_bf16_f32_x{n}")[0, 0] - 1)
+    ...      * 2**18) for n in (3, 6, 9)]
+    [1024, 1029, 1029]
+    """
+    parts, pairs = SPLIT_ALGORITHMS[algorithm]
+    left, right = bf16_parts(lhs, parts), bf16_parts(rhs, parts)
+    f32 = np.dtype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        small = reduce(np.add, [dot_general(left[i], right[j], contracting, batch, f32)
+                                for i, j in pairs])
+        small = np.where(np.isnan(small), np.float32(0), small)
+        return small + dot_general(left[0], right[0], contracting, batch, f32)
 
 
 DOT_RULES: dict[str, Callable[..., Any]] = {

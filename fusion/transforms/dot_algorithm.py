@@ -32,9 +32,18 @@ from fusion.errors import BadArgumentError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 
-#: The XLA dot algorithms the Triton templates lower, and the ``tl.dot`` ``input_precision``
-#: of each (for f32 operands; ``dot_f32_f32_f32`` is the exact default, spelled out).
+#: The XLA dot algorithms the Triton templates lower as they stand, and the ``tl.dot``
+#: ``input_precision`` of each for f32 operands (operands of one narrower type go to ``tl.dot``
+#: as they are).  ``dot_f32_f32_f32`` is the exact default spelled out; the bf16 splits are
+#: Triton's own (``triton_backend.device_lib.dot_precision``), but ``_x9``, which Triton has
+#: not, is exact f32; the fp8 algorithms are the plain fp8 dot.  The algorithms that only
+#: round the operands are rewritten before (``fusion.transforms.dot_operand_rounding``).
 DOT_ALGORITHM_PRECISIONS: dict[str, str] = {
+    "dot_any_f8_any_f8_f32": "ieee",
+    "dot_any_f8_any_f8_f32_fast_accum": "ieee",
+    "dot_bf16_bf16_f32_x3": "bf16x3",
+    "dot_bf16_bf16_f32_x6": "bf16x6",
+    "dot_bf16_bf16_f32_x9": "ieee",
     "dot_f32_f32_f32": "ieee",
     "dot_tf32_tf32_f32": "tf32",
     "dot_tf32_tf32_f32_x3": "tf32x3",

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fusion.ir.hlo_module import HloComputation, HloModule
-from fusion.evaluator.dot_ops import OPERAND_ROUNDING_ALGORITHMS
+from fusion.evaluator.dot_algorithms import OPERAND_ROUNDING_ALGORITHMS
 from fusion.ir.shape import ArrayShape
 
 

@@ -12,8 +12,8 @@ Every array type among the real floats narrower than 64 bits (f32, bf16, f16, th
 becomes f64 in every computation; converts between them become no-ops.  A module is not
 promoted (None) when an op's value depends on its types' bit widths (``width_dependent``:
 bitcast-convert, reduce-precision, random bits; a ``bitcast`` to another element type), when
-a shape has a physical (tiled or packed) layout, or when a dot names an ``algorithm`` (its
-operand types are part of it).
+a shape has a physical (tiled or packed) layout.  A dot's ``algorithm`` (which types it
+multiplies in) is dropped: the exact product is what every algorithm approximates.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -63,11 +63,13 @@ def _promote_shape(shape: Shape) -> Shape | None:
 
 
 def _promote_instruction(comp: HloComputation, instr: HloInstruction) -> HloInstruction | None:
-    if traits(instr.opcode).width_dependent or instr.has_attr("algorithm") \
-            or _reinterprets_bits(comp, instr):
+    if traits(instr.opcode).width_dependent or _reinterprets_bits(comp, instr):
         return None
     shape = _promote_shape(instr.shape)
-    return None if shape is None else instr.replace(shape=shape)
+    if shape is None:
+        return None
+    return instr.replace(shape=shape, attributes=tuple(
+        (k, v) for k, v in instr.attributes if k != "algorithm"))
 
 
 def _reinterprets_bits(comp: HloComputation, instr: HloInstruction) -> bool:

@@ -51,7 +51,7 @@ def test_width_dependent_ops_are_not_promoted(body):
     assert promote_floats(parse_hlo(text)) is None
 
 
-def test_physical_layouts_and_dot_algorithms_are_not_promoted():
+def test_physical_layouts_are_not_promoted_and_dot_algorithms_are_dropped():
     tiled = parse_hlo('''HloModule m
 ENTRY e {
   x = bf16[256,512]{1,0:T(8,128)(2,1)} parameter(0)
@@ -64,7 +64,13 @@ ENTRY e {
   b = f32[8,4] parameter(1)
   ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
 }''')
-    assert promote_floats(algorithm) is None
+    promoted = promote_floats(algorithm)
+    assert str(promoted.entry.root.shape) == "f64[4,4]"
+    assert not promoted.entry.root.has_attr("algorithm")
+    # the promoted dot is the exact product the algorithm rounds
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 8)), rng.standard_normal((8, 4))
+    np.testing.assert_allclose(np.asarray(evaluate(promoted, a, b)[0]), a @ b, rtol=1e-12)
 
 
 def test_integers_and_pred_keep_their_types():

@@ -82,9 +82,11 @@ def assert_close(got: np.ndarray, want: np.ndarray, k: int) -> None:
     if np.issubdtype(got.dtype, np.integer):
         np.testing.assert_array_equal(got, want)
         return
-    eps = {np.dtype("float32"): 2.0 ** -23, np.dtype("float16"): 2.0 ** -10,
+    eps = {np.dtype("float64"): 2.0 ** -52, np.dtype("float32"): 2.0 ** -23,
+           np.dtype("float16"): 2.0 ** -10,
            np.dtype("bfloat16"): 2.0 ** -7}[got.dtype]
     g, w = got.astype(np.float64), want.astype(np.float64)
     scale = max(1.0, math.sqrt(k))
-    tol = 2 * eps * np.maximum(np.abs(w), scale) + 2.0 ** -23 * 8 * scale * scale
+    # the accumulator is f32 but for f64 dots
+    tol = 2 * eps * np.maximum(np.abs(w), scale) + min(eps, 2.0 ** -23) * 8 * scale * scale
     assert np.all(np.abs(g - w) <= tol), f"max error {np.max(np.abs(g - w))}"

@@ -34,7 +34,7 @@ def plain_dot(dtype, out, lhs="20,28", rhs="28,36", dims="lhs_contracting_dims={
 
 
 @pytest.mark.parametrize("dtype,out", [("f32", "f32"), ("bf16", "bf16"), ("bf16", "f32"),
-                                       ("f16", "f16"), ("s8", "s32")])
+                                       ("f16", "f16"), ("f64", "f64"), ("s8", "s32")])
 def test_every_dtype_with_unaligned_shapes(dtype, out):
     # 20x36x28: no dim is a multiple of 16; the K tile of 16 leaves a partial last step.
     compiled = run_and_check(plain_dot(dtype, out), 28, tile_sizes=(16, 32, 16))

@@ -15,7 +15,7 @@ from triton_backend.reports.ptx_report import find_ptxas
 requires_ptxas = pytest.mark.skipif(find_ptxas(80) is None or find_ptxas(90) is None,
                                     reason="ptxas not found in the Triton wheel")
 
-CASES = [("f32", "f32"), ("bf16", "bf16"), ("f16", "f32"), ("s8", "s32")]
+CASES = [("f32", "f32"), ("bf16", "bf16"), ("f16", "f32"), ("f64", "f64"), ("s8", "s32")]
 
 
 def ptx_counts(requests):

@@ -42,9 +42,10 @@ def test_exactly_one_program_per_slot_arrives_last_and_resets_the_counter():
         assert flags.tolist() == [0, 0, 1, 0, 0, 1] and counters.tolist() == [0, 0]
 
 
-def test_ragged_k_split_in_three_matches_the_evaluator():
+@pytest.mark.parametrize("dtype", ["f32", "f64"])  # f64: partial tiles kept in f64 too
+def test_ragged_k_split_in_three_matches_the_evaluator(dtype):
     # K = 100 in 7 steps of 16: slices of 3 steps (48), the last one past K (3 * 48 = 144).
-    compiled = run_and_check(plain_dot("f32", "f32", lhs="20,100", rhs="100,36",
+    compiled = run_and_check(plain_dot(dtype, dtype, lhs="20,100", rhs="100,36",
                                        out_dims="20,36"), 100, tile_sizes=(16, 32, 16, 3))
     assert compiled.tile_sizes == (16, 32, 16, 3) and compiled.grid == (2 * 2 * 3, 1)
     assert "ordered_sums.sum_across_programs" in compiled.source

@@ -212,3 +212,19 @@ def test_cli_run_and_compile_take_the_option(tmp_path, monkeypatch, capsys):
     assert kernels and all(TF32 in k for k in kernels)
     with pytest.raises(SystemExit):
         main(["run", "dot.hlo", "--f32-dot-precision", "fast"])
+
+
+def test_a_module_naming_tf32_itself_is_checked_at_tf32_tolerance():
+    # The evaluator multiplies exactly; a GPU runs the dot in TF32, as the HLO asks.
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 8))
+    b = b.astype(np.float32)
+    rounded = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b)]
+    tf32_like = rounded[0] @ rounded[1]  # what TF32 tensor cores give, operands truncated
+    widened = output_check.widened(TF32_TOLERANCE, 16)
+    for attr, tolerance in ((", algorithm=dot_tf32_tf32_f32", widened),
+                            ("", output_check.widened(output_check.TOLERANCES["f32"], 16))):
+        module = parse_hlo(_dot_text(attr, m=8, k=16, n=8))
+        [check] = output_check.compare_with_evaluator(module, [a, b], [tf32_like], ["f32"])
+        assert check.tolerance == tolerance
+        assert check.passed == bool(attr), check.describe()

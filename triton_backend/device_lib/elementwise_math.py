@@ -20,6 +20,7 @@ from triton import knobs
 from triton.language.extra import libdevice
 
 from triton_backend.device_lib.device_function import device_function
+from triton_backend.device_lib.dot_precision import BF16X3_PRECISION, BF16X6_PRECISION
 # The 8-bit float conversions live in their own module; kernels reach them as ``xla_math.*``.
 from triton_backend.device_lib.float8 import (
     DOT_F8E4M3FN,
@@ -35,6 +36,9 @@ from triton_backend.device_lib.float8 import (
 #: What this module re-exports from ``float8`` for the kernels (``xla_math.round_to_f8e5m2``).
 FLOAT8_EXPORTS = (DOT_F8E4M3FN, DOT_F8E5M2, f8e4m3fn_to_f32, f8e5m2_to_f32, f32_to_f8e4m3fn_exact,
                   f32_to_f8e5m2_exact, round_to_f8e4m3fn, round_to_f8e5m2)
+
+#: The ``input_precision`` of the bf16 split dots (``xla_math.BF16X3_PRECISION``).
+DOT_PRECISION_EXPORTS = (BF16X3_PRECISION, BF16X6_PRECISION)
 
 INTERPRETED = bool(knobs.runtime.interpret)
 

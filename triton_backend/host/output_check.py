@@ -15,7 +15,8 @@ keeps 10 of f32's 23 mantissa bits (each product is off by up to about 1e-3 rela
 sum of K of them by about 1e-3 * sqrt(K) of its typical term), so the check allows about what
 bf16 results get (1e-2): enough for unit-scale inputs and K up to about a hundred, a sanity
 check beyond that (tests bound a dot's TF32 error by 2e-3 * (|A| @ |B|) instead).  ``tf32x3`` (three
-TF32 products) is about as exact as f32 and keeps f32's tolerance.
+TF32 products) is about as exact as f32 and keeps f32's tolerance.  A module whose HLO names
+``algorithm=dot_tf32_tf32_f32`` on a dot is compared at TF32's tolerance too.
 
 >>> import numpy as np
 >>> c = compare_output("o0", np.float32([1, 2.5]), np.float32([1, 2.5000002]), "f32")
@@ -241,6 +242,12 @@ def judged_against_exact(module, inputs, references, outputs,
     return out
 
 
+def _names_tf32(module) -> bool:
+    """Whether a dot of ``module`` names XLA's (one-product) TF32 algorithm."""
+    return any(i.opcode == "dot" and str(i.attr("algorithm", "")) == "dot_tf32_tf32_f32"
+               for c in module.computations for i in c.instructions)
+
+
 def compare_with_evaluator(module, inputs, outputs, out_types, max_while_iterations=None,
                            f32_dot_precision: str = "ieee") -> list[OutputComparison]:
     """``run --check``'s verdict: each of ``outputs`` (of HLO element types ``out_types``)
@@ -248,6 +255,8 @@ def compare_with_evaluator(module, inputs, outputs, out_types, max_while_iterati
     widened by its summation length, then judged against the module computed in f64."""
     references = evaluate(module, *inputs, max_while_iterations=max_while_iterations)
     lengths = output_summation_lengths(module)
+    if f32_dot_precision == "ieee" and _names_tf32(module):
+        f32_dot_precision = "tf32"  # the HLO asks for TF32 itself (the evaluator is exact)
     comparisons = [compare_output(f"o{n}", ref, out, dtype, f32_dot_precision=f32_dot_precision,
                                   summation_length=length)
                    for n, (ref, out, dtype, length) in enumerate(zip(references, outputs,

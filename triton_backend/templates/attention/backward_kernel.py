@@ -48,7 +48,7 @@ from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.templates.attention.kernel import (DotNumerics, HookedEmitter, _decompose,
                                                        _operand_indices, row_and_batch_programs)
 from triton_backend.templates.attention.tiling import AttentionTiling
-from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, precision_keyword
 
 
 @dataclass
@@ -119,11 +119,6 @@ class _ScoreKernel:
     def _bound(self, var: DimExpr, extent: int, block: int) -> list[str]:
         return [] if extent % block == 0 and extent >= block else [f"{self._var(var)} < {extent}"]
 
-    @staticmethod
-    def _precision(numerics: DotNumerics) -> str:
-        return f", input_precision={numerics.input_precision!r}" if numerics.input_precision \
-            else ""
-
     # --- score dots -------------------------------------------------------------------------
     def _operand_tile(self, dot: HloInstruction, side: str, at_var: DimExpr) -> str:
         """A score dot's operand tile ``[rows of at_var's axis, head]``."""
@@ -153,7 +148,7 @@ class _ScoreKernel:
         numerics = self.numerics[name]
         em = self.em
         self.dots_emitted += 1
-        s = em.bind(f"tl.dot({lhs}, {rhs}{self._precision(numerics)}, "
+        s = em.bind(f"tl.dot({lhs}, {rhs}{precision_keyword(numerics.input_precision)}, "
                     f"out_dtype={numerics.acc_dtype})", "qk")
         s = em.bind(f"tl.reshape({s}, {self._full({self.qa: self.blocks[self.qa], self.ka: self.blocks[self.ka]})})", "qk")
         return em.bind(numerics.result_rounding.format(acc=s), name)
@@ -263,7 +258,7 @@ class _ScoreKernel:
         y = self._tile(self._single(y_name, y_at), (sa, self.da), masks,
                        numerics.operand_dtype, "y")
         self.dots_emitted += 1
-        em.emit(f"{acc} = tl.dot({x}, {y}, {acc}{self._precision(numerics)}, "
+        em.emit(f"{acc} = tl.dot({x}, {y}, {acc}{precision_keyword(numerics.input_precision)}, "
                 f"out_dtype={numerics.acc_dtype})")
 
     def _indices(self, roles: tuple, dims: tuple[int, ...], streamed: DimExpr | None = None):

@@ -51,7 +51,7 @@ from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention.tiling import AttentionTiling
-from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, precision_keyword
 
 #: log2(e): ``exp(x) = exp2(x * LOG2E)``, one multiply folded into the ``exp2``'s operand.
 _LOG2E = 1.4426950408889634
@@ -240,8 +240,7 @@ class _Kernel:
         numerics = self.numerics[0]
         k_tile = self._tile(self._single(rhs, at), (self.ka, self.da), masks,
                             numerics.operand_dtype, "k", transpose=True)
-        precision = f", input_precision={numerics.input_precision!r}" \
-            if numerics.input_precision else ""
+        precision = precision_keyword(numerics.input_precision)
         em = self.em
         s = em.bind(f"tl.dot({self.q_tile}, {k_tile}{precision}, "
                     f"out_dtype={numerics.acc_dtype})", "qk")
@@ -270,8 +269,7 @@ class _Kernel:
                            numerics.operand_dtype, "p")
             v = self._tile(self._single(rhs, v_at), (self.ka, self.da), self._key_mask(key),
                            numerics.operand_dtype, "v")
-            precision = f", input_precision={numerics.input_precision!r}" \
-                if numerics.input_precision else ""
+            precision = precision_keyword(numerics.input_precision)
             em.emit(f"{acc} = tl.dot({p}, {v}, {acc}{precision}, "
                     f"out_dtype={numerics.acc_dtype})")
         out_shape = self._full({self.qa: t.block_m, self.da: t.block_d})
@@ -367,8 +365,7 @@ class _Kernel:
             p = em.bind(f"{e}.to({numerics.operand_dtype})", "p")
             v = self._tile(self._single(rhs, v_at), (self.ka, self.da), self._key_mask(key),
                            numerics.operand_dtype, "v")
-            precision = f", input_precision={numerics.input_precision!r}" \
-                if numerics.input_precision else ""
+            precision = precision_keyword(numerics.input_precision)
             em.emit(f"{state.acc} = tl.dot({p}, {v}, {state.acc} * {alpha}[:, None]{precision}, "
                     f"out_dtype={numerics.acc_dtype})")
             em.emit(f"{state.m} = {m_new}")

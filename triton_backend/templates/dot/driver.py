@@ -27,6 +27,7 @@ Numerics (matching XLA's reference evaluator):
   to fp32 (fp8 products are exact in fp32, as XLA computes them).  Other mixes with fp8 (e4m3
   x e5m2, fp8 x bf16) are widened to fp32 on every target.  Below sm_89 Triton has no
   f8e4m3fn, so such a dot is refused there (:func:`compile_dot_fusion`).
+* f64 x f64 -> f64 multiplies and accumulates in f64 (``out_dtype=tl.float64``; DMMA on sm_80+).
 * s8 x s8 -> s32 uses ``out_dtype=tl.int32``.
 
 >>> import fusion
@@ -143,11 +144,14 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
             raise UnsupportedOpError(f"s8 x s8 dot producing {out} is not supported", where=dot.name)
         rounding = "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
         return "tl.int8", "tl.int32", None, rounding
+    if lhs == rhs == out == "f64":
+        # f64 products summed in f64 (the FP64 tensor cores on sm_80+, DMMA)
+        return "tl.float64", "tl.float64", None, "{acc}"
     if lhs not in _OPERAND_DTYPES or rhs not in _OPERAND_DTYPES or lhs == "s8" or rhs == "s8" \
             or out not in ("f32", "bf16", "f16"):
         raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported by tl.dot "
                                  "(supported: f32, bf16, f16, f8e4m3fn, f8e5m2 with an f32, bf16 "
-                                 "or f16 result, s8 x s8 -> s32)",
+                                 "or f16 result, f64 x f64 -> f64, s8 x s8 -> s32)",
                                  where=dot.name)
     if lhs == rhs and lhs != "f32":
         operand, precision = _OPERAND_DTYPES[lhs], None

@@ -45,6 +45,24 @@ DOT_BF16_PRELUDE = (
 )
 
 
+#: The ``xla_math`` constant a kernel names for each bf16 split ``input_precision``
+#: (``triton_backend.device_lib.dot_precision``: what this Triton runs it as).
+SPLIT_PRECISION_CONSTANTS = {"bf16x3": "BF16X3_PRECISION", "bf16x6": "BF16X6_PRECISION"}
+
+
+def precision_keyword(input_precision: str | None) -> str:
+    """The ``tl.dot`` keyword argument for ``input_precision`` (none for None); a bf16 split
+    names the ``xla_math`` constant that says how this Triton runs it.
+
+    >>> precision_keyword("ieee"), precision_keyword("bf16x3")
+    (", input_precision='ieee'", ', input_precision=xla_math.BF16X3_PRECISION')
+    """
+    if not input_precision:
+        return ""
+    constant = SPLIT_PRECISION_CONSTANTS.get(input_precision)
+    return f", input_precision={'xla_math.' + constant if constant else repr(input_precision)}"
+
+
 @dataclass
 class AccumulatorEpilogue(ValueEmitter):
     """The emitter of a GEMM template's epilogue: the hero (a dot or a convolution) is the
@@ -167,7 +185,7 @@ class GemmKernel:
                input_precision: str | None, acc_dtype: str) -> tuple[str, ...]:
         """The K loop: both operand tiles rendered, then one ``tl.dot`` into the accumulator."""
         acc = self.acc
-        precision = f", input_precision={input_precision!r}" if input_precision else ""
+        precision = precision_keyword(input_precision)
         bounds = f"0, {self.problem.k}"
         if self.split_k > 1:  # this program's slice: K_SLICE = steps / split_k rounded up
             start = f"{self.pid_k} * {self.k_slice}"
@@ -252,7 +270,8 @@ class GemmKernel:
             return ""
         tiles = self.tiles_m * self.tiles_n * self.problem.batch
         partials = tiles * self.split_k * self.tiling.block_m * self.tiling.block_n
-        dtype = "torch.int32" if self.acc_dtype == "tl.int32" else "torch.float32"
+        dtype = {"tl.int32": "torch.int32", "tl.float64": "torch.float64"}.get(self.acc_dtype,
+                                                                             "torch.float32")
         return scratch_specs_line([("split_k_partials", dtype, partials)],
                                   ("split_k_arrivals", tiles))
 
@@ -320,4 +339,5 @@ def operand_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], 
     return em.bind(f"{value}.to({dtype})", f"{name}_in")
 
 
-__all__ = ["DOT_BF16_PRELUDE", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile"]
+__all__ = ["DOT_BF16_PRELUDE", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
+           "precision_keyword"]
