@@ -123,6 +123,17 @@ def test_narrow_types_against_xla(dtype, preferred, tol):
     run_all_ways(f, (_arg((2, 6, 6, 4), dtype), _arg((3, 3, 4, 8), dtype)), tol=tol)
 
 
+def test_f64_against_xla():
+    # JAX's x64 mode: the products and their sum in f64 (the template's f64 accumulator)
+    x64 = jax.enable_x64 if hasattr(jax, "enable_x64") else jax.experimental.enable_x64
+    f = lambda x, w: lax.conv_general_dilated(  # noqa: E731
+        x, w, (2, 1), "SAME", dimension_numbers=NHWC)
+    with x64(True):
+        text = run_all_ways(f, (_arg((2, 6, 6, 4), np.float64), _arg((3, 3, 4, 8), np.float64)),
+                            tol=1e-12)
+    assert "f64[" in text
+
+
 def test_cnn_block_fuses_bias_and_relu_into_one_kernel():
     x, w, b = _arg((2, 8, 8, 4), np.float32), _arg((3, 3, 4, 8), np.float32), _arg((8,), np.float32)
     f = lambda x, w, b: jax.nn.relu(  # noqa: E731
