@@ -228,10 +228,6 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
         ("HloModule m\nENTRY e {\n  x = s32[1,4,2] parameter(0)\n  w = s32[2,2,2] parameter(1)\n"
         "  ROOT r = s32[1,3,2] convolution(x, w), window={size=2}, dim_labels=b0f_0io->b0f\n}\n"),
         "r", "s32"),
-    "dot_of_s32": (
-        ("HloModule m\nENTRY e {\n  x = s32[2,3] parameter(0)\n  y = s32[3,4] parameter(1)\n"
-        "  ROOT r = s32[2,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"),
-        "r", "s32"),
     "reducer_with_a_copy": (
         ("HloModule m\ncopyadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
         "  c = f32[] copy(a)\n  ROOT s = f32[] add(c, b)\n}\n"

@@ -154,9 +154,9 @@ def test_attention_dots_via_the_dot_path():
 
 
 def test_predicate_and_clear_errors():
-    module = plain_dot("s32", "s32")
+    module = plain_dot("f32", "s32")
     assert is_dot_fusion(module, "r") and not is_dot_fusion(module, "nope")
-    with pytest.raises(UnsupportedOpError, match="s32 x s32 -> s32 is not supported"):
+    with pytest.raises(UnsupportedOpError, match="f32 x f32 -> s32 is not supported"):
         compile_dot_fusion(module, "r")
     with pytest.raises(UnsupportedOpError, match="block_m=8 is not a power of two"):
         compile_dot_fusion(plain_dot("f32", "f32"), "r", tile_sizes=(8, 16, 16))

@@ -238,6 +238,9 @@ def test_covered_template_ops_pass_their_planners():
               "  ROOT r = s32[2,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
     assert oc.uncovered_ops(parse_hlo(s8_dot)) == []
     _compile_and_compare(s8_dot)
+    s32_dot = s8_dot.replace("s8[", "s32[")  # summed on the CUDA cores, not tl.dot
+    assert oc.uncovered_ops(parse_hlo(s32_dot)) == []
+    _compile_and_compare(s32_dot)
 
 
 def test_xla_fusion_of_unsupported_kind_is_rejected(no_kernels):

@@ -49,6 +49,7 @@ from fusion.gc_pause import paused_gc
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import in_dependency_order
 from fusion.opcodes import PLUMBING_OPCODES
+from fusion.transforms.complex_dots import expand_complex_dots
 from fusion.transforms.dot_operand_rounding import round_dot_operands
 from tiling.fusion_pass.attention_orientation import orient_score_dots
 from tiling.fusion_pass.builder import NameAllocator, rebuild_computation
@@ -287,8 +288,9 @@ def fuse_module(module: HloModule, *, options: FusionOptions | None = None) -> F
 def _fuse_module(module: HloModule, options: FusionOptions) -> FusionResult:
     module = in_dependency_order(module)  # the pass walks each computation top to bottom
     # a dot whose algorithm only rounds its operands as converts and a plain dot, which the
-    # dot and attention patterns take (compile_hlo's plain_ops did it already)
-    module = round_dot_operands(module)
+    # dot and attention patterns take, and a complex dot as real ones, which a dot fusion
+    # takes (compile_hlo's plain_ops did both already)
+    module = expand_complex_dots(round_dot_operands(module))
     if options.canonicalize:
         module = canonicalize(module)
     targets = set(computations_to_fuse(module))

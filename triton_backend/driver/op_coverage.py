@@ -171,10 +171,12 @@ _EXPLICIT: dict[str, OpCoverage] = {
                               "the sharding annotations (Sharding, SPMDFullToShardShape, ...: "
                               "fusion.analysis.sharding), copies on one device; "
                               "any other target is opaque and not covered", library_check),
-    "dot": OpCoverage(DOT, "operands f32/bf16/f16/f8 with an f32/bf16/f16 result, or s8 x s8 "
-                      "-> s32/s16/s8; every XLA algorithm (the operand-rounding ones as "
-                      "converts; the bf16 splits x3/x6 as Triton's, x9 as exact f32); fused "
-                      "only with elementwise prologues/epilogues",
+    "dot": OpCoverage(DOT, "float, integer and pred operands: tl.dot for f32/bf16/f16/f8 (an "
+                      "f32/bf16/f16/f8 result), f64 and s8; other integers summed on the CUDA "
+                      "cores, wrapping in the result type; complex as four real dots "
+                      "(fusion.transforms.complex_dots); every XLA algorithm (the "
+                      "operand-rounding ones as converts; the bf16 splits x3/x6 as Triton's, "
+                      "x9 as exact f32); fused only with elementwise prologues/epilogues",
                       template_check),
     "fft": OpCoverage(LIBRARY, "torch.fft (FFT, IFFT, RFFT, IRFFT over 1 to 3 dims)",
                       library_check),

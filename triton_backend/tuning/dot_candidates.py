@@ -118,8 +118,9 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
         reads = min(reads, inputs - lhs - rhs + max(
             lhs + rhs, _wave_reads(problem, tiling, programs, spec or device_spec("h100"))))
     flops, tensor_flops = 0, dot_flops(problem)
-    if operand_type in ("f32", "f64") and precision == "ieee":
-        # Exact f32 (and f64) products run on the FMA units, at a measured fraction of them.
+    if problem.multiply_add or operand_type in ("f32", "f64") and precision == "ieee":
+        # Exact f32 (and f64) products run on the FMA units, at a measured fraction of them;
+        # so do the integer products a kernel sums itself (not measured).
         flops, tensor_flops = round(tensor_flops / FMA_DOT_EFFICIENCY), 0
     elif operand_type == "f32" and precision in SPLIT_PRODUCTS:
         tensor_flops *= SPLIT_PRODUCTS[precision]

@@ -163,7 +163,8 @@ def render_conv_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Co
     lead = 1 if groups > 1 else 0
     lhs, a = _lhs_tile(kernel, spec)
     rhs, b = _rhs_tile(kernel, spec)
-    loop = kernel.k_loop(lhs, rhs, a, b, spec.input_precision, spec.acc_dtype)
+    loop = kernel.k_loop(lhs, rhs, a, b, spec.input_precision, spec.acc_dtype,
+                         spec.operand_dtype)
 
     epi = kernel.epilogue_emitter(lead, spec.conv.name, "convolution")
     g = _group_index(kernel, epi, groups)

@@ -57,7 +57,10 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
+from fusion.ir.element_types import element_type
 from fusion.ir.shape import ArrayShape
+from triton_backend.lowering.emitter.triton_types import render_round, storage_dtype
+from triton_backend.templates.dot.gemm_kernel import TL_DOT_OPERANDS
 from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.templates.dot.tiling import (
@@ -76,6 +79,17 @@ _ALGORITHM_PRECISION = DOT_ALGORITHM_PRECISIONS
 
 _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8",
                    "f8e4m3fn": "xla_math.DOT_F8E4M3FN", "f8e5m2": "xla_math.DOT_F8E5M2"}
+
+_INTEGERS = frozenset({"pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8", "u16",
+                       "u32", "u64"})
+
+#: The accumulator of an integer dot by its result type (32 bits for narrower results).
+_INTEGER_ACCUMULATORS = {"pred": "tl.int32", "s8": "tl.int32", "s16": "tl.int32",
+                         "s32": "tl.int32", "s64": "tl.int64", "u8": "tl.uint32",
+                         "u16": "tl.uint32", "u32": "tl.uint32", "u64": "tl.uint64"}
+
+#: Float result types a dot accumulates in f32 and rounds to.
+_FLOAT_RESULTS = frozenset({"bf16", "f16", "f32", "f8e4m3fn", "f8e5m2"})
 
 #: Operand types Triton lowers only on sm_89 and newer (``fp8e4nv``).
 _SM89_OPERANDS = frozenset({"f8e4m3fn"})
@@ -134,34 +148,42 @@ def dot_spec(module: HloModule, fusion_instr: HloInstruction | str) -> DotSpec:
 def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
     """``(operand dtype, accumulator dtype, input_precision, result rounding)`` of a dot with
     operand types ``lhs``, ``rhs`` and result type ``out`` (the numerics in the module
-    docstring); also used by the attention template for its two dots."""
+    docstring); also used by the attention template for its two dots.  An operand dtype
+    outside ``TL_DOT_OPERANDS`` is multiplied and summed on the CUDA cores
+    (``GemmKernel.k_loop``)."""
     algorithm = dot.attr("algorithm", None)
     if algorithm is not None and str(algorithm) not in _ALGORITHM_PRECISION:
         raise UnsupportedOpError(f"dot algorithm {algorithm} is not supported (supported: "
                                  f"{sorted(_ALGORITHM_PRECISION)})", where=dot.name)
-    if lhs == rhs == "s8":
-        if out not in ("s32", "s8", "s16"):
-            raise UnsupportedOpError(f"s8 x s8 dot producing {out} is not supported", where=dot.name)
-        rounding = "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
-        return "tl.int8", "tl.int32", None, rounding
-    if lhs == rhs == out == "f64":
+    integers = lhs in _INTEGERS and rhs in _INTEGERS
+    if lhs == rhs == "s8" and out in ("s32", "s16", "s8"):  # int8 tensor cores
+        return "tl.int8", "tl.int32", None, "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
+    if integers and out in _INTEGER_ACCUMULATORS:
+        # XLA multiplies and sums integers in the result type (wrapping); narrower results
+        # wrap the same from a 32-bit sum.
+        acc = _INTEGER_ACCUMULATORS[out]
+        storage = storage_dtype(element_type(out))
+        rounding = "({acc} != 0)" if out == "pred" else \
+            "{acc}" if storage == acc else "{acc}.to(%s)" % storage
+        return acc, acc, None, rounding
+    known = all(t in _OPERAND_DTYPES or t in _INTEGERS or t == "f64" for t in (lhs, rhs))
+    if known and out == "f64":
         # f64 products summed in f64 (the FP64 tensor cores on sm_80+, DMMA)
         return "tl.float64", "tl.float64", None, "{acc}"
-    if lhs not in _OPERAND_DTYPES or rhs not in _OPERAND_DTYPES or lhs == "s8" or rhs == "s8" \
-            or out not in ("f32", "bf16", "f16"):
-        raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported by tl.dot "
-                                 "(supported: f32, bf16, f16, f8e4m3fn, f8e5m2 with an f32, bf16 "
-                                 "or f16 result, f64 x f64 -> f64, s8 x s8 -> s32)",
+    if not known or "f64" in (lhs, rhs) or out not in _FLOAT_RESULTS:
+        raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported (supported: "
+                                 "f32, bf16, f16, f8e4m3fn, f8e5m2 and integer operands with an "
+                                 f"{', '.join(sorted(_FLOAT_RESULTS))} result, f64 with an f64 "
+                                 "result, integers with an integer or pred result)",
                                  where=dot.name)
-    if lhs == rhs and lhs != "f32":
+    if lhs == rhs and lhs not in ("f32", "s8") and not integers:
         operand, precision = _OPERAND_DTYPES[lhs], None
     else:
-        # Mixed or f32 operands: both are (exactly) widened to f32.
+        # Mixed, f32 or integer operands: both are (exactly, or as XLA converts them)
+        # widened to f32.
         operand = "tl.float32"
         precision = _ALGORITHM_PRECISION.get(str(algorithm), "ieee") if algorithm else "ieee"
-    rounding = {"f32": "{acc}", "bf16": "xla_math.round_to_bf16({acc})",
-                "f16": "{acc}.to(tl.float16).to(tl.float32)"}[out]
-    return operand, "tl.float32", precision, rounding
+    return operand, "tl.float32", precision, render_round("{acc}", element_type(out))
 
 
 def _operand_bytes(module: HloModule, fusion_instr: HloInstruction, dot: HloInstruction) -> int:
@@ -176,7 +198,9 @@ def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotPro
     return DotProblem(math.prod(spec.batch_sizes), math.prod(spec.m_sizes),
                       math.prod(spec.n_sizes), math.prod(spec.k_sizes),
                       _operand_bytes(module, fusion_instr, spec.dot),
-                      _expensive_prologue(module, fusion_instr, spec.dot))
+                      _expensive_prologue(module, fusion_instr, spec.dot),
+                      0 if spec.operand_dtype in TL_DOT_OPERANDS
+                      else 8 if spec.acc_dtype.endswith("64") else 4)
 
 
 def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
@@ -255,5 +279,5 @@ def compile_dot_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
     return CompiledFusion(fusion_instr.name, TemplateKind.DOT, path, source, grid, tiling.tile_sizes, loaded)
 
 
-__all__ = ["DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops", "dot_numerics",
-           "dot_problem", "dot_spec", "is_dot_fusion", "target_arch"]
+__all__ = ["TL_DOT_OPERANDS", "DotProblem", "DotTiling", "compile_dot_fusion", "dot_flops",
+           "dot_numerics", "dot_problem", "dot_spec", "is_dot_fusion", "target_arch"]

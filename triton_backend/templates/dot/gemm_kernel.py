@@ -45,6 +45,11 @@ DOT_BF16_PRELUDE = (
 )
 
 
+#: The operand dtypes ``tl.dot`` multiplies (the tensor cores, or f32's and f64's FMA loops);
+#: a dot of others sums its products itself (``GemmKernel.k_loop``).
+TL_DOT_OPERANDS = frozenset({"tl.float32", "tl.float16", "DOT_BF16", "tl.int8", "tl.float64",
+                             "xla_math.DOT_F8E4M3FN", "xla_math.DOT_F8E5M2"})
+
 #: The ``xla_math`` constant a kernel names for each bf16 split ``input_precision``
 #: (``triton_backend.device_lib.dot_precision``: what this Triton runs it as).
 SPLIT_PRECISION_CONSTANTS = {"bf16x3": "BF16X3_PRECISION", "bf16x6": "BF16X6_PRECISION"}
@@ -182,17 +187,21 @@ class GemmKernel:
         return em.new_dim("k", axis, k, self.k0, self.split_k * self.k_slice - 1 if k else bk - 1)
 
     def k_loop(self, lhs: ValueEmitter, rhs: ValueEmitter, a: str, b: str,
-               input_precision: str | None, acc_dtype: str) -> tuple[str, ...]:
-        """The K loop: both operand tiles rendered, then one ``tl.dot`` into the accumulator."""
+               input_precision: str | None, acc_dtype: str, operand_dtype: str) -> tuple[str, ...]:
+        """The K loop: both operand tiles rendered, then one ``tl.dot`` into the accumulator
+        (or, for operands ``tl.dot`` does not take, their products summed over K)."""
         acc = self.acc
-        precision = precision_keyword(input_precision)
+        if operand_dtype in TL_DOT_OPERANDS:
+            step = f"{acc} = tl.dot({a}, {b}, {acc}{precision_keyword(input_precision)}, " \
+                   f"out_dtype={acc_dtype})"
+        else:  # e.g. s32: on the CUDA cores, wrapping as the result type does
+            step = f"{acc} += tl.sum({a}[:, :, None] * {b}[None, :, :], axis=1)"
         bounds = f"0, {self.problem.k}"
         if self.split_k > 1:  # this program's slice: K_SLICE = steps / split_k rounded up
             start = f"{self.pid_k} * {self.k_slice}"
             bounds = f"{start}, {start} + {self.k_slice}"
         return (f"for {self.k0} in range({bounds}, {self.tiling.block_k}):",
-                *lhs.lines, *rhs.lines,
-                f"        {acc} = tl.dot({a}, {b}, {acc}{precision}, out_dtype={acc_dtype})")
+                *lhs.lines, *rhs.lines, f"        {step}")
 
     def store_outputs(self, epi: AccumulatorEpilogue, lead: int, m_dim: DimExpr,
                       n_dim: DimExpr, out_indices: tuple, rounding: str,
@@ -339,5 +348,5 @@ def operand_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], 
     return em.bind(f"{value}.to({dtype})", f"{name}_in")
 
 
-__all__ = ["DOT_BF16_PRELUDE", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
+__all__ = ["DOT_BF16_PRELUDE", "TL_DOT_OPERANDS", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
            "precision_keyword"]

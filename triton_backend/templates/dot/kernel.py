@@ -93,7 +93,8 @@ def render_dot_kernel(module: HloModule, fusion_instr: HloInstruction, spec: Dot
                                    row_major_coordinates(rk, spec.k_sizes))
     b = operand_tile(rhs, spec.dot.operands[1], rhs_indices, (bk, bn), _k_valid(kernel, rhs, rk),
                      spec.operand_dtype, "dot")
-    loop = kernel.k_loop(lhs, rhs, a, b, spec.input_precision, spec.acc_dtype)
+    loop = kernel.k_loop(lhs, rhs, a, b, spec.input_precision, spec.acc_dtype,
+                         spec.operand_dtype)
 
     epi = kernel.epilogue_emitter(lead, spec.dot.name, "dot")
     epi_b = _batch_indices(epi, spec, kernel.pid_batch)

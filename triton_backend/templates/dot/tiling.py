@@ -46,6 +46,8 @@ SHARED_MEMORY_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227
 MIN_BLOCK = DOT_MIN_BLOCK
 MAX_BLOCK_MN = 256
 MAX_BLOCK_K = 256
+#: The most ``[BLOCK_M, BLOCK_K, BLOCK_N]`` products a multiply-add dot's K step forms.
+MULTIPLY_ADD_TILE = 64 * 16 * 64
 
 #: SMs of the smallest device of each compute capability in the device table (sm_80: A100's
 #: 108, sm_90: H100's 132): the programs a launch needs to keep every SM busy.
@@ -73,6 +75,10 @@ class DotProblem:
     #: feeding the MLP's second matmul): its temporaries share the registers with the
     #: accumulator, so the K tile is kept at 32.
     expensive_prologue: bool = False
+    #: The bytes of each product when ``tl.dot`` takes no such operands (integers wider than
+    #: 8 bits) and the kernel sums the ``[BLOCK_M, BLOCK_K, BLOCK_N]`` products itself, so its
+    #: tiles stay small (:data:`MULTIPLY_ADD_TILE`) and K is not split; 0 for ``tl.dot``.
+    multiply_add: int = 0
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,10 @@ def tiling_problems(tiling: DotTiling, problem: DotProblem, arch: int) -> list[s
     elif tiling.split_k > 1 and _partials(tiling, problem) >= 2 ** 31:
         reasons.append(f"split_k={tiling.split_k}'s {_partials(tiling, problem)} partial sums "
                        "exceed the workspace's 32-bit offsets")
+    products = tiling.block_m * tiling.block_k * tiling.block_n
+    if problem.multiply_add and (products > MULTIPLY_ADD_TILE or tiling.split_k > 1):
+        reasons.append(f"a dot summing its own products takes at most {MULTIPLY_ADD_TILE} "
+                       f"products per K step ({products} asked) and no split of K")
     if not reasons:
         used, limit = shared_memory_bytes(tiling, problem.operand_bytes), _smem_limit(arch)
         if used > limit:
@@ -249,6 +259,12 @@ def default_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
     >>> default_tiling(DotProblem(1, 1024, 1024, 1024, 2), 90)
     DotTiling(block_m=64, block_n=128, block_k=64, group_m=8, num_warps=4, num_stages=4, split_k=1)
     """
+    if problem.multiply_add:
+        # 32x32x16: 16384 products, 128 registers a thread at 4 warps (32-bit; 64-bit
+        # values take two each, so M halves: 32x32 spilled 544 registers on sm_80)
+        wide = 16 if problem.multiply_add >= 8 else 32
+        return DotTiling(min(dot_default_block(problem.m), wide),
+                         min(dot_default_block(problem.n), 32), MIN_BLOCK, 8, 4, 2)
     # The fusion pass reads the same default to count a prologue's recomputation.
     block_m, block_n = dot_default_block(problem.m), dot_default_block(problem.n)
     if arch >= 90 and problem.operand_bytes <= 2 and block_m == 128 and block_n == 128 and \
@@ -350,8 +366,11 @@ def interpreter_tiling(problem: DotProblem, arch: int = 90) -> DotTiling:
     >>> interpreter_tiling(DotProblem(1, 2048, 2304, 768, 2)).tile_sizes
     (256, 256, 128)
     """
-    block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), MAX_BLOCK_MN)
-    block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), MAX_BLOCK_MN)
+    cap = 64 if problem.multiply_add else MAX_BLOCK_MN  # 64x64x16: MULTIPLY_ADD_TILE
+    block_m = min(max(_pow2_at_least(problem.m), MIN_BLOCK), cap)
+    block_n = min(max(_pow2_at_least(problem.n), MIN_BLOCK), cap)
+    if problem.multiply_add:
+        return DotTiling(block_m, block_n, MIN_BLOCK, 8, _warps_for(block_m, block_n), 1)
     k = min(max(_pow2_at_least(problem.k), MIN_BLOCK), MAX_BLOCK_K)
     while k >= MIN_BLOCK:
         tiling = DotTiling(block_m, block_n, k, 8, _warps_for(block_m, block_n), 1)

@@ -1,0 +1,118 @@
+"""A dot of complex values written as dots of their real parts.
+
+Kernels hold no complex type (``complex_expansion`` rewrites a fusion's complex values into
+pairs of floats), and a dot fusion holds exactly one dot; a complex dot is four real ones.  So
+before fusing, ``d = dot(a, b)`` of ``c64`` (``c128``) values becomes
+
+    re = dot(real(a), real(b)) - dot(imag(a), imag(b))
+    im = dot(real(a), imag(b)) + dot(imag(a), real(b))
+    d  = complex(re, im)
+
+each real dot with the complex dot's dimension numbers and precision (a real operand has no
+imaginary terms: two dots).  XLA:GPU sends a complex dot to cuBLAS (``cgemm``), which sums
+the same four products per term; only the order of the roundings differs.
+
+>>> from fusion.text.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   a = c64[2,3] parameter(0)
+...   b = c64[3,4] parameter(1)
+...   ROOT d = c64[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+... }''')
+>>> [i.opcode for i in expand_complex_dots(m).entry].count("dot")
+4
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fusion.ir.attributes import Literal
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.shape import ArrayShape
+
+#: The real type of each complex type's parts.
+_PART_TYPE = {"c64": "f32", "c128": "f64"}
+
+
+def expand_complex_dots(module: HloModule) -> HloModule:
+    """``module`` with every dot of complex values written as real dots (module docstring);
+    ``module`` itself when it has none."""
+    taken = {i.name for c in module.computations for i in c.instructions}
+    comps = tuple(_expanded(c, taken) for c in module.computations)
+    if all(new is old for new, old in zip(comps, module.computations)):
+        return module
+    return replace(module, computations=comps)
+
+
+def _is_complex_dot(comp: HloComputation, instr: HloInstruction) -> bool:
+    shapes = [instr.shape] + [comp.instruction(o).shape for o in instr.operands]
+    return instr.opcode == "dot" and all(isinstance(s, ArrayShape) for s in shapes) \
+        and instr.shape.dtype in _PART_TYPE
+
+
+def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
+    if not any(_is_complex_dot(comp, i) for i in comp.instructions):
+        return comp
+    out: list[HloInstruction] = []
+    for instr in comp.instructions:
+        if _is_complex_dot(comp, instr):
+            out.extend(_real_dots(comp, instr, taken))
+        else:
+            out.append(instr)
+    return replace(comp, instructions=tuple(out))
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}.{n}"
+    taken.add(name)
+    return name
+
+
+def _real_dots(comp: HloComputation, dot: HloInstruction,
+               taken: set[str]) -> list[HloInstruction]:
+    """The instructions computing complex ``dot`` from real dots; the last one keeps its
+    name."""
+    part = _PART_TYPE[dot.shape.dtype]
+    made: list[HloInstruction] = []
+
+    def add(hint: str, opcode: str, shape, operands, attributes=()) -> str:
+        name = _fresh(f"{dot.name}.{hint}", taken)
+        made.append(dot.replace(name=name, opcode=opcode, shape=shape, operands=tuple(operands),
+                                attributes=tuple(attributes)))
+        return name
+
+    def parts(operand: str) -> tuple[str, str | None]:
+        shape = comp.instruction(operand).shape
+        if shape.dtype not in _PART_TYPE:  # a real operand: no imaginary part
+            return operand, None
+        as_part = shape.with_dtype(_PART_TYPE[shape.dtype])
+        return add("re", "real", as_part, (operand,)), add("im", "imag", as_part, (operand,))
+
+    (a_re, a_im), (b_re, b_im) = parts(dot.operands[0]), parts(dot.operands[1])
+    result = dot.shape.with_dtype(part)
+
+    def real_dot(x: str | None, y: str | None, hint: str) -> str | None:
+        return None if x is None or y is None else add(hint, "dot", result, (x, y), dot.attributes)
+
+    def combine(opcode: str, x: str | None, y: str | None, hint: str) -> str:
+        if y is None:
+            return x if x is not None else _zero(add, result, part)
+        if x is None:
+            return add(hint, "negate", result, (y,)) if opcode == "subtract" else y
+        return add(hint, opcode, result, (x, y))
+
+    re = combine("subtract", real_dot(a_re, b_re, "rr"), real_dot(a_im, b_im, "ii"), "real")
+    im = combine("add", real_dot(a_re, b_im, "ri"), real_dot(a_im, b_re, "ir"), "imag")
+    made.append(dot.replace(opcode="complex", operands=(re, im), attributes=()))
+    return made
+
+
+def _zero(add, shape: ArrayShape, part: str) -> str:
+    scalar = add("zero", "constant", ArrayShape(part, ()), (), (("literal", Literal((), (0.0,))),))
+    return add("zeros", "broadcast", shape, (scalar,), (("dimensions", ()),))
+
+
+__all__ = ["expand_complex_dots"]
