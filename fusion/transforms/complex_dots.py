@@ -29,6 +29,7 @@ from dataclasses import replace
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
+from fusion.transforms.naming import fresh_name
 
 #: The real type of each complex type's parts.
 _PART_TYPE = {"c64": "f32", "c128": "f64"}
@@ -62,15 +63,6 @@ def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
     return replace(comp, instructions=tuple(out))
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}.{n}"
-    taken.add(name)
-    return name
-
-
 def _real_dots(comp: HloComputation, dot: HloInstruction,
                taken: set[str]) -> list[HloInstruction]:
     """The instructions computing complex ``dot`` from real dots; the last one keeps its
@@ -79,7 +71,7 @@ def _real_dots(comp: HloComputation, dot: HloInstruction,
     made: list[HloInstruction] = []
 
     def add(hint: str, opcode: str, shape, operands, attributes=()) -> str:
-        name = _fresh(f"{dot.name}.{hint}", taken)
+        name = fresh_name(f"{dot.name}.{hint}", taken)
         made.append(dot.replace(name=name, opcode=opcode, shape=shape, operands=tuple(operands),
                                 attributes=tuple(attributes)))
         return name

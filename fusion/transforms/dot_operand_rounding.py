@@ -30,6 +30,7 @@ from dataclasses import replace
 from fusion.ir.hlo_module import HloComputation, HloModule
 from fusion.evaluator.dot_algorithms import OPERAND_ROUNDING_ALGORITHMS
 from fusion.ir.shape import ArrayShape
+from fusion.transforms.naming import fresh_name
 
 
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -45,15 +46,6 @@ def round_dot_operands(module: HloModule) -> HloModule:
     return replace(module, computations=comps)
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}.{n}"
-    taken.add(name)
-    return name
-
-
 def _rounded(comp: HloComputation, taken: set[str]) -> HloComputation:
     out = []
     changed = False
@@ -67,7 +59,7 @@ def _rounded(comp: HloComputation, taken: set[str]) -> HloComputation:
         operands = []
         for operand, shape in zip(instr.operands, shapes):
             if shape.dtype != target:
-                name = _fresh(f"{instr.name}.{target}", taken)
+                name = fresh_name(f"{instr.name}.{target}", taken)
                 out.append(instr.replace(name=name, opcode="convert",
                                          shape=ArrayShape(target, shape.dims),
                                          operands=(operand,), attributes=()))
