@@ -165,7 +165,8 @@ def test_predicate_and_clear_errors():
                            tile_sizes={"block_m": 256, "block_n": 256, "block_k": 128, "num_stages": 4})
     body = ("  a = f32[4,8] parameter(0)\n  b = f32[8,4] parameter(1)\n"
             "  d = f32[4,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-            "  ROOT t = f32[4,4] transpose(d), dimensions={1,0}")
+            "  t = f32[4,4] transpose(d), dimensions={1,0}\n"
+            "  ROOT s = f32[4,4] add(t, d)")  # the dot at two indices: no layout tail
     module = fused_module(body, [("a", "f32[4,8]"), ("b", "f32[8,4]")], "f32[4,4]")
     with pytest.raises(UnsupportedOpError, match="only elementwise epilogues"):
         compile_dot_fusion(module, "r")

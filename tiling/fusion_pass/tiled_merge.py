@@ -58,6 +58,7 @@ from tiling.fusion_pass.decisions import (
 )
 from tiling.fusion_pass.dot_prologue import recompute_problem
 from tiling.fusion_pass.graph import FusionGraph
+from tiling.fusion_pass.layout_tail import rearranges
 from tiling.fusion_pass.tile_check import candidate_structure
 from tiling.policy.candidates import report_for
 from tiling.policy.limits import NUM_SMS
@@ -67,8 +68,8 @@ from tiling.symbolic.tiled_fusion import analyze_computation_tiling
 def dot_member(comp: HloComputation, node: Node) -> str | None:
     """The dot of a node that may become a ``tl.dot`` kernel: exactly one dot, every other
     member fusible and no reduction, and what is computed from the dot elementwise at its
-    index (the dot template takes elementwise and data-movement prologues and elementwise
-    epilogues); None for any other node."""
+    index, then perhaps rearranged (the dot template takes elementwise and data-movement
+    prologues, elementwise epilogues and a layout tail); None for any other node."""
     # A ``contraction`` (a dot, or a convolution as an implicit GEMM): its ``tl.dot``
     # template takes prologues and an elementwise epilogue.
     dots = [m for m in node.members if traits(comp.instruction(m).opcode).contraction]
@@ -79,16 +80,25 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
         if m != dots[0] and (opcode not in FUSIBLE_OPCODES or opcode == "reduce"):
             return None
     # The epilogue is applied to the accumulator tile: everything computed from the dot must
-    # be elementwise at the dot's own output index (no transpose or reshape of its result).
+    # be elementwise at the dot's own output index, but for a layout tail at the top (a
+    # transpose or reshape of the result, stored through: ``layout_tail``) of a value that
+    # nothing else reads.
     out_dims = comp.instruction(dots[0]).shape.dims
-    downstream = {dots[0]}
+    downstream, tail = {dots[0]}, set()
     for m in node.members:  # members are in the computation's (topological) order
         instr = comp.instruction(m)
-        if m in downstream or not any(o in downstream for o in instr.operands):
+        if m in downstream or not any(o in downstream or o in tail for o in instr.operands):
             continue
-        if instr.opcode not in ELEMENTWISE_OPCODES or instr.shape.dims != out_dims:
+        if rearranges(instr) and comp.users.get(instr.operands[0], ()) == (m,):
+            tail.add(m)
+        elif tail & set(instr.operands) or instr.opcode not in ELEMENTWISE_OPCODES \
+                or instr.shape.dims != out_dims:
             return None
-        downstream.add(m)
+        else:
+            downstream.add(m)
+    # A tail of reshapes alone moves no element: its consumers read through it as well.
+    if tail and not any(traits(comp.instruction(m).opcode).physical_transpose for m in tail):
+        return None
     return dots[0]
 
 

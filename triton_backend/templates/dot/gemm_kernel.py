@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
+from tiling.fusion_pass.layout_tail import layout_tail
 from tiling.maps.affine_expr import AffineExpr, DimExpr
 from triton_backend.lowering.emitter.addressing import buffer_addressing
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, sanitize
@@ -207,11 +208,16 @@ class GemmKernel:
                       n_dim: DimExpr, out_indices: tuple, rounding: str,
                       hero_dims: tuple[int, ...]) -> None:
         """Render the fusion root at the output tile (the hero read as the accumulator,
-        rounded by ``rounding``) and store every output, masked past M and N."""
-        # The root is rendered at the hero's output indices, so every output must have the
-        # hero's dims (checked first: a root of another rank, a broadcast of the dot, would
-        # otherwise be lowered at indices of the wrong rank).
-        for i, shape in enumerate(self.outputs):
+        rounded by ``rounding``) and store every output, masked past M and N.  A root that
+        only rearranges a value (its ``layout_tail``: a transpose or reshape of the result)
+        is that value stored at the rearranged indices."""
+        # The root is rendered at the hero's output indices, so every output (or the value
+        # a tail rearranges) must have the hero's dims (checked first: a root of another
+        # rank, a broadcast of the dot, would otherwise be lowered at indices of the wrong
+        # rank).
+        tail = layout_tail(self.computation)
+        shapes = [self.computation.instruction(tail.value).shape] if tail.ops else self.outputs
+        for i, shape in enumerate(shapes):
             if tuple(shape.dims) != tuple(hero_dims):
                 raise UnsupportedOpError(f"output {i} {list(shape.dims)} is not shaped like the "
                                          f"{epi.hero_kind} {list(hero_dims)}",
@@ -220,7 +226,8 @@ class GemmKernel:
         bm, bn = self.tiling.block_m, self.tiling.block_n
         acc_view = f"tl.reshape({self.acc}, (1, {bm}, {bn}))" if lead else self.acc
         epi.hero_value = epi.bind(rounding.format(acc=acc_view), epi.hero_name)
-        root_value = epi.value(self.computation.root_name, out_indices)
+        root_value = epi.value(tail.value, out_indices)
+        store_indices = tail.at_root(out_indices)
         values = root_value if isinstance(root_value, tuple) else (root_value,)
         if len(values) != len(self.outputs):
             raise UnsupportedOpError(f"root produces {len(values)} values for "
@@ -231,7 +238,7 @@ class GemmKernel:
                         "out_mask")
         zero = epi.bind(f"{mn[0]} * 0 + {mn[1]} * 0", "tile_zero")
         for i, (v, shape, pointer) in enumerate(zip(values, self.outputs, self.out_pointers)):
-            offset = epi.index_text(buffer_addressing(shape, f"output {i}").offset(out_indices))
+            offset = epi.index_text(buffer_addressing(shape, f"output {i}").offset(store_indices))
             epi.emit(f"tl.store({pointer} + {offset} + {zero}, "
                      f"{render_store_narrow(v, shape.element_type)}, mask={mask})")
 
