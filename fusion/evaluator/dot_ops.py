@@ -77,8 +77,8 @@ def eval_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
                               f"{lhs.dtype} and {rhs.dtype}")
     if algorithm in SPLIT_ALGORITHMS:
         if lhs.dtype != np.float32 or rhs.dtype != np.float32:
-            raise op_error(instr, f"dot algorithm {algorithm} splits f32 operands, not "
-                                  f"{hlo_type_of(lhs.dtype).name} and {hlo_type_of(rhs.dtype).name}")
+            types = " and ".join(hlo_type_of(a.dtype).name for a in (lhs, rhs))
+            raise op_error(instr, f"dot algorithm {algorithm} splits f32 operands, not {types}")
         return split_dot(lhs, rhs, contracting, batch, algorithm).astype(
             numpy_dtype(instr.array_shape))
     # the algorithm multiplies the operands rounded to its type, accumulating in f32 or wider

@@ -6,8 +6,9 @@ cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it co
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
 (``map_inlining``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
-complex values dots of their real parts (``complex_dots``): each the same value, op for op.  ``compile_hlo`` and the coverage check
-both start from this, so the check judges what the compiler compiles.
+complex values dots of their real parts (``complex_dots``): each the same value, op for op.
+``compile_hlo`` and the coverage check both start from this, so the check judges what the
+compiler compiles.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m

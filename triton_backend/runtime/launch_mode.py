@@ -66,7 +66,8 @@ class _InterpretedLaunch:
         INTERPRETER_LOCK.release()
 
 
-#: Held by every interpreted launch (module docstring).
+#: Held by an interpreted launch where Triton's library was decorated for a GPU (module
+#: docstring).
 INTERPRETED_LAUNCH = _InterpretedLaunch()
 
 #: The interpreter twin of each of Triton's ``JITFunction`` library functions, by id.

@@ -28,7 +28,11 @@ Numerics (matching XLA's reference evaluator):
   x e5m2, fp8 x bf16) are widened to fp32 on every target.  Below sm_89 Triton has no
   f8e4m3fn, so such a dot is refused there (:func:`compile_dot_fusion`).
 * f64 x f64 -> f64 multiplies and accumulates in f64 (``out_dtype=tl.float64``; DMMA on sm_80+).
-* s8 x s8 -> s32 uses ``out_dtype=tl.int32``.
+* s8 x s8 -> s32 uses ``out_dtype=tl.int32``.  Other integer dots (s32, s64, u32, s16, u8,
+  pred) take no ``tl.dot``: the kernel sums a ``[BLOCK_M, BLOCK_K, BLOCK_N]`` product tile in
+  the result type, wrapping as XLA does (small tiles: ``DotProblem.multiply_add``).  Integer
+  operands with a float result are converted to f32 first, as XLA converts them; an f8
+  result is the f32 sum rounded once.
 
 >>> import fusion
 >>> m = fusion.parse_hlo('''HloModule m
@@ -157,7 +161,8 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
                                  f"{sorted(_ALGORITHM_PRECISION)})", where=dot.name)
     integers = lhs in _INTEGERS and rhs in _INTEGERS
     if lhs == rhs == "s8" and out in ("s32", "s16", "s8"):  # int8 tensor cores
-        return "tl.int8", "tl.int32", None, "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
+        rounding = "{acc}" if out == "s32" else "{acc}.to(tl.int%s)" % out[1:]
+        return "tl.int8", "tl.int32", None, rounding
     if integers and out in _INTEGER_ACCUMULATORS:
         # XLA multiplies and sums integers in the result type (wrapping); narrower results
         # wrap the same from a 32-bit sum.
