@@ -213,7 +213,7 @@ def modules(draw):
     return HloModule(draw(names), comps, comp_names[-1], attributes, frames)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(modules())
 def test_random_modules_round_trip(module):
     text = print_hlo(module)
@@ -221,7 +221,7 @@ def test_random_modules_round_trip(module):
     assert print_hlo(parse_hlo(text)) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(shapes)
 def test_random_shapes_round_trip(shape):
     assert parse_shape(print_shape(shape)) == shape

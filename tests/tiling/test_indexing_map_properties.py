@@ -89,7 +89,7 @@ def _function(m):
     return {p: m.evaluate(*p) for p in enumerate_points(m)}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_expression_evaluates_like_python_ints(data):
     nd, ns = 2, 1
@@ -100,7 +100,7 @@ def test_expression_evaluates_like_python_ints(data):
             assert expr.evaluate(dv, sv) == ref(dv, sv)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([d(0), d(1), s(0), d(0) // 3, d(1) % 4, s(0) // 2]),
                           st.integers(-5, 5)), max_size=8),
        st.integers(-10, 10), st.randoms(use_true_random=False))
@@ -115,7 +115,7 @@ def test_equal_sums_are_equal_and_hash_equal(terms, constant, rnd):
     assert (a + d(1) - d(1)) == a
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(indexing_maps())
 def test_simplification_preserves_every_point(m):
     simplified = m.simplify()
@@ -127,7 +127,7 @@ def test_simplification_preserves_every_point(m):
     assert str(simplified.simplify()) == str(simplified)  # idempotent
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(indexing_maps())
 def test_print_parse_round_trip(m):
     # the multi-line form carries everything; the one-line form (as XLA prints it) omits the
@@ -145,7 +145,7 @@ def test_print_parse_round_trip(m):
                 == simplified.structural_key())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_composition_is_pointwise_composition(data):
     inner = data.draw(indexing_maps())

@@ -122,7 +122,7 @@ def test_occupancy_and_infeasible_launches():
         estimate(w, "h100", num_stages=3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(blocks=st.integers(1, 5000), warps=st.sampled_from([1, 2, 4, 8, 16]),
        device=st.sampled_from(sorted(DEVICES)))
 def test_prediction_never_beats_the_roofline(blocks, warps, device):

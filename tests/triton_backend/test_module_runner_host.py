@@ -195,7 +195,7 @@ def test_no_gpu_means_the_interpreter_on_cpu():
     assert configure_launch_mode() == torch.device("cpu") and interpreting()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=12, deadline=None)
 # Sub-byte integers travel as int8/uint8 values (test_sub_byte_boundary.py), not as their bits.
 @given(st.sampled_from(sorted(set(TORCH_DTYPES) - {"s2", "s4", "u2", "u4"})),
        st.lists(st.integers(0, 255), min_size=1, max_size=12))

@@ -118,7 +118,7 @@ def _module(params: str, op: str, attrs: str, out_shape, in_shape):
     return module
 
 
-@settings(max_examples=40)
+@settings(max_examples=20)
 @given(linear_programs(), st.integers(0, 2**16))
 def test_vjp_of_a_linear_op_is_its_transpose(program, seed: int) -> None:
     params, op, attrs, out_shape, in_shape, extra = program
