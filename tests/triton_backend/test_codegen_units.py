@@ -37,7 +37,7 @@ def _exprs():
     return st.recursive(leaf, grow, max_leaves=8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_exprs(), st.lists(st.integers(0, 50), min_size=3, max_size=3),
        st.lists(st.integers(0, 50), min_size=2, max_size=2))
 def test_rendered_index_arithmetic_evaluates_like_the_affine_expr(expr, dims, symbols):

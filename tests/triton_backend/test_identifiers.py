@@ -61,7 +61,7 @@ def test_allocator_makes_colliding_names_distinct_and_is_deterministic():
     assert names.fresh("a_b") == "a_b_3"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=8), max_size=20))
 def test_allocator_is_injective(originals):
     names = IdentifierAllocator()
