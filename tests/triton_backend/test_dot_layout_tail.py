@@ -1,7 +1,7 @@
-"""A dot fusion whose root only rearranges the result (a transpose or reshape at the top: its
-``layout_tail``) stores the tile at the rearranged indices instead of running a kernel of its
-own that reads the result back.  Truths: the reference evaluator, and XLA (JAX) for the
-attention-output pattern of a training step."""
+"""A dot (or convolution) fusion whose root only rearranges the result (a transpose or
+reshape at the top: its ``layout_tail``) stores the tile at the rearranged indices instead of
+running a kernel of its own that reads the result back.  Truths: the reference evaluator, and
+XLA (JAX) for a training step's attention output and an NCHW convolution output."""
 from __future__ import annotations
 
 import jax
@@ -63,3 +63,23 @@ def test_a_training_step_s_attention_output_has_no_kernel_of_its_own():
     got = compile_hlo(text, cache=False)(*[torch.from_numpy(a) for a in args])
     for g, w in zip(got, jax.jit(f)(*args)):
         np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_convolution_stores_its_nchw_output_through_the_tail():
+    # An NHWC convolution whose caller wants NCHW: the convolution kernel writes it so.
+    def f(x, w):
+        y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.transpose(jax.nn.relu(y), (0, 3, 1, 2))
+    shapes = (jax.ShapeDtypeStruct((2, 8, 8, 4), jnp.float32),
+              jax.ShapeDtypeStruct((3, 3, 4, 8), jnp.float32))
+    text = jax.jit(f).lower(*shapes).as_text(dialect="hlo")
+    fused = fuse_module(fusion.parse_hlo(text)).module
+    [kernel] = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    ops = {x.opcode for x in fused.computation(kernel.attr("calls")).instructions}
+    assert {"convolution", "transpose"} <= ops
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s.shape).astype(np.float32) for s in shapes]
+    got = compile_hlo(text, cache=False)(*[torch.from_numpy(a) for a in args])[0]
+    np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(f)(*args)), rtol=1e-4,
+                               atol=1e-4)
