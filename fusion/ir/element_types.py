@@ -115,6 +115,12 @@ _TABLE = (
 
 ELEMENT_TYPES: dict[str, ElementType] = {t.name: t for t in _TABLE}
 
+#: The real type of each complex type's parts (what ``real`` and ``imag`` give).
+COMPLEX_PART_TYPES: dict[str, str] = {"c64": "f32", "c128": "f64"}
+
+#: The complex type whose parts have each real type (what ``complex`` gives).
+COMPLEX_OF_PART_TYPES: dict[str, str] = {part: c for c, part in COMPLEX_PART_TYPES.items()}
+
 
 def element_type(name: str) -> ElementType:
     """Look up an element type by its HLO spelling; ``KeyError`` names the bad spelling."""

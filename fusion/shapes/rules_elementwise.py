@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.element_types import COMPLEX_OF_PART_TYPES, COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.opcodes import traits
 from fusion.shapes.checks import (
@@ -40,8 +41,6 @@ LOGICAL = "pred signed unsigned"
 NUMERIC = "signed unsigned float complex"
 SIGNED_NUMERIC = "signed float complex"
 
-_COMPLEX_PART = {"c64": "f32", "c128": "f64"}
-_COMPLEX_OF = {"f32": "c64", "f64": "c128"}
 
 # Unary op -> the element-type kinds it accepts.
 UNARY_KINDS: dict[str, str] = {
@@ -104,8 +103,8 @@ def shape_unary(instr: HloInstruction, operands: Sequence[Shape], module: HloMod
     dtype = x.dtype
     if instr.opcode == "is-finite":
         dtype = "pred"
-    elif traits(instr.opcode).complex_to_real and dtype in _COMPLEX_PART:
-        dtype = _COMPLEX_PART[dtype]
+    elif traits(instr.opcode).complex_to_real and dtype in COMPLEX_PART_TYPES:
+        dtype = COMPLEX_PART_TYPES[dtype]
     return ArrayShape(dtype, x.dims)
 
 
@@ -130,9 +129,9 @@ def shape_binary(instr: HloInstruction, operands: Sequence[Shape], module: HloMo
              expected="element type of kind " + " or ".join(BINARY_KINDS[instr.opcode].split()))
     expect_kind(instr, a, BINARY_KINDS[instr.opcode], "the operands")
     if instr.opcode == "complex":
-        if a.dtype not in _COMPLEX_OF:
+        if a.dtype not in COMPLEX_OF_PART_TYPES:
             fail(instr, f"complex needs f32 or f64 operands, got {a.dtype}")
-        return ArrayShape(_COMPLEX_OF[a.dtype], a.dims)
+        return ArrayShape(COMPLEX_OF_PART_TYPES[a.dtype], a.dims)
     return ArrayShape(a.dtype, a.dims)
 
 

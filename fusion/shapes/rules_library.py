@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.analysis.library_calls import LibraryCall, TARGETS, jacobi_svd_is_thin, library_call
+from fusion.ir.element_types import COMPLEX_OF_PART_TYPES, COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.checks import (
     expect_array, expect_kind, expect_operand_count, fail, int_attr, int_list,
@@ -27,8 +28,6 @@ from fusion.analysis.sharding import is_sharding_call
 from fusion.shapes.rules_collective import shape_sharding_call
 from fusion.shapes.rules_control import shape_custom_call as shape_opaque_custom_call
 
-_REAL_OF = {"c64": "f32", "c128": "f64"}
-_COMPLEX_OF = {"f32": "c64", "f64": "c128"}
 _MATRIX_KINDS = "float complex"
 
 
@@ -89,19 +88,19 @@ def shape_fft(instr: HloInstruction, operands: Sequence[Shape], module: HloModul
                  "equal fft_length")
         return ArrayShape(x.dtype, x.dims)
     if kind == "RFFT":
-        if x.dtype not in _COMPLEX_OF:
+        if x.dtype not in COMPLEX_OF_PART_TYPES:
             fail(instr, f"RFFT operand has element type {x.dtype}", expected="f32 or f64")
         if tail != lengths:
             fail(instr, f"RFFT of {x} with fft_length {list(lengths)}: the last dims must equal "
                  "fft_length")
         out = lengths[:-1] + (lengths[-1] // 2 + 1 if lengths[-1] else 0,)
-        return ArrayShape(_COMPLEX_OF[x.dtype], lead + out)
+        return ArrayShape(COMPLEX_OF_PART_TYPES[x.dtype], lead + out)
     expect_kind(instr, x, "complex", "the operand")
     want = lengths[:-1] + (lengths[-1] // 2 + 1 if lengths[-1] else 0,)
     if tail != want:
         fail(instr, f"IRFFT of {x} with fft_length {list(lengths)}: the last dims must be "
              f"{list(want)}")
-    return ArrayShape(_REAL_OF[x.dtype], lead + lengths)
+    return ArrayShape(COMPLEX_PART_TYPES[x.dtype], lead + lengths)
 
 
 def shape_topk(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
@@ -156,7 +155,7 @@ def _target_cholesky(instr, call, operands):
 
 def _target_eigh(instr, call, operands):
     a = _one_matrix(instr, call, operands, square=True)
-    real = _REAL_OF.get(a.dtype, a.dtype)
+    real = COMPLEX_PART_TYPES.get(a.dtype, a.dtype)
     return TupleShape((a, ArrayShape(real, a.dims[:-1]), _info(a.dims[:-2])))
 
 
@@ -214,7 +213,7 @@ def _target_svd(instr, call, operands):
         v = ArrayShape(a.dtype, batch + (n if call.full_matrices else k, n))
         if call.svd_swapped:
             u, v = v, u
-    s = ArrayShape(_REAL_OF.get(a.dtype, a.dtype), batch + (k,))
+    s = ArrayShape(COMPLEX_PART_TYPES.get(a.dtype, a.dtype), batch + (k,))
     return TupleShape((a, s, u, v, _info(batch)))
 
 

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from fusion.ir.element_types import COMPLEX_OF_PART_TYPES, COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.opcodes import traits
-
-_COMPLEX_PART = {"c64": "f32", "c128": "f64"}
-_COMPLEX_OF = {"f32": "c64", "f64": "c128"}
 
 
 def implied_shape(opcode: str, operands: Sequence[Shape],
@@ -51,9 +49,9 @@ def implied_shape(opcode: str, operands: Sequence[Shape],
     if opcode == "compare" or opcode == "is-finite":
         dtype = "pred"
     elif opcode == "complex":
-        dtype = _COMPLEX_OF.get(dtype, dtype)
+        dtype = COMPLEX_OF_PART_TYPES.get(dtype, dtype)
     elif traits(opcode).complex_to_real:
-        dtype = _COMPLEX_PART.get(dtype, dtype)
+        dtype = COMPLEX_PART_TYPES.get(dtype, dtype)
     return ArrayShape(dtype, source.dims, None, source.dynamic)
 
 

@@ -28,11 +28,9 @@ from dataclasses import replace
 
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.element_types import COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape
 from fusion.transforms.naming import fresh_name
-
-#: The real type of each complex type's parts.
-_PART_TYPE = {"c64": "f32", "c128": "f64"}
 
 
 def expand_complex_dots(module: HloModule) -> HloModule:
@@ -48,7 +46,7 @@ def expand_complex_dots(module: HloModule) -> HloModule:
 def _is_complex_dot(comp: HloComputation, instr: HloInstruction) -> bool:
     shapes = [instr.shape] + [comp.instruction(o).shape for o in instr.operands]
     return instr.opcode == "dot" and all(isinstance(s, ArrayShape) for s in shapes) \
-        and instr.shape.dtype in _PART_TYPE
+        and instr.shape.dtype in COMPLEX_PART_TYPES
 
 
 def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
@@ -67,7 +65,7 @@ def _real_dots(comp: HloComputation, dot: HloInstruction,
                taken: set[str]) -> list[HloInstruction]:
     """The instructions computing complex ``dot`` from real dots; the last one keeps its
     name."""
-    part = _PART_TYPE[dot.shape.dtype]
+    part = COMPLEX_PART_TYPES[dot.shape.dtype]
     made: list[HloInstruction] = []
 
     def add(hint: str, opcode: str, shape, operands, attributes=()) -> str:
@@ -78,9 +76,9 @@ def _real_dots(comp: HloComputation, dot: HloInstruction,
 
     def parts(operand: str) -> tuple[str, str | None]:
         shape = comp.instruction(operand).shape
-        if shape.dtype not in _PART_TYPE:  # a real operand: no imaginary part
+        if shape.dtype not in COMPLEX_PART_TYPES:  # a real operand: no imaginary part
             return operand, None
-        as_part = shape.with_dtype(_PART_TYPE[shape.dtype])
+        as_part = shape.with_dtype(COMPLEX_PART_TYPES[shape.dtype])
         return add("re", "real", as_part, (operand,)), add("im", "imag", as_part, (operand,))
 
     (a_re, a_im), (b_re, b_im) = parts(dot.operands[0]), parts(dot.operands[1])

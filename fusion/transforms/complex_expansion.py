@@ -47,10 +47,9 @@ from fusion.ir.attributes import Literal
 from fusion.analysis.computation_partitioner import post_order
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.element_types import COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.opcodes import traits
-
-_PART_TYPE = {"c64": "f32", "c128": "f64"}
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def _holds_complex(module: HloModule, computations: list[str]) -> bool:
 def _part_shape(shape: Shape) -> Shape:
     if isinstance(shape, TupleShape):
         return TupleShape(tuple(_part_shape(e) for e in shape.elements))
-    return shape.with_dtype(_PART_TYPE.get(shape.dtype, shape.dtype))
+    return shape.with_dtype(COMPLEX_PART_TYPES.get(shape.dtype, shape.dtype))
 
 
 def _leaves(entry) -> list:
