@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.element_types import COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape
@@ -44,9 +43,11 @@ def expand_complex_dots(module: HloModule) -> HloModule:
 
 
 def _is_complex_dot(comp: HloComputation, instr: HloInstruction) -> bool:
+    """A dot with a complex result and at least one complex operand."""
     shapes = [instr.shape] + [comp.instruction(o).shape for o in instr.operands]
     return instr.opcode == "dot" and all(isinstance(s, ArrayShape) for s in shapes) \
-        and instr.shape.dtype in COMPLEX_PART_TYPES
+        and instr.shape.dtype in COMPLEX_PART_TYPES \
+        and any(s.dtype in COMPLEX_PART_TYPES for s in shapes[1:])
 
 
 def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
@@ -88,21 +89,16 @@ def _real_dots(comp: HloComputation, dot: HloInstruction,
         return None if x is None or y is None else add(hint, "dot", result, (x, y), dot.attributes)
 
     def combine(opcode: str, x: str | None, y: str | None, hint: str) -> str:
-        if y is None:
-            return x if x is not None else _zero(add, result, part)
-        if x is None:
-            return add(hint, "negate", result, (y,)) if opcode == "subtract" else y
+        # a real operand leaves one term of each part out; one operand is complex, so the
+        # other term is there
+        if x is None or y is None:
+            return x if y is None else y
         return add(hint, opcode, result, (x, y))
 
     re = combine("subtract", real_dot(a_re, b_re, "rr"), real_dot(a_im, b_im, "ii"), "real")
     im = combine("add", real_dot(a_re, b_im, "ri"), real_dot(a_im, b_re, "ir"), "imag")
     made.append(dot.replace(opcode="complex", operands=(re, im), attributes=()))
     return made
-
-
-def _zero(add, shape: ArrayShape, part: str) -> str:
-    scalar = add("zero", "constant", ArrayShape(part, ()), (), (("literal", Literal((), (0.0,))),))
-    return add("zeros", "broadcast", shape, (scalar,), (("dimensions", ()),))
 
 
 __all__ = ["expand_complex_dots"]
