@@ -17,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 
 import fusion
 from fusion.errors import EvaluationError
-from fusion.evaluator.dot_algorithms import bf16_parts
+from fusion.evaluator.dot_algorithms import (KNOWN_ALGORITHMS, OPERAND_ROUNDING_ALGORITHMS,
+                                             bf16_parts)
 from fusion.text.parser import parse_hlo
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from triton_backend import compile_hlo
@@ -145,3 +146,5 @@ def test_each_algorithm_runs_at_a_precision_tl_dot_takes():
         assert getattr(elementwise_math, constant).value in (precision, "ieee")
     assert set(DOT_ALGORITHM_PRECISIONS.values()) <= {"ieee", "tf32", "tf32x3"} \
         | set(SPLIT_PRECISION_CONSTANTS)
+    # every algorithm the evaluator knows is rewritten away or run by the templates
+    assert set(DOT_ALGORITHM_PRECISIONS) | set(OPERAND_ROUNDING_ALGORITHMS) == KNOWN_ALGORITHMS

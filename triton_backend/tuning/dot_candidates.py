@@ -68,8 +68,8 @@ def tensor_core_efficiency(tiling: DotTiling) -> float:
 
 
 #: The tensor-core products each f32 product costs under a split ``input_precision`` (bf16
-#: parts for the bf16 ones, TF32 parts for ``tf32x3``).
-SPLIT_PRODUCTS = {"bf16x3": 3, "bf16x6": 6, "tf32x3": 3}
+#: parts for the bf16 ones, TF32 parts for ``tf32x3``), and the tensor-core type of the parts.
+SPLIT_PRODUCTS = {"bf16x3": (3, "bf16"), "bf16x6": (6, "bf16"), "tf32x3": (3, "tf32")}
 
 #: Fraction of the FMA units' peak an exact f32 dot reaches: the GPT-2 f32 block's
 #: [512,768] x [768,2304] dots ran at about 20 TFLOP/s of an H200's 67 (Triton 3.6).
@@ -118,18 +118,19 @@ def dot_workload(module: HloModule, fusion_instr: HloInstruction, tiling: DotTil
         reads = min(reads, inputs - lhs - rhs + max(
             lhs + rhs, _wave_reads(problem, tiling, programs, spec or device_spec("h100"))))
     flops, tensor_flops = 0, dot_flops(problem)
+    tensor_core_dtype = {"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type)
     if problem.multiply_add or operand_type in ("f32", "f64") and precision == "ieee":
         # Exact f32 (and f64) products run on the FMA units, at a measured fraction of them;
         # so do the integer products a kernel sums itself (not measured).
         flops, tensor_flops = round(tensor_flops / FMA_DOT_EFFICIENCY), 0
     elif operand_type == "f32" and precision in SPLIT_PRODUCTS:
-        tensor_flops *= SPLIT_PRODUCTS[precision]
+        products, tensor_core_dtype = SPLIT_PRODUCTS[precision]
+        tensor_flops *= products
     return Workload(
         tiling.tile_sizes, programs, reads, outputs + partials,
         inputs, outputs, flops, compute_dtype="f64" if operand_type == "f64" else "f32",
         tensor_core_flops=tensor_flops,
-        tensor_core_dtype="bf16" if operand_type == "f32" and precision.startswith("bf16")
-        else {"f32": "tf32", "f64": "fp64"}.get(operand_type, operand_type),
+        tensor_core_dtype=tensor_core_dtype,
         shared_memory_bytes=shared_memory_bytes(tiling, problem.operand_bytes)
         // tiling.num_stages,
         tensor_core_efficiency=tensor_core_efficiency(tiling) if problem.operand_bytes <= 2

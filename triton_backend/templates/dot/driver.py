@@ -61,7 +61,7 @@ from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
-from fusion.ir.element_types import element_type
+from fusion.ir.element_types import ELEMENT_TYPES, element_type
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.triton_types import render_round, storage_dtype
 from triton_backend.templates.dot.gemm_kernel import TL_DOT_OPERANDS
@@ -84,8 +84,7 @@ _ALGORITHM_PRECISION = DOT_ALGORITHM_PRECISIONS
 _OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8",
                    "f8e4m3fn": "xla_math.DOT_F8E4M3FN", "f8e5m2": "xla_math.DOT_F8E5M2"}
 
-_INTEGERS = frozenset({"pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8", "u16",
-                       "u32", "u64"})
+_INTEGERS = frozenset(t.name for t in ELEMENT_TYPES.values() if t.is_integer or t.is_pred)
 
 #: The accumulator of an integer dot by its result type (32 bits for narrower results).
 _INTEGER_ACCUMULATORS = {"pred": "tl.int32", "s8": "tl.int32", "s16": "tl.int32",
@@ -205,7 +204,7 @@ def dot_problem(module: HloModule, fusion_instr: HloInstruction | str) -> DotPro
                       _operand_bytes(module, fusion_instr, spec.dot),
                       _expensive_prologue(module, fusion_instr, spec.dot),
                       0 if spec.operand_dtype in TL_DOT_OPERANDS
-                      else 8 if spec.acc_dtype.endswith("64") else 4)
+                      else max(4, spec.dot.shape.element_type.byte_size))
 
 
 def _expensive_prologue(module: HloModule, fusion_instr: HloInstruction,
