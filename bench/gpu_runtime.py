@@ -461,8 +461,8 @@ def _launch_paths(path: Path, module, inputs, reference, row: dict) -> list:
 
 #: Program-name prefixes timed first, so that a run cut short by its time limit has measured
 #: the programs where the FLOPs are (issue 26) before the memory-bound ones.
-FIRST = ("attention", "jax_attention", "matmul", "gpt2_block", "llama_block", "vjp_attention", "cross_entropy",
-         "global_norm", "bias_grad")
+FIRST = ("attention", "jax_attention", "matmul", "gpt2_block", "llama_block", "vjp_attention",
+         "cross_entropy", "global_norm", "bias_grad")
 
 
 def program_files(only: list[str] | None = None) -> list[Path]:

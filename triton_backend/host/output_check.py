@@ -37,6 +37,7 @@ from fusion.errors import FusionCompilerError
 from fusion.evaluator import evaluate
 from fusion.evaluator.numerics import is_float_dtype
 from fusion.ir.element_types import element_type
+from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from fusion.transforms.promote_floats import promote_floats
 
 
@@ -243,9 +244,9 @@ def judged_against_exact(module, inputs, references, outputs,
 
 
 def _names_tf32(module) -> bool:
-    """Whether a dot of ``module`` names XLA's (one-product) TF32 algorithm."""
-    return any(i.opcode == "dot" and str(i.attr("algorithm", "")) == "dot_tf32_tf32_f32"
-               for c in module.computations for i in c.instructions)
+    """Whether a dot of ``module`` names an algorithm that runs as (one-product) TF32."""
+    return any(i.opcode == "dot" and DOT_ALGORITHM_PRECISIONS.get(str(i.attr("algorithm", "")))
+               == "tf32" for c in module.computations for i in c.instructions)
 
 
 def compare_with_evaluator(module, inputs, outputs, out_types, max_while_iterations=None,
