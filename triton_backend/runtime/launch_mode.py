@@ -48,21 +48,20 @@ class _InterpretedLaunch:
 
     def __init__(self) -> None:
         self._depth = 0
-        self._swapped: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> "_InterpretedLaunch":
         INTERPRETER_LOCK.acquire()
         self._depth += 1
         if self._depth == 1:
-            self._swapped = _swap_library_functions()
+            for module, name, _, twin in _library_twins():
+                setattr(module, name, twin)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._depth -= 1
         if self._depth == 0:
-            for module, name, value in self._swapped:
-                setattr(module, name, value)
-            self._swapped = []
+            for module, name, original, _ in _library_twins():
+                setattr(module, name, original)
         INTERPRETER_LOCK.release()
 
 
@@ -70,14 +69,12 @@ class _InterpretedLaunch:
 #: docstring).
 INTERPRETED_LAUNCH = _InterpretedLaunch()
 
-#: The interpreter twin of each of Triton's ``JITFunction`` library functions, by id.
-_TWINS: dict[int, Any] = {}
 
-
-def _swap_library_functions() -> list[tuple[Any, str, Any]]:
-    """Put an interpreter twin in place of each ``JITFunction`` of ``triton.language`` and its
-    ``standard`` module; returns ``(module, name, original)`` to put back (none when Triton was
-    imported in interpreter mode)."""
+@functools.lru_cache(maxsize=None)
+def _library_twins() -> tuple[tuple[Any, str, Any, Any], ...]:
+    """``(module, name, function, interpreter twin)`` for each ``JITFunction`` of
+    ``triton.language`` and its ``standard`` module; none when Triton was imported in
+    interpreter mode.  Found once, by :func:`interpreted_launch_lock`, before any swap."""
     import triton.language as tl
     from triton.language import standard
     from triton.runtime.interpreter import InterpretedFunction
@@ -87,31 +84,17 @@ def _swap_library_functions() -> list[tuple[Any, str, Any]]:
         import triton.experimental.gluon  # noqa: F401
     except ImportError:
         pass
-    swapped = []
-    for module in (tl, standard):
-        for name, value in list(vars(module).items()):
-            if isinstance(value, JITFunction):
-                twin = _TWINS.get(id(value))
-                if twin is None:
-                    twin = _TWINS[id(value)] = InterpretedFunction(value.fn)
-                swapped.append((module, name, value))
-                setattr(module, name, twin)
-    return swapped
-
-
-@functools.lru_cache(maxsize=None)
-def _library_decorated_for_gpu() -> bool:
-    import triton.language as tl
-    from triton.runtime.jit import JITFunction
-
-    return isinstance(tl.zeros, JITFunction) or id(tl.zeros) in {id(t) for t in _TWINS.values()}
+    twins: dict[int, Any] = {}  # one twin for a function a module names twice
+    return tuple((module, name, value, twins.setdefault(id(value), InterpretedFunction(value.fn)))
+                 for module in (tl, standard) for name, value in list(vars(module).items())
+                 if isinstance(value, JITFunction))
 
 
 def interpreted_launch_lock() -> Any:
     """What an interpreted launch holds: :data:`INTERPRETED_LAUNCH` when Triton's library
     functions were decorated for a GPU (module docstring), else :data:`INTERPRETER_LOCK`
     alone (a lock taken in C: no Python calls on the launch path)."""
-    return INTERPRETED_LAUNCH if _library_decorated_for_gpu() else INTERPRETER_LOCK
+    return INTERPRETED_LAUNCH if _library_twins() else INTERPRETER_LOCK
 
 
 def interpreting() -> bool:
