@@ -64,7 +64,7 @@ from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from fusion.ir.element_types import ELEMENT_TYPES, element_type
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.triton_types import render_round, storage_dtype
-from triton_backend.templates.dot.gemm_kernel import TL_DOT_OPERANDS
+from triton_backend.templates.dot.gemm_kernel import TL_DOT_OPERAND_DTYPES, TL_DOT_OPERANDS
 from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
 from triton_backend.templates.dot.tiling import (
@@ -81,8 +81,6 @@ from triton_backend.runtime.kernel_cache import KernelCache
 
 _ALGORITHM_PRECISION = DOT_ALGORITHM_PRECISIONS
 
-_OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16", "s8": "tl.int8",
-                   "f8e4m3fn": "xla_math.DOT_F8E4M3FN", "f8e5m2": "xla_math.DOT_F8E5M2"}
 
 _INTEGERS = frozenset(t.name for t in ELEMENT_TYPES.values() if t.is_integer or t.is_pred)
 
@@ -170,7 +168,7 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
         rounding = "({acc} != 0)" if out == "pred" else \
             "{acc}" if storage == acc else "{acc}.to(%s)" % storage
         return acc, acc, None, rounding
-    known = all(t in _OPERAND_DTYPES or t in _INTEGERS or t == "f64" for t in (lhs, rhs))
+    known = all(t in TL_DOT_OPERAND_DTYPES or t in _INTEGERS or t == "f64" for t in (lhs, rhs))
     if known and out == "f64":
         # f64 products summed in f64 (the FP64 tensor cores on sm_80+, DMMA)
         return "tl.float64", "tl.float64", None, "{acc}"
@@ -181,7 +179,7 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
                                  "result, integers with an integer or pred result)",
                                  where=dot.name)
     if lhs == rhs and lhs not in ("f32", "s8") and not integers:
-        operand, precision = _OPERAND_DTYPES[lhs], None
+        operand, precision = TL_DOT_OPERAND_DTYPES[lhs], None
     else:
         # Mixed, f32 or integer operands: both are (exactly, or as XLA converts them)
         # widened to f32.

@@ -46,10 +46,15 @@ DOT_BF16_PRELUDE = (
 )
 
 
+#: The dtype ``tl.dot`` multiplies each HLO operand type in when both operands have it (f64,
+#: which takes an f64 result, aside).
+TL_DOT_OPERAND_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16",
+                         "s8": "tl.int8", "f8e4m3fn": "xla_math.DOT_F8E4M3FN",
+                         "f8e5m2": "xla_math.DOT_F8E5M2"}
+
 #: The operand dtypes ``tl.dot`` multiplies (the tensor cores, or f32's and f64's FMA loops);
 #: a dot of others sums its products itself (``GemmKernel.k_loop``).
-TL_DOT_OPERANDS = frozenset({"tl.float32", "tl.float16", "DOT_BF16", "tl.int8", "tl.float64",
-                             "xla_math.DOT_F8E4M3FN", "xla_math.DOT_F8E5M2"})
+TL_DOT_OPERANDS = frozenset(TL_DOT_OPERAND_DTYPES.values()) | {"tl.float64"}
 
 #: The ``xla_math`` constant a kernel names for each bf16 split ``input_precision``
 #: (``triton_backend.device_lib.dot_precision``: what this Triton runs it as).
@@ -355,5 +360,5 @@ def operand_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], 
     return em.bind(f"{value}.to({dtype})", f"{name}_in")
 
 
-__all__ = ["DOT_BF16_PRELUDE", "TL_DOT_OPERANDS", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
+__all__ = ["DOT_BF16_PRELUDE", "TL_DOT_OPERAND_DTYPES", "TL_DOT_OPERANDS", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
            "precision_keyword"]
