@@ -48,7 +48,7 @@ from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.templates.attention.kernel import (DotNumerics, HookedEmitter, _decompose,
                                                        _operand_indices, row_and_batch_programs)
 from triton_backend.templates.attention.tiling import AttentionTiling
-from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, precision_keyword
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, dot_operand, precision_keyword
 
 
 @dataclass
@@ -105,19 +105,11 @@ class _ScoreKernel:
 
     def _tile(self, value: str, axes: tuple[int, int], masks: list[str], dtype: str,
               hint: str, transpose: bool = False) -> str:
-        em = self.em
-        shape = self._full({a: self.blocks[a] for a in axes})
-        tile = em.bind(f"tl.broadcast_to({value}, {shape})", f"{hint}_tile")
-        for mask in masks:
-            tile = em.bind(f"tl.where({mask}, {tile}, 0)", f"{hint}_tile")
-        tile = em.bind(f"tl.reshape({tile}, {tuple(self.blocks[a] for a in axes)})",
-                       f"{hint}_tile")
-        if transpose:
-            tile = em.bind(f"tl.trans({tile})", f"{hint}_tile")
-        return em.bind(f"{tile}.to({dtype})", f"{hint}_in")
+        return dot_operand(self.em, value, self._full({a: self.blocks[a] for a in axes}),
+                           tuple(self.blocks[a] for a in axes), masks, dtype, hint, transpose)
 
     def _bound(self, var: DimExpr, extent: int, block: int) -> list[str]:
-        return [] if extent % block == 0 and extent >= block else [f"{self._var(var)} < {extent}"]
+        return [] if extent % block == 0 and extent >= block else [f"({self._var(var)} < {extent})"]
 
     # --- score dots -------------------------------------------------------------------------
     def _operand_tile(self, dot: HloInstruction, side: str, at_var: DimExpr) -> str:

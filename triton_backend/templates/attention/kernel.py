@@ -51,7 +51,7 @@ from triton_backend.lowering.rules.memory_rules import store_output
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter
 from triton_backend.templates.attention.tiling import AttentionTiling
-from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, precision_keyword
+from triton_backend.templates.dot.gemm_kernel import DOT_BF16_PRELUDE, dot_operand, precision_keyword
 
 #: log2(e): ``exp(x) = exp2(x * LOG2E)``, one multiply folded into the ``exp2``'s operand.
 _LOG2E = 1.4426950408889634
@@ -194,24 +194,17 @@ class _Kernel:
 
     def _tile(self, value: str, axes: tuple[int, int], masks: list[str], dtype: str,
               hint: str, transpose: bool = False) -> str:
-        """``value`` (spanning at most ``axes``) as a 2-D ``tl.dot`` operand: broadcast to the
-        two axes, padding lanes zeroed (``masks``), reshaped, converted."""
-        em = self.em
-        shape = self._full({a: self.blocks[a] for a in axes})
-        tile = em.bind(f"tl.broadcast_to({value}, {shape})", f"{hint}_tile")
-        for mask in masks:
-            tile = em.bind(f"tl.where({mask}, {tile}, 0)", f"{hint}_tile")
-        tile = em.bind(f"tl.reshape({tile}, {tuple(self.blocks[a] for a in axes)})", f"{hint}_tile")
-        if transpose:
-            tile = em.bind(f"tl.trans({tile})", f"{hint}_tile")
-        return em.bind(f"{tile}.to({dtype})", f"{hint}_in")
+        """``value`` (spanning at most ``axes``) as a 2-D ``tl.dot`` operand of ``dtype``,
+        padding lanes zeroed (``masks``)."""
+        return dot_operand(self.em, value, self._full({a: self.blocks[a] for a in axes}),
+                           tuple(self.blocks[a] for a in axes), masks, dtype, hint, transpose)
 
     def _var(self, e: DimExpr) -> str:
         return self.em.dims[e.index].name
 
     def _key_mask(self, key: DimExpr) -> list[str]:
         keys = self.pattern.keys
-        return [] if keys % self.tiling.block_n == 0 else [f"{self._var(key)} < {keys}"]
+        return [] if keys % self.tiling.block_n == 0 else [f"({self._var(key)} < {keys})"]
 
     # --- the two dots -----------------------------------------------------------------------
     def query_tile(self) -> str:
@@ -220,7 +213,7 @@ class _Kernel:
         rank = self.comp.instruction(lhs).shape.rank
         at = _operand_indices(self.dot1, "lhs", rank, self.batch, self.q, self.c)
         masks = [] if self.pattern.head_dim == self.tiling.block_d else \
-            [f"{self._var(self.c)} < {self.pattern.head_dim}"]
+            [f"({self._var(self.c)} < {self.pattern.head_dim})"]
         return self._tile(self._single(lhs, at), (self.qa, self.da), masks,
                           self.numerics[0].operand_dtype, "q")
 
@@ -236,7 +229,7 @@ class _Kernel:
         rank = self.comp.instruction(rhs).shape.rank
         at = _operand_indices(self.dot1, "rhs", rank, self.batch, key, self.c)
         masks = [] if self.pattern.head_dim == self.tiling.block_d else \
-            [f"{self._var(self.c)} < {self.pattern.head_dim}"]
+            [f"({self._var(self.c)} < {self.pattern.head_dim})"]
         numerics = self.numerics[0]
         k_tile = self._tile(self._single(rhs, at), (self.ka, self.da), masks,
                             numerics.operand_dtype, "k", transpose=True)

@@ -349,16 +349,49 @@ def operand_tile(em: ValueEmitter, name: str, indices, shape, valid: list[str], 
     value = em.value(name, indices)
     if not isinstance(value, str):
         raise UnsupportedOpError(f"tuple-shaped {hero_kind} operand {name}", where=name)
-    value = em.bind(f"tl.broadcast_to({value}, {(1,) * (em.rank - 2) + tuple(shape)})",
-                    f"{name}_tile")
+    # Lanes past K (and a convolution's padding and the holes of lhs dilation) must add
+    # nothing, whatever the operand's prologue computed there.
+    return dot_operand(em, value, (1,) * (em.rank - 2) + tuple(shape), tuple(shape), valid,
+                       dtype, name)
+
+
+def dot_operand(em: ValueEmitter, value: str, full_shape: tuple[int, ...],
+                shape: tuple[int, int], valid: list[str], dtype: str, hint: str,
+                transpose: bool = False) -> str:
+    """``value``, a tile of the kernel space, as a 2-D ``tl.dot`` operand of ``dtype``:
+    converted, broadcast to ``full_shape``, zero where a ``valid`` check fails (each a
+    parenthesized condition), reshaped to ``shape``, transposed if asked.
+
+    Converted first: a loaded bf16 tile that the emitter widened for the HLO's arithmetic
+    folds back to the loaded tile only where the two conversions meet; with a reshape or a
+    transpose between them Triton kept it in registers and stored it again to shared memory
+    for the tensor cores, a round trip per K step that the tutorial kernels do not make.
+
+    >>> from triton_backend.lowering.emitter.identifiers import IdentifierAllocator
+    >>> class Lines:  # the emitter's bind, recorded
+    ...     def __init__(self): self.lines, self.names = [], IdentifierAllocator()
+    ...     def bind(self, code, hint):
+    ...         name = self.names.fresh(hint); self.lines.append(f"{name} = {code}"); return name
+    >>> em = Lines()
+    >>> dot_operand(em, "k", (1, 64, 32), (64, 32), ["(h < 40)"], "DOT_BF16", "k", True)
+    'k_tile_3'
+    >>> print("\\n".join(em.lines))
+    k_in = k.to(DOT_BF16)
+    k_tile = tl.broadcast_to(k_in, (1, 64, 32))
+    k_tile_1 = tl.where((h < 40), k_tile, 0)
+    k_tile_2 = tl.reshape(k_tile_1, (64, 32))
+    k_tile_3 = tl.trans(k_tile_2)
+    """
+    value = em.bind(f"{value}.to({dtype})", f"{hint}_in")
+    tile = em.bind(f"tl.broadcast_to({value}, {tuple(full_shape)})", f"{hint}_tile")
     if valid:
-        # Lanes past K (and a convolution's padding and the holes of lhs dilation) must add
-        # nothing, whatever the operand's prologue computed there.
-        value = em.bind(f"tl.where({' & '.join(valid)}, {value}, 0)", f"{name}_tile")
-    if em.rank > 2:
-        value = em.bind(f"tl.reshape({value}, {tuple(shape)})", f"{name}_tile")
-    return em.bind(f"{value}.to({dtype})", f"{name}_in")
+        tile = em.bind(f"tl.where({' & '.join(valid)}, {tile}, 0)", f"{hint}_tile")
+    if len(full_shape) != 2:
+        tile = em.bind(f"tl.reshape({tile}, {tuple(shape)})", f"{hint}_tile")
+    if transpose:
+        tile = em.bind(f"tl.trans({tile})", f"{hint}_tile")
+    return tile
 
 
-__all__ = ["DOT_BF16_PRELUDE", "TL_DOT_OPERAND_DTYPES", "TL_DOT_OPERANDS", "AccumulatorEpilogue", "GemmKernel", "gemm_prelude", "operand_tile",
+__all__ = ["DOT_BF16_PRELUDE", "TL_DOT_OPERAND_DTYPES", "TL_DOT_OPERANDS", "AccumulatorEpilogue", "GemmKernel", "dot_operand", "gemm_prelude", "operand_tile",
            "precision_keyword"]
