@@ -60,7 +60,6 @@ from tiling.fusion_pass.attention_pattern import NotAttention, analyze_attention
 from tiling.fusion_pass.decisions import (
     FusionDecision,
     Node,
-    external_inputs,
     node_traffic,
     structural_tile_check,
 )

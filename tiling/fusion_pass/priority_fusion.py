@@ -15,7 +15,9 @@ In the spirit of XLA's ``PriorityFusion`` and ``MultiOutputFusion`` passes:
    kernel), a dot with its prologue and elementwise epilogue, an attention kernel with its
    epilogue, whenever the merged fusion has a legal tiling whose modeled memory cost is lower;
    then an attention kernel's K/V prologue that its query blocks' programs would recompute
-   at more cost than a kernel of its own becomes one (``attention.split_attention_prologues``);
+   at more cost than a kernel of its own becomes one (``attention.split_attention_prologues``),
+   and a dot's result chain that a dot or attention kernel took as an operand prologue
+   becomes the producing dot's epilogue (``operand_epilogue``);
 5. multi-output fusion (``tiling.fusion_pass.multi_output``): a producer that must stay
    materialized is fused into a reduction that reads it as a second output, and reductions
    of the same shape sharing an input become one fusion with a tuple root;
@@ -65,6 +67,7 @@ from tiling.fusion_pass.decisions import (
 from tiling.fusion_pass.attention import attention_fusion, split_attention_prologues
 from tiling.fusion_pass.attention_backward import attention_backward_fusion
 from tiling.fusion_pass.multi_output import multi_output_fusion
+from tiling.fusion_pass.operand_epilogue import epilogues_before_operands
 from tiling.fusion_pass.tiled_merge import tiled_merge_fusion
 from tiling.fusion_pass.graph import FusionGraph, FusionOptions
 
@@ -260,6 +263,10 @@ def fuse_computation(comp: HloComputation, module: HloModule, options: FusionOpt
     if options.attention:
         # The tiled merges grow attention's K/V prologues piece by piece: judged whole here.
         log += split_attention_prologues(graph)
+    if options.tiled_merges:
+        # A dot's result chain that a dot or attention kernel took as its operand's prologue:
+        # the producing dot's epilogue instead (run once, the operand loaded as it is).
+        log += epilogues_before_operands(graph)
     if options.multi_output:
         log += multi_output_fusion(graph)
     new, fused = rebuild_computation(comp, graph.order(), names)
