@@ -224,10 +224,6 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
         "  x = f32[] abs(a)\n  y = f32[] abs(b)\n  ROOT c = pred[] compare(x, y), direction=LT\n}\n"
         "ENTRY e {\n  x = f32[8] parameter(0)\n"
         "  ROOT r = f32[8] sort(x), dimensions={0}, to_apply=byabs\n}\n"), "r", "comparator"),
-    "convolution_of_s32": (
-        ("HloModule m\nENTRY e {\n  x = s32[1,4,2] parameter(0)\n  w = s32[2,2,2] parameter(1)\n"
-        "  ROOT r = s32[1,3,2] convolution(x, w), window={size=2}, dim_labels=b0f_0io->b0f\n}\n"),
-        "r", "s32"),
     "reducer_with_a_copy": (
         ("HloModule m\ncopyadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
         "  c = f32[] copy(a)\n  ROOT s = f32[] add(c, b)\n}\n"

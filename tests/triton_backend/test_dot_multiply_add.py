@@ -120,3 +120,37 @@ def test_jax_s_int32_matmul_matches_xla():
     b = rng.integers(-2 ** 31, 2 ** 31, (40, 8)).astype(np.int32)
     got = compile_hlo(text, cache=False)(torch.from_numpy(a), torch.from_numpy(b))[0]
     assert got.numpy().tolist() == np.asarray(jax.jit(f)(a, b)).tolist()
+
+
+def test_jax_int32_convolution_matches_xla():
+    """``lax.conv`` on int32 (and int16 widened to an int32 result): an implicit GEMM whose
+    K loop sums its own products, wrapping; strided, padded, grouped, with a bias."""
+    def f(x, w, b):
+        y = jax.lax.conv_general_dilated(x, w, (2, 1), ((1, 1), (0, 2)),
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                         feature_group_count=2,
+                                         preferred_element_type=jnp.int32)
+        return y + b
+
+    rng = np.random.default_rng(5)
+    for dtype, high in ((np.int32, 2 ** 31), (np.int16, 2 ** 15)):
+        x = rng.integers(-high, high, (2, 9, 7, 6)).astype(dtype)
+        w = rng.integers(-high, high, (3, 3, 3, 8)).astype(dtype)
+        b = rng.integers(-2 ** 31, 2 ** 31, (8,)).astype(np.int32)
+        text = jax.jit(f).lower(x, w, b).as_text(dialect="hlo")
+        compiled = compile_hlo(text, cache=False)
+        (conv,) = compiled.fusions.values()
+        assert conv.kind == "convolution" and "tl.sum(" in conv.source
+        got = compiled(*(torch.from_numpy(a) for a in (x, w, b)))[0]
+        assert got.numpy().tolist() == np.asarray(jax.jit(f)(x, w, b)).tolist()
+
+
+@pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
+def test_summing_convolution_compiles_for_sm90_without_spills():
+    text = ("HloModule m\nENTRY e {\n  x = s32[8,32,32,64] parameter(0)\n"
+            "  w = s32[3,3,64,64] parameter(1)\n"
+            "  ROOT c = s32[8,32,32,64] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+            "dim_labels=b01f_01io->b01f\n}\n")
+    (conv,) = compile_hlo(text, target="sm_90", cache=False).fusions.values()
+    (report,) = compile_on_targets([[conv.kernel_path, 90]])
+    assert report["registers"] > 0 and report["spills"] == 0, report

@@ -238,6 +238,10 @@ def test_covered_template_ops_pass_their_planners():
               "  ROOT r = s32[2,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
     assert oc.uncovered_ops(parse_hlo(s8_dot)) == []
     _compile_and_compare(s8_dot)
+    s32_conv = ("HloModule m\nENTRY e {\n  x = s32[1,4,2] parameter(0)\n  w = s32[2,2,2] parameter(1)\n"
+                "  ROOT r = s32[1,3,2] convolution(x, w), window={size=2}, dim_labels=b0f_0io->b0f\n}\n")
+    assert oc.uncovered_ops(parse_hlo(s32_conv)) == []
+    _compile_and_compare(s32_conv)
     s32_dot = s8_dot.replace("s8[", "s32[")  # summed on the CUDA cores, not tl.dot
     assert oc.uncovered_ops(parse_hlo(s32_dot)) == []
     _compile_and_compare(s32_dot)

@@ -34,7 +34,7 @@ from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.opcodes import traits
 from fusion.ir.shape import ArrayShape
-from triton_backend.templates.dot.driver import TL_DOT_OPERANDS, dot_numerics, target_arch
+from triton_backend.templates.dot.driver import dot_numerics, target_arch
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    fused_ops, hero_count, load_kernel,
                                                    refuse_other_loops)
@@ -63,11 +63,9 @@ def conv_spec(module: HloModule, fusion_instr: HloInstruction | str) -> ConvSpec
     if not all(isinstance(s, ArrayShape) for s in (lhs, rhs, out)):
         raise UnsupportedOpError("convolution with tuple-shaped operands", where=conv.name)
     attrs = conv_dims(conv)
+    # Integer operands other than s8 x s8 are multiplied and summed on the CUDA cores, as
+    # a dot's are (``GemmKernel.k_loop``; ``DotProblem.multiply_add`` sizes the tiles).
     operand, acc, precision, rounding = dot_numerics(conv, lhs.dtype, rhs.dtype, out.dtype)
-    if operand not in TL_DOT_OPERANDS:
-        raise UnsupportedOpError(f"convolution of {lhs.dtype} x {rhs.dtype} -> {out.dtype} is "
-                                 "not supported (tl.dot takes no such operands; integer "
-                                 "convolutions take s8 x s8)", where=conv.name)
     return ConvSpec(conv, attrs, lhs.dims, rhs.dims, out.dims, operand, acc, precision, rounding)
 
 

@@ -30,7 +30,8 @@ from tiling.maps.affine_expr import AffineExpr
 from triton_backend.lowering.emitter.identifiers import comment_block
 from triton_backend.lowering.emitter.index_arithmetic import row_major_coordinates
 from triton_backend.lowering.emitter.value_emitter import ValueEmitter
-from triton_backend.templates.dot.gemm_kernel import GemmKernel, gemm_prelude, operand_tile
+from triton_backend.templates.dot.gemm_kernel import (TL_DOT_OPERANDS, GemmKernel, gemm_prelude,
+                                                      operand_tile)
 from triton_backend.templates.dot.tiling import DotProblem, DotTiling
 
 
@@ -81,9 +82,13 @@ class ConvSpec:
         return (*self.taps, self.group_in)
 
     def problem(self, operand_bytes: int, expensive_prologue: bool = False) -> DotProblem:
-        """The GEMM it is: groups x (M x K) @ (K x N)."""
+        """The GEMM it is: groups x (M x K) @ (K x N) (summed on the CUDA cores for operands
+        ``tl.dot`` does not take, ``multiply_add`` bytes per product)."""
+        multiply_add = 0 if self.operand_dtype in TL_DOT_OPERANDS else \
+            max(4, self.conv.shape.element_type.byte_size)
         return DotProblem(self.groups, math.prod(self.m_sizes), self.group_out,
-                          math.prod(self.k_sizes), operand_bytes, expensive_prologue)
+                          math.prod(self.k_sizes), operand_bytes, expensive_prologue,
+                          multiply_add)
 
 
 def _lhs_position_checks(em: ValueEmitter, spec: ConvSpec, out_sp, taps) -> tuple[list, list[str]]:
