@@ -219,11 +219,6 @@ LONG_SORT = ("HloModule m\n" + LT + "ENTRY e {\n  x = f32[4097] parameter(0)\n"
              "  ROOT r = f32[4097] sort(x), dimensions={0}, to_apply=lt\n}\n")
 
 LIMIT_CASES: dict[str, tuple[str, str, str]] = {
-    "sort_custom_comparator": (
-        ("HloModule m\nbyabs {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-        "  x = f32[] abs(a)\n  y = f32[] abs(b)\n  ROOT c = pred[] compare(x, y), direction=LT\n}\n"
-        "ENTRY e {\n  x = f32[8] parameter(0)\n"
-        "  ROOT r = f32[8] sort(x), dimensions={0}, to_apply=byabs\n}\n"), "r", "comparator"),
     "reducer_with_a_copy": (
         ("HloModule m\ncopyadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
         "  c = f32[] copy(a)\n  ROOT s = f32[] add(c, b)\n}\n"

@@ -242,6 +242,12 @@ def test_covered_template_ops_pass_their_planners():
                 "  ROOT r = s32[1,3,2] convolution(x, w), window={size=2}, dim_labels=b0f_0io->b0f\n}\n")
     assert oc.uncovered_ops(parse_hlo(s32_conv)) == []
     _compile_and_compare(s32_conv)
+    by_magnitude = ("HloModule m\nbyabs {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                    "  x = f32[] abs(a)\n  y = f32[] abs(b)\n  ROOT c = pred[] compare(x, y), "
+                    "direction=LT\n}\nENTRY e {\n  x = f32[8] parameter(0)\n"
+                    "  ROOT r = f32[8] sort(x), dimensions={0}, to_apply=byabs\n}\n")
+    assert oc.uncovered_ops(parse_hlo(by_magnitude)) == []
+    _compile_and_compare(by_magnitude)
     s32_dot = s8_dot.replace("s8[", "s32[")  # summed on the CUDA cores, not tl.dot
     assert oc.uncovered_ops(parse_hlo(s32_dot)) == []
     _compile_and_compare(s32_dot)

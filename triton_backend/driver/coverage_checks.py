@@ -48,6 +48,7 @@ from triton_backend.templates.sort.driver import (
     SORT_OPERANDS,
     comparator_order,
     is_sort_fusion,
+    sort_method,
     sort_of,
 )
 from triton_backend.driver.compiled_fusion import SUPPORTED_KINDS, emitter_analysis
@@ -169,7 +170,7 @@ def _sort_reason(module: HloModule, fusion_instr: HloInstruction) -> str | None:
         if comp.instruction(name).opcode not in SORT_OPERANDS:
             return (f"sort operand {name} is a {comp.instruction(name).opcode}; sort fusions take "
                     "parameters or iotas as operands")
-    comparator_order(module, sort)
+    sort_method(module, fusion_instr, sort)
     return None
 
 

@@ -79,7 +79,10 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     for reserved in (*a_args, *b_args, "a_valid", "b_valid", "both"):
         names.fresh(reserved)
     body = ["    both = (a_valid & b_valid) != 0"] if masked else []
-    results = _reducer_body(computation, names, a_args, b_args, body)
+    results = scalar_body(computation, names, a_args + b_args, body)
+    if len(results) != arity:
+        raise UnsupportedOpError(f"reducer {computation.name} returns {len(results)} values for "
+                                 f"{arity} inputs", where=computation.name)
     if masked:
         outs = []
         for i, result in enumerate(results):
@@ -95,25 +98,28 @@ def render_combine_function(computation: HloComputation, function_name: str, ari
     return header + f"@triton.jit\ndef {function_name}({signature}):\n" + "\n".join(body) + "\n"
 
 
-def _reducer_body(computation: HloComputation, names: IdentifierAllocator, a_args: list[str],
-                  b_args: list[str], body: list[str]) -> list[str]:
-    """Append the reducer's instructions to ``body`` (``a_args``, ``b_args`` its parameters);
-    return the identifiers of its results."""
-    arity = len(a_args)
+def scalar_body(computation: HloComputation, names: IdentifierAllocator, params: list[str],
+                body: list[str], widen: bool = True) -> list[str]:
+    """Append the lines of a scalar computation of elementwise ops (a reducer, a sort's
+    comparator) to ``body``, parameter ``n`` being the identifier ``params[n]``; return the
+    identifiers of its results (the root's, or its tuple's elements).  ``widen``: 16-bit
+    floats computed in fp32, as reducers combine; otherwise each op in its own type (register
+    representation: 16-bit floats held in fp32, rounded where the HLO rounds)."""
     values: dict[str, str] = {}
     types: dict[str, ElementType] = {}
+    type_of = accumulator_type if widen else (lambda t: t)
     # Text order may put a use before its definition (valid HLO): emit operands first.
     for instr in map(computation.instruction, dependency_order(computation)):
         if not isinstance(instr.shape, ArrayShape) and instr.opcode != "tuple":
-            raise UnsupportedOpError("tuple-shaped value inside a reducer", where=instr.name)
+            raise UnsupportedOpError(f"tuple-shaped value inside {computation.name}",
+                                     where=instr.name)
         if instr.opcode == "parameter":
-            n = instr.attr("parameter_number")
-            values[instr.name] = a_args[n] if n < arity else b_args[n - arity]
-            types[instr.name] = accumulator_type(instr.shape.element_type)
+            values[instr.name] = params[instr.attr("parameter_number")]
+            types[instr.name] = type_of(instr.shape.element_type)
             continue
         if instr.opcode == "tuple":
             continue
-        t = accumulator_type(instr.shape.element_type)
+        t = type_of(instr.shape.element_type)
         if instr.opcode == "constant":
             expr = scalar_literal(instr.attr("literal").values[0], t)
         elif instr.opcode in ELEMENTWISE_RULES:
@@ -121,13 +127,10 @@ def _reducer_body(computation: HloComputation, names: IdentifierAllocator, a_arg
                                       [types[o] for o in instr.operands], t, dict(instr.attributes))
         else:
             raise UnsupportedOpError(
-                f"op {instr.opcode} in reducer {computation.name} is not supported", where=instr.name)
+                f"op {instr.opcode} in {computation.name} is not supported (elementwise ops, "
+                "constants and parameters are)", where=instr.name)
         values[instr.name] = names.allocate(instr.name)
         types[instr.name] = t
         body.append(f"    {values[instr.name]} = {expr}")
     root = computation.root
-    results = [values[o] for o in root.operands] if root.opcode == "tuple" else [values[root.name]]
-    if len(results) != arity:
-        raise UnsupportedOpError(f"reducer {computation.name} returns {len(results)} values for "
-                                 f"{arity} inputs", where=computation.name)
-    return results
+    return [values[o] for o in root.operands] if root.opcode == "tuple" else [values[root.name]]

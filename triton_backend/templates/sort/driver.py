@@ -44,7 +44,10 @@ from fusion.errors import UnsupportedOpError
 from fusion.evaluator.interpreter import Evaluator
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, TupleShape
-from triton_backend.templates.sort.kernel import SortOperand, SortOrder, render_sort_kernel
+from triton_backend.templates.sort.kernel import (SORT_KEY_TYPES, SortOperand, SortOrder,
+                                                  render_sort_kernel)
+from triton_backend.templates.sort.network_kernel import (comparator_problem,
+                                                          render_network_sort_kernel)
 from triton_backend.templates.sort.library_call import LibrarySort
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
@@ -172,7 +175,7 @@ def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
         results.append(np.asarray(less, bool))
     if not np.array_equal(results[0], results[1]):
         raise UnsupportedOpError(f"comparator {name} of {sort.name} depends on operands other than "
-                                 "the keys (operand 0); only key comparisons are supported",
+                                 "the keys (operand 0): it is no order of the keys alone",
                                  where=sort.name)
     found = _matching_order(results[0], keys, key_type)
     if found is not None:
@@ -184,7 +187,7 @@ def comparator_order(module: HloModule, sort: HloInstruction) -> SortOrder:
             return SortOrder(*found, key_rounding="bf16")
     raise UnsupportedOpError(
         f"comparator {name} of {sort.name} is not a LT/GT comparison of the keys (plain, "
-        "TOTALORDER or JAX's canonical NaN order); custom orders are not supported", where=sort.name)
+        "TOTALORDER or JAX's canonical NaN order)", where=sort.name)
 
 
 #: What a sort fusion's sort may take as an operand, and how the template reads it: a
@@ -221,6 +224,37 @@ def _outputs(module, fusion_instr, sort) -> tuple[ArrayShape, ...]:
     return tuple(shapes)
 
 
+def sort_method(module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction
+                ) -> SortOrder | None:
+    """How a sort fusion sorts: the order of the packed-key kernel (or of the library sort,
+    past one tile), or None for the comparator network (``network_kernel``: any comparator
+    of elementwise ops, rows of at most one tile); ``UnsupportedOpError`` saying why neither
+    takes it."""
+    operands = _operands(module, fusion_instr, sort)
+    key = operands[0]
+    n = key.shape.dims[sort.attr("dimensions")[0]]
+    try:
+        order = comparator_order(module, sort)
+    except UnsupportedOpError as why:
+        order, reason = None, why.message
+    else:
+        reason = None
+        if key.shape.dtype not in SORT_KEY_TYPES:
+            order, reason = None, f"sort {sort.name} has keys of type {key.shape.dtype}"
+        elif key.parameter is None:
+            order, reason = None, f"sort {sort.name}'s key (operand 0) is an iota"
+    if order is not None:
+        return order
+    if n > MAX_SORT_LENGTH:
+        raise UnsupportedOpError(f"{reason}; rows of {n} elements (longer than one tile's "
+                                 f"{MAX_SORT_LENGTH}) are sorted by torch.sort, which takes only "
+                                 "a LT/GT order of one key of at most 32 bits", where=sort.name)
+    problem = comparator_problem(module, sort)
+    if problem is not None:
+        raise UnsupportedOpError(problem, where=sort.name)
+    return None
+
+
 def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                         tile_sizes=None, target: str | None = None,
                         cache: KernelCache | None = None, order: SortOrder | None = None):
@@ -236,7 +270,7 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     operands = _operands(module, fusion_instr, sort)
     (dim,) = sort.attr("dimensions")
     n = operands[0].shape.dims[dim]
-    order = comparator_order(module, sort) if order is None else order
+    order = sort_method(module, fusion_instr, sort) if order is None else order
     outputs = _outputs(module, fusion_instr, sort)
     if n > MAX_SORT_LENGTH:
         if tile_sizes is not None:
@@ -253,10 +287,15 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
         if block < n or block & (block - 1):
             raise UnsupportedOpError(f"sort tile {block} must be a power of two >= the row "
                                      f"length {n}", where=sort.name)
-    source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order, block)
+    if order is None:  # any comparator: the bitonic network asking it
+        source, grid = render_network_sort_kernel(module, fusion_instr, sort, operands, outputs,
+                                                  block)
+    else:
+        source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order,
+                                          block)
     loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)
 
 
 __all__ = ["MAX_SORT_LENGTH", "SORT_OPERANDS", "SortOrder", "comparator_order", "compile_sort_fusion",
-           "is_sort_fusion", "sort_of"]
+           "is_sort_fusion", "sort_method", "sort_of"]

@@ -1,0 +1,149 @@
+"""Render the kernel file of a sort by any comparator: a bitonic network that asks the HLO
+comparator itself (``device_lib.sorting_network``).
+
+The packed-key kernel (``kernel.py``) sorts when the comparator is a LT/GT order of one key
+of at most 32 bits.  Every other comparator XLA accepts (several keys, as ``lax.sort`` with
+``num_keys > 1`` and ``jnp.lexsort`` write them; 64-bit keys; a key compared through
+arithmetic) is rendered as a ``@triton.jit`` function of the operands' pairs, and the row is
+sorted by Batcher's bitonic network on hypercubes of the operands the comparator reads, each
+carried as the integers of its bits.  At every compare-and-swap a lane takes its partner's
+values when the partner must come first and the lane ends with the earlier of the pair (or
+must come second and the lane ends with the later): "first" is the comparator, ties broken by
+the original lane index, so the sort is stable (XLA's ``is_stable`` asks no more), and lanes
+past the row (padding to a power of two) come last.  The network's result is each lane's
+source lane, and the operands are gathered there as the packed-key kernel gathers them.
+
+A comparator that is no strict weak order has no defined result in XLA either; the network
+then gives some permutation of the row.
+"""
+from __future__ import annotations
+
+from fusion.errors import FusionCompilerError
+from fusion.ir.element_types import ElementType
+from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.text.printer import print_computation
+from fusion.ir.shape import ArrayShape
+from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
+from triton_backend.lowering.emitter.triton_types import register_dtype, render_load_widen, storage_dtype
+from triton_backend.lowering.rules.combine_function import scalar_body
+from triton_backend.templates.sort.kernel import SortOperand, sort_kernel_source
+
+#: Bits of a register value (the kernel carries each as an integer of that width).
+_CARRIED_INT = {8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
+
+
+def network_warps(block: int) -> int:
+    """Warps of a network sort of ``block`` lanes: 256 lanes a warp, 4 to 16 (a 4096-lane row
+    of 4 warps spilled on sm_90 and took 50 s to compile; 16 warps: 120 registers, 14 s).
+
+    >>> network_warps(64), network_warps(2048), network_warps(4096)
+    (4, 8, 16)
+    """
+    return min(16, max(4, block // 256))
+
+
+def render_network_sort_kernel(module: HloModule, fusion_instr: HloInstruction,
+                               sort: HloInstruction, operands: tuple[SortOperand, ...],
+                               outputs: tuple[ArrayShape, ...], block: int
+                               ) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source sorting ``sort``'s rows by its comparator, and its grid."""
+    comparator = module.computation(sort.attr("to_apply"))
+    name = sanitize(fusion_instr.name)
+    less = f"{name}_comes_first"
+    read_params = {p.attr("parameter_number") for p in comparator.parameters
+                   if comparator.users.get(p.name)}
+    carried = sorted({n // 2 for n in read_params})
+    types = [operands[i].shape.element_type for i in range(len(operands))]
+    log_n = max(1, (block - 1).bit_length())
+    n = operands[0].shape.dims[sort.attr("dimensions")[0]]
+    cube = (2,) * log_n
+
+    def sorting(read) -> list[str]:
+        lines = []
+        for i in carried:
+            value = render_load_widen(read(i, "lane"), types[i])
+            lines.append(f"h{i} = tl.reshape({_to_bits(value, types[i])}, {cube})")
+        lines += [f"h_source = tl.reshape(lane, {cube})",
+                  f"for stage in tl.static_range(1, {log_n + 1}):",
+                  "    for step in tl.static_range(stage):"]
+        axis = f"{log_n} - stage + step, {log_n}"
+        step = [f"p{i} = sorting_network.partner(h{i}, {axis})" for i in carried]
+        step.append(f"p_source = sorting_network.partner(h_source, {axis})")
+        mine = _arguments(operands, carried, types, "h")
+        theirs = _arguments(operands, carried, types, "p")
+        pairs = lambda first, second: ", ".join(  # noqa: E731
+            f"{a}, {b}" for a, b in zip(first, second))
+        step += [f"partner_first = {less}({pairs(theirs, mine)})",
+                 f"mine_first = {less}({pairs(mine, theirs)})",
+                 "# the comparator, ties by source lane; lanes past the row last",
+                 f"first = (p_source < {n}) & ((h_source >= {n}) | partner_first | "
+                 "(~mine_first & (p_source < h_source)))",
+                 f"take = first != sorting_network.keeps_later({log_n}, stage, step)"]
+        step += [f"h{i} = tl.where(take, p{i}, h{i})" for i in carried]
+        step.append("h_source = tl.where(take, p_source, h_source)")
+        lines += ["        " + line for line in step]
+        lines.append(f"source = tl.reshape(h_source, ({block},))")
+        return lines
+
+    functions = _comparator_function(comparator, less, len(operands)) + "\n\n"
+    imports = "from triton_backend.device_lib import sorting_network\n"
+    return sort_kernel_source(module, fusion_instr, sort, operands, outputs, block, sorting,
+                              f"a bitonic network asking comparator {comparator.name}",
+                              functions, imports, network_warps(block))
+
+
+def _to_bits(value: str, t: ElementType) -> str:
+    """The register value as the integer of its bits (a pred as int8)."""
+    if t.is_pred:
+        return f"({value}).to(tl.int8)"
+    reg = register_dtype(t)
+    bits = _CARRIED_INT[t.bits if reg == storage_dtype(t) else _REGISTER_BITS[reg]]
+    return value if reg == bits else f"({value}).to({bits}, bitcast=True)"
+
+
+#: Bits of the register dtypes that differ from their storage (16-bit and 8-bit floats).
+_REGISTER_BITS = {"tl.float32": 32}
+
+
+def _arguments(operands: tuple[SortOperand, ...], carried: list[int],
+               types: list[ElementType], prefix: str) -> list[str]:
+    """The comparator's arguments for one side of each pair: the carried operands in their
+    register type, ``0`` for operands it does not read."""
+    out = []
+    for i in range(len(operands)):
+        t = types[i]
+        if i not in carried:
+            out.append("0")
+        elif t.is_pred:
+            out.append(f"({prefix}{i} != 0)")
+        elif _to_bits("x", t) == "x":  # carried as itself (a signed integer)
+            out.append(f"{prefix}{i}")
+        else:
+            out.append(f"{prefix}{i}.to({register_dtype(t)}, bitcast=True)")
+    return out
+
+
+def comparator_problem(module: HloModule, sort: HloInstruction) -> str | None:
+    """Why the network cannot ask ``sort``'s comparator (an op that is not elementwise, a
+    type no kernel holds); None when it can."""
+    comparator = module.computation(sort.attr("to_apply"))
+    try:
+        _comparator_function(comparator, "probe", len(sort.operands))
+    except FusionCompilerError as err:
+        return f"comparator {comparator.name}: {err.message}"
+    return None
+
+
+def _comparator_function(comparator, name: str, k: int) -> str:
+    """``@triton.jit def name(a0, b0, a1, b1, ...)``: the comparator on tensors, each op in
+    its own type (16-bit floats held in fp32, as in every kernel)."""
+    names = IdentifierAllocator()
+    params = [names.fresh(f"{side}{i}") for i in range(k) for side in ("a", "b")]
+    body: list[str] = []
+    (result,) = scalar_body(comparator, names, params, body, widen=False)
+    header = comment_block(print_computation(comparator))
+    return (header + f"@triton.jit\ndef {name}({', '.join(params)}):\n" + "\n".join(body)
+            + f"\n    return {result}\n")
+
+
+__all__ = ["comparator_problem", "network_warps", "render_network_sort_kernel"]
