@@ -402,6 +402,26 @@ def test_float_reductions_with_nan_inf_and_signed_zero(dtype, reducer, init):
     assert_same(got, want, dtype, [rows.tolist()])
 
 
+@pytest.mark.parametrize("dtype", ("bf16", "f16"))
+def test_a_16_bit_reduction_rounds_its_sum_to_nearest(dtype):
+    """The f32 sum rounds to the nearest 16-bit value, as XLA rounds: the interpreter's own
+    ``.to(tl.bfloat16)`` truncates, and a reduction once rounded with it (1 + 1.5 ulp gave
+    1 + 1 ulp)."""
+    ulp = 2.0 ** (-7 if dtype == "bf16" else -10)
+    rows = np.array([[1.0, 1.5 * ulp], [1.0, 1.75 * ulp], [-1.0, -1.5 * ulp], [2.0, 2.5 * ulp]],
+                    np.float32).astype(NUMPY[dtype])
+    text = single_fusion_module(
+        [f"{dtype}[4,2]"], f"  c = {dtype}[] constant(0)\n"
+        f"  ROOT r = {dtype}[4] reduce(p0, c), dimensions={{1}}, to_apply=add",
+        f"{dtype}[4]", extra=_REDUCERS.replace("$T", dtype))
+    module = parse_hlo(text)
+    got = to_numpy(compile_fusion(module, "fusion")(to_torch(rows, dtype))[0], dtype)
+    nearest = rows.astype(np.float32).sum(1).astype(NUMPY[dtype])
+    np.testing.assert_array_equal(got.astype(np.float32), nearest.astype(np.float32))
+    want = np.asarray(evaluate(fusion_module(module, "fusion"), rows)[0])
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
 @pytest.mark.parametrize("op,init", [("and", "true"), ("or", "false"), ("xor", "false")])
 def test_pred_reductions(op, init):
     rows = np.array(list(itertools.product([False, True], repeat=5)))

@@ -26,8 +26,7 @@ from triton_backend.lowering.rules.combine_function import (
     render_combine_function,
 )
 from triton_backend.lowering.emitter.value_emitter import Value, ValueEmitter, array_shape
-from triton_backend.lowering.emitter.triton_types import (FLOAT8, register_dtype, render_round,
-                                                          storage_dtype)
+from triton_backend.lowering.emitter.triton_types import register_dtype, render_round
 from triton_backend.lowering.emitter.identifiers import sanitize
 from triton_backend.lowering.rules.ordered_reduction import emit_ordered_fold, folds_in_order
 from triton_backend.lowering.rules.split_reduction import join_parts
@@ -108,10 +107,10 @@ def fold_in(em: ValueEmitter, instr: HloInstruction, reduced_shape: tuple[int, .
     tuple_shaped = arity > 1 or not hasattr(instr.shape, "dims")
     out_types = [s.element_type for s in instr.shape.elements] if tuple_shaped else [instr.shape.element_type]
     for name, t in zip(results, out_types):
-        if t.name in ("bf16", "f16"):
-            em.emit(f"{name} = {name}.to({storage_dtype(t)}).to(tl.float32)")
-        elif t.name in FLOAT8:
-            em.emit(f"{name} = {render_round(name, t)}")
+        # xla_math's rounding: the interpreter's .to(tl.bfloat16) truncates
+        rounded = render_round(name, t)
+        if rounded != name:
+            em.emit(f"{name} = {rounded}")
     return tuple(results) if tuple_shaped else results[0]
 
 
