@@ -232,9 +232,6 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
     "f8_convert": (
         ("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  c = f8e4m3fnuz[4] convert(x)\n"
         "  ROOT r = f32[4] convert(c)\n}\n"), "c", "f8e4m3fnuz"),
-    "bitcast_convert_to_narrower": (
-        ("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n"
-        "  ROOT r = u16[3,2] bitcast-convert(x)\n}\n"), "r", "bit widths"),
     # a map whose to_apply calls a computation: the one op with no Triton path (a map of
     # scalar elementwise ops is inlined as array ops).
     "uncovered_op_in_while_body": (

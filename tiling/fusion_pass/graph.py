@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from fusion.analysis.element_width import changes_element_width
 from fusion.ir.hlo_module import HloComputation, HloModule
 from fusion.ir.shape import ArrayShape
 from tiling.fusion_pass.builder import NameAllocator, fused_computation
@@ -77,8 +78,10 @@ class FusionGraph:
         for instr in self.comp.instructions:
             # A scan fuses as a reduction does: its tile runs along the scanned dim, so
             # the fusion reads its operand once (a reduce-window reduces a window per output).
+            # A bitcast-convert between widths adds or drops a dim: a view, no kernel's op.
             fusible = instr.opcode in FUSIBLE_OPCODES and (
-                isinstance(instr.shape, ArrayShape) or instr.opcode == "reduce")
+                isinstance(instr.shape, ArrayShape) or instr.opcode == "reduce") \
+                and not changes_element_width(self.comp, instr)
             if not fusible and scan_along_tile_candidate(instr, self.comp, self.module):
                 fusible = True
                 self._scans.add(instr.name)

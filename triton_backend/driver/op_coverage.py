@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
+from fusion.analysis.element_width import changes_element_width
 from fusion.analysis.library_calls import is_library_call, library_call
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator.registry import OP_RULES
@@ -54,7 +55,7 @@ from fusion.opcodes import opcodes_with, traits
 from fusion.transforms.canonicalize import canonicalize
 from fusion.transforms.complex_expansion import expand_complex_fusion, involves_complex, is_complex_shape
 from fusion.transforms.plain_ops import plain_ops
-from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view
+from triton_backend.host.views import HOST_TENSOR_TYPES, is_host_view, is_view_layout
 from triton_backend.lowering.rules.combine_function import lowers_in_reducer
 from triton_backend.lowering.rules.elementwise_rules import ELEMENTWISE_RULES
 from triton_backend.driver.coverage_checks import (
@@ -138,6 +139,10 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
                           bitcast_check),
+    "bitcast-convert": OpCoverage(HOST_OR_KERNEL, "between types of one width an elementwise "
+                                  "kernel op; between widths (a minor dim added or dropped) a "
+                                  "view of the buffer on the host, untiled row-major layouts, "
+                                  "never fused", elementwise_check),
     # compile_hlo (and this check) first rewrite a pair nothing else reads as the call it
     # runs (fusion.transforms.async_unwrapping); only a pair read whole is left to refuse.
     "async-done": OpCoverage(NEVER, "an async pair whose start or update is read other than "
@@ -292,6 +297,8 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if traits(instr.opcode).reshape_like and \
                 is_host_view(comp.instruction(instr.operands[0]).shape, instr.shape):
             return None
+        if changes_element_width(comp, instr):
+            return _width_change_reason(comp, instr)
         if instr.opcode == "reduce" and _zero_elements(comp, instr):
             return None
         if coverage.handler == LIBRARY:
@@ -309,6 +316,16 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         if reason is not None:
             return reason
     return _types_reason(comp, instr, KERNEL_ELEMENT_TYPES, "in a Triton kernel")
+
+
+def _width_change_reason(comp: HloComputation, instr: HloInstruction) -> str | None:
+    """A bitcast-convert between widths runs on the host as a view of the buffer
+    (``host_ops.host_bitcast_convert``): untiled row-major layouts, a torch dtype."""
+    source = comp.instruction(instr.operands[0]).shape
+    if not (is_view_layout(source) and is_view_layout(instr.shape)):
+        return (f"{instr.opcode} from {source} to {instr.shape} changes the element width: "
+                "a view of the buffer, which takes untiled row-major layouts")
+    return _types_reason(comp, instr, HOST_TENSOR_TYPES, "in a torch tensor")
 
 
 def _holds_complex(comp: HloComputation, instr: HloInstruction) -> bool:
@@ -350,7 +367,7 @@ def uncovered_ops(module: HloModule, devices: int = 1) -> list[Uncovered]:
 
     Walks the ENTRY computation and the computations it runs on the host (call, while,
     conditional), the fused computations of its fusions and the reducers of its reduces;
-    a sort's comparator is run by the evaluator at compile time, so only its order matters.
+    a sort's comparator is judged by the sort template (its order, or the network's rendering).
     """
     module = plain_ops(module)  # as compile_hlo does first: the maps left are refused
     found: list[Uncovered] = []

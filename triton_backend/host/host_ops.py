@@ -44,6 +44,7 @@ from typing import Any, Union
 import numpy as np
 import torch
 
+from fusion.analysis.element_width import changes_element_width
 from fusion.ir.attributes import Literal
 from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator.constant_ops import literal_array
@@ -117,6 +118,29 @@ def _view_executor(source: Shape, result: Shape) -> Executor | None:
 
 def host_bitcast(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor | None:
     return _view_executor(comp.instruction(instr.operands[0]).shape, instr.shape)
+
+
+def host_bitcast_convert(comp: HloComputation, instr: HloInstruction,
+                         device: torch.device) -> Executor | None:
+    """A bitcast-convert between element widths (``fusion.analysis.element_width``): the
+    buffer's bytes read as the other type, a view when both layouts are untiled row-major
+    (``f32[3] -> u16[3,2]``: each element's halves, low first, as the evaluator splits
+    them).  One of equal widths is a kernel's elementwise op (None)."""
+    source = comp.instruction(instr.operands[0]).shape
+    if not changes_element_width(comp, instr) or not (
+            is_view_layout(source) and is_view_layout(instr.shape)) \
+            or instr.shape.dtype not in TORCH_DTYPES:
+        return None
+    dtype, dims = TORCH_DTYPES[instr.shape.dtype], instr.shape.dims
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        tensor = operands[0]
+        assert isinstance(tensor, torch.Tensor)
+        # torch reinterprets the last dim (of stride 1): a scalar becomes one element first
+        tensor = tensor.contiguous().reshape(tensor.shape or (1,))
+        return tensor.view(dtype).reshape(dims)
+
+    return run
 
 
 def host_call(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
@@ -235,6 +259,7 @@ def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device
 HOST_RULES: dict[str, Rule] = dict(sorted({
     **COLLECTIVE_HOST_RULES,
     "bitcast": host_bitcast,
+    "bitcast-convert": host_bitcast_convert,
     "call": host_call,
     "cholesky": host_cholesky,
     "conditional": host_conditional,
