@@ -55,7 +55,12 @@ def eval_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
     if x.dtype.kind in "iu" and target.itemsize < 8 and target.kind != "c":
         # Integers go through f64 (exact up to 2**53) for a single rounding to the target.
         return x.astype(np.float64).astype(target)
-    return x.astype(target)
+    result = x.astype(target)
+    if x.dtype.name.endswith("fnuz") and is_float_dtype(target):
+        # A fnuz format's one NaN is the code of -0 (the sign bit alone): XLA widens it to a
+        # positive NaN, ml_dtypes to a negative one.
+        result = np.where(np.isnan(result), np.abs(result), result)
+    return result
 
 
 def eval_bitcast_convert(ev: Any, instr: Any, args: list) -> np.ndarray:

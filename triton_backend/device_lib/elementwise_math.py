@@ -32,10 +32,33 @@ from triton_backend.device_lib.float8 import (
     round_to_f8e4m3fn,
     round_to_f8e5m2,
 )
+from triton_backend.device_lib.float8_formats import (
+    f8e3m4_to_f32,
+    f8e4m3_to_f32,
+    f8e4m3b11fnuz_to_f32,
+    f8e4m3fnuz_to_f32,
+    f8e5m2fnuz_to_f32,
+    f32_to_f8e3m4_exact,
+    f32_to_f8e4m3_exact,
+    f32_to_f8e4m3b11fnuz_exact,
+    f32_to_f8e4m3fnuz_exact,
+    f32_to_f8e5m2fnuz_exact,
+    round_to_f8e3m4,
+    round_to_f8e4m3,
+    round_to_f8e4m3b11fnuz,
+    round_to_f8e4m3fnuz,
+    round_to_f8e5m2fnuz,
+)
 
 #: What this module re-exports from ``float8`` for the kernels (``xla_math.round_to_f8e5m2``).
 FLOAT8_EXPORTS = (DOT_F8E4M3FN, DOT_F8E5M2, f8e4m3fn_to_f32, f8e5m2_to_f32, f32_to_f8e4m3fn_exact,
-                  f32_to_f8e5m2_exact, round_to_f8e4m3fn, round_to_f8e5m2)
+                  f32_to_f8e5m2_exact, round_to_f8e4m3fn, round_to_f8e5m2,
+                  # and from ``float8_formats``: XLA's other 8-bit floats
+                  f8e3m4_to_f32, f8e4m3_to_f32, f8e4m3b11fnuz_to_f32, f8e4m3fnuz_to_f32,
+                  f8e5m2fnuz_to_f32, f32_to_f8e3m4_exact, f32_to_f8e4m3_exact,
+                  f32_to_f8e4m3b11fnuz_exact, f32_to_f8e4m3fnuz_exact, f32_to_f8e5m2fnuz_exact,
+                  round_to_f8e3m4, round_to_f8e4m3, round_to_f8e4m3b11fnuz, round_to_f8e4m3fnuz,
+                  round_to_f8e5m2fnuz)
 
 #: The ``input_precision`` of the bf16 split dots (``xla_math.BF16X3_PRECISION``).
 DOT_PRECISION_EXPORTS = (BF16X3_PRECISION, BF16X6_PRECISION)

@@ -39,9 +39,7 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "f32": torch.float32,
     "f64": torch.float64,
     "f8e4m3fn": torch.float8_e4m3fn,
-    "f8e4m3fnuz": torch.float8_e4m3fnuz,
     "f8e5m2": torch.float8_e5m2,
-    "f8e5m2fnuz": torch.float8_e5m2fnuz,
     "f8e8m0fnu": torch.float8_e8m0fnu,
     "pred": torch.bool,
     "s16": torch.int16,
@@ -58,6 +56,13 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 #: Sub-byte integers: a logical tensor holds one value per byte (sign- or zero-extended).
 SUB_BYTE_CARRIERS: dict[str, torch.dtype] = {
     "s2": torch.int8, "s4": torch.int8, "u2": torch.uint8, "u4": torch.uint8,
+}
+#: 8-bit floats a Triton kernel for NVIDIA GPUs cannot take as such (no dtype, or, for the
+#: fnuz ones, a dtype Triton keeps to AMD): a uint8 tensor holds their bytes, as the kernels
+#: move them (``device_lib.float8_formats``).
+BYTE_CARRIERS: dict[str, torch.dtype] = {
+    "f8e3m4": torch.uint8, "f8e4m3": torch.uint8, "f8e4m3b11fnuz": torch.uint8,
+    "f8e4m3fnuz": torch.uint8, "f8e5m2fnuz": torch.uint8,
 }
 _HLO_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
 _CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -78,7 +83,7 @@ def hlo_type_of(dtype: torch.dtype) -> str:
 def torch_dtype_of(dtype: str) -> torch.dtype:
     """The torch dtype of an HLO element type (``LayoutError`` when torch has none)."""
     try:
-        return TORCH_DTYPES.get(dtype) or SUB_BYTE_CARRIERS[dtype]
+        return TORCH_DTYPES.get(dtype) or SUB_BYTE_CARRIERS.get(dtype) or BYTE_CARRIERS[dtype]
     except KeyError:
         raise LayoutError(f"element type {dtype} has no torch dtype") from None
 

@@ -25,7 +25,7 @@ from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape
 from tiling.layouts.tiled_layout import TiledLayout, elements_per_word
-from triton_backend.host.host_packing import SUB_BYTE_CARRIERS, pack_tensor, unpack_tensor
+from triton_backend.host.host_packing import BYTE_CARRIERS, SUB_BYTE_CARRIERS, pack_tensor, unpack_tensor
 
 # HLO spelling -> torch dtype name (alphabetical).  Names are looked up with getattr so that
 # an older torch without some f8 type simply lacks the entry.
@@ -37,9 +37,7 @@ _TORCH_NAMES: dict[str, str] = {
     "f32": "float32",
     "f64": "float64",
     "f8e4m3fn": "float8_e4m3fn",
-    "f8e4m3fnuz": "float8_e4m3fnuz",
     "f8e5m2": "float8_e5m2",
-    "f8e5m2fnuz": "float8_e5m2fnuz",
     "f8e8m0fnu": "float8_e8m0fnu",
     "pred": "bool",
     "s16": "int16",
@@ -52,12 +50,21 @@ _TORCH_NAMES: dict[str, str] = {
     "u8": "uint8",
 }
 
+#: Torch's own fnuz tensors, which a parameter of the type takes too (viewed as their bytes,
+#: ``BYTE_CARRIERS``: a uint8 tensor holds the 8-bit floats the kernels move as bytes, and
+#: ``tensor_from_numpy`` makes one from the ml_dtypes array).
+NATIVE_BYTE_TYPES: dict[str, torch.dtype] = {
+    hlo: getattr(torch, name) for hlo, name in (("f8e4m3fnuz", "float8_e4m3fnuz"),
+                                                ("f8e5m2fnuz", "float8_e5m2fnuz"))
+    if hasattr(torch, name)}
+
 TORCH_DTYPES: dict[str, torch.dtype] = {
     **{hlo: getattr(torch, name) for hlo, name in _TORCH_NAMES.items() if hasattr(torch, name)},
     **SUB_BYTE_CARRIERS,
+    **BYTE_CARRIERS,
 }
 HLO_TYPES: dict[torch.dtype, str] = {dtype: hlo for hlo, dtype in TORCH_DTYPES.items()
-                                     if hlo not in SUB_BYTE_CARRIERS}
+                                     if hlo not in SUB_BYTE_CARRIERS and hlo not in BYTE_CARRIERS}
 
 # Types whose NumPy form (ml_dtypes) torch.from_numpy cannot take: moved as raw bits.
 _BITS_DTYPES = {8: torch.uint8, 16: torch.uint16}
@@ -246,6 +253,8 @@ def _validate_one(number: int, param: HloInstruction, arg: Any, device: torch.de
         raise EvaluationError(f"has layout {arg.layout}; compiled modules take dense (strided) "
                               "tensors: convert with .to_dense()", where=label)
     logical = torch_dtype(shape.dtype, where=label)
+    if arg.dtype != logical and NATIVE_BYTE_TYPES.get(shape.dtype) == arg.dtype:
+        arg = arg.view(logical)  # torch's fnuz tensor: its bytes, as the kernels read them
     physical = physical_buffer(shape)
     is_logical = arg.dtype == logical and tuple(arg.shape) == shape.dims
     if physical is not None and not is_logical:
@@ -299,6 +308,6 @@ def _normalized(arg: torch.Tensor) -> torch.Tensor:
     return arg if arg.is_contiguous() else arg.contiguous()
 
 
-__all__ = ["HLO_TYPES", "TORCH_DTYPES", "hlo_type_of", "pack_logical", "parameter_label",
+__all__ = ["BYTE_CARRIERS", "HLO_TYPES", "NATIVE_BYTE_TYPES", "TORCH_DTYPES", "hlo_type_of", "pack_logical", "parameter_label",
            "physical_buffer", "tensor_from_numpy", "tensor_to_numpy", "torch_dtype",
            "unpack_physical", "validate_arguments"]

@@ -8,7 +8,10 @@
    ``s32 -> f32 -> bf16``, with its double rounding).  NaN payloads of 16-bit floats survive
    in the interpreter but a GPU's ``cvt.rn.bf16.f32`` returns the canonical NaN.  The 8-bit
    floats f8e4m3fn and f8e5m2 follow the same rule (``device_lib.float8``): past the largest
-   finite value f8e4m3fn rounds to NaN (it has no infinity), f8e5m2 to infinity, as XLA.
+   finite value f8e4m3fn rounds to NaN (it has no infinity), f8e5m2 to infinity, as XLA.  So
+   do f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz (NaN past the largest; no -0.0; their one NaN
+   widens to a positive NaN, as XLA's) and f8e4m3, f8e3m4 (infinity past the largest),
+   moved as bytes (``device_lib.float8_formats``; uint8 tensors on the host).
 2. **No FP contraction**: ``TRITON_DEFAULT_FP_FUSION=0`` (the knob
    ``triton.knobs.language.default_fp_fusion`` in Triton 3.9, read at compile time; 3.9 warns
    when it is unset and 3.10 changes the default), and ``ptx_report`` passes

@@ -21,13 +21,17 @@ _TL_STORAGE = {
     "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
     # Sub-byte integers: one value per byte, sign- or zero-extended (``wrap_sub_byte``).
     "s2": "tl.int8", "s4": "tl.int8", "u2": "tl.uint8", "u4": "tl.uint8",
-    # 8-bit floats: held in fp32 like bf16, converted by ``device_lib.float8``.
+    # 8-bit floats: held in fp32 like bf16, converted by ``device_lib.float8`` (and
+    # ``float8_formats``: the types Triton has no NVIDIA dtype for move as their byte).
     "f8e4m3fn": "tl.float8e4nv", "f8e5m2": "tl.float8e5",
+    "f8e3m4": "tl.uint8", "f8e4m3": "tl.uint8", "f8e4m3b11fnuz": "tl.uint8",
+    "f8e4m3fnuz": "tl.uint8", "f8e5m2fnuz": "tl.uint8",
 }
 
 #: Floats narrower than fp32 that a kernel holds in fp32 registers, rounding each op's result.
-NARROW_FLOATS = frozenset({"bf16", "f16", "f8e4m3fn", "f8e5m2"})
-FLOAT8 = frozenset({"f8e4m3fn", "f8e5m2"})
+FLOAT8 = frozenset({"f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2",
+                    "f8e5m2fnuz"})
+NARROW_FLOATS = frozenset({"bf16", "f16"}) | FLOAT8
 
 
 def storage_dtype(t: ElementType) -> str:

@@ -1,0 +1,193 @@
+"""``@triton.jit`` helpers for XLA's other 8-bit floats, from their bit layouts: f8e4m3fnuz and
+f8e5m2fnuz (AMD's, in torch too), f8e4m3b11fnuz, and the OCP's IEEE-like f8e4m3 and f8e3m4
+(re-exported by ``elementwise_math``, which kernels import as ``xla_math``).
+
+As f8e4m3fn and f8e5m2 (``float8``), a value is held in fp32 inside a kernel and each op's
+result is rounded to the format (``round_to_<type>``: nearest even, by ``float8._round_to_f8``),
+as XLA and ml_dtypes round.  The formats differ in what their special codes mean:
+
+* ``fnuz`` (finite, no negative zero): no infinity, one NaN (0x80, the would-be -0), and -0.0
+  becomes +0.0; past the largest finite value a rounding gives NaN;
+* IEEE-like (f8e4m3, f8e3m4): the all-ones exponent holds infinity (mantissa 0) and NaN;
+  past the largest finite value a rounding gives infinity.
+
+Triton has no dtype for most of these, and keeps its two fnuz ones (``tl.float8e4b8``,
+``tl.float8e5b16``) to AMD GPUs, so a value moves as its byte (a uint8 tensor on the host,
+``input_validation.BYTE_CARRIERS``): widened from the bits by integer arithmetic and narrowed
+to them, on every target alike.
+
+The layouts (mantissa bits, exponent bits, bias; largest finite value):
+
+=============  ====  ====  ====  ======
+format         man.  exp.  bias  max
+=============  ====  ====  ====  ======
+f8e4m3fnuz     3     4     8     240
+f8e5m2fnuz     2     5     16    57344
+f8e4m3b11fnuz  3     4     11    30
+f8e4m3         3     4     7     240
+f8e3m4         4     3     3     15.5
+=============  ====  ====  ====  ======
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+from triton_backend.device_lib.device_function import device_function
+from triton_backend.device_lib.float8 import _round_to_f8
+
+# The special codes (``SPECIAL``): IEEE (infinity and NaNs in the all-ones exponent) or
+# fnuz (0x80 is the NaN).
+_IEEE = tl.constexpr(0)
+_FNUZ = tl.constexpr(2)
+
+
+@device_function
+def _bits_to_f32(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
+                 SPECIAL: tl.constexpr):
+    """The fp32 value of the 8-bit code ``x`` (any 8-bit dtype, read as its bits)."""
+    b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
+    e = (b >> MANTISSA) & ((1 << EXPONENT) - 1)
+    m = b & ((1 << MANTISSA) - 1)
+    normal = (((e + (127 - BIAS)) << 23) | (m << (23 - MANTISSA))).to(tl.float32, bitcast=True)
+    # a subnormal's quantum is 2 ** (1 - BIAS - MANTISSA): exact as an fp32 product
+    quantum = (((128 - BIAS - MANTISSA) << 23) + tl.zeros_like(b)).to(tl.float32, bitcast=True)
+    mag = tl.where(e == 0, m.to(tl.float32) * quantum, normal)
+    if SPECIAL == _IEEE:
+        top = e == (1 << EXPONENT) - 1
+        mag = tl.where(top, tl.where(m == 0, float("inf"), float("nan")), mag)
+    value = tl.where(b >= 128, -mag, mag)
+    if SPECIAL == _FNUZ:
+        value = tl.where(b == 128, float("nan"), value)  # positive, as XLA widens it
+    return value
+
+
+@device_function
+def _fnuz(r):
+    """A rounded value as a fnuz format holds it: -0.0 is +0.0, every NaN the one NaN,
+    which XLA reads back as a positive NaN (the code is the sign bit alone)."""
+    r = tl.where(r == 0, 0.0, r)
+    return tl.where(r != r, float("nan"), r)
+
+
+@device_function
+def _f32_to_bits(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
+                 SPECIAL: tl.constexpr):
+    """The 8-bit code (uint8) of an fp32 that holds a value of the format (see
+    ``round_to_*``): NaN to the format's NaN, -0.0 of a fnuz format to +0.0."""
+    bits = x.to(tl.uint32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    a = tl.abs(x)
+    ab = a.to(tl.uint32, bitcast=True)
+    e = ((ab >> 23) + BIAS - 127) & ((1 << EXPONENT) - 1)
+    m = (ab >> (23 - MANTISSA)) & ((1 << MANTISSA) - 1)
+    min_normal = (((128 - BIAS) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
+    # Masked to 0.0 elsewhere so that NaN and infinity are never converted to an integer.
+    scale = (((126 + BIAS + MANTISSA) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
+    subnormal = (tl.where(a < min_normal, a, 0.0) * scale).to(tl.uint32)
+    mag = tl.where(a < min_normal, subnormal, (e << MANTISSA) | m)
+    top = ((1 << EXPONENT) - 1) << MANTISSA
+    if SPECIAL == _IEEE:
+        mag = tl.where(a == float("inf"), top, mag)
+        code = tl.where(x != x, sign | top | (1 << (MANTISSA - 1)), sign | mag)
+    else:
+        code = tl.where(x != x, 0x80, tl.where(mag == 0, 0, sign | mag))
+    return code.to(tl.uint8)
+
+
+@device_function
+def f8e4m3fnuz_to_f32(x):
+    """Widen f8e4m3fnuz exactly (bias 8; 0x80 NaN)."""
+    return _bits_to_f32(x, 3, 4, 8, 2)
+
+
+@device_function
+def f8e5m2fnuz_to_f32(x):
+    """Widen f8e5m2fnuz exactly (bias 16; 0x80 NaN)."""
+    return _bits_to_f32(x, 2, 5, 16, 2)
+
+
+@device_function
+def f8e4m3b11fnuz_to_f32(x):
+    """Widen f8e4m3b11fnuz exactly (bias 11; 0x80 NaN)."""
+    return _bits_to_f32(x, 3, 4, 11, 2)
+
+
+@device_function
+def f8e4m3_to_f32(x):
+    """Widen f8e4m3 exactly (bias 7; IEEE infinities and NaNs)."""
+    return _bits_to_f32(x, 3, 4, 7, 0)
+
+
+@device_function
+def f8e3m4_to_f32(x):
+    """Widen f8e3m4 exactly (bias 3; IEEE infinities and NaNs)."""
+    return _bits_to_f32(x, 4, 3, 3, 0)
+
+
+@device_function
+def round_to_f8e4m3fnuz(x):
+    """fp32 ``x`` rounded to f8e4m3fnuz (nearest even; past 240 -> NaN; -0 -> +0; one NaN),
+    as fp32."""
+    return _fnuz(_round_to_f8(x, 3, 0.0078125, 240.0, True))
+
+
+@device_function
+def round_to_f8e5m2fnuz(x):
+    """fp32 ``x`` rounded to f8e5m2fnuz (past 57344 -> NaN; -0 -> +0), as fp32."""
+    return _fnuz(_round_to_f8(x, 2, 0.000030517578125, 57344.0, True))
+
+
+@device_function
+def round_to_f8e4m3b11fnuz(x):
+    """fp32 ``x`` rounded to f8e4m3b11fnuz (past 30 -> NaN; -0 -> +0), as fp32."""
+    return _fnuz(_round_to_f8(x, 3, 0.0009765625, 30.0, True))
+
+
+@device_function
+def round_to_f8e4m3(x):
+    """fp32 ``x`` rounded to f8e4m3 (nearest even; past 240 -> infinity), as fp32."""
+    return _round_to_f8(x, 3, 0.015625, 240.0, False)
+
+
+@device_function
+def round_to_f8e3m4(x):
+    """fp32 ``x`` rounded to f8e3m4 (nearest even; past 15.5 -> infinity), as fp32."""
+    return _round_to_f8(x, 4, 0.25, 15.5, False)
+
+
+@device_function
+def f32_to_f8e4m3fnuz_exact(x):
+    """Narrow an fp32 holding an f8e4m3fnuz value to its byte."""
+    return _f32_to_bits(x, 3, 4, 8, 2)
+
+
+@device_function
+def f32_to_f8e5m2fnuz_exact(x):
+    """Narrow an fp32 holding an f8e5m2fnuz value to its byte."""
+    return _f32_to_bits(x, 2, 5, 16, 2)
+
+
+@device_function
+def f32_to_f8e4m3b11fnuz_exact(x):
+    """Narrow an fp32 holding an f8e4m3b11fnuz value to its byte."""
+    return _f32_to_bits(x, 3, 4, 11, 2)
+
+
+@device_function
+def f32_to_f8e4m3_exact(x):
+    """Narrow an fp32 holding an f8e4m3 value to its byte."""
+    return _f32_to_bits(x, 3, 4, 7, 0)
+
+
+@device_function
+def f32_to_f8e3m4_exact(x):
+    """Narrow an fp32 holding an f8e3m4 value to its byte."""
+    return _f32_to_bits(x, 4, 3, 3, 0)
+
+
+__all__ = [
+    "f32_to_f8e3m4_exact", "f32_to_f8e4m3_exact", "f32_to_f8e4m3b11fnuz_exact",
+    "f32_to_f8e4m3fnuz_exact", "f32_to_f8e5m2fnuz_exact", "f8e3m4_to_f32", "f8e4m3_to_f32",
+    "f8e4m3b11fnuz_to_f32", "f8e4m3fnuz_to_f32", "f8e5m2fnuz_to_f32", "round_to_f8e3m4",
+    "round_to_f8e4m3", "round_to_f8e4m3b11fnuz", "round_to_f8e4m3fnuz", "round_to_f8e5m2fnuz",
+]
