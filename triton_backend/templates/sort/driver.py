@@ -1,4 +1,4 @@
-"""Sort fusions as ``tl.sort`` kernels: one row in one tile, stable, multi-operand.
+"""Sort fusions as kernels: one row in one tile, stable, multi-operand.
 
 A *sort fusion* is a ``fusion`` whose computation's root is a ``sort`` (or a tuple of
 get-tuple-elements of one), whose operands are fusion parameters or iotas (argsort sorts
@@ -14,8 +14,9 @@ select/bitcast/xor computation, which is why syntax alone is not enough).  A pla
 ``LT``/``GT`` is taken as the canonical order (it agrees with it on every non-NaN pair; NaN
 makes a plain compare no strict weak order, and the kernel then sorts NaNs last).  f32 keys
 may also be compared as their bf16 roundings (XLA:CPU's form of a bf16 sort).  Anything
-else (tie-breaks on other operands, keys of more than 32 bits, custom orders) is rejected
-with the reason.
+else (tie-breaks on other operands, keys of more than 32 bits, custom orders) is sorted by a
+bitonic network asking the comparator itself (``network_kernel``), in one tile; past one
+tile it is refused with the reason (``sort_method``).
 
 >>> import fusion
 >>> m = fusion.parse_hlo('''HloModule m
@@ -258,8 +259,9 @@ def sort_method(module: HloModule, fusion_instr: HloInstruction, sort: HloInstru
 def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *,
                         tile_sizes=None, target: str | None = None,
                         cache: KernelCache | None = None, order: SortOrder | None = None):
-    """Generate, cache and load the ``tl.sort`` kernel of a sort fusion (kind ``"sort"``); a
-    ``LibrarySort`` (no kernel) for rows longer than :data:`MAX_SORT_LENGTH`.
+    """Generate, cache and load the kernel of a sort fusion (kind ``"sort"``: ``tl.sort`` of
+    packed keys, or the bitonic network asking the comparator, as :func:`sort_method` says);
+    a ``LibrarySort`` (no kernel) for rows longer than :data:`MAX_SORT_LENGTH`.
 
     ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
     row); by default the row length rounded up to a power of two.  ``order``: the
