@@ -56,6 +56,9 @@ def eval_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
         # Integers go through f64 (exact up to 2**53) for a single rounding to the target.
         return x.astype(np.float64).astype(target)
     result = x.astype(target)
+    if target.name == "float4_e2m1fn" and is_float_dtype(x.dtype):
+        # f4e2m1fn has no NaN: XLA gives -0.0 for every NaN (ml_dtypes +0.0 for a negative one)
+        result = np.where(np.isnan(widen(x)), np.array(-0.0, target), result)
     if x.dtype.name.endswith("fnuz") and is_float_dtype(target):
         # A fnuz format's one NaN is the code of -0 (the sign bit alone): XLA widens it to a
         # positive NaN, ml_dtypes to a negative one.

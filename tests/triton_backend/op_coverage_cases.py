@@ -228,11 +228,6 @@ LIMIT_CASES: dict[str, tuple[str, str, str]] = {
         ("HloModule m\n" + MAX + "ENTRY e {\n  x = f32[6] parameter(0)\n  z = f32[] constant(-inf)\n"
         "  ROOT r = f32[5] reduce-window(x, z), window={size=2 rhs_reversal=1}, to_apply=max\n}\n"),
         "r", "reversal"),
-    # The sign- and exponent-carrying 8-bit floats are kernel types (test_fp8,
-    # test_fp8_formats); the MX scale type f8e8m0fnu is not.
-    "f8_convert": (
-        ("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  c = f8e8m0fnu[4] convert(x)\n"
-        "  ROOT r = f32[4] convert(c)\n}\n"), "c", "f8e8m0fnu"),
     # a map whose to_apply calls a computation: the one op with no Triton path (a map of
     # scalar elementwise ops is inlined as array ops).
     "uncovered_op_in_while_body": (

@@ -1,6 +1,6 @@
-"""XLA's other 8-bit floats as kernel types (``device_lib.float8_formats``): f8e4m3fnuz and
-f8e5m2fnuz (torch has them), f8e4m3b11fnuz, and the OCP's IEEE-like f8e4m3 and f8e3m4 (their
-bytes in uint8 tensors).  Converts, an op rounded in the type, and values passed in and
+"""XLA's other small floats as kernel types (``device_lib.float8_formats``): f8e4m3fnuz and
+f8e5m2fnuz, f8e4m3b11fnuz, the OCP's IEEE-like f8e4m3 and f8e3m4, and the MX formats
+f8e8m0fnu (a power of two) and f4e2m1fn (their codes in uint8 tensors).  Converts, an op rounded in the type, and values passed in and
 returned, on edge values: NaN, infinities, -0.0 (which fnuz formats lack), subnormals,
 overflow (NaN for fnuz, infinity for IEEE-like), rounding ties.  Truths: XLA itself (JAX on
 CPU) and the evaluator (ml_dtypes), bit for bit."""
@@ -20,14 +20,17 @@ from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.reports.ptx_report import find_ptxas
 
-FORMATS = ("f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fnuz", "f8e5m2fnuz")
-JNP = {"f8e3m4": "float8_e3m4", "f8e4m3": "float8_e4m3", "f8e4m3b11fnuz": "float8_e4m3b11fnuz",
-       "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz"}
+FORMATS = ("f4e2m1fn", "f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fnuz", "f8e5m2fnuz",
+           "f8e8m0fnu")
+JNP = {"f4e2m1fn": "float4_e2m1fn", "f8e3m4": "float8_e3m4", "f8e4m3": "float8_e4m3",
+       "f8e4m3b11fnuz": "float8_e4m3b11fnuz", "f8e4m3fnuz": "float8_e4m3fnuz",
+       "f8e5m2fnuz": "float8_e5m2fnuz", "f8e8m0fnu": "float8_e8m0fnu"}
 
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, 1.5, 3.0, 0.1, -0.3, 1e-3, 2e-6, 15.5, 16.0, 17.0,
                   29.0, 30.0, 31.0, 239.0, 240.0, 247.0, 248.0, 250.0, 448.0, 57344.0, 61440.0,
                   1e10, -1e10, np.inf, -np.inf, np.nan, -np.nan, 0.0078125, 2 ** -9 * 1.5,
-                  2 ** -11, 2 ** -16 * 3, 2 ** -17, 0.1875, 0.3125], np.float32)
+                  2 ** -11, 2 ** -16 * 3, 2 ** -17, 0.1875, 0.3125, 0.25, 0.75, 5.0, 6.0, 7.0,
+                  2.0 ** -127, 2.0 ** -128, 1.5 * 2.0 ** -127, 3e38, 1.7e38], np.float32)
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -49,8 +52,12 @@ def test_converts_and_a_rounded_op_match_xla(t):
     text = jax.jit(fn).lower(EDGES).as_text(dialect="hlo")
     got = compile_hlo(text, cache=False)(torch.from_numpy(EDGES))
     want = jax.jit(fn)(EDGES)
-    for g, w in zip(got, want):
-        _same_bits(tensor_to_numpy(g), w)
+    # XLA:CPU multiplies f8e8m0fnu values in f32 without rounding the product back (a square
+    # past the range gives 0 or inf, which the format cannot hold): its square is judged by
+    # the evaluator alone, which rounds every op's result to the type, as every kernel does.
+    for k, (g, w) in enumerate(zip(got, want)):
+        if not (t == "f8e8m0fnu" and k == 0):
+            _same_bits(tensor_to_numpy(g), w)
     module = parse_hlo(text)
     for g, e in zip(got, evaluate(module, EDGES)):
         _same_bits(tensor_to_numpy(g), e)
@@ -58,18 +65,20 @@ def test_converts_and_a_rounded_op_match_xla(t):
 
 @pytest.mark.parametrize("t", FORMATS)
 def test_values_of_the_type_pass_in_and_out(t):
-    """Every one of the 256 codes passed in (torch's fnuz dtypes, else their bytes in uint8),
-    added to itself in ``t``, against the evaluator."""
-    codes = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, JNP[t]))
-    text = (f"HloModule m\nENTRY e {{\n  x = {t}[256] parameter(0)\n"
-            f"  ROOT r = {t}[256] add(x, x)\n}}\n")
+    """Every code passed in (torch's fnuz and e8m0 dtypes, else their bytes in uint8), added
+    to itself in ``t``, against the evaluator."""
+    n = 16 if t == "f4e2m1fn" else 256
+    codes = np.arange(n, dtype=np.uint8).view(getattr(ml_dtypes, JNP[t]))
+    text = (f"HloModule m\nENTRY e {{\n  x = {t}[{n}] parameter(0)\n"
+            f"  ROOT r = {t}[{n}] add(x, x)\n}}\n")
     (got,) = compile_hlo(text, cache=False)(tensor_from_numpy(codes, t))
     (want,) = evaluate(parse_hlo(text), codes)
     got = tensor_to_numpy(got)
     assert got.dtype.itemsize == 1
     _same_bits(got, np.asarray(want))
-    native = {"f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz"}.get(t)
-    if native is not None:  # torch's own fnuz tensor is taken as its bytes
+    native = {"f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz",
+              "f8e8m0fnu": "float8_e8m0fnu"}.get(t)
+    if native is not None:  # torch's own tensor is taken as its bytes
         again = compile_hlo(text, cache=False)(
             torch.from_numpy(codes.view(np.uint8)).view(getattr(torch, native)))[0]
         _same_bits(tensor_to_numpy(again), np.asarray(want))
@@ -79,7 +88,8 @@ def test_values_of_the_type_pass_in_and_out(t):
 def test_the_conversions_compile_for_sm90():
     text = ("HloModule m\nENTRY e {\n  x = f8e4m3fnuz[64,64] parameter(0)\n"
             "  y = f8e3m4[64,64] convert(x)\n  z = f8e5m2fnuz[64,64] convert(y)\n"
-            "  ROOT r = f32[64,64] convert(z)\n}\n")
+            "  f = f4e2m1fn[64,64] convert(z)\n  s = f8e8m0fnu[64,64] convert(f)\n"
+            "  ROOT r = f32[64,64] convert(s)\n}\n")
     (kernel,) = compile_hlo(text, target="sm_90", cache=False).fusions.values()
     (report,) = compile_on_targets([[kernel.kernel_path, 90]])
     assert report["registers"] > 0 and report["spills"] == 0, report

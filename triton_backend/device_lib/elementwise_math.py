@@ -33,6 +33,12 @@ from triton_backend.device_lib.float8 import (
     round_to_f8e5m2,
 )
 from triton_backend.device_lib.float8_formats import (
+    f4e2m1fn_to_f32,
+    f8e8m0fnu_to_f32,
+    f32_to_f4e2m1fn_exact,
+    f32_to_f8e8m0fnu_exact,
+    round_to_f4e2m1fn,
+    round_to_f8e8m0fnu,
     f8e3m4_to_f32,
     f8e4m3_to_f32,
     f8e4m3b11fnuz_to_f32,
@@ -58,7 +64,8 @@ FLOAT8_EXPORTS = (DOT_F8E4M3FN, DOT_F8E5M2, f8e4m3fn_to_f32, f8e5m2_to_f32, f32_
                   f8e5m2fnuz_to_f32, f32_to_f8e3m4_exact, f32_to_f8e4m3_exact,
                   f32_to_f8e4m3b11fnuz_exact, f32_to_f8e4m3fnuz_exact, f32_to_f8e5m2fnuz_exact,
                   round_to_f8e3m4, round_to_f8e4m3, round_to_f8e4m3b11fnuz, round_to_f8e4m3fnuz,
-                  round_to_f8e5m2fnuz)
+                  round_to_f8e5m2fnuz, f4e2m1fn_to_f32, f8e8m0fnu_to_f32, f32_to_f4e2m1fn_exact,
+                  f32_to_f8e8m0fnu_exact, round_to_f4e2m1fn, round_to_f8e8m0fnu)
 
 #: The ``input_precision`` of the bf16 split dots (``xla_math.BF16X3_PRECISION``).
 DOT_PRECISION_EXPORTS = (BF16X3_PRECISION, BF16X6_PRECISION)

@@ -35,9 +35,10 @@ import triton.language as tl
 from triton_backend.device_lib.device_function import device_function
 from triton_backend.device_lib.float8 import _round_to_f8
 
-# The special codes (``SPECIAL``): IEEE (infinity and NaNs in the all-ones exponent) or
-# fnuz (0x80 is the NaN).
+# The special codes (``SPECIAL``): IEEE (infinity and NaNs in the all-ones exponent), none
+# (every code a finite value: f4e2m1fn), or fnuz (0x80 is the NaN).
 _IEEE = tl.constexpr(0)
+_FINITE = tl.constexpr(1)
 _FNUZ = tl.constexpr(2)
 
 
@@ -89,8 +90,10 @@ def _f32_to_bits(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.con
     if SPECIAL == _IEEE:
         mag = tl.where(a == float("inf"), top, mag)
         code = tl.where(x != x, sign | top | (1 << (MANTISSA - 1)), sign | mag)
-    else:
+    elif SPECIAL == _FNUZ:
         code = tl.where(x != x, 0x80, tl.where(mag == 0, 0, sign | mag))
+    else:  # no special codes: the value is finite
+        code = sign | mag
     return code.to(tl.uint8)
 
 
@@ -185,7 +188,68 @@ def f32_to_f8e3m4_exact(x):
     return _f32_to_bits(x, 4, 3, 3, 0)
 
 
+
+# --- the MX formats: f8e8m0fnu (a scale: a power of two) and f4e2m1fn (one code a byte) -----
+
+@device_function
+def f8e8m0fnu_to_f32(x):
+    """Widen f8e8m0fnu exactly: ``2 ** (code - 127)`` (code 0 is the f32 subnormal 2**-127),
+    0xFF NaN."""
+    b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
+    value = tl.where(b == 0, 0x00400000, b << 23).to(tl.float32, bitcast=True)
+    return tl.where(b == 255, float("nan"), value)
+
+
+@device_function
+def round_to_f8e8m0fnu(x):
+    """fp32 ``x`` rounded to f8e8m0fnu as XLA rounds it, as fp32: the nearest power of two,
+    halfway cases up (``1.5 -> 2``, ``3 -> 4``); below 2**-127 that; zero, negatives,
+    infinities, NaN and values past 2**127 NaN."""
+    bits = x.to(tl.uint32, bitcast=True)
+    exponent = (bits + 0x400000) >> 23  # the f32 exponent after rounding half up
+    normal = (exponent << 23).to(tl.float32, bitcast=True)
+    # f32 subnormals (below 2**-126): 2**-127, or 2**-126 from 1.5 * 2**-127 on
+    low = tl.where(bits >= 0x00600000, 0x00800000, 0x00400000).to(tl.float32, bitcast=True)
+    r = tl.where(bits < 0x00800000, low, normal)
+    return tl.where((x != x) | (x <= 0) | (exponent >= 255), float("nan"), r)
+
+
+@device_function
+def f32_to_f8e8m0fnu_exact(x):
+    """Narrow an fp32 holding an f8e8m0fnu value to its byte."""
+    bits = x.to(tl.uint32, bitcast=True)
+    code = tl.where(bits == 0x00400000, 0, bits >> 23)
+    return tl.where(x != x, 255, code).to(tl.uint8)
+
+
+@device_function
+def f4e2m1fn_to_f32(x):
+    """Widen f4e2m1fn exactly from the low 4 bits of its byte: sign, 2 exponent bits (bias
+    1), 1 mantissa bit; every code finite (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives)."""
+    b = x.to(tl.uint8, bitcast=True)
+    mag = _bits_to_f32(b & 7, 1, 2, 1, 1)
+    return tl.where((b & 8) != 0, -mag, mag)
+
+
+@device_function
+def round_to_f4e2m1fn(x):
+    """fp32 ``x`` rounded to f4e2m1fn as XLA rounds it, as fp32: nearest even, saturating at
+    6 (infinities too), every NaN to -0.0 (the format has none)."""
+    r = _round_to_f8(x, 1, 1.0, 6.0, False)
+    r = tl.where(r == float("inf"), 6.0, tl.where(r == float("-inf"), -6.0, r))
+    return tl.where(x != x, -0.0, r)
+
+
+@device_function
+def f32_to_f4e2m1fn_exact(x):
+    """Narrow an fp32 holding an f4e2m1fn value to its code, in the low 4 bits of a byte."""
+    sign = ((x.to(tl.uint32, bitcast=True) >> 28) & 8).to(tl.uint8)
+    return sign | _f32_to_bits(tl.abs(x), 1, 2, 1, 1)
+
+
 __all__ = [
+    "f32_to_f4e2m1fn_exact", "f32_to_f8e8m0fnu_exact", "f4e2m1fn_to_f32", "f8e8m0fnu_to_f32",
+    "round_to_f4e2m1fn", "round_to_f8e8m0fnu",
     "f32_to_f8e3m4_exact", "f32_to_f8e4m3_exact", "f32_to_f8e4m3b11fnuz_exact",
     "f32_to_f8e4m3fnuz_exact", "f32_to_f8e5m2fnuz_exact", "f8e3m4_to_f32", "f8e4m3_to_f32",
     "f8e4m3b11fnuz_to_f32", "f8e4m3fnuz_to_f32", "f8e5m2fnuz_to_f32", "round_to_f8e3m4",

@@ -40,7 +40,6 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "f64": torch.float64,
     "f8e4m3fn": torch.float8_e4m3fn,
     "f8e5m2": torch.float8_e5m2,
-    "f8e8m0fnu": torch.float8_e8m0fnu,
     "pred": torch.bool,
     "s16": torch.int16,
     "s32": torch.int32,
@@ -62,7 +61,8 @@ SUB_BYTE_CARRIERS: dict[str, torch.dtype] = {
 #: move them (``device_lib.float8_formats``).
 BYTE_CARRIERS: dict[str, torch.dtype] = {
     "f8e3m4": torch.uint8, "f8e4m3": torch.uint8, "f8e4m3b11fnuz": torch.uint8,
-    "f8e4m3fnuz": torch.uint8, "f8e5m2fnuz": torch.uint8,
+    "f8e4m3fnuz": torch.uint8, "f8e5m2fnuz": torch.uint8, "f8e8m0fnu": torch.uint8,
+    "f4e2m1fn": torch.uint8,  # its code in the low 4 bits, one a byte
 }
 _HLO_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
 _CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

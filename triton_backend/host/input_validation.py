@@ -3,8 +3,9 @@
 HLO element types map to the torch dtypes that hold them exactly.  The sub-byte integers (s4,
 u4, s2, u2) travel as int8/uint8 tensors holding one value per element (a value outside the
 type's range is an error naming the parameter), or as packed uint32 words when the layout says
-so (``E(4)``: ``physical_buffer``).  f4e2m1fn and the f8 variants torch lacks have no entry, so
-a module using them at its boundary is rejected when it is compiled, not when it runs.
+so (``E(4)``: ``physical_buffer``).  The small floats a Triton kernel for NVIDIA GPUs cannot
+take as such (f4e2m1fn, and the f8 variants other than f8e4m3fn and f8e5m2) travel as uint8
+tensors of their codes (``BYTE_CARRIERS``); torch's own fnuz and e8m0 tensors are taken too.
 
 Every wrong argument is a :class:`fusion.errors.EvaluationError` naming the parameter (its
 number and ``%name``), what was given and what the parameter declares.
@@ -38,7 +39,6 @@ _TORCH_NAMES: dict[str, str] = {
     "f64": "float64",
     "f8e4m3fn": "float8_e4m3fn",
     "f8e5m2": "float8_e5m2",
-    "f8e8m0fnu": "float8_e8m0fnu",
     "pred": "bool",
     "s16": "int16",
     "s32": "int32",
@@ -55,7 +55,8 @@ _TORCH_NAMES: dict[str, str] = {
 #: ``tensor_from_numpy`` makes one from the ml_dtypes array).
 NATIVE_BYTE_TYPES: dict[str, torch.dtype] = {
     hlo: getattr(torch, name) for hlo, name in (("f8e4m3fnuz", "float8_e4m3fnuz"),
-                                                ("f8e5m2fnuz", "float8_e5m2fnuz"))
+                                                ("f8e5m2fnuz", "float8_e5m2fnuz"),
+                                                ("f8e8m0fnu", "float8_e8m0fnu"))
     if hasattr(torch, name)}
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
@@ -108,7 +109,7 @@ def tensor_from_numpy(array: np.ndarray, hlo_type: str, device: torch.device | s
     # np.ascontiguousarray would turn a scalar into shape (1,).
     array = np.array(array, dtype=element_type(hlo_type).numpy_dtype(), order="C", copy=True)
     if array.dtype.kind == "V" or array.dtype.name not in _NUMPY_NATIVE:
-        bits = _BITS_DTYPES[element_type(hlo_type).bits]
+        bits = _BITS_DTYPES[max(8, element_type(hlo_type).bits)]  # f4e2m1fn: a code a byte
         tensor = torch.from_numpy(array.view(np.dtype(str(bits).removeprefix("torch.")))).view(dtype)
     else:
         tensor = torch.from_numpy(array)

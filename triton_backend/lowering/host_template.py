@@ -36,7 +36,8 @@ TORCH_DTYPES = {
     "f8e4m3fn": "torch.float8_e4m3fn", "f8e5m2": "torch.float8_e5m2",
     # 8-bit floats a kernel moves as bytes (``input_validation.BYTE_CARRIERS``)
     "f8e3m4": "torch.uint8", "f8e4m3": "torch.uint8", "f8e4m3b11fnuz": "torch.uint8",
-    "f8e4m3fnuz": "torch.uint8", "f8e5m2fnuz": "torch.uint8",
+    "f8e4m3fnuz": "torch.uint8", "f8e5m2fnuz": "torch.uint8", "f8e8m0fnu": "torch.uint8",
+    "f4e2m1fn": "torch.uint8",
     # Sub-byte integers: one value per byte (the form compile_hlo's callers pass them in).
     "s2": "torch.int8", "s4": "torch.int8", "u2": "torch.uint8", "u4": "torch.uint8",
 }

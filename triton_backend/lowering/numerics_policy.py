@@ -10,8 +10,10 @@
    floats f8e4m3fn and f8e5m2 follow the same rule (``device_lib.float8``): past the largest
    finite value f8e4m3fn rounds to NaN (it has no infinity), f8e5m2 to infinity, as XLA.  So
    do f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz (NaN past the largest; no -0.0; their one NaN
-   widens to a positive NaN, as XLA's) and f8e4m3, f8e3m4 (infinity past the largest),
-   moved as bytes (``device_lib.float8_formats``; uint8 tensors on the host).
+   widens to a positive NaN, as XLA's) and f8e4m3, f8e3m4 (infinity past the largest), and
+   the MX formats f8e8m0fnu (powers of two, halfway up; NaN for zero, negatives and past
+   2**127) and f4e2m1fn (saturating at 6; NaN to -0.0), all moved as their codes
+   (``device_lib.float8_formats``; uint8 tensors on the host).
 2. **No FP contraction**: ``TRITON_DEFAULT_FP_FUSION=0`` (the knob
    ``triton.knobs.language.default_fp_fusion`` in Triton 3.9, read at compile time; 3.9 warns
    when it is unset and 3.10 changes the default), and ``ptx_report`` passes

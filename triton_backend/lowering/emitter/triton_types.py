@@ -25,12 +25,14 @@ _TL_STORAGE = {
     # ``float8_formats``: the types Triton has no NVIDIA dtype for move as their byte).
     "f8e4m3fn": "tl.float8e4nv", "f8e5m2": "tl.float8e5",
     "f8e3m4": "tl.uint8", "f8e4m3": "tl.uint8", "f8e4m3b11fnuz": "tl.uint8",
-    "f8e4m3fnuz": "tl.uint8", "f8e5m2fnuz": "tl.uint8",
+    "f8e4m3fnuz": "tl.uint8", "f8e5m2fnuz": "tl.uint8", "f8e8m0fnu": "tl.uint8",
+    "f4e2m1fn": "tl.uint8",  # one code a byte, as the sub-byte integers
 }
 
 #: Floats narrower than fp32 that a kernel holds in fp32 registers, rounding each op's result.
-FLOAT8 = frozenset({"f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2",
-                    "f8e5m2fnuz"})
+#: The floats of 8 bits or fewer (``device_lib.float8``, ``float8_formats``).
+FLOAT8 = frozenset({"f4e2m1fn", "f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fn", "f8e4m3fnuz",
+                    "f8e5m2", "f8e5m2fnuz", "f8e8m0fnu"})
 NARROW_FLOATS = frozenset({"bf16", "f16"}) | FLOAT8
 
 
