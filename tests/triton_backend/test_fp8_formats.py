@@ -93,3 +93,20 @@ def test_the_conversions_compile_for_sm90():
     (kernel,) = compile_hlo(text, target="sm_90", cache=False).fusions.values()
     (report,) = compile_on_targets([[kernel.kernel_path, 90]])
     assert report["registers"] > 0 and report["spills"] == 0, report
+
+
+@pytest.mark.parametrize("t", ["f8e3m4", "f8e4m3", "f8e4m3fnuz"])
+def test_a_dot_of_the_type_matches_xla(t):
+    """``tl.dot`` has no such type: the operands widen exactly to f32 and the kernel sums
+    their products in f32 (a bf16 result rounds once)."""
+    rng = np.random.default_rng(3)
+    dtype = getattr(jnp, JNP[t])
+    a = rng.standard_normal((20, 40)).astype(dtype)
+    b = rng.standard_normal((40, 24)).astype(dtype)
+    for out in (jnp.float32, jnp.bfloat16):
+        fn = lambda a, b: jnp.dot(a, b, preferred_element_type=out)  # noqa: E731
+        compiled = compile_hlo(jax.jit(fn).lower(a, b).as_text(dialect="hlo"), cache=False)
+        (got,) = compiled(tensor_from_numpy(a, t), tensor_from_numpy(b, t))
+        want = np.asarray(jax.jit(fn)(a, b)).astype(np.float32)
+        np.testing.assert_allclose(tensor_to_numpy(got).astype(np.float32), want,
+                                   rtol=1e-6 if out == jnp.float32 else 2 ** -8, atol=1e-5)

@@ -25,7 +25,8 @@ Numerics (matching XLA's reference evaluator):
 * f8e4m3fn x f8e4m3fn and f8e5m2 x f8e5m2 go to the tensor cores as fp8 on a GPU (sm_89+:
   ``xla_math.DOT_F8E4M3FN``, fp32 accumulator); under the interpreter they are exactly widened
   to fp32 (fp8 products are exact in fp32, as XLA computes them).  Other mixes with fp8 (e4m3
-  x e5m2, fp8 x bf16) are widened to fp32 on every target.  Below sm_89 Triton has no
+  x e5m2, fp8 x bf16) and the small floats ``tl.dot`` has no type for (the fnuz formats,
+  f8e4m3, f8e3m4, f8e8m0fnu, f4e2m1fn) are widened to fp32 on every target.  Below sm_89 Triton has no
   f8e4m3fn, so such a dot is refused there (:func:`compile_dot_fusion`).
 * f64 x f64 -> f64 multiplies and accumulates in f64 (``out_dtype=tl.float64``; DMMA on sm_80+).
 * s8 x s8 -> s32 uses ``out_dtype=tl.int32``.  Other integer dots (s32, s64, u32, s16, u8,
@@ -63,7 +64,7 @@ from fusion.opcodes import traits
 from fusion.transforms.dot_algorithm import DOT_ALGORITHM_PRECISIONS
 from fusion.ir.element_types import ELEMENT_TYPES, element_type
 from fusion.ir.shape import ArrayShape
-from triton_backend.lowering.emitter.triton_types import render_round, storage_dtype
+from triton_backend.lowering.emitter.triton_types import FLOAT8, render_round, storage_dtype
 from triton_backend.templates.dot.gemm_kernel import TL_DOT_OPERAND_DTYPES, TL_DOT_OPERANDS
 from triton_backend.templates.dot.kernel import DotSpec, render_dot_kernel
 from triton_backend.runtime.launch_mode import runs_on_interpreter
@@ -90,7 +91,7 @@ _INTEGER_ACCUMULATORS = {"pred": "tl.int32", "s8": "tl.int32", "s16": "tl.int32"
                          "u16": "tl.uint32", "u32": "tl.uint32", "u64": "tl.uint64"}
 
 #: Float result types a dot accumulates in f32 and rounds to.
-_FLOAT_RESULTS = frozenset({"bf16", "f16", "f32", "f8e4m3fn", "f8e5m2"})
+_FLOAT_RESULTS = frozenset({"bf16", "f16", "f32"}) | FLOAT8
 
 #: Operand types Triton lowers only on sm_89 and newer (``fp8e4nv``).
 _SM89_OPERANDS = frozenset({"f8e4m3fn"})
@@ -168,17 +169,19 @@ def dot_numerics(dot: HloInstruction, lhs: str, rhs: str, out: str):
         rounding = "({acc} != 0)" if out == "pred" else \
             "{acc}" if storage == acc else "{acc}.to(%s)" % storage
         return acc, acc, None, rounding
-    known = all(t in TL_DOT_OPERAND_DTYPES or t in _INTEGERS or t == "f64" for t in (lhs, rhs))
+    # the small floats tl.dot has no type for: widened to f32 (their products are exact)
+    known = all(t in TL_DOT_OPERAND_DTYPES or t in _INTEGERS or t in FLOAT8 or t == "f64"
+                for t in (lhs, rhs))
     if known and out == "f64":
         # f64 products summed in f64 (the FP64 tensor cores on sm_80+, DMMA)
         return "tl.float64", "tl.float64", None, "{acc}"
     if not known or "f64" in (lhs, rhs) or out not in _FLOAT_RESULTS:
         raise UnsupportedOpError(f"dot of {lhs} x {rhs} -> {out} is not supported (supported: "
-                                 "f32, bf16, f16, f8e4m3fn, f8e5m2 and integer operands with an "
+                                 "f32, bf16, f16, the 8-bit and 4-bit floats and integer operands with an "
                                  f"{', '.join(sorted(_FLOAT_RESULTS))} result, f64 with an f64 "
                                  "result, integers with an integer or pred result)",
                                  where=dot.name)
-    if lhs == rhs and lhs not in ("f32", "s8") and not integers:
+    if lhs == rhs and lhs in TL_DOT_OPERAND_DTYPES and lhs not in ("f32", "s8") and not integers:
         operand, precision = TL_DOT_OPERAND_DTYPES[lhs], None
     else:
         # Mixed, f32 or integer operands: both are (exactly, or as XLA converts them)
