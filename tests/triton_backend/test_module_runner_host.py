@@ -208,7 +208,7 @@ def test_numpy_torch_round_trip_keeps_every_bit(hlo, raw):
     array = np.frombuffer(data, dtype=dtype).copy()
     tensor = tensor_from_numpy(array, hlo)
     assert tensor.dtype == TORCH_DTYPES[hlo] and tuple(tensor.shape) == array.shape
-    back = tensor_to_numpy(tensor)
+    back = tensor_to_numpy(tensor, hlo)  # a byte carrier's codes viewed as the type again
     assert back.dtype == dtype and back.tobytes() == array.tobytes()
 
 

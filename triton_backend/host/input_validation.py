@@ -120,12 +120,19 @@ _NUMPY_NATIVE = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "
                            "uint64", "float16", "float32", "float64", "complex64", "complex128"})
 
 
-def tensor_to_numpy(tensor: torch.Tensor) -> np.ndarray:
+def tensor_to_numpy(tensor: torch.Tensor, hlo_type: str | None = None) -> np.ndarray:
     """The values of ``tensor`` as a NumPy array of the HLO type's NumPy dtype (bf16 -> ml_dtypes).
+    ``hlo_type`` names the type a carrier holds (a uint8 tensor of f8e4m3 codes); by default
+    the tensor's own dtype's.
 
     >>> tensor_to_numpy(torch.tensor([1.5], dtype=torch.bfloat16)).dtype.name
     'bfloat16'
+    >>> tensor_to_numpy(torch.tensor([0x38], dtype=torch.uint8), "f8e4m3").astype(float).tolist()
+    [1.0]
     """
+    if hlo_type in BYTE_CARRIERS:
+        return tensor.detach().to("cpu").contiguous().numpy().view(
+            element_type(hlo_type).numpy_dtype())
     hlo = HLO_TYPES.get(tensor.dtype)
     if hlo is None:
         raise EvaluationError(f"tensor of dtype {tensor.dtype} has no HLO element type")
