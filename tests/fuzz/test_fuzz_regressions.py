@@ -273,17 +273,21 @@ def test_bitcast_convert_of_a_type_without_values_is_a_verify_error(body):
 
 
 
-def test_constant_of_a_type_torch_cannot_hold_is_a_located_error():
+def test_host_constants_of_a_small_float_type_run_like_the_evaluator():
     # Found by bench/fuzz_frontend.py --stages compile: every s64 of the fori_loop program
     # retyped to s4 made compile_hlo raise without a location while planning host constants.
-    # s4 now travels in an int8 carrier (test below); f4e2m1fn has no torch dtype at all
-    # (input_validation.TORCH_DTYPES), so its host constants must still be refused, located.
+    # f4e2m1fn, refused then for want of a torch dtype, now travels as its codes in a uint8
+    # carrier (input_validation.BYTE_CARRIERS): its loop counter and constants run on the
+    # host like any other, as the evaluator computes them (6 is its largest value: 5 rounds
+    # to 4, so the loop runs otherwise than in s64).
+    import torch
     from triton_backend import compile_hlo
 
     text = (CORPUS / "fori_loop.before.hlo").read_text().replace("s64[", "f4e2m1fn[")
-    with pytest.raises(UnsupportedOpError) as info:
-        compile_hlo(text)
-    assert info.value.line is not None and "f4e2m1fn" in str(info.value)
+    x = np.arange(4, dtype=np.float32)
+    (want,) = evaluate(parse_hlo(text), x)
+    (got,) = compile_hlo(text)(torch.from_numpy(x))
+    np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_host_constants_of_a_sub_byte_type_run_like_the_evaluator():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from fusion.errors import EvaluationError, FusionCompilerError, HloParseError, HloVerifyError, UnsupportedOpError
+from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
 
 ADD = """HloModule m
@@ -104,11 +105,25 @@ def test_tuple_parameter_is_rejected_naming_it():
         compile_hlo(text)
 
 
-def test_element_type_without_torch_dtype_is_rejected_at_compile_time():
+def test_a_small_float_travels_as_its_codes():
     # (s4 and the other sub-byte integers travel as int8/uint8: test_sub_byte_boundary.py)
+    # f4e2m1fn has no torch dtype: a uint8 tensor holds one code a byte (BYTE_CARRIERS), and a
+    # tensor of another dtype is an error naming the parameter.
+    import ml_dtypes
+    import numpy as np
+
+    from fusion.evaluator import evaluate
+    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+
     text = "HloModule m\nENTRY e {\n  x = f4e2m1fn[8] parameter(0)\n  ROOT n = f4e2m1fn[8] negate(x)\n}\n"
-    with pytest.raises(UnsupportedOpError, match=r"3:3: parameter 0 \(%x\): element type f4e2m1fn has no torch dtype"):
-        compile_hlo(text)
+    codes = np.arange(8, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn)
+    compiled = compile_hlo(text)
+    (got,) = compiled(tensor_from_numpy(codes, "f4e2m1fn"))
+    assert got.dtype == torch.uint8
+    (want,) = evaluate(parse_hlo(text), codes)
+    assert tensor_to_numpy(got, "f4e2m1fn").tobytes() == np.asarray(want).tobytes()
+    with pytest.raises(EvaluationError, match=r"parameter 0 \(%x\): has dtype torch.float32"):
+        compiled(torch.zeros(8))
 
 
 def test_tiling_for_an_unknown_fusion_lists_the_fusions():
