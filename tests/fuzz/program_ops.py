@@ -184,8 +184,13 @@ def softmax(args, params):
 
 
 def sort(args, params):
-    _, jnp, _ = _jax()
-    return jnp.sort(args[0], axis=params[0])
+    """``jnp.sort``, or with two keys ``lax.sort`` of (rounded x, -x, x): ties of the rounded
+    values ordered by x descending, the comparator reading both keys."""
+    _, jnp, lax = _jax()
+    x = args[0]
+    if len(params) < 2 or params[1] == 1:
+        return jnp.sort(x, axis=params[0])
+    return lax.sort((jnp.round(x), -x, x), dimension=params[0], num_keys=2)[2]
 
 
 def take(args, params):

@@ -339,6 +339,10 @@ def draw_take(ctx, x, s):  # a gather of constant indices, some repeated
     return Step("take", (x,), (axis, indices)), s[:axis] + (len(indices),) + s[axis + 1:]
 
 
+def draw_sort(ctx, x, s):  # one key, or two (a lexicographic sort: the comparator network)
+    return Step("sort", (x,), (int(ctx.rng.integers(0, len(s))), int(ctx.rng.integers(1, 3)))), s
+
+
 def draw_transpose(ctx, x, s):
     perm = tuple(int(p) for p in ctx.rng.permutation(len(s)))
     return (Step("transpose", (x,), (perm,)), tuple(s[p] for p in perm)) if len(s) >= 2 else None
@@ -379,7 +383,7 @@ DRAWS = {
     "scatter_add": draw_scatter_add,
     "slice": draw_slice,
     "softmax": _along_an_axis("softmax"),
-    "sort": _along_an_axis("sort"),
+    "sort": draw_sort,
     "take": draw_take,
     "transpose": draw_transpose,
     "unary": lambda ctx, x, s: (Step(str(ctx.rng.choice(UNARY)), (x,)), s),

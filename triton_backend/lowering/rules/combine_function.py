@@ -28,7 +28,8 @@ from triton_backend.lowering.emitter.triton_types import NARROW_FLOATS
 def lowers_in_reducer(opcode: str) -> bool:
     """Whether a reducer (``to_apply`` of reduce, reduce-window, scatter) holding ``opcode``
     renders as a combine function: its parameters, constants, the tuple of its results, and
-    elementwise ops (what ``render_combine_function`` takes).
+    elementwise ops (what ``render_combine_function`` takes; ``scalar_body`` also takes a
+    scalar's bitcast or reshape).
 
     >>> lowers_in_reducer("maximum"), lowers_in_reducer("parameter"), lowers_in_reducer("dot")
     (True, True, False)
@@ -125,6 +126,12 @@ def scalar_body(computation: HloComputation, names: IdentifierAllocator, params:
         elif instr.opcode in ELEMENTWISE_RULES:
             expr = render_elementwise(instr.opcode, [values[o] for o in instr.operands],
                                       [types[o] for o in instr.operands], t, dict(instr.attributes))
+        elif traits(instr.opcode).reshape_like and len(instr.operands) == 1:
+            # A scalar's bitcast (XLA's optimized form of a bitcast-convert, as in its
+            # TOTALORDER comparators) or reshape: the value, its bits read as the new type.
+            (o,) = instr.operands
+            expr = values[o] if types[o] == t else render_elementwise(
+                "bitcast-convert", [values[o]], [types[o]], t, {})
         else:
             raise UnsupportedOpError(
                 f"op {instr.opcode} in {computation.name} is not supported (elementwise ops, "
