@@ -155,3 +155,17 @@ def test_the_network_compiles_for_sm90_without_spills():
     assert "sorting_network" in sort.source
     (report,) = compile_on_targets([[sort.kernel_path, 90]])
     assert report["registers"] > 0 and report["spills"] == 0, report
+
+
+def test_xlas_optimized_two_key_sort_matches_xla():
+    """As XLA optimizes it, the comparator reads its float key through a scalar ``bitcast``
+    (its form of a bitcast-convert, for TOTALORDER): rendered as one."""
+    rng = np.random.default_rng(4)
+    a, b = _keys(rng, (4, 45), np.float32), _keys(rng, (4, 45), np.float32)
+    fn = lambda a, b: jax.lax.sort((jnp.round(a), b, a), num_keys=2)[2]  # noqa: E731
+    text = jax.jit(fn).lower(a, b).compile().as_text()
+    assert "bitcast(" in text
+    compiled = compile_hlo(text, cache=False)
+    assert any("sorting_network" in f.source for f in compiled.fusions.values())
+    (got,) = compiled(torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_array_equal(_bits(got.numpy()), _bits(jax.jit(fn)(a, b)))
