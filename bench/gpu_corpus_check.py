@@ -1,8 +1,8 @@
 """Every corpus program run on the GPU and checked against the reference evaluator.
 
 Runs ``fusion-compile --json run FILE --check`` for each ``tests/data/hlo/*.hlo`` (the XLA
-dumps, fused and unfused), ``examples/*.hlo`` and the bench
-programs of ``GPU_FORM_PROGRAMS``, one child process per file and several at a
+dumps, fused and unfused), ``examples/*.hlo``, the bench
+programs of ``GPU_FORM_PROGRAMS`` and ``bench/programs/coverage/*.hlo``, one child process per file and several at a
 time (Triton's compile of each kernel is CPU work; the launches are small), and prints one
 line per file as it finishes: kernels, compile and run seconds, and whether every output is
 within its element type's tolerance of the evaluator's.  The rows go to a CSV as they come, so
@@ -49,7 +49,9 @@ F32_DOT_PROGRAMS = ("attention_causal_f32_4x8x512x64", "vjp_attention_causal_f32
 def default_files() -> list[Path]:
     return (sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
             + sorted((ROOT / "examples").glob("*.hlo"))
-            + [ROOT / "bench" / "programs" / f"{name}.hlo" for name in GPU_FORM_PROGRAMS])
+            + [ROOT / "bench" / "programs" / f"{name}.hlo" for name in GPU_FORM_PROGRAMS]
+            # forms only a GPU compiles of what XLA accepts (bench/programs/coverage)
+            + sorted((ROOT / "bench" / "programs" / "coverage").glob("*.hlo")))
 
 
 def with_f32_dots(files: list[Path]) -> list[Path]:
