@@ -169,3 +169,28 @@ def test_xlas_optimized_two_key_sort_matches_xla():
     assert any("sorting_network" in f.source for f in compiled.fusions.values())
     (got,) = compiled(torch.from_numpy(a), torch.from_numpy(b))
     np.testing.assert_array_equal(_bits(got.numpy()), _bits(jax.jit(fn)(a, b)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64])
+def test_long_rows_of_64_bit_keys_sort_as_one_library_call(dtype):
+    """Past one tile (4096) a plain order of a 64-bit key is one stable ``torch.sort`` of its
+    ordered integers (the network takes rows of one tile only)."""
+    from triton_backend.templates.sort.library_call import LibrarySort
+
+    rng = np.random.default_rng(5)
+    with jax.enable_x64(True):
+        if dtype == np.float64:
+            x = rng.integers(-20, 20, (2, 4100)).astype(dtype) / 3
+            x[0, 5], x[1, 7], x[1, 8], x[0, 9] = np.nan, -0.0, 0.0, -np.inf
+        else:
+            info = np.iinfo(dtype)
+            x = rng.integers(info.min, info.max, (2, 4100), dtype=dtype, endpoint=True)
+            x[:, :50] = x[:, 50:51]  # ties, kept in index order
+        for fn in (lambda x: jnp.argsort(x, axis=-1, stable=True),
+                   lambda x: jnp.sort(x, axis=-1, descending=True)):
+            text = jax.jit(fn).lower(x).as_text(dialect="hlo")
+            compiled = compile_hlo(text, cache=False)
+            assert any(isinstance(f, LibrarySort) for f in compiled.fusions.values())
+            (got,) = compiled(tensor_from_numpy(x, compiled.module.entry.parameters[0].shape.dtype))
+            _same = np.asarray(jax.jit(fn)(x))
+            np.testing.assert_array_equal(_bits(tensor_to_numpy(got)), _bits(_same))

@@ -209,8 +209,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                                      "scatter computations of elementwise ops", template_check),
     "sort": OpCoverage(SORT, "any comparator of elementwise ops on rows of at most 4096 "
                        "elements (a bitonic network asking it, or packed keys for a LT/GT "
-                       "order of one key); longer rows only in a LT/GT order of one key of at "
-                       "most 32 bits (plain, TOTALORDER or JAX's NaN order); operands "
+                       "order of one key); longer rows only in a LT/GT order of one key "
+                       "(plain, TOTALORDER or JAX's NaN order; torch.sort); operands "
                        "parameters or iotas", template_check),
     "topk": OpCoverage(LIBRARY, "a stable torch.sort in XLA's total order (ties: lower index "
                        "first)", library_check),

@@ -49,7 +49,7 @@ from triton_backend.templates.sort.kernel import (SORT_KEY_TYPES, SortOperand, S
                                                   render_sort_kernel)
 from triton_backend.templates.sort.network_kernel import (comparator_problem,
                                                           render_network_sort_kernel)
-from triton_backend.templates.sort.library_call import LibrarySort
+from triton_backend.templates.sort.library_call import LIBRARY_KEY_TYPES, LibrarySort
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
 from triton_backend.runtime.kernel_cache import KernelCache
@@ -98,34 +98,40 @@ def is_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str) -> boo
     return True
 
 
+_FLOATS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
+_INTS = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8,
+         "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
+
+
 def _probe_keys(dtype: str) -> np.ndarray:
     rng = np.random.default_rng(0)
-    if dtype in ("f32", "bf16", "f16"):
+    if dtype in _FLOATS:
         base = np.array(_FLOAT_PROBES + list(rng.standard_normal(15) * 100), np.float64)
+        if dtype == "f64":  # and values only f64 holds
+            return np.concatenate([base, [1e300, -1e300, 1e-310, 0.1 + 2 ** -55]])
         with np.errstate(over="ignore"):
-            return base.astype(np.float32).astype(
-                {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}[dtype])
-    info = np.iinfo({"s8": np.int8, "s16": np.int16, "s32": np.int32, "u8": np.uint8,
-                     "u16": np.uint16, "u32": np.uint32}.get(dtype, np.int8)) if dtype != "pred" else None
-    if info is None:
+            return base.astype(np.float32).astype(_FLOATS[dtype])
+    if dtype == "pred":
         return np.array([False, True])
+    info = np.iinfo(_INTS.get(dtype, np.int8))
     values = [info.min, info.max, 0, 1, info.min + 1, info.max - 1] + \
-        list(rng.integers(info.min, info.max, 14, endpoint=True))
+        list(rng.integers(info.min, info.max, 14, endpoint=True, dtype=info.dtype))
     return np.array(values, dtype=info.dtype)
 
 
 def _reference_orders(keys: np.ndarray, dtype: str) -> dict[tuple[bool, str], np.ndarray]:
     """less[i, j] for every candidate order, on all pairs of ``keys``."""
-    a, b = keys[:, None], keys[None, :]
-    if dtype not in ("f32", "bf16", "f16"):
-        lt = a.astype(np.int64) < b.astype(np.int64)
+    if dtype not in _FLOATS:
+        lt = keys[:, None] < keys[None, :]  # in the keys' own type: u64 too
         return {(False, "canonical"): lt, (True, "canonical"): lt.T}
-    f = keys.astype(np.float32)
-    bits = f.view(np.int32).astype(np.int64)
-    total = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-    canon_f = np.where(np.isnan(f), np.float32(np.nan), np.where(f == 0, np.float32(0), f))
-    cbits = canon_f.astype(np.float32).view(np.int32).astype(np.int64)
-    canon = np.where(cbits < 0, cbits ^ 0x7FFFFFFF, cbits)
+    wide, ints, mask = (np.float64, np.int64, 0x7FFFFFFFFFFFFFFF) if dtype == "f64" else \
+        (np.float32, np.int32, 0x7FFFFFFF)
+    f = keys.astype(wide)
+    bits = f.view(ints).astype(np.int64)
+    total = np.where(bits < 0, bits ^ mask, bits)
+    canon_f = np.where(np.isnan(f), wide(np.nan), np.where(f == 0, wide(0), f)).astype(wide)
+    cbits = canon_f.view(ints).astype(np.int64)
+    canon = np.where(cbits < 0, cbits ^ mask, cbits)
     orders = {}
     for name, k in (("canonical", canon), ("total", total)):
         lt = k[:, None] < k[None, :]
@@ -139,8 +145,8 @@ def _matching_order(less: np.ndarray, keys: np.ndarray, key_type: str
     """The ``(descending, float_order)`` whose order on every pair of ``keys`` is ``less``
     (the comparator's results), or None."""
     finite = np.ones(len(keys), bool)
-    if key_type in ("f32", "bf16", "f16"):
-        finite = ~np.isnan(keys.astype(np.float32))
+    if key_type in _FLOATS:
+        finite = ~np.isnan(keys.astype(np.float64))
     both = finite[:, None] & finite[None, :]
     orders = _reference_orders(keys, key_type)
     for order, want in orders.items():
@@ -240,7 +246,9 @@ def sort_method(module: HloModule, fusion_instr: HloInstruction, sort: HloInstru
         order, reason = None, why.message
     else:
         reason = None
-        if key.shape.dtype not in SORT_KEY_TYPES:
+        # packed keys in one tile take keys of up to 32 bits, torch.sort past it 64 too
+        keys = LIBRARY_KEY_TYPES if n > MAX_SORT_LENGTH else SORT_KEY_TYPES
+        if key.shape.dtype not in keys:
             order, reason = None, f"sort {sort.name} has keys of type {key.shape.dtype}"
         elif key.parameter is None:
             order, reason = None, f"sort {sort.name}'s key (operand 0) is an iota"
@@ -249,7 +257,7 @@ def sort_method(module: HloModule, fusion_instr: HloInstruction, sort: HloInstru
     if n > MAX_SORT_LENGTH:
         raise UnsupportedOpError(f"{reason}; rows of {n} elements (longer than one tile's "
                                  f"{MAX_SORT_LENGTH}) are sorted by torch.sort, which takes only "
-                                 "a LT/GT order of one key of at most 32 bits", where=sort.name)
+                                 "a LT/GT order of one key (a fusion parameter)", where=sort.name)
     problem = comparator_problem(module, sort)
     if problem is not None:
         raise UnsupportedOpError(problem, where=sort.name)

@@ -52,6 +52,11 @@ from triton_backend.runtime.kernel_loading import LibraryCall, TemplateKind
 from triton_backend.templates.sort.kernel import SORT_KEY_TYPES, SortOperand, SortOrder
 
 
+#: The key types ``torch.sort`` orders (``host.library_calls.total_order_key``): the packed
+#: kernel's and the 64-bit ones.
+LIBRARY_KEY_TYPES = SORT_KEY_TYPES | {"f64", "s64", "u64"}
+
+
 @dataclass(frozen=True)
 class LibraryOperand:
     """Sort operand ``i``: fusion operand ``parameter`` (its number), else an iota along
@@ -89,9 +94,9 @@ class LibrarySort(LibraryCall):
         if key.parameter is None:
             raise UnsupportedOpError("the sort key (operand 0) must be a fusion parameter",
                                      where=sort.name)
-        if key.shape.dtype not in SORT_KEY_TYPES:
+        if key.shape.dtype not in LIBRARY_KEY_TYPES:
             raise UnsupportedOpError(f"sort keys of type {key.shape.dtype} are not supported "
-                                     f"(keys of {', '.join(sorted(SORT_KEY_TYPES))})",
+                                     f"(keys of {', '.join(sorted(LIBRARY_KEY_TYPES))})",
                                      where=sort.name)
         if any(is_physical_layout(s) for s in (*[o.shape for o in operands], *outputs)):
             raise UnsupportedOpError(f"sort {sort.name} of a tiled layout is longer than one "
@@ -142,8 +147,9 @@ def _gather_bits(x: Any, dim: int, indices: Any) -> Any:
     (0x7FC0 came back 0xFFFF), and a sort moves its operands' bits unchanged."""
     import torch  # noqa: PLC0415
 
-    if not x.is_floating_point():
+    if not x.is_floating_point() and x.dtype not in (torch.uint16, torch.uint32, torch.uint64):
         return torch.gather(x, dim, indices)
+    # (and torch's CPU gather has no kernel for its wide unsigned types)
     carrier = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
     return torch.gather(x.view(carrier), dim, indices).view(x.dtype)
 
@@ -172,4 +178,4 @@ def ordered_sort_key(x: Any, order: SortOrder) -> Any:
     return torch.bitwise_not(key) if order.descending else key
 
 
-__all__ = ["LibraryOperand", "LibrarySort", "ordered_sort_key"]
+__all__ = ["LIBRARY_KEY_TYPES", "LibraryOperand", "LibrarySort", "ordered_sort_key"]
