@@ -127,6 +127,25 @@ def test_hand_written_comparators_match_the_evaluator(body, n):
         np.testing.assert_array_equal(g.numpy(), w)
 
 
+def test_a_sub_byte_key_is_carried_in_a_byte():
+    """An s4 key (held one value a byte) sorts by the network: its carrier is as wide as its
+    register, not as its 4 bits (a KeyError before)."""
+    import ml_dtypes
+
+    text = (COMPARATOR.replace("s32[] parameter(0)", "s4[] parameter(0)")
+            .replace("s32[] parameter(1)", "s4[] parameter(1)")
+            .replace("x = s32[4,@N]", "x = s4[4,@N]").replace("(s32[4,@N], s32[4,@N])",
+                                                              "(s4[4,@N], s32[4,@N])")
+            .replace("@BODY", "ROOT c = pred[] compare(a, b), direction=GT").replace("@N", "20"))
+    module = fusion.parse_hlo(text)
+    x = np.random.default_rng(6).integers(-8, 8, (4, 20)).astype(ml_dtypes.int4)
+    compiled = compile_hlo(module, cache=False)
+    assert any("sorting_network" in f.source for f in compiled.fusions.values())
+    got = compiled(torch.from_numpy(x.astype(np.int8)))
+    for g, w in zip(got, fusion.evaluate(module, x)):
+        np.testing.assert_array_equal(g.numpy().astype(np.int64), np.asarray(w).astype(np.int64))
+
+
 def test_the_method_is_chosen_by_the_comparator():
     """One LT of the key: the packed-key kernel (an order); anything else: the network."""
     def method(body):

@@ -24,11 +24,11 @@ from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.text.printer import print_computation
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
-from triton_backend.lowering.emitter.triton_types import register_dtype, render_load_widen, storage_dtype
+from triton_backend.lowering.emitter.triton_types import NARROW_FLOATS, register_dtype, render_load_widen
 from triton_backend.lowering.rules.combine_function import scalar_body
 from triton_backend.templates.sort.kernel import SortOperand, sort_kernel_source
 
-#: Bits of a register value (the kernel carries each as an integer of that width).
+#: The signed integer of each register width (the kernel carries every value as its bits).
 _CARRIED_INT = {8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
 
 
@@ -92,17 +92,25 @@ def render_network_sort_kernel(module: HloModule, fusion_instr: HloInstruction,
                               functions, imports, network_warps(block))
 
 
+def _carrier(t: ElementType) -> str:
+    """The integer type carrying ``t``'s register values through the network: as wide as the
+    register (fp32 for the narrow floats, a byte for pred and the sub-byte integers).
+
+    >>> from fusion.ir.element_types import ELEMENT_TYPES as T
+    >>> _carrier(T["bf16"]), _carrier(T["s4"]), _carrier(T["u32"]), _carrier(T["pred"])
+    ('tl.int32', 'tl.int8', 'tl.int32', 'tl.int8')
+    """
+    bits = 32 if t.name in NARROW_FLOATS else max(8, t.bits)
+    return _CARRIED_INT[bits]
+
+
 def _to_bits(value: str, t: ElementType) -> str:
-    """The register value as the integer of its bits (a pred as int8)."""
+    """The register value as the integer of its bits (a pred as 0 or 1)."""
+    carrier = _carrier(t)
     if t.is_pred:
-        return f"({value}).to(tl.int8)"
+        return f"({value}).to({carrier})"
     reg = register_dtype(t)
-    bits = _CARRIED_INT[t.bits if reg == storage_dtype(t) else _REGISTER_BITS[reg]]
-    return value if reg == bits else f"({value}).to({bits}, bitcast=True)"
-
-
-#: Bits of the register dtypes that differ from their storage (16-bit and 8-bit floats).
-_REGISTER_BITS = {"tl.float32": 32}
+    return value if reg == carrier else f"({value}).to({carrier}, bitcast=True)"
 
 
 def _arguments(operands: tuple[SortOperand, ...], carried: list[int],
@@ -112,14 +120,15 @@ def _arguments(operands: tuple[SortOperand, ...], carried: list[int],
     out = []
     for i in range(len(operands)):
         t = types[i]
+        reg = register_dtype(t)
         if i not in carried:
             out.append("0")
         elif t.is_pred:
             out.append(f"({prefix}{i} != 0)")
-        elif _to_bits("x", t) == "x":  # carried as itself (a signed integer)
+        elif reg == _carrier(t):  # carried as itself (a signed integer)
             out.append(f"{prefix}{i}")
         else:
-            out.append(f"{prefix}{i}.to({register_dtype(t)}, bitcast=True)")
+            out.append(f"{prefix}{i}.to({reg}, bitcast=True)")
     return out
 
 
