@@ -44,7 +44,7 @@ from __future__ import annotations
 from fusion.ir.hlo_module import HloComputation
 from fusion.opcodes import traits
 from tiling.fusion_pass.attention_pattern import NotAttention, analyze_attention
-from tiling.fusion_pass.decisions import FusionDecision, Node, node_traffic
+from tiling.fusion_pass.decisions import FusionDecision, Node
 from tiling.fusion_pass.dot_prologue import upstream_members
 from tiling.fusion_pass.graph import FusionGraph
 from tiling.fusion_pass.tiled_merge import dot_member
@@ -105,8 +105,8 @@ def _move(graph: FusionGraph, dot_node: Node, reader: Node, value: str
     consumer = Node(graph.ordered(kept), reader.outputs, True)
     if _problem(graph, producer, consumer):
         return None
-    before = node_traffic(comp, dot_node) + node_traffic(comp, reader)
-    after = node_traffic(comp, producer) + node_traffic(comp, consumer)
+    before = graph.traffic(dot_node) + graph.traffic(reader)
+    after = graph.traffic(producer) + graph.traffic(consumer)
     if after > before:
         return None
     kind = "attention" if _contractions(comp, reader) == 2 else "dot"
