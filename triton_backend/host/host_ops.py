@@ -93,7 +93,9 @@ def _same_physical_form(source: Shape, result: Shape) -> bool:
     return (source.dtype, source.dims, source.layout) == (result.dtype, result.dims, result.layout)
 
 
-def _view_executor(source: Shape, result: Shape) -> Executor | None:
+def _view_executor(source: Shape, result: Shape, widths: bool = False) -> Executor | None:
+    """The buffer of ``source`` read as ``result``, a view when both are untiled row-major;
+    ``widths``: the element width may change too (a bitcast-convert's new minor dim)."""
     if _same_physical_form(source, result):
         return _identity
     if not (is_view_layout(source) and is_view_layout(result)):
@@ -101,7 +103,7 @@ def _view_executor(source: Shape, result: Shape) -> Executor | None:
     assert isinstance(source, ArrayShape) and isinstance(result, ArrayShape)
     if source.element_type.bits * source.num_elements != result.element_type.bits * result.num_elements:
         return None
-    if source.element_type.bits != result.element_type.bits:
+    if source.element_type.bits != result.element_type.bits and not widths:
         return None
     dtype, dims = TORCH_DTYPES[result.dtype], result.dims
 
@@ -109,7 +111,8 @@ def _view_executor(source: Shape, result: Shape) -> Executor | None:
         tensor = operands[0]
         assert isinstance(tensor, torch.Tensor)
         if tensor.dtype != dtype:
-            tensor = tensor.contiguous().view(dtype)
+            # torch reinterprets the last dim (of stride 1): a scalar becomes one element
+            tensor = tensor.contiguous().reshape(tensor.shape or (1,)).view(dtype)
         # A view for contiguous tensors; a kernel's permuted output is copied once.
         return tensor.reshape(dims)
 
@@ -123,24 +126,12 @@ def host_bitcast(comp: HloComputation, instr: HloInstruction, device: torch.devi
 def host_bitcast_convert(comp: HloComputation, instr: HloInstruction,
                          device: torch.device) -> Executor | None:
     """A bitcast-convert between element widths (``fusion.analysis.element_width``): the
-    buffer's bytes read as the other type, a view when both layouts are untiled row-major
-    (``f32[3] -> u16[3,2]``: each element's halves, low first, as the evaluator splits
-    them).  One of equal widths is a kernel's elementwise op (None)."""
-    source = comp.instruction(instr.operands[0]).shape
-    if not changes_element_width(comp, instr) or not (
-            is_view_layout(source) and is_view_layout(instr.shape)) \
-            or instr.shape.dtype not in TORCH_DTYPES:
+    buffer's bytes read as the other type (``f32[3] -> u16[3,2]``: each element's halves,
+    low first, as the evaluator splits them).  One of equal widths is a kernel's elementwise
+    op (None)."""
+    if not changes_element_width(comp, instr):
         return None
-    dtype, dims = TORCH_DTYPES[instr.shape.dtype], instr.shape.dims
-
-    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
-        tensor = operands[0]
-        assert isinstance(tensor, torch.Tensor)
-        # torch reinterprets the last dim (of stride 1): a scalar becomes one element first
-        tensor = tensor.contiguous().reshape(tensor.shape or (1,))
-        return tensor.view(dtype).reshape(dims)
-
-    return run
+    return _view_executor(comp.instruction(instr.operands[0]).shape, instr.shape, widths=True)
 
 
 def host_call(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
