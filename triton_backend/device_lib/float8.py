@@ -14,6 +14,9 @@ plain ``.to`` is wrong for XLA's semantics:
 * narrowing a held (representable) value to the storage type: built from its bits, because
   ``satfinite`` would also turn an f8e5m2 infinity into 57344.
 
+The codecs of the bits (``_bits_to_f32``, ``_f32_to_bits``) take a format's layout and
+special codes, and serve the other small floats too (``float8_formats``).
+
 :data:`DOT_F8E4M3FN` and :data:`DOT_F8E5M2` are the dtypes ``tl.dot`` multiplies fp8 tiles in:
 the fp8 type itself on a GPU (sm_89+ tensor cores, fp32 accumulation), exactly widened fp32
 under the interpreter (whose ``tl.dot`` would multiply the raw bytes).
@@ -60,6 +63,67 @@ def _round_to_f8(x, MANTISSA: tl.constexpr, MIN_NORMAL: tl.constexpr, MAX_FINITE
     return tl.where(x != x, x, r)
 
 
+# The special codes (``SPECIAL``) of the small floats: IEEE (infinity and NaNs in the all-ones
+# exponent), none (every code a finite value: f4e2m1fn), fnuz (0x80 is the NaN) or fn (no
+# infinity; all-ones exponent and mantissa, 0x7F and 0xFF, the NaNs: f8e4m3fn).
+_IEEE = tl.constexpr(0)
+_FINITE = tl.constexpr(1)
+_FNUZ = tl.constexpr(2)
+_FN = tl.constexpr(3)
+
+
+@device_function
+def _bits_to_f32(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
+                 SPECIAL: tl.constexpr):
+    """The fp32 value of the 8-bit code ``x`` (any 8-bit dtype, read as its bits)."""
+    b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
+    e = (b >> MANTISSA) & ((1 << EXPONENT) - 1)
+    m = b & ((1 << MANTISSA) - 1)
+    normal = (((e + (127 - BIAS)) << 23) | (m << (23 - MANTISSA))).to(tl.float32, bitcast=True)
+    # a subnormal's quantum is 2 ** (1 - BIAS - MANTISSA): exact as an fp32 product
+    quantum = (((128 - BIAS - MANTISSA) << 23) + tl.zeros_like(b)).to(tl.float32, bitcast=True)
+    mag = tl.where(e == 0, m.to(tl.float32) * quantum, normal)
+    if SPECIAL == _IEEE:
+        top = e == (1 << EXPONENT) - 1
+        mag = tl.where(top, tl.where(m == 0, float("inf"), float("nan")), mag)
+    if SPECIAL == _FN:
+        mag = tl.where((b & 0x7F) == 0x7F, float("nan"), mag)
+    value = tl.where(b >= 128, -mag, mag)
+    if SPECIAL == _FNUZ:
+        value = tl.where(b == 128, float("nan"), value)  # positive, as XLA widens it
+    return value
+
+
+@device_function
+def _f32_to_bits(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
+                 SPECIAL: tl.constexpr):
+    """The 8-bit code (uint8) of an fp32 that holds a value of the format (see
+    ``round_to_*``): NaN to the format's NaN (its sign kept where the format has one), -0.0
+    of a fnuz format to +0.0."""
+    bits = x.to(tl.uint32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    a = tl.abs(x)
+    ab = a.to(tl.uint32, bitcast=True)
+    e = ((ab >> 23) + BIAS - 127) & ((1 << EXPONENT) - 1)
+    m = (ab >> (23 - MANTISSA)) & ((1 << MANTISSA) - 1)
+    min_normal = (((128 - BIAS) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
+    # Masked to 0.0 elsewhere so that NaN and infinity are never converted to an integer.
+    scale = (((126 + BIAS + MANTISSA) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
+    subnormal = (tl.where(a < min_normal, a, 0.0) * scale).to(tl.uint32)
+    mag = tl.where(a < min_normal, subnormal, (e << MANTISSA) | m)
+    top = ((1 << EXPONENT) - 1) << MANTISSA
+    if SPECIAL == _IEEE:
+        mag = tl.where(a == float("inf"), top, mag)
+        code = tl.where(x != x, sign | top | (1 << (MANTISSA - 1)), sign | mag)
+    elif SPECIAL == _FNUZ:
+        code = tl.where(x != x, 0x80, tl.where(mag == 0, 0, sign | mag))
+    elif SPECIAL == _FN:
+        code = sign | tl.where(x != x, 0x7F, mag)
+    else:  # no special codes: the value is finite
+        code = sign | mag
+    return code.to(tl.uint8)
+
+
 @device_function
 def round_to_f8e4m3fn(x):
     """fp32 ``x`` rounded to f8e4m3fn (nearest even; past 448 -> NaN), still fp32."""
@@ -77,13 +141,7 @@ if INTERPRETED:
     def f8e4m3fn_to_f32(x):
         """Widen f8e4m3fn exactly from its bits: sign, 4 exponent bits (bias 7), 3 mantissa
         bits, no infinity, 0x7F/0xFF NaN."""
-        b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
-        e = (b >> 3) & 15
-        m = b & 7
-        normal = (((e + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
-        mag = tl.where(e == 0, m.to(tl.float32) * 0.001953125, normal)
-        mag = tl.where((b & 0x7F) == 0x7F, float("nan"), mag)
-        return tl.where(b >= 128, -mag, mag)
+        return _bits_to_f32(x, 3, 4, 7, 3)
 
     @device_function
     def f8e5m2_to_f32(x):
@@ -105,17 +163,7 @@ else:
 @device_function
 def f32_to_f8e4m3fn_exact(x):
     """Narrow an fp32 holding an f8e4m3fn value (see ``round_to_f8e4m3fn``) from its bits."""
-    bits = x.to(tl.uint32, bitcast=True)
-    sign = (bits >> 24) & 0x80
-    a = tl.abs(x)
-    e = ((a.to(tl.uint32, bitcast=True) >> 23) - 120) & 15
-    m = (a.to(tl.uint32, bitcast=True) >> 20) & 7
-    normal = (e << 3) | m
-    # Masked to 0.0 elsewhere so that NaN is never converted to an integer.
-    subnormal = (tl.where(a < 0.015625, a, 0.0) * 512.0).to(tl.uint32)
-    mag = tl.where(a < 0.015625, subnormal, normal)
-    mag = tl.where(x != x, 0x7F, mag)
-    return (sign | mag).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+    return _f32_to_bits(x, 3, 4, 7, 3).to(tl.float8e4nv, bitcast=True)
 
 
 @device_function

@@ -33,34 +33,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from triton_backend.device_lib.device_function import device_function
-from triton_backend.device_lib.float8 import _round_to_f8
-
-# The special codes (``SPECIAL``): IEEE (infinity and NaNs in the all-ones exponent), none
-# (every code a finite value: f4e2m1fn), or fnuz (0x80 is the NaN).
-_IEEE = tl.constexpr(0)
-_FINITE = tl.constexpr(1)
-_FNUZ = tl.constexpr(2)
-
-
-@device_function
-def _bits_to_f32(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
-                 SPECIAL: tl.constexpr):
-    """The fp32 value of the 8-bit code ``x`` (any 8-bit dtype, read as its bits)."""
-    b = x.to(tl.uint8, bitcast=True).to(tl.uint32)
-    e = (b >> MANTISSA) & ((1 << EXPONENT) - 1)
-    m = b & ((1 << MANTISSA) - 1)
-    normal = (((e + (127 - BIAS)) << 23) | (m << (23 - MANTISSA))).to(tl.float32, bitcast=True)
-    # a subnormal's quantum is 2 ** (1 - BIAS - MANTISSA): exact as an fp32 product
-    quantum = (((128 - BIAS - MANTISSA) << 23) + tl.zeros_like(b)).to(tl.float32, bitcast=True)
-    mag = tl.where(e == 0, m.to(tl.float32) * quantum, normal)
-    if SPECIAL == _IEEE:
-        top = e == (1 << EXPONENT) - 1
-        mag = tl.where(top, tl.where(m == 0, float("inf"), float("nan")), mag)
-    value = tl.where(b >= 128, -mag, mag)
-    if SPECIAL == _FNUZ:
-        value = tl.where(b == 128, float("nan"), value)  # positive, as XLA widens it
-    return value
-
+from triton_backend.device_lib.float8 import _bits_to_f32, _f32_to_bits, _round_to_f8
 
 @device_function
 def _fnuz(r):
@@ -68,33 +41,6 @@ def _fnuz(r):
     which XLA reads back as a positive NaN (the code is the sign bit alone)."""
     r = tl.where(r == 0, 0.0, r)
     return tl.where(r != r, float("nan"), r)
-
-
-@device_function
-def _f32_to_bits(x, MANTISSA: tl.constexpr, EXPONENT: tl.constexpr, BIAS: tl.constexpr,
-                 SPECIAL: tl.constexpr):
-    """The 8-bit code (uint8) of an fp32 that holds a value of the format (see
-    ``round_to_*``): NaN to the format's NaN, -0.0 of a fnuz format to +0.0."""
-    bits = x.to(tl.uint32, bitcast=True)
-    sign = (bits >> 24) & 0x80
-    a = tl.abs(x)
-    ab = a.to(tl.uint32, bitcast=True)
-    e = ((ab >> 23) + BIAS - 127) & ((1 << EXPONENT) - 1)
-    m = (ab >> (23 - MANTISSA)) & ((1 << MANTISSA) - 1)
-    min_normal = (((128 - BIAS) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
-    # Masked to 0.0 elsewhere so that NaN and infinity are never converted to an integer.
-    scale = (((126 + BIAS + MANTISSA) << 23) + tl.zeros_like(bits)).to(tl.float32, bitcast=True)
-    subnormal = (tl.where(a < min_normal, a, 0.0) * scale).to(tl.uint32)
-    mag = tl.where(a < min_normal, subnormal, (e << MANTISSA) | m)
-    top = ((1 << EXPONENT) - 1) << MANTISSA
-    if SPECIAL == _IEEE:
-        mag = tl.where(a == float("inf"), top, mag)
-        code = tl.where(x != x, sign | top | (1 << (MANTISSA - 1)), sign | mag)
-    elif SPECIAL == _FNUZ:
-        code = tl.where(x != x, 0x80, tl.where(mag == 0, 0, sign | mag))
-    else:  # no special codes: the value is finite
-        code = sign | mag
-    return code.to(tl.uint8)
 
 
 @device_function
