@@ -55,9 +55,6 @@ LAZY_IMPORTS: set[tuple[str, str, str]] = {
     ("triton_backend.cli.run_command", "run", "triton_backend.host.input_validation"),
     ("triton_backend.cli.world_run", "run_world", "triton_backend.driver.process_launch"),
     ("triton_backend.tuning.autotune", "gpu_available", "triton_backend.runtime.launch_mode"),
-    # triton: the @triton.jit math helpers, re-imported under the interpreter.
-    ("triton_backend.runtime.kernel_loading", "_interpreted_copy",
-     "triton_backend.device_lib.elementwise_math"),
     # start-up: ``fusion-compile --version`` answers from argparse and the version alone; the
     # logging, diagnostics and JSON modules come with ``dispatch`` once the arguments parse.
     ("triton_backend.cli", "main", "triton_backend.cli.dispatch"),

@@ -248,11 +248,13 @@ def test_tf32x3_emulation_judges_a_corpus_program_with_run_check(tmp_path, capsy
 
 
 def test_gpu_corpus_check_runs_the_coverage_programs_too():
-    """The forms only a GPU compiles (bench/programs/coverage: the sort network, the small
-    floats as bytes, an int32 implicit GEMM) are in the lent GPU's check by default."""
+    """The forms only a GPU compiles (bench/programs/coverage: the sort network, in one tile
+    and through scratch, the small floats as bytes, an int32 implicit GEMM) are in the lent
+    GPU's check by default."""
     check = _load("gpu_corpus_check")
     names = {p.name for p in check.default_files()}
-    assert {"two_key_sort.hlo", "argsort_f64.hlo", "conv_int32.hlo", "small_floats.hlo"} <= names
+    assert {"two_key_sort.hlo", "argsort_f64.hlo", "conv_int32.hlo", "small_floats.hlo",
+            "long_lexsort.hlo"} <= names
 
 
 def test_gpu_corpus_check_keeps_the_files_with_f32_dots_where_asked():

@@ -89,6 +89,15 @@ from triton_backend.driver.compiled_fusion import compile_fusion
 compiled = compile_fusion(parse_hlo(sys.argv[2]), "fusion", target="cuda:90")
 x, y = compiled.module.example_inputs()
 assert (compiled(x, y)[0] == x * y).all()
+# helpers beyond xla_math (the network's), and float8's, which xla_math imports by name
+import numpy as np, torch
+from fusion import evaluate
+for text in sys.argv[3:]:
+    module = parse_hlo(text)
+    x = np.random.default_rng(0).integers(-9, 10, (3, 37)).astype(np.float32)
+    got = compile_fusion(module, "fusion", target="cuda:90")(torch.from_numpy(x))
+    for g, w in zip(got, evaluate(module, x)):
+        assert np.array_equal(g.numpy(), np.asarray(w)), (text, g, w)
 print("OK")
 """
 
@@ -111,9 +120,36 @@ def test_generated_kernels_compile_for_sm90_without_spills():
         assert report["registers"] > 0 and report["spills"] == 0, report
 
 
+#: A sort by magnitude: the comparator network, whose kernel imports ``sorting_network``.
+NETWORK_SORT = """HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ma = f32[] abs(a)
+  mb = f32[] abs(b)
+  ROOT c = pred[] compare(ma, mb), direction=LT
+}
+f {
+  p = f32[3,37] parameter(0)
+  y = s32[3,37] iota(), iota_dimension=1
+  ROOT s = (f32[3,37], s32[3,37]) sort(p, y), dimensions={1}, to_apply=cmp
+}
+ENTRY e {
+  x = f32[3,37] parameter(0)
+  ROOT fusion = (f32[3,37], s32[3,37]) fusion(x), kind=kLoop, calls=f
+}
+"""
+
+FLOAT8_ROUND_TRIP = fm(["f32[3,37]"], "  n = f8e4m3fnuz[3,37] convert(p0)\n"
+                       "  ROOT r = f32[3,37] convert(n)", "f32[3,37]")
+
+
 def test_cpu_tensors_run_through_the_interpreted_copy_without_the_interpreter():
     env = child_environment()
-    result = subprocess.run([sys.executable, "-c", CPU_TENSORS_CHILD, ROOT, MULTIPLY],
+    result = subprocess.run([sys.executable, "-c", CPU_TENSORS_CHILD, ROOT, MULTIPLY,
+                             NETWORK_SORT, FLOAT8_ROUND_TRIP],
                             capture_output=True, text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "OK"

@@ -12,7 +12,8 @@ from fusion.errors import UnsupportedOpError
 from tests.triton_backend.dot_fusion_helpers import to_numpy, to_torch
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from triton_backend.templates.sort.driver import (
-    MAX_SORT_LENGTH, SortOrder, comparator_order, compile_sort_fusion, is_sort_fusion, sort_of)
+    MAX_SORT_LENGTH, SortOrder, comparator_order, compile_sort_fusion, is_sort_fusion, sort_method,
+    sort_of)
 from triton_backend.templates.sort.library_call import LibrarySort
 
 NUMPY = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32, "f16": np.float16}
@@ -127,16 +128,15 @@ def test_comparator_recognition_and_clear_errors():
                                   "c0 = pred[] compare(a, b), direction=LT\n"
                                   "  c1 = pred[] compare(i, j), direction=GT\n"
                                   "  ROOT c = pred[] or(c0, c1)")
-    # Not an order of the key alone: the comparator network sorts it (test_sort_network), but
-    # a row longer than one tile goes to torch.sort, which takes only such orders.
+    # Not an order of the key alone: the comparator network sorts it (test_sort_network),
+    # past one tile through scratch (test_sort_long_rows); torch.sort takes only orders.
     long_tie = fusion.parse_hlo(tie_break.format(t="s32", n=MAX_SORT_LENGTH + 1)
                                 .replace("dimensions=1", "dimensions={1}"))
-    with pytest.raises(UnsupportedOpError, match="depends on operands other than the keys .*; "
-                                                 "rows of 4097 elements .* torch.sort"):
-        compile_sort_fusion(long_tie, "r")
+    assert sort_method(long_tie, long_tie.entry.instruction("r"), sort_of(long_tie, "r")) is None
     long = fusion.parse_hlo(SORT_TEXT.format(t="s32", n=MAX_SORT_LENGTH + 1, direction="LT", extra="")
                             .replace("dimensions=1", "dimensions={1}"))
-    with pytest.raises(UnsupportedOpError, match="runs as torch.sort .* takes no tile sizes"):
+    with pytest.raises(UnsupportedOpError, match="sort tile 8192 must be a power of two from 2 "
+                                                 "to 4096"):
         compile_sort_fusion(long, "r", tile_sizes=(8192,))
     scalar_dot = SORT_TEXT.replace("ROOT c = pred[] compare(a, b), direction={direction}{extra}",
                                    "d = s32[] dot(a, b)\n  z = s32[] constant(0)\n"

@@ -17,7 +17,7 @@ The kernel uses it as::
             axis = LOG_N - stage + step
             p = sorting_network.partner(h, axis, LOG_N)  # per operand's bits, the lane indices
             ...  # first = comparator(p..., h...): does the partner come first?
-            take = first != sorting_network.keeps_later(LOG_N, stage, step)
+            take = first != sorting_network.keeps_later(LOG_N, stage, step, 0)
             h = tl.where(take, p, h)
 """
 import triton.language as tl
@@ -36,13 +36,17 @@ def indicator(n_dims: tl.constexpr, j: tl.constexpr):
 
 
 @device_function
-def keeps_later(n_dims: tl.constexpr, stage: tl.constexpr, step: tl.constexpr):
+def keeps_later(n_dims: tl.constexpr, stage: tl.constexpr, step: tl.constexpr, descending):
     """True in the lanes that end a compare-and-swap with the later of their pair: the
     upper lane of each pair, reversed in every other run of ``2 ** stage`` lanes (a bitonic
-    merge sorts those runs descending) until the last stage."""
+    merge sorts those runs descending).  At the tile's last stage the whole tile is one run,
+    reversed where ``descending`` (0 or 1) is set: a row longer than the tile
+    (``long_network_kernel``) merges its tiles in runs of alternating direction."""
     later = indicator(n_dims, stage - 1 - step)
     if stage < n_dims:
         later = later ^ indicator(n_dims, stage)
+    else:
+        later = later ^ descending
     return later != 0
 
 

@@ -207,11 +207,11 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
                                      "dilation, at most 64 window positions; select and "
                                      "scatter computations of elementwise ops", template_check),
-    "sort": OpCoverage(SORT, "any comparator of elementwise ops on rows of at most 4096 "
-                       "elements (a bitonic network asking it, or packed keys for a LT/GT "
-                       "order of one key); longer rows only in a LT/GT order of one key "
-                       "(plain, TOTALORDER or JAX's NaN order; torch.sort); operands "
-                       "parameters or iotas", template_check),
+    "sort": OpCoverage(SORT, "any comparator of elementwise ops (a bitonic network asking "
+                       "it, rows of more than 4096 elements tile by tile through scratch; "
+                       "packed keys for a LT/GT order of one key: plain, TOTALORDER or JAX's "
+                       "NaN order, past 4096 elements one torch.sort); operands parameters "
+                       "or iotas", template_check),
     "topk": OpCoverage(LIBRARY, "a stable torch.sort in XLA's total order (ties: lower index "
                        "first)", library_check),
     "triangular-solve": OpCoverage(LIBRARY, "torch.linalg.solve_triangular; f32, f64, c64, c128",

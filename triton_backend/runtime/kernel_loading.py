@@ -4,9 +4,12 @@ imports, so this lives below all of them).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import pkgutil
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -223,14 +226,18 @@ def _is_interpreted(kernel_module: ModuleType) -> bool:
 
 _INTERPRETED: dict[Path, ModuleType] = {}
 
+#: The package of the ``@triton.jit`` helpers kernel files import.
+DEVICE_LIB = "triton_backend.device_lib"
+
 
 def _interpreted_copy(path: Path, source: str) -> ModuleType:
     """The kernel imported again with ``@triton.jit`` in interpreter mode (CPU tensors), from
     its checked text (``render_entry(source)``, what the cache verified), never from the file.
 
-    The interpreter cannot call JIT-compiled helpers, so the shared math helpers are also
-    re-imported under the interpreter and rebound in the copy (pure memoization per path).
-    Under ``INTERPRETER_LOCK``: the switch to interpreter mode is process-wide.
+    The interpreter cannot call JIT-compiled helpers, so the copy imports the device-library
+    modules (``xla_math``, ``sorting_network``, ...) imported again under the interpreter
+    (:func:`_interpreted_device_lib`; pure memoization per path).  Under
+    ``INTERPRETER_LOCK``: the switch to interpreter mode is process-wide.
     """
     with INTERPRETER_LOCK:
         cached = _INTERPRETED.get(path)
@@ -238,17 +245,15 @@ def _interpreted_copy(path: Path, source: str) -> ModuleType:
             return cached
         import triton
 
-        from triton_backend.device_lib import elementwise_math
         previous = os.environ.get("TRITON_INTERPRET")
         os.environ["TRITON_INTERPRET"] = "1"
         try:
             with triton.knobs.runtime.scope():
                 triton.knobs.runtime.interpret = True
-                math_copy = _import(Path(elementwise_math.__file__),
-                                    "_interpreted_elementwise_math")
-                kernel = import_checked_text(path, render_entry(source),
-                                             f"_interpreted_{path.stem}")
-                kernel.xla_math = math_copy
+                helpers = _interpreted_device_lib()
+                with _device_lib_as(helpers):
+                    kernel = import_checked_text(path, render_entry(source),
+                                                 f"_interpreted_{path.stem}")
         finally:
             if previous is None:
                 os.environ.pop("TRITON_INTERPRET", None)
@@ -258,10 +263,37 @@ def _interpreted_copy(path: Path, source: str) -> ModuleType:
         return kernel
 
 
-def _import(path: Path, name: str) -> ModuleType:
-    """Import one of our own package files (not a cache entry) under another module name."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+_DEVICE_LIB_COPY: dict[str, ModuleType] = {}
+
+
+def _interpreted_device_lib() -> dict[str, ModuleType]:
+    """Every module of :data:`DEVICE_LIB` imported again while the interpreter is on (once per
+    process), by module name: apart from the process's own, so that helpers importing each
+    other (``elementwise_math`` takes ``float8``'s functions by name) bind the copies."""
+    if not _DEVICE_LIB_COPY:
+        with _device_lib_as(_DEVICE_LIB_COPY):
+            package = importlib.import_module(DEVICE_LIB)
+            for info in pkgutil.iter_modules(package.__path__):
+                importlib.import_module(f"{DEVICE_LIB}.{info.name}")
+    return _DEVICE_LIB_COPY
+
+
+@contextmanager
+def _device_lib_as(modules: dict[str, ModuleType]):
+    """``sys.modules`` holding ``modules`` as :data:`DEVICE_LIB` and its modules for the
+    block (and whatever the block imports of it added to ``modules``); the process's own
+    afterwards, also as the attribute of the package's parent."""
+    ours = lambda name: name == DEVICE_LIB or name.startswith(DEVICE_LIB + ".")  # noqa: E731
+    saved = {name: m for name, m in sys.modules.items() if ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    sys.modules.update(modules)
+    try:
+        yield modules
+    finally:
+        for name in [name for name in sys.modules if ours(name)]:
+            modules[name] = sys.modules.pop(name)
+        sys.modules.update(saved)
+        parent, _, child = DEVICE_LIB.rpartition(".")
+        if DEVICE_LIB in saved:
+            setattr(sys.modules[parent], child, saved[DEVICE_LIB])

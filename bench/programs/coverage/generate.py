@@ -2,7 +2,8 @@
 
 Small JAX programs of what XLA accepts and a kernel computes in a form only a GPU compiles
 (the bitonic network's warp-shuffle partners, the small floats moved as bytes, an integer
-implicit GEMM summing on the CUDA cores, a host view between kernels): ``bench/gpu_session.sh``
+implicit GEMM summing on the CUDA cores, a host view between kernels, a sort's passes meeting
+at barriers): ``bench/gpu_session.sh``
 runs them on a lent GPU against the reference evaluator (``bench/gpu_corpus_check.py``).
 Each ``NAME.hlo`` is ``jax.jit(f).lower(*args).as_text(dialect="hlo")``.
 """
@@ -31,6 +32,12 @@ def argsort_f64(x):
     return jnp.argsort(x, axis=-1, stable=True), jnp.sort(x, axis=-1, descending=True)
 
 
+def long_lexsort(a, b):
+    """``jnp.lexsort`` of rows of 10,000: the network through scratch memory, its passes
+    meeting at barriers (which the interpreter cannot check)."""
+    return jnp.lexsort((b, a), axis=-1)
+
+
 def conv_int32(x, w, b):
     """An int32 convolution with a bias: the implicit GEMM summing its own products."""
     y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -51,6 +58,8 @@ CASES = {
     "two_key_sort": (two_key_sort, (RNG.standard_normal((64, 300)).astype(np.float32) * 4,
                                     RNG.standard_normal((64, 300)).astype(np.float32))),
     "argsort_f64": (argsort_f64, (RNG.integers(-50, 50, (32, 1000)).astype(np.float64) / 4,)),
+    "long_lexsort": (long_lexsort, (RNG.integers(-20, 20, (8, 10000)).astype(np.int32),
+                                    RNG.standard_normal((8, 10000)).astype(np.float32))),
     "conv_int32": (conv_int32, (RNG.integers(-9, 9, (4, 16, 16, 8)).astype(np.int32),
                                 RNG.integers(-9, 9, (3, 3, 8, 16)).astype(np.int32),
                                 RNG.integers(-9, 9, (16,)).astype(np.int32))),

@@ -3,7 +3,8 @@
 A *sort fusion* is a ``fusion`` whose computation's root is a ``sort`` (or a tuple of
 get-tuple-elements of one), whose operands are fusion parameters or iotas (argsort sorts
 ``(x, iota)``).  Rows of at most :data:`MAX_SORT_LENGTH` elements are sorted in one tile;
-longer ones by one library call (``library_call.LibrarySort``: ``torch.sort``).
+longer ones in a plain order of one key by one library call (``library_call.LibrarySort``:
+``torch.sort``), by any other comparator tile by tile (``long_network_kernel``).
 
 The comparator is *recognized by its behaviour*: it is run through the reference evaluator on
 every pair of a probe set of keys (NaNs of both signs, infinities, signed zeros, denormals,
@@ -15,8 +16,8 @@ select/bitcast/xor computation, which is why syntax alone is not enough).  A pla
 makes a plain compare no strict weak order, and the kernel then sorts NaNs last).  f32 keys
 may also be compared as their bf16 roundings (XLA:CPU's form of a bf16 sort).  Anything
 else (tie-breaks on other operands, keys of more than 32 bits, custom orders) is sorted by a
-bitonic network asking the comparator itself (``network_kernel``), in one tile; past one
-tile it is refused with the reason (``sort_method``).
+bitonic network asking the comparator itself (``network_kernel``), in one tile, and past one
+tile through scratch memory, tile by tile (``long_network_kernel``).
 
 >>> import fusion
 >>> m = fusion.parse_hlo('''HloModule m
@@ -50,12 +51,18 @@ from triton_backend.templates.sort.kernel import (SORT_KEY_TYPES, SortOperand, S
 from triton_backend.templates.sort.network_kernel import (comparator_problem,
                                                           render_network_sort_kernel)
 from triton_backend.templates.sort.library_call import LIBRARY_KEY_TYPES, LibrarySort
+from triton_backend.templates.sort.long_network_kernel import render_long_network_sort_kernel
 from triton_backend.runtime.kernel_loading import (CompiledFusion, TemplateKind, find_fusion,
                                                    load_kernel)
 from triton_backend.runtime.kernel_cache import KernelCache
 
 #: The longest row sorted in one tile (a bitonic sort of int64 keys held in registers).
 MAX_SORT_LENGTH = 4096
+
+#: The tile of a longer row sorted by the network through scratch memory: each pass then
+#: finishes 11 steps in registers, and the kernel's network of 66 steps compiles in seconds
+#: (4096 lanes took 14 s on sm_90).
+LONG_SORT_TILE = 2048
 
 _FLOAT_PROBES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1.5, -1.5, 2.0, 1e-40,
                  -1e-40, 3.4e38, -3.4e38, 1e-3, -7.25]
@@ -235,29 +242,22 @@ def sort_method(module: HloModule, fusion_instr: HloInstruction, sort: HloInstru
                 ) -> SortOrder | None:
     """How a sort fusion sorts: the order of the packed-key kernel (or of the library sort,
     past one tile), or None for the comparator network (``network_kernel``: any comparator
-    of elementwise ops, rows of at most one tile); ``UnsupportedOpError`` saying why neither
-    takes it."""
+    of elementwise ops; past one tile ``long_network_kernel``); ``UnsupportedOpError``
+    saying why neither takes it."""
     operands = _operands(module, fusion_instr, sort)
     key = operands[0]
     n = key.shape.dims[sort.attr("dimensions")[0]]
     try:
         order = comparator_order(module, sort)
-    except UnsupportedOpError as why:
-        order, reason = None, why.message
+    except UnsupportedOpError:
+        order = None
     else:
-        reason = None
         # packed keys in one tile take keys of up to 32 bits, torch.sort past it 64 too
         keys = LIBRARY_KEY_TYPES if n > MAX_SORT_LENGTH else SORT_KEY_TYPES
-        if key.shape.dtype not in keys:
-            order, reason = None, f"sort {sort.name} has keys of type {key.shape.dtype}"
-        elif key.parameter is None:
-            order, reason = None, f"sort {sort.name}'s key (operand 0) is an iota"
+        if key.shape.dtype not in keys or key.parameter is None:
+            order = None
     if order is not None:
         return order
-    if n > MAX_SORT_LENGTH:
-        raise UnsupportedOpError(f"{reason}; rows of {n} elements (longer than one tile's "
-                                 f"{MAX_SORT_LENGTH}) are sorted by torch.sort, which takes only "
-                                 "a LT/GT order of one key (a fusion parameter)", where=sort.name)
     problem = comparator_problem(module, sort)
     if problem is not None:
         raise UnsupportedOpError(problem, where=sort.name)
@@ -269,11 +269,16 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
                         cache: KernelCache | None = None, order: SortOrder | None = None):
     """Generate, cache and load the kernel of a sort fusion (kind ``"sort"``: ``tl.sort`` of
     packed keys, or the bitonic network asking the comparator, as :func:`sort_method` says);
-    a ``LibrarySort`` (no kernel) for rows longer than :data:`MAX_SORT_LENGTH`.
+    a ``LibrarySort`` (no kernel) for a plain order of rows longer than
+    :data:`MAX_SORT_LENGTH`.
 
-    ``tile_sizes`` may give ``(block,)``, the padded row length (a power of two covering the
-    row); by default the row length rounded up to a power of two.  ``order``: the
-    comparator's order found before (a module plan's record), else ``comparator_order``'s.
+    ``tile_sizes`` may give ``(block,)``: a power of two up to :data:`MAX_SORT_LENGTH`.  At
+    least the row length, the row padded to it in one tile; shorter, the network over the row
+    in tiles of ``block`` through scratch memory (``long_network_kernel``), whatever the
+    comparator.  By default the row length rounded up to a power of two, and past one tile
+    :data:`LONG_SORT_TILE`.
+    ``order``: the comparator's order found before (a module plan's record), else
+    ``comparator_order``'s.
     """
     fusion_instr = find_fusion(module, fusion_instr)
     sort = sort_of(module, fusion_instr)
@@ -282,22 +287,27 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     n = operands[0].shape.dims[dim]
     order = sort_method(module, fusion_instr, sort) if order is None else order
     outputs = _outputs(module, fusion_instr, sort)
-    if n > MAX_SORT_LENGTH:
-        if tile_sizes is not None:
-            raise UnsupportedOpError(f"sort {sort.name} of rows of {n} elements runs as "
-                                     "torch.sort (longer than one tile): it takes no tile sizes",
-                                     where=sort.name)
+    if tile_sizes is not None:
+        (block,) = tuple(tile_sizes)
+        if not 2 <= block <= MAX_SORT_LENGTH or block & (block - 1):
+            raise UnsupportedOpError(f"sort tile {block} must be a power of two from 2 to "
+                                     f"{MAX_SORT_LENGTH}", where=sort.name)
+    elif n <= MAX_SORT_LENGTH:
+        block = max(1 << max(0, (n - 1).bit_length()), 2)
+    elif order is not None:
         return LibrarySort.of(fusion_instr, sort, operands, outputs, order,
                               f"rows of {n} elements, longer than one tile's "
                               f"{MAX_SORT_LENGTH}: one stable torch.sort, as XLA:GPU sends "
                               "a plain sort to CUB")
-    block = max(1 << max(0, (n - 1).bit_length()), 2)
-    if tile_sizes is not None:
-        (block,) = tuple(tile_sizes)
-        if block < n or block & (block - 1):
-            raise UnsupportedOpError(f"sort tile {block} must be a power of two >= the row "
-                                     f"length {n}", where=sort.name)
-    if order is None:  # any comparator: the bitonic network asking it
+    else:
+        block = LONG_SORT_TILE
+    if block < n:  # any comparator: the network, tile by tile through scratch
+        problem = comparator_problem(module, sort)
+        if problem is not None:
+            raise UnsupportedOpError(problem, where=sort.name)
+        source, grid = render_long_network_sort_kernel(module, fusion_instr, sort, operands,
+                                                       outputs, block)
+    elif order is None:  # any comparator: the bitonic network asking it
         source, grid = render_network_sort_kernel(module, fusion_instr, sort, operands, outputs,
                                                   block)
     else:
@@ -307,5 +317,5 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)
 
 
-__all__ = ["MAX_SORT_LENGTH", "SORT_OPERANDS", "SortOrder", "comparator_order", "compile_sort_fusion",
+__all__ = ["LONG_SORT_TILE", "MAX_SORT_LENGTH", "SORT_OPERANDS", "SortOrder", "comparator_order", "compile_sort_fusion",
            "is_sort_fusion", "sort_method", "sort_of"]

@@ -18,9 +18,11 @@ then gives some permutation of the row.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fusion.errors import FusionCompilerError
 from fusion.ir.element_types import ElementType
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.text.printer import print_computation
 from fusion.ir.shape import ArrayShape
 from triton_backend.lowering.emitter.identifiers import IdentifierAllocator, comment_block, sanitize
@@ -46,50 +48,101 @@ def render_network_sort_kernel(module: HloModule, fusion_instr: HloInstruction,
                                sort: HloInstruction, operands: tuple[SortOperand, ...],
                                outputs: tuple[ArrayShape, ...], block: int
                                ) -> tuple[str, tuple[int, ...]]:
-    """The kernel file source sorting ``sort``'s rows by its comparator, and its grid."""
-    comparator = module.computation(sort.attr("to_apply"))
-    name = sanitize(fusion_instr.name)
-    less = f"{name}_comes_first"
-    read_params = {p.attr("parameter_number") for p in comparator.parameters
-                   if comparator.users.get(p.name)}
-    carried = sorted({n // 2 for n in read_params})
-    types = [operands[i].shape.element_type for i in range(len(operands))]
+    """The kernel file source sorting ``sort``'s rows (of at most ``block`` lanes, a power of
+    two) by its comparator, and its grid."""
+    network = ComparatorNetwork.of(module, fusion_instr, sort, operands)
     log_n = max(1, (block - 1).bit_length())
-    n = operands[0].shape.dims[sort.attr("dimensions")[0]]
-    cube = (2,) * log_n
 
-    def sorting(read) -> list[str]:
-        lines = []
-        for i in carried:
-            value = render_load_widen(read(i, "lane"), types[i])
-            lines.append(f"h{i} = tl.reshape({_to_bits(value, types[i])}, {cube})")
-        lines += [f"h_source = tl.reshape(lane, {cube})",
-                  f"for stage in tl.static_range(1, {log_n + 1}):",
-                  "    for step in tl.static_range(stage):"]
-        axis = f"{log_n} - stage + step, {log_n}"
-        step = [f"p{i} = sorting_network.partner(h{i}, {axis})" for i in carried]
-        step.append(f"p_source = sorting_network.partner(h_source, {axis})")
-        mine = _arguments(operands, carried, types, "h")
-        theirs = _arguments(operands, carried, types, "p")
-        pairs = lambda first, second: ", ".join(  # noqa: E731
-            f"{a}, {b}" for a, b in zip(first, second))
-        step += [f"partner_first = {less}({pairs(theirs, mine)})",
-                 f"mine_first = {less}({pairs(mine, theirs)})",
-                 "# the comparator, ties by source lane; lanes past the row last",
-                 f"first = (p_source < {n}) & ((h_source >= {n}) | partner_first | "
-                 "(~mine_first & (p_source < h_source)))",
-                 f"take = first != sorting_network.keeps_later({log_n}, stage, step)"]
-        step += [f"h{i} = tl.where(take, p{i}, h{i})" for i in carried]
-        step.append("h_source = tl.where(take, p_source, h_source)")
-        lines += ["        " + line for line in step]
-        lines.append(f"source = tl.reshape(h_source, ({block},))")
-        return lines
+    def sorting(read, gather) -> list[str]:
+        lines = network.hypercubes(lambda i: read(i, "lane"), "lane", log_n)
+        lines += network.stages(1, log_n, "0")
+        return lines + [f"source = tl.reshape(h_source, ({block},))"] + gather("lane")
 
-    functions = _comparator_function(comparator, less, len(operands)) + "\n\n"
-    imports = "from triton_backend.device_lib import sorting_network\n"
     return sort_kernel_source(module, fusion_instr, sort, operands, outputs, block, sorting,
-                              f"a bitonic network asking comparator {comparator.name}",
-                              functions, imports, network_warps(block))
+                              f"a bitonic network asking comparator {network.comparator.name}; "
+                              f"padded to {block}", network.functions(), NETWORK_IMPORTS,
+                              network_warps(block))
+
+
+#: The kernel file's import of the network's device functions.
+NETWORK_IMPORTS = "from triton_backend.device_lib import sorting_network\n"
+
+
+@dataclass(frozen=True)
+class ComparatorNetwork:
+    """What the network's lines are rendered from: the comparator (rendered as the jitted
+    function ``less``), the operands it reads (``carried``, each carried as the integers of
+    its register bits), every operand's element type and the row length ``n``."""
+
+    comparator: HloComputation
+    less: str
+    carried: tuple[int, ...]
+    types: tuple[ElementType, ...]
+    n: int
+
+    @classmethod
+    def of(cls, module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction,
+           operands: tuple[SortOperand, ...]) -> ComparatorNetwork:
+        comparator = module.computation(sort.attr("to_apply"))
+        read_params = {p.attr("parameter_number") for p in comparator.parameters
+                       if comparator.users.get(p.name)}
+        return cls(comparator, f"{sanitize(fusion_instr.name)}_comes_first",
+                   tuple(sorted({k // 2 for k in read_params})),
+                   tuple(o.shape.element_type for o in operands),
+                   operands[0].shape.dims[sort.attr("dimensions")[0]])
+
+    def functions(self) -> str:
+        """The source of the comparator's ``@triton.jit`` function."""
+        return _comparator_function(self.comparator, self.less, len(self.types)) + "\n\n"
+
+    def carriers(self) -> dict[int, str]:
+        """The integer type carrying each carried operand."""
+        return {i: _carrier(self.types[i]) for i in self.carried}
+
+    def hypercubes(self, read, source: str, log_n: int) -> list[str]:
+        """Lines making ``h{i}`` (operand ``i``'s bits) and ``h_source`` (the lanes' row
+        indices ``source``) hypercubes of ``log_n`` axes; ``read(i)``: the raw values."""
+        cube = (2,) * log_n
+        bits = {i: _to_bits(render_load_widen(read(i), self.types[i]), self.types[i])
+                for i in self.carried}
+        lines = [f"h{i} = tl.reshape({bits[i]}, {cube})" for i in self.carried]
+        return lines + [f"h_source = tl.reshape({source}, {cube})"]
+
+    def stages(self, first: int, log_n: int, descending: str) -> list[str]:
+        """Lines of the network's stages ``first`` to ``log_n`` on the hypercubes, the last
+        one's run reversed where ``descending`` (Triton text of 0 or 1)."""
+        axis = f"{log_n} - tile_stage + step, {log_n}"
+        step = [f"p{i} = sorting_network.partner(h{i}, {axis})" for i in self.carried]
+        step.append(f"p_source = sorting_network.partner(h_source, {axis})")
+        step += self.first("p", "h")
+        step.append(f"take = first != sorting_network.keeps_later({log_n}, tile_stage, step, "
+                    f"{descending})")
+        step += [f"h{i} = tl.where(take, p{i}, h{i})" for i in self.carried]
+        step.append("h_source = tl.where(take, p_source, h_source)")
+        return ([f"for tile_stage in tl.static_range({first}, {log_n + 1}):",
+                 "    for step in tl.static_range(tile_stage):"]
+                + ["        " + line for line in step])
+
+    def first(self, theirs: str, mine: str) -> list[str]:
+        """Lines setting ``first``: the value of prefix ``theirs`` comes before the one of
+        prefix ``mine`` (the comparator, ties by source lane; lanes past the row last).
+
+        >>> from fusion.ir.element_types import ELEMENT_TYPES as T
+        >>> print("\\n".join(ComparatorNetwork(None, "lt", (0,), (T["s32"],), 5).first("p", "h")))
+        # the comparator, ties by source lane; lanes past the row last
+        p_first = lt(p0, h0)
+        h_first = lt(h0, p0)
+        first = (p_source < 5) & ((h_source >= 5) | p_first | (~h_first & (p_source < h_source)))
+        """
+        a = _arguments(len(self.types), self.carried, self.types, theirs)
+        b = _arguments(len(self.types), self.carried, self.types, mine)
+        pairs = lambda x, y: ", ".join(f"{u}, {v}" for u, v in zip(x, y))  # noqa: E731
+        s, m, n = f"{theirs}_source", f"{mine}_source", self.n
+        return ["# the comparator, ties by source lane; lanes past the row last",
+                f"{theirs}_first = {self.less}({pairs(a, b)})",
+                f"{mine}_first = {self.less}({pairs(b, a)})",
+                f"first = ({s} < {n}) & (({m} >= {n}) | {theirs}_first | "
+                f"(~{mine}_first & ({s} < {m})))"]
 
 
 def _carrier(t: ElementType) -> str:
@@ -113,12 +166,12 @@ def _to_bits(value: str, t: ElementType) -> str:
     return value if reg == carrier else f"({value}).to({carrier}, bitcast=True)"
 
 
-def _arguments(operands: tuple[SortOperand, ...], carried: list[int],
-               types: list[ElementType], prefix: str) -> list[str]:
+def _arguments(count: int, carried: tuple[int, ...], types: tuple[ElementType, ...],
+               prefix: str) -> list[str]:
     """The comparator's arguments for one side of each pair: the carried operands in their
     register type, ``0`` for operands it does not read."""
     out = []
-    for i in range(len(operands)):
+    for i in range(count):
         t = types[i]
         reg = register_dtype(t)
         if i not in carried:
@@ -155,4 +208,5 @@ def _comparator_function(comparator, name: str, k: int) -> str:
             + f"\n    return {result}\n")
 
 
-__all__ = ["comparator_problem", "network_warps", "render_network_sort_kernel"]
+__all__ = ["NETWORK_IMPORTS", "ComparatorNetwork", "comparator_problem", "network_warps",
+           "render_network_sort_kernel"]
