@@ -20,7 +20,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.ir.element_types import element_type_of_numpy
+from fusion.ir.element_types import ELEMENT_TYPES, element_type_of_numpy
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.evaluator import evaluate
 from fusion.evaluator.registry import OP_RULES
@@ -40,6 +40,7 @@ from triton_backend.host.input_validation import (
     tensor_to_numpy,
 )
 from triton_backend.host import views
+from triton_backend.host.host_dtypes import OWN_DTYPE_NAMES
 from triton_backend.host.output_check import compare_output
 
 
@@ -125,7 +126,24 @@ def test_table_agrees_with_the_emitter_registries():
     # Every host rule is a host op, a view (bitcast/reshape) or the zero-element reduce.
     assert {o for o in HOST_RULES
             if oc.COVERAGE[o].handler not in (oc.HOST, oc.HOST_OR_KERNEL, oc.LIBRARY)} == {"reduce"}
-    assert views.HOST_TENSOR_TYPES == set(TORCH_DTYPES)
+
+
+def test_every_element_type_with_values_has_a_host_dtype_that_holds_it():
+    """One table (``host_dtypes``) says which torch dtype holds each type: its own dtype, of
+    the type's width and kind, or a byte of the same signedness for the sub-byte integers and
+    the small floats moved as their codes."""
+    for name, t in ELEMENT_TYPES.items():
+        if t.bits == 0:  # token, opaque: no values
+            assert name not in views.HOST_TENSOR_TYPES
+            continue
+        assert name in views.HOST_TENSOR_TYPES, name
+        dtype = TORCH_DTYPES[name]
+        if name in OWN_DTYPE_NAMES:
+            assert dtype.itemsize * 8 == t.bits, name
+            assert dtype.is_floating_point == t.is_float and dtype.is_complex == name.startswith("c")
+        else:
+            assert dtype.itemsize == 1 and t.bits <= 8, name
+            assert dtype.is_signed == name.startswith("s"), name
 
 
 def test_op_coverage_never_imports_torch_or_triton():

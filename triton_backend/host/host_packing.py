@@ -21,6 +21,8 @@ import torch
 
 from fusion.ir.element_types import element_type
 from fusion.ir.layout import Layout
+from triton_backend.host.host_dtypes import (BYTE_FLOAT_DTYPE_NAMES, OWN_DTYPE_NAMES,
+                                            SUB_BYTE_DTYPE_NAMES)
 from tiling.layouts.tiled_layout import (
     LayoutError,
     Step,
@@ -32,38 +34,16 @@ from tiling.layouts.tiled_layout import (
 from tiling.layouts.packing import check_buffer, fill_value, run_steps, run_steps_backwards
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
-    "bf16": torch.bfloat16,
-    "c128": torch.complex128,
-    "c64": torch.complex64,
-    "f16": torch.float16,
-    "f32": torch.float32,
-    "f64": torch.float64,
-    "f8e4m3fn": torch.float8_e4m3fn,
-    "f8e5m2": torch.float8_e5m2,
-    "pred": torch.bool,
-    "s16": torch.int16,
-    "s32": torch.int32,
-    "s64": torch.int64,
-    "s8": torch.int8,
-    "u16": torch.uint16,
-    "u32": torch.uint32,
-    "u64": torch.uint64,
-    "u8": torch.uint8,
-}
+    hlo: getattr(torch, name) for hlo, name in OWN_DTYPE_NAMES.items()}
 """HLO element type -> the torch dtype holding it (types torch lacks are not packable here)."""
 
 #: Sub-byte integers: a logical tensor holds one value per byte (sign- or zero-extended).
 SUB_BYTE_CARRIERS: dict[str, torch.dtype] = {
-    "s2": torch.int8, "s4": torch.int8, "u2": torch.uint8, "u4": torch.uint8,
-}
-#: 8-bit floats a Triton kernel for NVIDIA GPUs cannot take as such (no dtype, or, for the
-#: fnuz ones, a dtype Triton keeps to AMD): a uint8 tensor holds their bytes, as the kernels
-#: move them (``device_lib.float8_formats``).
+    hlo: getattr(torch, name) for hlo, name in SUB_BYTE_DTYPE_NAMES.items()}
+#: 8-bit floats a Triton kernel for NVIDIA GPUs cannot take as such (``host_dtypes``): a uint8
+#: tensor holds their bytes, as the kernels move them (``device_lib.float8_formats``).
 BYTE_CARRIERS: dict[str, torch.dtype] = {
-    "f8e3m4": torch.uint8, "f8e4m3": torch.uint8, "f8e4m3b11fnuz": torch.uint8,
-    "f8e4m3fnuz": torch.uint8, "f8e5m2fnuz": torch.uint8, "f8e8m0fnu": torch.uint8,
-    "f4e2m1fn": torch.uint8,  # its code in the low 4 bits, one a byte
-}
+    hlo: getattr(torch, name) for hlo, name in BYTE_FLOAT_DTYPE_NAMES.items()}
 _HLO_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
 _CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 

@@ -26,29 +26,9 @@ from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape
 from tiling.layouts.tiled_layout import TiledLayout, elements_per_word
-from triton_backend.host.host_packing import BYTE_CARRIERS, SUB_BYTE_CARRIERS, pack_tensor, unpack_tensor
-
-# HLO spelling -> torch dtype name (alphabetical).  Names are looked up with getattr so that
-# an older torch without some f8 type simply lacks the entry.
-_TORCH_NAMES: dict[str, str] = {
-    "bf16": "bfloat16",
-    "c128": "complex128",
-    "c64": "complex64",
-    "f16": "float16",
-    "f32": "float32",
-    "f64": "float64",
-    "f8e4m3fn": "float8_e4m3fn",
-    "f8e5m2": "float8_e5m2",
-    "pred": "bool",
-    "s16": "int16",
-    "s32": "int32",
-    "s64": "int64",
-    "s8": "int8",
-    "u16": "uint16",
-    "u32": "uint32",
-    "u64": "uint64",
-    "u8": "uint8",
-}
+from triton_backend.host.host_packing import TORCH_DTYPES as OWN_TORCH_DTYPES
+from triton_backend.host.host_packing import (BYTE_CARRIERS, SUB_BYTE_CARRIERS, pack_tensor,
+                                             unpack_tensor)
 
 #: Torch's own fnuz tensors, which a parameter of the type takes too (viewed as their bytes,
 #: ``BYTE_CARRIERS``: a uint8 tensor holds the 8-bit floats the kernels move as bytes, and
@@ -59,11 +39,8 @@ NATIVE_BYTE_TYPES: dict[str, torch.dtype] = {
                                                 ("f8e8m0fnu", "float8_e8m0fnu"))
     if hasattr(torch, name)}
 
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    **{hlo: getattr(torch, name) for hlo, name in _TORCH_NAMES.items() if hasattr(torch, name)},
-    **SUB_BYTE_CARRIERS,
-    **BYTE_CARRIERS,
-}
+#: Every element type a host tensor holds: the torch dtype of ``host_dtypes.HOST_DTYPE_NAMES``.
+TORCH_DTYPES: dict[str, torch.dtype] = {**OWN_TORCH_DTYPES, **SUB_BYTE_CARRIERS, **BYTE_CARRIERS}
 HLO_TYPES: dict[torch.dtype, str] = {dtype: hlo for hlo, dtype in TORCH_DTYPES.items()
                                      if hlo not in SUB_BYTE_CARRIERS and hlo not in BYTE_CARRIERS}
 

@@ -5,13 +5,10 @@ on the host as a view, never a copy).  Torch-free: ``check`` uses it too.
 from __future__ import annotations
 
 from fusion.ir.shape import ArrayShape, Shape
+from triton_backend.host.host_dtypes import HOST_DTYPE_NAMES
 
-#: Element types a host tensor can hold (``input_validation.TORCH_DTYPES``; a test keeps them equal).
-HOST_TENSOR_TYPES = frozenset({
-    "bf16", "c128", "c64", "f16", "f32", "f4e2m1fn", "f64", "f8e3m4", "f8e4m3", "f8e4m3b11fnuz", "f8e4m3fn",
-    "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0fnu", "pred", "s16", "s2", "s32", "s4", "s64",
-    "s8", "u16", "u2", "u32", "u4", "u64", "u8",
-})
+#: Element types a host tensor can hold.
+HOST_TENSOR_TYPES = frozenset(HOST_DTYPE_NAMES)
 
 
 def _bits(shape: Shape) -> int | None:

@@ -22,25 +22,15 @@ from collections.abc import Sequence
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape
+from triton_backend.host.host_dtypes import HOST_DTYPE_NAMES
 from triton_backend.lowering.emitter.addressing import (
     buffer_addressing,
     is_physical_layout,
     minor_to_major,
 )
 
-TORCH_DTYPES = {
-    "pred": "torch.bool", "s8": "torch.int8", "s16": "torch.int16", "s32": "torch.int32",
-    "s64": "torch.int64", "u8": "torch.uint8", "u16": "torch.uint16", "u32": "torch.uint32",
-    "u64": "torch.uint64", "f16": "torch.float16", "bf16": "torch.bfloat16",
-    "f32": "torch.float32", "f64": "torch.float64",
-    "f8e4m3fn": "torch.float8_e4m3fn", "f8e5m2": "torch.float8_e5m2",
-    # 8-bit floats a kernel moves as bytes (``input_validation.BYTE_CARRIERS``)
-    "f8e3m4": "torch.uint8", "f8e4m3": "torch.uint8", "f8e4m3b11fnuz": "torch.uint8",
-    "f8e4m3fnuz": "torch.uint8", "f8e5m2fnuz": "torch.uint8", "f8e8m0fnu": "torch.uint8",
-    "f4e2m1fn": "torch.uint8",
-    # Sub-byte integers: one value per byte (the form compile_hlo's callers pass them in).
-    "s2": "torch.int8", "s4": "torch.int8", "u2": "torch.uint8", "u4": "torch.uint8",
-}
+#: The torch dtype holding each element type in a kernel file's buffer specs.
+TORCH_DTYPES = {hlo: f"torch.{name}" for hlo, name in HOST_DTYPE_NAMES.items()}
 
 PRELUDE = '''import functools
 import operator

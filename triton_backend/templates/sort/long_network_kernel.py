@@ -26,14 +26,10 @@ import math
 
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
+from triton_backend.lowering.host_template import TORCH_DTYPES
 from triton_backend.templates.sort.kernel import SortOperand, sort_kernel_source
 from triton_backend.templates.sort.network_kernel import (NETWORK_IMPORTS, ComparatorNetwork,
                                                           network_warps)
-
-#: The torch dtype of each carrier in a kernel file (the scratch's element types).
-_TORCH_CARRIER = {"tl.int8": "torch.int8", "tl.int16": "torch.int16", "tl.int32": "torch.int32",
-                  "tl.int64": "torch.int64"}
-
 
 def long_sort_passes(n: int, tile: int) -> int:
     """Passes over a row of ``n`` lanes sorted in tiles of ``tile``: the first tile sorts, and
@@ -59,8 +55,10 @@ def render_long_network_sort_kernel(module: HloModule, fusion_instr: HloInstruct
     carriers = network.carriers()
     dims = operands[0].shape.dims
     rows = math.prod(dims) // n
-    scratch = tuple((f"scratch{i}", _TORCH_CARRIER[c], rows * padded) for i, c in carriers.items())
-    scratch += (("scratch_source", "torch.int32", rows * padded),)
+    # each carried operand's bits (its carrier ``tl.intN`` is HLO's sN) and the source lanes
+    scratch = tuple((f"scratch{i}", TORCH_DTYPES["s" + c.removeprefix("tl.int")], rows * padded)
+                    for i, c in carriers.items())
+    scratch += (("scratch_source", TORCH_DTYPES["s32"], rows * padded),)
 
     def at_scratch(prefix: str, at: str) -> list[str]:
         lines = [f"{prefix}{i} = tl.load(scratch{i}_ptr + row_start + {at})" for i in carriers]
