@@ -107,7 +107,8 @@ def test_the_method_past_one_tile_is_the_network_unless_the_comparator_cannot_be
 @pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
 def test_the_long_network_compiles_for_sm90_without_spills():
     """Its loops over the row, the barriers between passes and the last stage's gather
-    compile for sm_90 (a small tile: the default one's 66 unrolled steps take a minute)."""
+    compile for sm_90 (a small tile: the default one's 45 unrolled steps take half a minute;
+    ``bench/programs/coverage/long_lexsort.hlo`` checks it on a lent GPU)."""
     text = ("HloModule m\ncmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
             "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
             "  ROOT c = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n"
