@@ -4,6 +4,7 @@ and with located errors), and the reference evaluator against XLA (jax) for ever
 combination of rank, stride, padding, lhs and rhs dilation and grouping on small shapes."""
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -89,7 +90,7 @@ def combinations():
                            id=f"{rank}d-s{stride}-{pad}-ld{lhs_d}-rd{rhs_d}-{group}")
 
 
-def conv_case(rank, stride, pad, lhs_d, rhs_d, group):
+def conv_case(rank, stride, pad, lhs_d, rhs_d, group, rng=RNG):
     """``(f, x, w)``: a jax convolution of the given form and its (small) arguments."""
     spatial = {1: (9,), 2: (6, 5), 3: (4, 3, 4)}[rank]
     window = {1: (3,), 2: (3, 2), 3: (2, 2, 1)}[rank]
@@ -101,8 +102,8 @@ def conv_case(rank, stride, pad, lhs_d, rhs_d, group):
     dn = (lhs_spec, rhs_spec, lhs_spec)
     padding = tuple((0, 0) if pad == "VALID" else (1, 0) if i % 2 else (2, -1 if lhs_d > 1 else 1)
                     for i in range(rank))
-    x = RNG.standard_normal((batch, *spatial, feats)).astype(np.float32)
-    w = RNG.standard_normal((*window, feats // fgc, outs)).astype(np.float32)
+    x = rng.standard_normal((batch, *spatial, feats)).astype(np.float32)
+    w = rng.standard_normal((*window, feats // fgc, outs)).astype(np.float32)
 
     def f(x, w):
         return lax.conv_general_dilated(x, w, (stride,) * rank, padding, (lhs_d,) * rank,
@@ -111,13 +112,25 @@ def conv_case(rank, stride, pad, lhs_d, rhs_d, group):
     return f, x, w
 
 
+@functools.cache
+def xla_convolutions() -> dict:
+    """``{combination: (f, x, w, XLA's result)}`` for every combination: the convolutions run
+    by XLA in one jitted function (one compile, not one per combination)."""
+    rng = np.random.default_rng(3)
+    combos = [p.values for p in combinations()]
+    cases = [conv_case(*combo, rng=rng) for combo in combos]
+    results = jax.jit(lambda xs, ws: [f(x, w) for (f, _, _), x, w in zip(cases, xs, ws)])(
+        [x for _, x, _ in cases], [w for _, _, w in cases])
+    return {combo: (*case, np.asarray(want))
+            for combo, case, want in zip(combos, cases, results)}
+
+
 @pytest.mark.parametrize("rank,stride,pad,lhs_d,rhs_d,group", list(combinations()))
 def test_evaluator_and_shape_rule_against_xla(rank, stride, pad, lhs_d, rhs_d, group):
-    f, x, w = conv_case(rank, stride, pad, lhs_d, rhs_d, group)
+    f, x, w, want = xla_convolutions()[rank, stride, pad, lhs_d, rhs_d, group]
     text = jax.jit(f).lower(x, w).as_text(dialect="hlo")
     module = parse_hlo(text)
     verify_module(module)  # the declared (XLA's) result shape agrees with our shape rule
-    want = np.asarray(jax.jit(f)(x, w))
     (got,) = evaluate(module, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 

@@ -7,12 +7,12 @@ and its gradients.  The dumps in ``tests/data/hlo_gpu`` are JAX's cuDNN lowering
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -46,8 +46,41 @@ def as_f32(x) -> np.ndarray:
     return np.asarray(x).astype(np.float32)
 
 
+#: dot_product_attention's options that are Python values, not arrays (static under jit).
+STATIC = ("scale", "is_causal", "local_window_size", "return_residual")
+
+
+def xla_attention(dtype=ml_dtypes.bfloat16, **static):
+    """``jax.nn.dot_product_attention(implementation="xla")`` with these Python options, under
+    ``jax.jit`` (one XLA compile, where calling it op by op compiles every primitive).  Not for
+    f16: JAX asks for the F16_F16_F32 dot algorithm, which the CPU refuses when lowering, and
+    only called op by op does JAX catch that and fall back to the default precision."""
+    attention = functools.partial(jax.nn.dot_product_attention, implementation="xla", **static)
+    return attention if np.dtype(dtype) == np.float16 else jax.jit(attention)
+
+
 def jax_attention(q, k, v, bias=None, **kw) -> np.ndarray:
-    return as_f32(jax.nn.dot_product_attention(q, k, v, bias, implementation="xla", **kw))
+    static = {key: kw.pop(key) for key in STATIC if key in kw}
+    return as_f32(xla_attention(q.dtype, **static)(q, k, v, bias, **kw))
+
+
+#: (options, operands, cotangent) -> JAX's gradients: the training dump and the ``vjp`` of the
+#: forward dump are checked against the same ones, which JAX computes (compiles) once.
+_GRADIENTS: dict = {}
+
+
+def jax_attention_gradients(operands, cotangent, **static) -> list:
+    """``jax.vjp`` of JAX's attention (jitted) at ``operands`` (Q, K, V and a bias, if any),
+    pulling back ``cotangent`` (of the output's type); memoized."""
+    key = (tuple(sorted(static.items())),
+           tuple((a.dtype, a.shape, a.tobytes()) for a in (*operands, cotangent)))
+    if key not in _GRADIENTS:
+        def pulled_back(operands, cotangent):
+            _, pullback = jax.vjp(xla_attention(**static), *operands)
+            return pullback(cotangent)
+
+        _GRADIENTS[key] = [np.asarray(g) for g in jax.jit(pulled_back)(operands, cotangent)]
+    return _GRADIENTS[key]
 
 
 def close(got, want, ulps=1) -> None:
@@ -87,15 +120,9 @@ def test_a_sliding_window_dump_keeps_the_window_of_keys():
 def test_a_training_dump_gives_jax_s_gradients(name):
     q, k, v = qkv()
     bias = (random((1, N, T, T), seed=4),) if "bias" in name else ()
-    cotangent = random((B, T, N, H), seed=5).astype(np.float32)
-
-    def loss(*args):
-        o = jax.nn.dot_product_attention(*args[:3], *args[3:], scale=0.25,
-                                         is_causal=not bias, implementation="xla")
-        return (o.astype(jnp.float32) * cotangent).sum()
-
-    want = jax.grad(loss, argnums=tuple(range(3 + len(bias))))(q, k, v, *bias)
-    got = evaluate(parse_hlo(dump(name)), q, k, v, *bias, cotangent)
+    cotangent = random((B, T, N, H), seed=5)  # bf16 values; the dump takes them as f32
+    want = jax_attention_gradients((q, k, v, *bias), cotangent, scale=0.25, is_causal=not bias)
+    got = evaluate(parse_hlo(dump(name)), q, k, v, *bias, cotangent.astype(np.float32))
     assert len(got) == len(want)
     for g, w in zip(got, want):
         close(g, w, ulps=2)
@@ -119,9 +146,8 @@ def test_the_gradient_of_a_forward_dump_is_jax_s():
     q, k, v = qkv()
     cotangent = random((B, T, N, H), seed=5)
     grads = evaluate(vjp(parse_hlo(dump("cudnn_fmha_causal_gqa"))), q, k, v, cotangent)
-    _, pullback = jax.vjp(lambda *a: jax.nn.dot_product_attention(
-        *a, scale=0.25, is_causal=True, implementation="xla"), q, k, v)
-    for g, w in zip(grads, pullback(jnp.asarray(cotangent))):
+    for g, w in zip(grads, jax_attention_gradients((q, k, v), cotangent, scale=0.25,
+                                                   is_causal=True)):
         close(g, w, ulps=2)
 
 
@@ -210,9 +236,8 @@ def test_the_training_forward_returns_jax_s_logsumexp():
     text = fmha_module(training=True, mask="CAUSAL")
     q, k, v = _inputs(text)
     _, stats, _ = _call_results(text, q, k, v)
-    _, residual = jax.nn.dot_product_attention(_bnth(q), _bnth(k), _bnth(v), scale=0.5,
-                                               is_causal=True, implementation="xla",
-                                               return_residual=True)
+    _, residual = xla_attention(scale=0.5, is_causal=True, return_residual=True)(
+        _bnth(q), _bnth(k), _bnth(v))
     # JAX's residual: logsumexp per [B, T, N], rounded to the operands' type.
     close(stats, np.transpose(as_f32(residual), (0, 2, 1)))
 

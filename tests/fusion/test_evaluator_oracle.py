@@ -33,12 +33,13 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, exact: bool, label:
 
 def check(f, *args, rtol: float = 2e-6, exact: bool = False, optimized: bool = True) -> None:
     """Lower ``f``; evaluate the plain and the optimized HLO; compare with jax's result."""
-    args = tuple(jnp.asarray(a) for a in args)
+    args = tuple(jax.device_put(a) for a in args)  # jnp.asarray would compile a copy per shape
     lowered = jax.jit(f).lower(*args)
+    compiled = lowered.compile()  # what jax.jit(f)(*args) runs
     texts = {"before": lowered.as_text(dialect="hlo")}
     if optimized:
-        texts["after"] = lowered.compile().as_text()
-    want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(f)(*args))]
+        texts["after"] = compiled.as_text()
+    want = [np.asarray(w) for w in jax.tree.leaves(compiled(*args))]
     for label, text in texts.items():
         got = evaluate(parse_hlo(text), *[np.asarray(a) for a in args])
         assert len(got) == len(want), label

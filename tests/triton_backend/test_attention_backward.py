@@ -17,14 +17,15 @@ import torch
 
 import fusion
 from fusion.autodiff.vjp_module import vjp
+from fusion.ir.shape import flatten_shape
 from fusion.text.printer import print_hlo
-from tests.triton_backend.test_attention_fusion import (S, attention, hlo, random_inputs,
-                                                         run_and_check)
+from tests.triton_backend.test_attention_fusion import S, attention, hlo, random_inputs
 from tests.triton_backend.test_attention_one_pass import masked_attention
 from tiling.fusion_pass.attention_mask import KeyBand
 from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.fusion_pass.score_band import output_band, reduction_band
 from triton_backend.driver.module_compiler import compile_hlo
+from triton_backend.host.output_check import compare_output
 from triton_backend.runtime.kernel_loading import TemplateKind
 from triton_backend.templates.attention.backward_driver import score_space, visited_fraction
 
@@ -35,16 +36,18 @@ def backward(f, shape, dtype) -> str:
 
 
 CASES = {
-    # name: (forward, [batch, heads, tokens, head], dtype, tiles or None for the default)
+    # name: (forward, [batch, heads, tokens, head], dtype, tiles or None for the default).
+    # 24 tokens in (16, 32) tiles pad the last query block and the one key block; the window
+    # takes 48 tokens so that blocks of 16 skip keys below it as well as above the diagonal.
     "causal_f32": (attention(True), (1, 2, 64, 32), jnp.float32, None),
-    "causal_bf16_several_blocks": (attention(True), (1, 1, 48, 16), jnp.bfloat16, (16, 16)),
-    "unmasked_f32_padded": (attention(False), (1, 1, 40, 8), jnp.float32, (16, 32)),
+    "causal_bf16_several_blocks": (attention(True), (1, 1, 32, 16), jnp.bfloat16, (16, 16)),
+    "unmasked_f32_padded": (attention(False), (1, 1, 24, 8), jnp.float32, (16, 32)),
     "sliding_window_f32": (masked_attention(lambda q, k: (k <= q) & (k > q - 8)),
                            (1, 1, 48, 8), jnp.float32, (16, 16)),
     # Rows 0-2 see no key: their max is -inf, their sum NaN, in the rows kernel's one-pass
     # max and sum as in the evaluator's two passes.
     "rows_without_keys_f32": (masked_attention(lambda q, k: k < q - 2),
-                              (1, 1, 48, 8), jnp.float32, (16, 16)),
+                              (1, 1, 32, 8), jnp.float32, (16, 16)),
 }
 
 #: The (query, key) band of each case whose blocks the kernels visit (None: every block).
@@ -54,14 +57,46 @@ BANDS = {"causal_f32": KeyBand(None, 0), "causal_bf16_several_blocks": KeyBand(N
          "rows_without_keys_f32": None}
 
 
+@pytest.fixture(scope="module")
+def compiled_case():
+    """``(text, fused module, compiled module)`` of a case's backward, compiled (with the
+    case's tiles) once for the tests that run it."""
+    made = {}
+
+    def get(case):
+        if case not in made:
+            forward, shape, dtype, tiles = CASES[case]
+            text = backward(forward, shape, dtype)
+            fused = fuse_module(fusion.parse_hlo(text)).module
+            fusions = [i.name for i in fused.entry.instructions if i.opcode == "fusion"]
+            tiling = None if tiles is None else dict.fromkeys(fusions, tiles)
+            made[case] = text, fused, compile_hlo(fusion.parse_hlo(text), tiling=tiling)
+        return made[case]
+
+    return get
+
+
+def _matches_the_evaluator(text: str, compiled) -> None:
+    """``run_and_check``'s comparison for a module compiled already: run under the
+    interpreter, every output at ``run --check``'s tolerances."""
+    module = fusion.parse_hlo(text)
+    arrays = random_inputs(module)
+    got = compiled(*[torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+                     if a.dtype.name == "bfloat16" else torch.from_numpy(a) for a in arrays])
+    want = fusion.evaluate(module, *arrays)
+    leaves = flatten_shape(module.entry.root.shape)
+    assert len(got) == len(want) == len(leaves)
+    for i, (g, w, leaf) in enumerate(zip(got, want, leaves)):
+        result = compare_output(f"o{i}", np.asarray(w), g.float().numpy(), leaf.dtype)
+        assert result.passed, result.describe()
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_attention_backward_is_three_kernels_and_matches(case):
-    forward, shape, dtype, tiles = CASES[case]
-    text = backward(forward, shape, dtype)
-    fused = fuse_module(fusion.parse_hlo(text)).module
+def test_attention_backward_is_three_kernels_and_matches(case, compiled_case):
+    tiles = CASES[case][3]
+    text, fused, compiled = compiled_case(case)
     fusions = [i.name for i in fused.entry.instructions if i.opcode == "fusion"]
-    tiling = None if tiles is None else dict.fromkeys(fusions, tiles)
-    compiled = run_and_check(text, tiling=tiling)
+    _matches_the_evaluator(text, compiled)
     kinds = [f.kind for f in compiled.fusions.values()]
     assert kinds == [TemplateKind.ATTENTION_BACKWARD] * 3, kinds
     for name in fusions:  # the blocks skipped are those the mask hides
@@ -124,18 +159,15 @@ def test_transformer_block_backward_holds_the_three_kernels_and_matches():
 
 
 @pytest.mark.parametrize("case", ["causal_f32", "rows_without_keys_f32"])
-def test_row_statistics_kernel_matches_the_evaluator_on_its_own_outputs(case):
+def test_row_statistics_kernel_matches_the_evaluator_on_its_own_outputs(case, compiled_case):
     """The rows kernel's outputs (max, its online sum, the softmax backward's row sums), which
     the module's gradients only read: compared with the evaluator's run of the fusion's own
     computation.  A row whose keys are all hidden has max -inf and sum NaN, in one pass as in
-    two."""
+    two (over two key blocks where the case's tiles are blocks of 16)."""
     from fusion.evaluator.interpreter import Evaluator
-    from triton_backend.host.output_check import compare_output
 
-    forward, shape, dtype, _ = CASES[case]
-    text = backward(forward, shape, dtype)
-    fused = fuse_module(fusion.parse_hlo(text)).module
-    compiled = compile_hlo(text)
+    shape = CASES[case][1]
+    _, fused, compiled = compiled_case(case)
     (rows,) = [n for n, f in compiled.fusions.items()
                if f.kind == TemplateKind.ATTENTION_BACKWARD and score_space(fused, n).kind == "rows"]
     comp = fused.computation(fused.entry.instruction(rows).attr("calls"))

@@ -63,14 +63,18 @@ def sliding_window(q, k):
 
 
 CASES = {
-    # name: (form, kv heads, mask, dtype)
-    "grouped_causal_f32": ("grouped", 2, causal, jnp.float32),
-    "grouped_sliding_window_bf16": ("grouped", 2, sliding_window, jnp.bfloat16),
-    "grouped_unmasked_bf16": ("grouped", 2, None, jnp.bfloat16),
-    "grouped_mqa_causal_f32": ("grouped", 1, causal, jnp.float32),
-    "repeat_sliding_window_f32": ("repeat", 2, sliding_window, jnp.float32),
-    "repeat_mqa_causal_bf16": ("repeat", 1, causal, jnp.bfloat16),
-    "shared_causal_bf16": ("shared", 1, causal, jnp.bfloat16),
+    # name: (form, kv heads, mask, dtype, batch, tokens).  Each form runs once with a batch of
+    # 2.  The sliding windows take 48 tokens: in blocks of 16 the last query block skips the
+    # first key block (below the window) as well as the blocks above the diagonal, and the
+    # default tiling's one block of 64 pads the tokens; 32 tokens in blocks of 16 are enough
+    # for the causal and unmasked loops (two query and two key blocks).
+    "grouped_causal_f32": ("grouped", 2, causal, jnp.float32, 2, 32),
+    "grouped_sliding_window_bf16": ("grouped", 2, sliding_window, jnp.bfloat16, 1, T),
+    "grouped_unmasked_bf16": ("grouped", 2, None, jnp.bfloat16, 1, 32),
+    "grouped_mqa_causal_f32": ("grouped", 1, causal, jnp.float32, 1, 32),
+    "repeat_sliding_window_f32": ("repeat", 2, sliding_window, jnp.float32, 1, T),
+    "repeat_mqa_causal_bf16": ("repeat", 1, causal, jnp.bfloat16, 2, 32),
+    "shared_causal_bf16": ("shared", 1, causal, jnp.bfloat16, 2, 32),
 }
 
 
@@ -81,8 +85,8 @@ def _attention_kernel(compiled):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_grouped_query_attention_is_one_kernel_reading_kv_once(case):
-    form, kv_heads, visible, dtype = CASES[case]
-    text = hlo(gqa(form, visible), *shapes(form, kv_heads, dtype))
+    form, kv_heads, visible, dtype, batch, tokens = CASES[case]
+    text = hlo(gqa(form, visible), *shapes(form, kv_heads, dtype, batch, tokens=tokens))
     compiled = run_and_check(text)
     assert [k.value for k in kinds(compiled)] == ["attention"]
     name = _attention_kernel(compiled)
@@ -97,12 +101,13 @@ def test_grouped_query_attention_is_one_kernel_reading_kv_once(case):
 
 
 def test_grouped_form_takes_the_group_as_a_batch_dim_kv_read_per_kv_head():
-    text = hlo(gqa("grouped", causal), *shapes("grouped", 2, batch=2, heads=6))
+    tokens = 16
+    text = hlo(gqa("grouped", causal), *shapes("grouped", 2, batch=2, heads=6, tokens=tokens))
     compiled = run_and_check(text)
     name = _attention_kernel(compiled)
     pattern = attention_pattern(compiled.module, name)
     # batch, kv head, query head in the group; then the query rows
-    assert (pattern.batch, pattern.queries, pattern.keys) == ((2, 2, 3), T, T)
+    assert (pattern.batch, pattern.queries, pattern.keys) == ((2, 2, 3), tokens, tokens)
     comp = compiled.module.computation(compiled.module.entry.instruction(name).attr("calls"))
     k = comp.instruction(comp.instruction(pattern.dot1).operands[1])
     assert pattern.roles[k.name] == (("b", 0), ("b", 1), "k", "c")  # not the group's ("b", 2)
@@ -125,25 +130,29 @@ def test_grouped_bf16_sliding_window_matches_jax():
     from triton_backend import compile_hlo
 
     f = gqa("grouped", sliding_window)
-    args = shapes("grouped", 2, jnp.bfloat16)
-    module = fusion.parse_hlo(hlo(f, *args))
+    args = shapes("grouped", 2, jnp.bfloat16, batch=1)  # CASES' grouped_sliding_window_bf16
+    lowered = jax.jit(f).lower(*args)
+    module = fusion.parse_hlo(lowered.as_text(dialect="hlo"))
     arrays = random_inputs(module, seed=3)
     got = compile_hlo(module)(*[torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
                                 for a in arrays])[0].float().numpy()
-    want = np.asarray(jax.jit(f)(*[jnp.asarray(a) for a in arrays]), np.float32)
+    want = np.asarray(lowered.compile()(*[jnp.asarray(a) for a in arrays]), np.float32)
     np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("kv_heads,window", [(4, None), (2, (7, 0))])
-def test_jax_dot_product_attention_stores_its_tokens_first_output_itself(kv_heads, window):
+@pytest.mark.parametrize("kv_heads,window,batch,tokens", [(4, None, 2, 32), (2, (7, 0), 1, T)])
+def test_jax_dot_product_attention_stores_its_tokens_first_output_itself(kv_heads, window,
+                                                                        batch, tokens):
     """``jax.nn.dot_product_attention`` takes and gives ``[batch, tokens, heads, dim]``: its
     second dot's ``[batch, heads, tokens, dim]`` (grouped: ``[batch, kv_heads, group, ...]``)
     is transposed, and reshaped over the group, by the root.  The kernel stores through that
-    rearrangement (``layout_tail``): one kernel, no transpose kernel after it."""
+    rearrangement (``layout_tail``): one kernel, no transpose kernel after it.  (The window
+    takes 48 tokens so that blocks of 16 skip keys below it too.)"""
     def f(q, k, v):
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=window,
                                             implementation="xla")
-    q, kv = S((2, T, 4, D), jnp.bfloat16), S((2, T, kv_heads, D), jnp.bfloat16)
+    q = S((batch, tokens, 4, D), jnp.bfloat16)
+    kv = S((batch, tokens, kv_heads, D), jnp.bfloat16)
     text = hlo(f, q, kv, kv)
     compiled = run_and_check(text, tiling=None)
     assert [k.value for k in kinds(compiled)] == ["attention"]
@@ -163,10 +172,12 @@ def test_jax_dot_product_attention_bf16_matches_xla():
     def f(q, k, v):
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(7, 0),
                                             implementation="xla")
-    q, kv = S((2, T, 4, D), jnp.bfloat16), S((2, T, 2, D), jnp.bfloat16)
-    module = fusion.parse_hlo(hlo(f, q, kv, kv))
+    # the grouped window case of the test above
+    q, kv = S((1, T, 4, D), jnp.bfloat16), S((1, T, 2, D), jnp.bfloat16)
+    lowered = jax.jit(f).lower(q, kv, kv)
+    module = fusion.parse_hlo(lowered.as_text(dialect="hlo"))
     arrays = random_inputs(module, seed=5)
     got = compile_hlo(module)(*[torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
                                 for a in arrays])[0].float().numpy()
-    want = np.asarray(jax.jit(f)(*[jnp.asarray(a) for a in arrays]), np.float32)
+    want = np.asarray(lowered.compile()(*[jnp.asarray(a) for a in arrays]), np.float32)
     np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)

@@ -45,25 +45,32 @@ def test_softmax_rows_looped_in_chunks(dtype, chunk):
 
 
 LAYERNORM = """  z = f32[] constant(0)
-  n = f32[] constant(0.01)
-  s = f32[5] reduce(p0, z), dimensions={1}, to_apply=add
-  nb = f32[5] broadcast(n), dimensions={}
+  n = f32[] constant({inv})
+  s = f32[5] reduce(p0, z), dimensions={{1}}, to_apply=add
+  nb = f32[5] broadcast(n), dimensions={{}}
   mean = f32[5] multiply(s, nb)
-  mb = f32[5,100] broadcast(mean), dimensions={0}
-  c = f32[5,100] subtract(p0, mb)
-  sq = f32[5,100] multiply(c, c)
-  v = f32[5] reduce(sq, z), dimensions={1}, to_apply=add
+  mb = f32[5,{n}] broadcast(mean), dimensions={{0}}
+  c = f32[5,{n}] subtract(p0, mb)
+  sq = f32[5,{n}] multiply(c, c)
+  v = f32[5] reduce(sq, z), dimensions={{1}}, to_apply=add
   var = f32[5] multiply(v, nb)
-  eps = f32[5] broadcast(n), dimensions={}
+  eps = f32[5] broadcast(n), dimensions={{}}
   ve = f32[5] add(var, eps)
   r = f32[5] rsqrt(ve)
-  rb = f32[5,100] broadcast(r), dimensions={0}
-  ROOT o = f32[5,100] multiply(c, rb)"""
+  rb = f32[5,{n}] broadcast(r), dimensions={{0}}
+  ROOT o = f32[5,{n}] multiply(c, rb)"""
+
+
+def layernorm(n: int) -> str:
+    """A layer norm of ``f32[5,n]`` rows (mean and variance: 1/n times a sum)."""
+    return fm([f"f32[5,{n}]"], LAYERNORM.format(n=n, inv=1 / n), f"f32[5,{n}]", reducers("f32"))
 
 
 def test_layernorm_looped_with_tile_over_the_row():
-    text = fm(["f32[5,100]"], LAYERNORM, "f32[5,100]", reducers("f32"))
-    run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=16, tile_sizes=(2, 32))
+    # Rows of 50 in tiles of 2 x 32 (the second tile of each row partly past its end), each
+    # reduce looped in chunks of 16 (the last one partly padding).
+    run_and_compare(layernorm(50), exact=False, reduction_length=50, reduction_chunk=16,
+                    tile_sizes=(2, 32))
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "s32", "s8"])
@@ -235,10 +242,13 @@ def test_tiling_comes_from_the_tile_analysis_or_falls_back_with_the_reason():
 # halving steps); a row reduction reduces along the tile's axis it is broadcast over.
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-@pytest.mark.parametrize("tiles,chunk", [(None, None), ((2, 100), None), ((2, 32), 16)])
-def test_gpu_softmax_reduces_along_the_row_tile_axis(dtype, tiles, chunk):
-    text = fm([f"{dtype}[3,100]"], SOFTMAX.format(t=dtype), f"{dtype}[3,100]", reducers(dtype))
-    compiled = run_and_compare(text, exact=False, reduction_length=100, tile_sizes=tiles,
+@pytest.mark.parametrize("tiles,chunk,n", [(None, None, 100), ((2, 100), None, 100),
+                                           ((2, 32), 16, 50)])
+def test_gpu_softmax_reduces_along_the_row_tile_axis(dtype, tiles, chunk, n):
+    # Looped, rows of 50: tiles of 32 and chunks of 16 each end partly past the row.
+    text = fm([f"{dtype}[3,{n}]"], SOFTMAX.replace("3,100", f"3,{n}").format(t=dtype),
+              f"{dtype}[3,{n}]", reducers(dtype))
+    compiled = run_and_compare(text, exact=False, reduction_length=n, tile_sizes=tiles,
                                reduction_chunk=chunk, target="cuda:90")
     if chunk is None:
         # The row is one tile: the max and the sum reduce along the tile's own axis, so the
@@ -254,19 +264,21 @@ def test_gpu_softmax_reduces_along_the_row_tile_axis(dtype, tiles, chunk):
 
 @pytest.mark.parametrize("dims", ["{0}", "{1}", "{0,2}", "{2}"])
 def test_gpu_reduce_of_any_dims(dims):
+    # 3 x 11 x 21: the tiles of 5 x 19 x 21 (several programs over the kept dims, the last
+    # tile partly past them), fewer of them (the interpreter folds a tl.reduce lane by lane).
     kept = [k for k in range(3) if str(k) not in dims]
-    out = f"f32[{','.join(str([5, 19, 21][k]) for k in kept)}]"
+    out = f"f32[{','.join(str([3, 11, 21][k]) for k in kept)}]"
     body = f"  c = f32[] constant(3)\n  ROOT r = {out} reduce(p0, c), dimensions={dims}, to_apply=add"
-    text = fm(["f32[5,19,21]"], body, out, reducers("f32"))
-    length = 5 * 21 if dims == "{0,2}" else 21
+    text = fm(["f32[3,11,21]"], body, out, reducers("f32"))
+    length = 3 * 21 if dims == "{0,2}" else 21
     compiled = run_and_compare(text, exact=False, reduction_length=length, target="cuda:90")
     # A reduce-only kernel's operand spans every kept axis: no broadcast axis to reduce along.
     assert "tl.permute" not in compiled.source
 
 
 def test_gpu_layernorm_and_argmax():
-    text = fm(["f32[5,100]"], LAYERNORM, "f32[5,100]", reducers("f32"))
-    run_and_compare(text, exact=False, reduction_length=100, tile_sizes=(2, 100), target="cuda:90")
+    run_and_compare(layernorm(100), exact=False, reduction_length=100, tile_sizes=(2, 100),
+                    target="cuda:90")
     argmax = ("  io = s32[4,37] iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n"
               "  z = s32[] constant(0)\n"
               "  ROOT am = (f32[4], s32[4]) reduce(p0, io, ninf, z), dimensions={1}, to_apply=argmax")

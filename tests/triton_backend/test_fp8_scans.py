@@ -7,6 +7,8 @@ either dim, one tree level (n <= 256) and two (n = 600: 38 column totals, themse
 """
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,11 +29,16 @@ from triton_backend import compile_hlo  # noqa: E402
 F8 = {"f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2}
 
 
-def _cumsum(t: str, n: int, axis: int, reverse: bool, seed: int = 0):
+def _input(t: str, n: int, axis: int) -> np.ndarray:
+    """A 2-D fp8 array long ``n`` along ``axis``."""
+    shape = (n, 3) if axis == 0 else (3, n)
+    return (np.random.default_rng(n).standard_normal(shape) * 3).astype(F8[t])
+
+
+def _cumsum(t: str, n: int, axis: int, reverse: bool):
     """A jitted ``lax.cumsum`` of a 2-D fp8 array long ``n`` along ``axis``, its HLO text and
     an input."""
-    shape = (n, 3) if axis == 0 else (3, n)
-    x = (np.random.default_rng(seed + n).standard_normal(shape) * 3).astype(F8[t])
+    x = _input(t, n, axis)
     f = jax.jit(lambda v: jax.lax.cumsum(v, axis=axis, reverse=reverse))
     return f, f.lower(x).as_text(dialect="hlo"), x
 
@@ -45,23 +52,50 @@ def _sequential(x: np.ndarray, axis: int) -> np.ndarray:
     return np.stack(out, axis=axis)
 
 
+#: Every scan the evaluator is checked on, (n, axis, reverse): one tree level (17, 40) and two
+#: (300, 600), along either dim, forward and reverse.
+FORMS = [(n, axis, reverse) for n in (17, 40, 300, 600) for axis in (0, 1)
+         for reverse in (False, True)]
+
+
+@functools.lru_cache(maxsize=None)
+def _xla_scans(t: str):
+    """Every ``FORMS`` scan (``lax.cumsum``, a reduce-window each) of ``_input``'s arrays in one
+    jitted function, which XLA compiles once, not once a scan: its HLO text, the inputs (one
+    per length and dim, ``inputs[(n, axis)]``) and XLA's results (``wants[form]``).  The
+    evaluator and the kernels are checked against the same results."""
+    inputs = {(n, axis): _input(t, n, axis) for n, axis, _ in FORMS}
+    keys = list(inputs)
+
+    def scans(*xs):
+        return tuple(jax.lax.cumsum(xs[keys.index((n, axis))], axis=axis, reverse=reverse)
+                     for n, axis, reverse in FORMS)
+
+    f = jax.jit(scans)
+    xs = list(inputs.values())
+    lowered = f.lower(*xs)
+    wants = [np.asarray(w) for w in lowered.compile()(*xs)]
+    assert len(wants) == len(FORMS)
+    return lowered.as_text(dialect="hlo"), inputs, dict(zip(FORMS, wants))
+
+
 @pytest.mark.parametrize("t", ["f8e4m3fn", "f8e5m2"])
-@pytest.mark.parametrize("n", [17, 40, 300, 600])
-@pytest.mark.parametrize("axis", [0, 1])
-@pytest.mark.parametrize("reverse", [False, True])
-def test_evaluator_scan_matches_xla(t, n, axis, reverse):
-    f, text, x = _cumsum(t, n, axis, reverse)
-    assert "reduce-window(" in text
-    want = np.asarray(f(x))
-    (got,) = evaluate(parse_hlo(text), x)
-    assert _same_bits(got, want)
+def test_evaluator_scan_matches_xla(t):
+    text, inputs, wants = _xla_scans(t)
+    assert text.count("reduce-window(") == len(FORMS)
+    gots = evaluate(parse_hlo(text), *inputs.values())
+    assert len(gots) == len(FORMS)
+    for (n, axis, reverse), got in zip(FORMS, gots):
+        want = wants[(n, axis, reverse)]
+        assert want.shape == inputs[(n, axis)].shape
+        assert _same_bits(got, want), (n, axis, reverse)
 
 
 @pytest.mark.parametrize("t", ["f8e4m3fn", "f8e5m2"])
 def test_a_long_scan_is_not_a_sequential_fold(t):
     # Past 16 elements the order differs from one fold, so the bits above test the tree.
-    f, _, x = _cumsum(t, 300, 1, False)
-    assert not _same_bits(_sequential(x, 1), np.asarray(f(x)))
+    _, inputs, wants = _xla_scans(t)
+    assert not _same_bits(_sequential(inputs[(300, 1)], 1), wants[(300, 1, False)])
     f, _, x = _cumsum(t, 16, 0, False)
     assert _same_bits(_sequential(x, 0), np.asarray(f(x)))
 
@@ -74,9 +108,14 @@ def test_a_long_scan_is_not_a_sequential_fold(t):
     ("f8e4m3fn", 17, 0, True, False),
 ])
 def test_kernel_scan_matches_xla(t, n, axis, reverse, fuse):
-    f, text, x = _cumsum(t, n, axis, reverse, seed=1)
+    # The one scan's program, compared with XLA's result for it on the same input.
+    _, inputs, wants = _xla_scans(t)
+    x = inputs[(n, axis)]
+    f = jax.jit(lambda v: jax.lax.cumsum(v, axis=axis, reverse=reverse))
+    text = f.lower(x).as_text(dialect="hlo")
+    assert text.count("reduce-window(") == 1
     (got,) = run_compiled(text, x, compiled=compile_hlo(text, fuse=fuse))
-    assert _same_bits(got, np.asarray(f(x)))
+    assert _same_bits(got, wants[(n, axis, reverse)])
 
 
 def _exclusive_text(t: str, n: int, reverse: bool) -> str:

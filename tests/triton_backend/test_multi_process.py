@@ -3,6 +3,9 @@ rank runs the compiled module on its shard, collectives through ``torch.distribu
 outputs are XLA's for that device and ``evaluate_spmd``'s.  Errors stop every rank."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from unittest import mock
 
@@ -13,17 +16,43 @@ import torch
 from fusion import parse_hlo
 from fusion.errors import DistributedError
 from fusion.evaluator.spmd import evaluate_spmd
-from tests.conformance.sharded_programs import corpus_files, xla_shards
+from tests.conformance.sharded_programs import MAX_DEVICES, ROOT, corpus_files
 from triton_backend import compile_hlo
 from triton_backend.driver.process_launch import run_processes
 
 CASES = ("collectives", "dp_train_step")
 
+# ``sharded_programs --oracle`` for several cases in one process: jax is imported and XLA's
+# CPU devices are made once, not once a case.
+ORACLE = """import sys
+from tests.conformance import sharded_programs
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+for name, path in zip(sys.argv[3::2], sys.argv[4::2]):
+    sharded_programs._oracle(name, n, seed, path)
+"""
+
+
+def xla_shards(names, n: int, seed: int, tmp):
+    """``sharded_programs.xla_shards`` of each case of ``names``, from one child process: per
+    case, per device, its input shards and its output shards."""
+    paths = [tmp / f"{name}.{n}.{seed}.npz" for name in names]
+    flags = (os.environ.get("XLA_FLAGS", "") +
+             f" --xla_force_host_platform_device_count={MAX_DEVICES}")
+    subprocess.run([sys.executable, "-c", ORACLE, str(n), str(seed),
+                    *[str(a) for pair in zip(names, paths) for a in pair]],
+                   check=True, cwd=ROOT, timeout=300, env=dict(os.environ, XLA_FLAGS=flags))
+    shards = []
+    for path in paths:
+        data = np.load(path)
+        shards.append(tuple([[data[f"{prefix}{d}_{k}"] for k in range(len(data.files))
+                              if f"{prefix}{d}_{k}" in data.files] for d in range(n)]
+                            for prefix in ("in", "out")))
+    return shards
+
 
 def test_partitioned_programs_on_two_processes_match_xla_and_the_evaluator(tmp_path):
     texts, inputs, wants = [], [], []
-    for name in CASES:
-        shards_in, shards_out = xla_shards(name, 2, seed=11, tmp=tmp_path)
+    for name, (shards_in, shards_out) in zip(CASES, xla_shards(CASES, 2, seed=11, tmp=tmp_path)):
         texts.append(corpus_files(name, 2)[1].read_text())
         inputs.append(shards_in)
         wants.append(shards_out)

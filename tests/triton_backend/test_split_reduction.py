@@ -28,8 +28,9 @@ AND = "and { a = pred[] parameter(0)\n  b = pred[] parameter(1)\n  ROOT r = pred
 
 @pytest.fixture
 def small_splits(monkeypatch):
-    """Split reductions of test-sized inputs (the default wants 16K elements per part)."""
-    monkeypatch.setattr(kernel_plan, "MIN_SPLIT_ELEMENTS", 1024)
+    """Split reductions of test-sized inputs (the default wants 16K elements per part): the
+    interpreter pays per element of a GPU-rendered ``tl.reduce``, so the inputs are small."""
+    monkeypatch.setattr(kernel_plan, "MIN_SPLIT_ELEMENTS", 128)
 
 
 def _split_of(compiled):
@@ -46,10 +47,10 @@ def _parts(source: str) -> int:
 
 
 def test_sum_of_squares_to_a_scalar_is_split_among_programs(small_splits):
-    body = ("  sq = f32[30,100] multiply(p0, p0)\n  z = f32[] constant(0)\n"
+    body = ("  sq = f32[4,100] multiply(p0, p0)\n  z = f32[] constant(0)\n"
             "  ROOT r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add")
-    text = fm(["f32[30,100]"], body, "f32[]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=3000, reduction_chunk=128,
+    text = fm(["f32[4,100]"], body, "f32[]", ADD.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=400, reduction_chunk=128,
                                target=GPU)
     assert _parts(compiled.source) > 1
     assert "ordered_sums.last_to_arrive" in compiled.source
@@ -61,7 +62,7 @@ def test_integer_sums_of_parts_are_exact(small_splits, dtype):
     out = "s32" if dtype == "s32" else "u8"
     body = (f"  z = {out}[] constant(0)\n"
             f"  ROOT r = {out}[] reduce(p0, z), dimensions={{0,1}}, to_apply=add")
-    text = fm([f"{dtype}[24,100]"], body, f"{out}[]", ADD.format(t=out))
+    text = fm([f"{dtype}[4,100]"], body, f"{out}[]", ADD.format(t=out))
     compiled = run_and_compare(text, exact=True, reduction_chunk=64, target=GPU)
     assert _parts(compiled.source) > 1
 
@@ -70,8 +71,8 @@ def test_column_sums_keep_their_tile_and_split_the_rows(small_splits):
     """A bias gradient's shape: few output columns, many rows."""
     body = ("  z = f32[] constant(0)\n"
             "  ROOT r = f32[12] reduce(p0, z), dimensions={0}, to_apply=add")
-    text = fm(["f32[1000,12]"], body, "f32[12]", ADD.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=1000, reduction_chunk=256,
+    text = fm(["f32[100,12]"], body, "f32[12]", ADD.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=32,
                                target=GPU)
     assert _parts(compiled.source) > 1
 
@@ -79,11 +80,11 @@ def test_column_sums_keep_their_tile_and_split_the_rows(small_splits):
 def test_max_with_nan_and_inf_lanes(small_splits):
     body = ("  ninf = f32[] constant(-inf)\n"
             "  ROOT r = f32[] reduce(p0, ninf), dimensions={0,1}, to_apply=max")
-    text = fm(["f32[24,100]"], body, "f32[]", MAX.format(t="f32"))
+    text = fm(["f32[4,100]"], body, "f32[]", MAX.format(t="f32"))
     rng = np.random.default_rng(3)
     for special in (np.inf, np.nan):
-        x = rng.standard_normal((24, 100)).astype(np.float32)
-        x[21, 5] = special  # in the last parts, which no other program reads first
+        x = rng.standard_normal((4, 100)).astype(np.float32)
+        x[3, 5] = special  # in the last part, which no other program reads first
         compiled = run_and_compare(text, exact=True, arrays=[x], reduction_chunk=64,
                                    target=GPU)
         assert _parts(compiled.source) > 1
@@ -92,14 +93,14 @@ def test_max_with_nan_and_inf_lanes(small_splits):
 def test_argmax_joins_value_and_index_parts(small_splits):
     """A variadic reduce: both accumulators and their validity are joined; of two equal
     maxima in different parts the first index wins, as in the evaluator."""
-    body = ("  iota = s32[8,2048] iota(), iota_dimension=1\n"
+    body = ("  iota = s32[8,256] iota(), iota_dimension=1\n"
             "  z = f32[] constant(-inf)\n  zi = s32[] constant(0)\n"
             "  ROOT r = (f32[8], s32[8]) reduce(p0, iota, z, zi), dimensions={1}, "
             "to_apply=argmax")
-    text = fm(["f32[8,2048]"], body, "(f32[8], s32[8])", ARGMAX)
-    x = np.random.default_rng(1).standard_normal((8, 2048)).astype(np.float32)
-    x[:, 7] = x[:, 1500] = 9.0
-    x[3, 1900] = np.nan
+    text = fm(["f32[8,256]"], body, "(f32[8], s32[8])", ARGMAX)
+    x = np.random.default_rng(1).standard_normal((8, 256)).astype(np.float32)
+    x[:, 7] = x[:, 150] = 9.0
+    x[3, 240] = np.nan
     compiled = run_and_compare(text, exact=True, arrays=[x], tile_sizes=(8,),
                                reduction_chunk=64, target=GPU)
     assert _parts(compiled.source) > 1
@@ -108,10 +109,10 @@ def test_argmax_joins_value_and_index_parts(small_splits):
 def test_pred_all_is_split(small_splits):
     body = ("  t = pred[] constant(true)\n"
             "  ROOT r = pred[] reduce(p0, t), dimensions={0,1}, to_apply=and")
-    text = fm(["pred[24,100]"], body, "pred[]", AND)
-    x = np.ones((24, 100), bool)
+    text = fm(["pred[4,100]"], body, "pred[]", AND)
+    x = np.ones((4, 100), bool)
     for value in (True, False):
-        x[23, 99] = value
+        x[3, 99] = value
         compiled = run_and_compare(text, exact=True, arrays=[x.copy()], reduction_chunk=64,
                                    target=GPU)
     assert _parts(compiled.source) > 1
@@ -120,32 +121,32 @@ def test_pred_all_is_split(small_splits):
 def test_bf16_sums_accumulate_in_f32_across_parts(small_splits):
     body = ("  z = bf16[] constant(0)\n"
             "  ROOT r = bf16[] reduce(p0, z), dimensions={0,1}, to_apply=add")
-    text = fm(["bf16[64,128]"], body, "bf16[]", ADD.format(t="bf16"))
-    compiled = run_and_compare(text, exact=False, reduction_length=8192, reduction_chunk=32,
+    text = fm(["bf16[8,128]"], body, "bf16[]", ADD.format(t="bf16"))
+    compiled = run_and_compare(text, exact=False, reduction_length=1024, reduction_chunk=32,
                                target=GPU)
     assert _parts(compiled.source) > 1
     assert "torch.float32" in compiled.source.split("SCRATCH_SPECS = (('")[1].split("\n")[0]
 
 
 LOSS_MEAN = """  ninf = f32[] constant(-inf)
-  m = f32[24] reduce(p0, ninf), dimensions={1}, to_apply=max
-  mb = f32[24,100] broadcast(m), dimensions={0}
-  d = f32[24,100] subtract(p0, mb)
-  e = f32[24,100] exponential(d)
+  m = f32[8] reduce(p0, ninf), dimensions={1}, to_apply=max
+  mb = f32[8,40] broadcast(m), dimensions={0}
+  d = f32[8,40] subtract(p0, mb)
+  e = f32[8,40] exponential(d)
   z = f32[] constant(0)
-  s = f32[24] reduce(e, z), dimensions={1}, to_apply=add
-  l = f32[24] log(s)
-  lse = f32[24] add(l, m)
+  s = f32[8] reduce(e, z), dimensions={1}, to_apply=add
+  l = f32[8] log(s)
+  lse = f32[8] add(l, m)
   t = f32[] reduce(lse, z), dimensions={0}, to_apply=add
-  n = f32[] constant(24)
+  n = f32[] constant(8)
   ROOT r = f32[] divide(t, n)"""
 
 
 def test_mean_over_rows_of_a_row_reduction_is_split_by_rows(small_splits):
     """A loss's mean over rows of each row's logsumexp: the rows are split among programs,
     each row's own reductions stay whole inside a part."""
-    text = fm(["f32[24,100]"], LOSS_MEAN, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
-    compiled = run_and_compare(text, exact=False, reduction_length=100, reduction_chunk=8,
+    text = fm(["f32[8,40]"], LOSS_MEAN, "f32[]", ADD.format(t="f32") + MAX.format(t="f32"))
+    compiled = run_and_compare(text, exact=False, reduction_length=40, reduction_chunk=4,
                                target=GPU)
     assert _parts(compiled.source) > 1
 

@@ -234,11 +234,14 @@ def test_a_long_sum_from_a_nonzero_init_is_xla_cpus_tree(kind):
 def test_a_tile_spanning_part_of_the_scan_carries_in_the_window_next_to_it(kind, t, reducer,
                                                                            init):
     # (a float sum: bf16's, which rounds each part as f32 does and more)
-    # Tiles of 100 in blocks of 128: a reverse scan must leave the next tile's lanes out.
-    compiled = run_and_compare(scan_text(t, 300, kind, reducer, init), exact=t == "s32" or
-                               reducer == "max", reduction_length=300, tile_sizes=(1, 100),
+    # Tiles of 20 in blocks of 32: a reverse scan must leave the next tile's lanes out.
+    # (The interpreter folds a GPU kernel's tl.reduce and scan one lane at a time: a row of
+    # 60, 3 tiles, the exclusive forms' 61st output in a 4th.)
+    compiled = run_and_compare(scan_text(t, 60, kind, reducer, init), exact=t == "s32" or
+                               reducer == "max", reduction_length=60, tile_sizes=(1, 20),
                                target="cuda:90")
     assert "carried in from the other tiles" in compiled.source
+    assert compiled.tile_sizes == (1, 20)
 
 
 def test_a_long_row_is_scanned_tile_by_tile(monkeypatch):
@@ -252,9 +255,9 @@ def test_a_long_row_is_scanned_tile_by_tile(monkeypatch):
 
 
 def test_a_scan_also_read_reversed_reduces_windows():
-    tail = "  v = f32[3,300] reverse(c), dimensions={1}\n  ROOT r = f32[3,300] add(c, v)"
-    compiled = run_and_compare(scan_text("f32", 300, tail=tail), exact=False,
-                               reduction_length=300)
+    tail = "  v = f32[3,60] reverse(c), dimensions={1}\n  ROOT r = f32[3,60] add(c, v)"
+    compiled = run_and_compare(scan_text("f32", 60, tail=tail), exact=False,
+                               reduction_length=60)
     assert "tl.cumsum(" not in compiled.source and "tl.associative_scan" not in compiled.source
 
 
@@ -285,25 +288,37 @@ def test_the_compile_report_says_how_each_scan_runs(n, form):
     assert f"  scan:     c along dim 1, {form}" in render_text(report).splitlines()
 
 
-def test_scans_along_two_dims_take_the_tile_along_one():
+def _two_scans(rows: int, columns: int) -> str:
+    """A cumsum of ``f32[rows, columns]`` down the columns minus one along the rows."""
+    shape = f"f32[{rows},{columns}]"
+    body = (f"  z = f32[] constant(0)\n"
+            f"  down = {shape} reduce-window(p0, z), "
+            f"window={{size={rows}x1 pad={rows - 1}_0x0_0}}, to_apply=add\n"
+            f"  across = {shape} reduce-window(p0, z), "
+            f"window={{size=1x{columns} pad=0_0x{columns - 1}_0}}, to_apply=add\n"
+            f"  ROOT r = {shape} subtract(down, across)")
+    return fm([shape], body, shape, reducers("f32"))
+
+
+@pytest.mark.parametrize("rows, columns", [(150, 150), (40, 600)])
+def test_scans_along_two_dims_take_the_tile_along_one(rows, columns):
     # A cumsum down the columns and one along the rows: a tile spanning both would hold
-    # 256 x 256 elements; the row scan (minor-most) is along the tile, the column scan
-    # reduces windows.
-    body = """  z = f32[] constant(0)
-  down = f32[150,150] reduce-window(p0, z), window={size=150x1 pad=149_0x0_0}, to_apply=add
-  across = f32[150,150] reduce-window(p0, z), window={size=1x150 pad=0_0x149_0}, to_apply=add
-  ROOT r = f32[150,150] subtract(down, across)"""
-    module = parse_hlo(fm(["f32[150,150]"], body, "f32[150,150]", reducers("f32")))
-    plan = plan_kernel(module.computation("f"), (150, 150), module=module)
-    assert plan.tile_scans == (("across", 1),) and plan.tile_sizes[1] == 150
+    # 256 x 256 (64 x 1024) elements; the row scan (minor-most) is along the tile, the
+    # column scan reduces windows.  The kernel runs on the narrower form (its windows of
+    # 64 rows: the interpreter folds a tl.reduce one lane at a time).
+    text = _two_scans(rows, columns)
+    module = parse_hlo(text)
+    plan = plan_kernel(module.computation("f"), (rows, columns), module=module)
+    assert plan.tile_scans == (("across", 1),) and plan.tile_sizes[1] == columns
     assert [name for name, _ in plan.reduce_axes] == ["down"]
-    run_and_compare(fm(["f32[150,150]"], body, "f32[150,150]", reducers("f32")), exact=False,
-                    reduction_length=150)
+    if rows < columns:  # (the bound of the 150 x 150 run, for sums 600 long)
+        run_and_compare(text, exact=False, reduction_length=150)
 
 
-# Whole (a max, exactly), and in carried tiles past 16384 (a sum: the interpreter's masked
-# scan of a max over 8192 lanes takes seconds per program).
-@pytest.mark.parametrize("n,reducer,init", [(300, "max", "-inf"), (16500, "add", "0")])
+# Whole (a max, exactly; a row of 100: the interpreter folds a max one lane at a time), and
+# in carried tiles past 16384 (a sum: the interpreter's masked scan of a max over 8192 lanes
+# takes seconds per program).
+@pytest.mark.parametrize("n,reducer,init", [(100, "max", "-inf"), (16500, "add", "0")])
 def test_a_fused_scan_kernel_matches_the_evaluator(n, reducer, init):
     body = (f"  d = f32[8,{n}] subtract(cs, c)\n"
             f"  e = f32[8,{n}] exponential(d)\n" if reducer == "max" else

@@ -27,8 +27,12 @@ JAX_CANNOT_DIFFERENTIATE = {"while_dynamic_slice"}
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
+def _is_float_dtype(dtype) -> bool:
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype) == BF16
+
+
 def _is_float(a) -> bool:
-    return np.asarray(a).dtype.kind == "f" or np.asarray(a).dtype == BF16
+    return _is_float_dtype(np.asarray(a).dtype)
 
 
 # Library calls (fft, topk and the LAPACK custom-calls, issue 15) have no VJP rule in
@@ -51,8 +55,25 @@ def _inputs(args, rng):
     return out
 
 
-def _jax_vjp(fn, inputs, cotangents):
-    """``jax.vjp`` with respect to the float inputs (integers held fixed)."""
+#: (program, inputs, cotangents) -> jax.vjp's gradients: the plain and the optimized HLO of a
+#: program are checked against the same gradients (same inputs), which JAX computes once.
+_JAX_VJPS: dict = {}
+
+
+def _key(arrays) -> tuple:
+    return tuple((a.dtype, a.shape, a.tobytes()) for a in map(np.asarray, arrays))
+
+
+def _jax_vjp(name, fn, inputs, cotangents):
+    """``jax.vjp`` with respect to the float inputs (integers held fixed), under ``jax.jit``
+    (one XLA compile instead of one per primitive); memoized per program and arrays."""
+    key = (name, _key(inputs), _key(cotangents))
+    if key not in _JAX_VJPS:
+        _JAX_VJPS[key] = _jitted_jax_vjp(fn, inputs, cotangents)
+    return _JAX_VJPS[key]
+
+
+def _jitted_jax_vjp(fn, inputs, cotangents):
     positions = [k for k, a in enumerate(inputs) if _is_float(a)]
 
     def of_floats(*floats):
@@ -61,13 +82,16 @@ def _jax_vjp(fn, inputs, cotangents):
             full[k] = v
         return fn(*full)
 
-    with jax.enable_x64(True):
-        floats = [jax.numpy.asarray(inputs[k]) for k in positions]
+    def gradients(floats, cotangents):
         out, pullback = jax.vjp(of_floats, *floats)
         leaves, tree = jax.tree.flatten(out)
-        cts = [c if _is_float(leaf) else np.zeros(np.shape(leaf), jax.dtypes.float0)
+        cts = [c if _is_float_dtype(leaf.dtype) else np.zeros(np.shape(leaf), jax.dtypes.float0)
                for c, leaf in zip(cotangents, leaves)]
-        return [np.asarray(g) for g in pullback(jax.tree.unflatten(tree, cts))]
+        return pullback(jax.tree.unflatten(tree, cts))
+
+    with jax.enable_x64(True):
+        floats = [np.asarray(inputs[k]) for k in positions]
+        return [np.asarray(g) for g in jax.jit(gradients)(floats, list(cotangents))]
 
 
 def _tolerance(dtype) -> float:
@@ -93,7 +117,7 @@ def test_vjp_matches_jax(name: str, stage: str) -> None:
                   else np.zeros(o.shape, o.dtype) for o in outputs]
     backward = vjp(module)
     got = evaluate(backward, *inputs, *cotangents)
-    want = _jax_vjp(fn, inputs, cotangents)
+    want = _jax_vjp(name, fn, inputs, cotangents)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
