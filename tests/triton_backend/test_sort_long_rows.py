@@ -39,31 +39,33 @@ DESCENDING_TIE_BREAK = (
     "  c1 = pred[] compare(i, j), direction=GT\n  t = pred[] and(e, c1)\n  ROOT c = pred[] or(c0, t)")
 
 
-@pytest.mark.parametrize("body", [MAGNITUDE, DESCENDING_TIE_BREAK],
-                         ids=["magnitude", "descending_tie_break"])
-@pytest.mark.parametrize("n,tile", [(37, 8), (100, 16), (64, 4)])
-def test_rows_longer_than_the_tile_match_the_evaluator(body, n, tile):
-    """Padded rows (37 of 64, 100 of 128) and a full one; two to five stages past the tile,
-    so far compares of every distance from the tile to half the row."""
-    module = fusion.parse_hlo(COMPARATOR.replace("@BODY", body).replace("@N", str(n)))
+@pytest.mark.parametrize("n,tile,body", [(37, 8, MAGNITUDE), (100, 16, DESCENDING_TIE_BREAK),
+                                         (64, 16, DESCENDING_TIE_BREAK)],
+                         ids=["37_in_8_magnitude", "100_in_16_tie_break", "64_in_16_tie_break"])
+def test_rows_longer_than_the_tile_match_the_evaluator(n, tile, body):
+    """Padded rows (37 of 64, 100 of 128) and a full one; two or three stages past the tile,
+    so far compares of every distance from the tile to half the row.  (The interpreter runs
+    the kernel's loops one iteration a chunk of the row: few rows, few chunks.)"""
+    module = fusion.parse_hlo(COMPARATOR.replace("@BODY", body).replace("@N", str(n))
+                              .replace("[4,", "[2,"))
     wrapped, instr = _sort_fusion(module)
     sort = compile_sort_fusion(wrapped, instr, tile_sizes=(tile,))
     assert "through scratch" in sort.source and sort.tile_sizes == (tile,)
-    x = np.random.default_rng(n).integers(-5, 6, (4, n)).astype(np.int32)
-    iota = torch.arange(n, dtype=torch.int32).expand(4, n).contiguous()  # (the ENTRY's own)
+    x = np.random.default_rng(n).integers(-5, 6, (2, n)).astype(np.int32)
+    iota = torch.arange(n, dtype=torch.int32).expand(2, n).contiguous()  # (the ENTRY's own)
     for got, want in zip(sort(torch.from_numpy(x), iota), fusion.evaluate(module, x)):
         np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_two_keys_and_a_payload_along_dim_0_match_xla():
     """``lax.sort`` with ``num_keys=2`` (an s32 key, ties by an f32 key in JAX's NaN order, a
-    bf16 payload) along dim 0 of [45, 3], in tiles of 8."""
+    bf16 payload) along dim 0 of [45, 3], in tiles of 16."""
     rng = np.random.default_rng(3)
     a, b = _keys(rng, (45, 3), np.int32), _keys(rng, (45, 3), np.float32)
     c = rng.standard_normal((45, 3)).astype(jnp.bfloat16)
     fn = lambda a, b, c: jax.lax.sort((a, b, c), dimension=0, num_keys=2)  # noqa: E731
     wrapped, instr = _sort_fusion(fusion.parse_hlo(jax.jit(fn).lower(a, b, c).as_text(dialect="hlo")))
-    sort = compile_sort_fusion(wrapped, instr, tile_sizes=(8,))
+    sort = compile_sort_fusion(wrapped, instr, tile_sizes=(16,))
     got = sort(*(tensor_from_numpy(x, t) for x, t in ((a, "s32"), (b, "f32"), (c, "bf16"))))
     for g, w in zip(got, jax.jit(fn)(a, b, c)):
         np.testing.assert_array_equal(_bits(tensor_to_numpy(g)), _bits(np.asarray(w)))
