@@ -109,15 +109,19 @@ def test_the_method_past_one_tile_is_the_network_unless_the_comparator_cannot_be
 @pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
 def test_the_long_network_compiles_for_sm90_without_spills():
     """Its loops over the row, the barriers between passes and the last stage's gather
-    compile for sm_90 (a small tile: the default one's 45 unrolled steps take half a minute;
-    ``bench/programs/coverage/long_lexsort.hlo`` checks it on a lent GPU)."""
+    compile for sm_90 in the default tile (``bench/programs/coverage/long_lexsort.hlo``
+    checks it on a lent GPU)."""
     text = ("HloModule m\ncmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
             "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
-            "  ROOT c = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n"
-            "ENTRY e {\n  x = f64[8,300] parameter(0)\n  y = s32[8,300] parameter(1)\n"
-            "  ROOT s = (f64[8,300], s32[8,300]) sort(x, y), dimensions={1}, to_apply=cmp\n}\n")
+            "  c0 = pred[] compare(a, b), direction=LT, type=TOTALORDER\n"
+            "  e = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
+            "  c1 = pred[] compare(i, j), direction=GT\n  t = pred[] and(e, c1)\n"
+            "  ROOT c = pred[] or(c0, t)\n}\n"
+            "ENTRY e {\n  x = f64[8,5000] parameter(0)\n  y = s32[8,5000] parameter(1)\n"
+            "  ROOT s = (f64[8,5000], s32[8,5000]) sort(x, y), dimensions={1}, to_apply=cmp\n}\n")
     wrapped, instr = _sort_fusion(fusion.parse_hlo(text))
-    sort = compile_sort_fusion(wrapped, instr, tile_sizes=(64,), target="sm_90")
+    sort = compile_sort_fusion(wrapped, instr, target="sm_90")
+    assert sort.tile_sizes == (LONG_SORT_TILE,)
     (report,) = compile_on_targets([[sort.kernel_path, 90]])
     assert report["registers"] > 0 and report["spills"] == 0, report
     assert "bar.sync" in report["ptx"]

@@ -68,19 +68,14 @@ def render_long_network_sort_kernel(module: HloModule, fusion_instr: HloInstruct
         lines = [f"tl.store(scratch{i}_ptr + row_start + {at}, {prefix}{i})" for i in carriers]
         return lines + [f"tl.store(scratch_source_ptr + row_start + {at}, {prefix}_source)"]
 
-    def flat(prefix: str) -> list[str]:
-        return [f"{prefix}{i} = tl.reshape(h{i}, ({tile},))" for i in carriers] + \
-            [f"{prefix}_source = tl.reshape(h_source, ({tile},))"]
-
     def sorting(read, gather) -> list[str]:
-        cube = (2,) * log_t
         lines = [f"row_start = pid.to(tl.int64) * {padded}",
                  "# 1. each tile sorted in registers, into runs of alternating direction",
                  f"for chunk in range({padded // tile}):",
                  f"    at = chunk * {tile} + lane",
                  f"    valid = at < {n}"]
-        body = network.hypercubes(lambda i: read(i, "at"), "at", log_t)
-        body += network.stages(1, log_t, "chunk & 1") + flat("s") + to_scratch("s", "at")
+        body = network.registers(lambda i: read(i, "at"), "at")
+        body += network.stages(1, log_t, "chunk & 1") + to_scratch("h", "at")
         lines += ["    " + line for line in body] + ["tl.debug_barrier()"]
         lines += [f"for stage in range({log_t + 1}, {log_n + 1}):",
                   "    # 2. lanes at least a tile apart, pair by pair in scratch",
@@ -103,17 +98,15 @@ def render_long_network_sort_kernel(module: HloModule, fusion_instr: HloInstruct
                   "    # 3. the stage's steps within a tile, in registers",
                   f"    for chunk in range({padded // tile}):",
                   f"        at = chunk * {tile} + lane"]
-        finish = [f"h{i} = tl.reshape(tl.load(scratch{i}_ptr + row_start + at), {cube})"
-                  for i in carriers]
-        finish.append(f"h_source = tl.reshape(tl.load(scratch_source_ptr + row_start + at), "
-                      f"{cube})")
+        finish = [f"h{i} = tl.load(scratch{i}_ptr + row_start + at)" for i in carriers]
+        finish.append("h_source = tl.load(scratch_source_ptr + row_start + at)")
         finish += network.stages(log_t, log_t, f"(chunk >> (stage - {log_t})) & 1")
         finish += [f"if stage == {log_n}:",
                    f"    valid = at < {n}",
-                   f"    source = tl.reshape(h_source, ({tile},))"]
+                   "    source = h_source"]
         finish += ["    " + line for line in gather("at")]
         finish.append("else:")
-        finish += ["    " + line for line in flat("s") + to_scratch("s", "at")]
+        finish += ["    " + line for line in to_scratch("h", "at")]
         lines += ["        " + line for line in finish] + ["    tl.debug_barrier()"]
         return lines
 
