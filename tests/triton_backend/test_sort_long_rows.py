@@ -14,7 +14,7 @@ import torch
 import fusion
 from fusion.errors import UnsupportedOpError
 from tests.triton_backend.target_compiles import compile_on_targets
-from tests.triton_backend.test_sort_network import COMPARATOR, _bits, _keys
+from tests.triton_backend.test_sort_network import COMPARATOR, _bits, _keys, f64_tie_break_sort
 from triton_backend import compile_hlo
 from triton_backend.driver.single_op_fusion import wrap_lone_ops
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
@@ -111,15 +111,7 @@ def test_the_long_network_compiles_for_sm90_without_spills():
     """Its loops over the row, the barriers between passes and the last stage's gather
     compile for sm_90 in the default tile (``bench/programs/coverage/long_lexsort.hlo``
     checks it on a lent GPU)."""
-    text = ("HloModule m\ncmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
-            "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
-            "  c0 = pred[] compare(a, b), direction=LT, type=TOTALORDER\n"
-            "  e = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
-            "  c1 = pred[] compare(i, j), direction=GT\n  t = pred[] and(e, c1)\n"
-            "  ROOT c = pred[] or(c0, t)\n}\n"
-            "ENTRY e {\n  x = f64[8,5000] parameter(0)\n  y = s32[8,5000] parameter(1)\n"
-            "  ROOT s = (f64[8,5000], s32[8,5000]) sort(x, y), dimensions={1}, to_apply=cmp\n}\n")
-    wrapped, instr = _sort_fusion(fusion.parse_hlo(text))
+    wrapped, instr = _sort_fusion(fusion.parse_hlo(f64_tie_break_sort(8, 5000)))
     sort = compile_sort_fusion(wrapped, instr, target="sm_90")
     assert sort.tile_sizes == (LONG_SORT_TILE,)
     (report,) = compile_on_targets([[sort.kernel_path, 90]])

@@ -160,17 +160,23 @@ def test_the_method_is_chosen_by_the_comparator():
                   "  ROOT c = pred[] compare(ma, mb), direction=LT") is None
 
 
-@pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
-def test_the_network_compiles_for_sm90_without_spills():
-    text = ("HloModule m\ncmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
+def f64_tie_break_sort(rows: int, n: int) -> str:
+    """An ENTRY sort of ``rows`` rows of ``n`` f64 keys in TOTALORDER, ties by an s32 operand
+    descending: a comparator of two operands and a 64-bit key."""
+    return ("HloModule m\ncmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
             "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
             "  c0 = pred[] compare(a, b), direction=LT, type=TOTALORDER\n"
             "  e = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
             "  c1 = pred[] compare(i, j), direction=GT\n  t = pred[] and(e, c1)\n"
             "  ROOT c = pred[] or(c0, t)\n}\n"
-            "ENTRY e {\n  x = f64[64,128] parameter(0)\n  y = s32[64,128] parameter(1)\n"
-            "  ROOT s = (f64[64,128], s32[64,128]) sort(x, y), dimensions={1}, to_apply=cmp\n}\n")
-    (sort,) = compile_hlo(text, target="sm_90", cache=False).fusions.values()
+            f"ENTRY e {{\n  x = f64[{rows},{n}] parameter(0)\n  y = s32[{rows},{n}] parameter(1)\n"
+            f"  ROOT s = (f64[{rows},{n}], s32[{rows},{n}]) sort(x, y), dimensions={{1}}, "
+            "to_apply=cmp\n}\n")
+
+
+@pytest.mark.skipif(find_ptxas(90) is None, reason="ptxas not found in the Triton wheel")
+def test_the_network_compiles_for_sm90_without_spills():
+    (sort,) = compile_hlo(f64_tie_break_sort(64, 128), target="sm_90", cache=False).fusions.values()
     assert "sorting_network" in sort.source
     (report,) = compile_on_targets([[sort.kernel_path, 90]])
     assert report["registers"] > 0 and report["spills"] == 0, report
