@@ -301,7 +301,8 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
     else:
         block = LONG_SORT_TILE
     if block < n:  # any comparator: the network, tile by tile through scratch
-        problem = comparator_problem(module, sort)
+        # (sort_method asked the network already when it found no order)
+        problem = comparator_problem(module, sort) if order is not None else None
         if problem is not None:
             raise UnsupportedOpError(problem, where=sort.name)
         source, grid = render_long_network_sort_kernel(module, fusion_instr, sort, operands,

@@ -86,8 +86,8 @@ def render_long_network_sort_kernel(module: HloModule, fusion_instr: HloInstruct
                   "            lo = ((t >> j) << (j + 1)) | (t & ((1 << j) - 1))",
                   "            hi = lo + (1 << j)"]
         far = at_scratch("a", "lo") + at_scratch("b", "hi") + network.first("b", "a")
-        far += ["# the lower lane ends with the earlier of the pair in an ascending run",
-                "swap = first != (((lo >> stage) & 1) != 0)"]
+        # the lower lane takes the upper one's values as a lane of a tile does its partner's
+        far.append(f"swap = first != sorting_network.keeps_later(lo, {log_n}, stage, j, 0)")
         for prefix, other, where in (("a", "b", "lo"), ("b", "a", "hi")):
             far += [f"tl.store(scratch{i}_ptr + row_start + {where}, "
                     f"tl.where(swap, {other}{i}, {prefix}{i}))" for i in carriers]
