@@ -61,6 +61,7 @@ class IdentifierAllocator:
         self._reserved = frozenset(reserved)
         self._by_original: dict[str, str] = {}
         self._taken: set[str] = set()
+        self._next: dict[str, int] = {}
 
     def allocate(self, original: str) -> str:
         """The identifier for ``original``, allocating a fresh one on first use."""
@@ -79,10 +80,14 @@ class IdentifierAllocator:
         ('t', 't_1')
         """
         base = sanitize(hint, self._reserved)
-        candidate, counter = base, 0
+        # Counting on from the last suffix this base got: a value emitted at many indices
+        # asks for the same hint thousands of times (probing from 0 was quadratic).
+        counter = self._next.get(base, 0)
+        candidate = base if counter == 0 else f"{base}_{counter}"
         while candidate in self._taken:
             counter += 1
             candidate = f"{base}_{counter}"
+        self._next[base] = counter + 1
         self._taken.add(candidate)
         return candidate
 

@@ -142,6 +142,11 @@ class ValueEmitter:
     #: The rule lowering each instruction (``lowering.rules.rule_for``); emitters that only
     #: compute indices or bounds need none.
     rule_for: RuleTable = _no_rule_table
+    #: The dim variables a persistent reduce walks, per (reduce, indices, indentation): a
+    #: request deeper than ``_MAX_NESTING`` aborts the reduce's rule, which then runs again
+    #: and must find the operand values it memoized under the same variables (fresh ones
+    #: each time redid all of them, and never got deeper than the limit: a compile hang).
+    reduction_dims: dict = field(default_factory=dict)
     #: Rules now nested in ``value`` (0: none) and the indentation of the outermost call.
     _nesting: int = 0
     _outer_indent: str | None = ""
