@@ -226,7 +226,7 @@ OPCODES: dict[str, OpTraits] = {
     "reshape": replace(_MOVEMENT, reshape_like=True, keeps_constant=True, passes_counter=True),
     "reverse": _MOVEMENT,
     "rng": replace(_SIDE_EFFECT, width_dependent=True),
-    "rng-bit-generator": replace(_SIDE_EFFECT, width_dependent=True),
+    "rng-bit-generator": OpTraits(width_dependent=True),
     "rng-get-and-update-state": _SIDE_EFFECT,
     "round-nearest-afz": _ELEMENTWISE,
     "round-nearest-even": _ELEMENTWISE,

@@ -85,6 +85,7 @@ from fusion.shapes.rules_library import (
     shape_triangular_solve,
 )
 from fusion.shapes.rules_reduce import shape_reduce, shape_reduce_window, shape_select_and_scatter
+from fusion.shapes.rules_random import shape_rng_bit_generator
 from fusion.shapes.rules_sort import shape_sort
 
 _STRUCTURAL_RULES: dict[str, Rule] = {
@@ -134,6 +135,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "replica-id": shape_device_id,
     "reshape": shape_reshape,
     "reverse": shape_reverse,
+    "rng-bit-generator": shape_rng_bit_generator,
     "scatter": shape_scatter,
     "select": shape_select,
     "select-and-scatter": shape_select_and_scatter,

@@ -4,7 +4,8 @@ An ``async-start``/``async-done`` pair becomes the call it runs (``async_unwrapp
 cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it computes
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
-(``map_inlining``), a dot whose algorithm only rounds its operands (XLA's
+(``map_inlining``), an ``rng-bit-generator`` the integer ops computing its bits
+(``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
 complex values dots of their real parts (``complex_dots``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the
@@ -33,14 +34,15 @@ from fusion.transforms.dot_operand_rounding import round_dot_operands
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
+from fusion.transforms.rng_expansion import expand_rng_bit_generators
 
 
 def plain_ops(module: HloModule) -> HloModule:
     """``module`` with XLA's wrappers written as plain ops (module docstring); ``module``
     itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
     project does not compute."""
-    return expand_complex_dots(round_dot_operands(inline_maps(inline_nested_fusions(
-        expand_gpu_library_calls(unwrap_async_calls(module))))))
+    return expand_rng_bit_generators(expand_complex_dots(round_dot_operands(inline_maps(
+        inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(module)))))))
 
 
 __all__ = ["plain_ops"]

@@ -127,6 +127,16 @@ def dot(args, params):
     return jnp.matmul(args[0], args[1], precision=lax.Precision.HIGHEST)
 
 
+def dropout(args, params):
+    """Dropout by JAX's ``rbg`` keys (an ``rng-bit-generator``), keyed by ``params[0]`` and
+    by how many elements are positive: a key the data decides, exactly in any order."""
+    jax, jnp, _ = _jax()
+    x = args[0]
+    key = jax.random.fold_in(jax.random.key(params[0], impl="rbg"), (x > 0).sum())
+    keep = jax.random.bernoulli(key, 0.75, x.shape)
+    return jnp.where(keep, x / 0.75, jnp.zeros((), x.dtype))
+
+
 def dynamic_update(args, params):
     """``x`` with rows written from ``tanh(y)`` at a data-dependent row."""
     _, jnp, lax = _jax()
@@ -218,7 +228,7 @@ def while_loop(args, params):
 OPS: dict[str, Callable] = {
     "argmax": argmax, "argmax_slice": argmax_slice, "avg_pool": avg_pool,
     "broadcast": broadcast, "concatenate": concatenate, "conv": conv, "cumsum": cumsum,
-    "dot": dot, "dynamic_update": dynamic_update, "mask": mask, "max_pool": max_pool,
+    "dot": dot, "dropout": dropout, "dynamic_update": dynamic_update, "mask": mask, "max_pool": max_pool,
     "pad": pad, "reshape": reshape, "reverse": reverse, "scatter_add": scatter_add,
     "slice": slice_, "softmax": softmax, "sort": sort, "take": take, "transpose": transpose,
     "while_loop": while_loop,

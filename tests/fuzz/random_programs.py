@@ -8,7 +8,7 @@ ops (with broadcasting), reductions (sum, max, min, argmax), broadcasts, transpo
 reshapes, strided slices, concatenation, reversal, padding (interior too), dots and batched
 dots, 1-D convolutions, softmax, cumulative sums, masks from iotas, bf16 round trips, sorts,
 gathers, scatter-adds, max and average pools, slices and updates at data-dependent starts,
-integer arithmetic, ``fori_loop`` and ``while_loop``.  About a third of the f32 programs are
+integer arithmetic, ``fori_loop`` and ``while_loop``, and dropout by JAX's ``rbg`` keys.  About a third of the f32 programs are
 differentiated instead (``jax.grad``: transposed dots, scatters of gathers, select-and-scatter
 of max pools, dynamic-update-slices).  The function returns the last value and sometimes an
 earlier one (a multi-output module).  Everything is drawn from one
@@ -140,6 +140,13 @@ def random_program(seed: int, max_steps: int = 8, sizes: Sizes | None = None) ->
     if all(step.op == "input" for step in steps):
         steps.append(Step("negative", (0,)))
         shapes.append(shapes[0])
+    # Drawn apart, so that a seed's other steps stay what they were: a dropout by JAX's rbg
+    # keys (an rng-bit-generator) of one value, the last step.
+    apart = np.random.default_rng([seed, 2])
+    if apart.random() < 0.15:
+        x = _pick(apart, shapes)
+        steps.append(Step("dropout", (x,), (int(apart.integers(0, 1 << 31)),)))
+        shapes.append(shapes[x])
     computed = [i for i, step in enumerate(steps) if step.op != "input"]
     outputs = (computed[-1],)
     if rng.random() < 0.3 and len(computed) > 1:

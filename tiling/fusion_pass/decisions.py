@@ -44,7 +44,10 @@ EXPENSIVE_OPCODES = opcodes_with("expensive")
 # op reads its operands at its own index.
 _INDEX_CHANGING = opcodes_with("index_changing")
 
-MAX_FUSION_MEMBERS = 200
+# XLA's priority fusion caps a fusion's operands, not its size; this cap only bounds a
+# kernel's compile time.  A counter-based random generator (``rng-bit-generator`` written
+# out: Philox's 10 rounds are about 200 integer ops) must fit beside its readers.
+MAX_FUSION_MEMBERS = 400
 MAX_FUSION_PARAMETERS = 64
 _MAX_SIGNATURES = 16
 

@@ -29,6 +29,7 @@ None
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -128,12 +129,21 @@ def _dims(instr: HloInstruction) -> tuple[int, ...] | None:
     return tuple(instr.shape.dims) if isinstance(instr.shape, ArrayShape) else None
 
 
+def _one_element(instr: HloInstruction) -> bool:
+    """One element, computed elementwise or moved from a fixed index of its operands."""
+    t = traits(instr.opcode)
+    return isinstance(instr.shape, ArrayShape) and math.prod(instr.shape.dims) == 1 and (
+        _elementwise_like(instr.opcode) or (t.data_movement and not t.rt_var_indexing))
+
+
 def elementwise_dims(comp: HloComputation, node: Node) -> tuple[int, ...] | None:
     """The output dims of ``node`` (members of ``comp``) when every member is elementwise
     work (constants, iotas included) on the output's dims or on scalars, or a broadcast of a
-    scalar, and every input has the output's dims or is a scalar: every value is then read
-    at the output index (or is one element), so the fusion tiles exactly as the identity map
-    does.  None otherwise.  Judged on ``comp`` without building the fused computation.
+    scalar, or one element taken from any value by moving elements (a slice and reshape of
+    a parameter to a scalar: a random generator's key), and every other input has the
+    output's dims or is a scalar: every value is then read at the output index (or is one
+    element), so the fusion tiles exactly as the identity map does.  None otherwise.  Judged
+    on ``comp`` without building the fused computation.
 
     >>> from fusion.text.parser import parse_hlo
     >>> m = parse_hlo('''HloModule m
@@ -147,6 +157,17 @@ def elementwise_dims(comp: HloComputation, node: Node) -> tuple[int, ...] | None
     (4, 8)
     >>> elementwise_dims(m.entry, Node(("n",), ("n", "b"), True)) is None
     True
+    >>> k = parse_hlo('''HloModule k
+    ... ENTRY e {
+    ...   s = u64[2] parameter(0)
+    ...   one = u64[1] slice(s), slice={[1:2]}
+    ...   key = u64[] reshape(one)
+    ...   b = u64[4,8] broadcast(key), dimensions={}
+    ...   i = u64[4,8] iota(), iota_dimension=1
+    ...   ROOT x = u64[4,8] xor(i, b)
+    ... }''')
+    >>> elementwise_dims(k.entry, Node(("one", "key", "b", "i", "x"), ("x",), True))
+    (4, 8)
     """
     if len(node.outputs) != 1:
         return None
@@ -155,6 +176,8 @@ def elementwise_dims(comp: HloComputation, node: Node) -> tuple[int, ...] | None
         return None
     for name in node.members:
         instr = comp.instruction(name)
+        if _one_element(instr):
+            continue
         if _dims(instr) not in (out, ()):
             return None
         if instr.opcode == "broadcast":
@@ -280,7 +303,9 @@ class TilingVerdicts:
         if split is not None and all(p in self._elementwise for p in split):
             dims = self._elementwise[split[1]]
             producer = self._elementwise[split[0]]
-            out = dims if dims is not None and producer in (dims, ()) else None
+            # (A producer of one element is made of such members only.)
+            out = dims if dims is not None and producer is not None and (
+                producer in (dims, ()) or math.prod(producer) == 1) else None
         else:
             out = elementwise_dims(self.comp, node)
         self._elementwise[node] = out

@@ -88,6 +88,8 @@ LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
 PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
 INLINED = "inlined as elementwise ops before compiling (fusion.transforms.map_inlining)"
+EXPANDED = "written as the integer ops computing it before compiling, as XLA's expander does " \
+    "(fusion.transforms.rng_expansion); they fuse with its readers"
 NEVER = "not covered"
 
 
@@ -207,6 +209,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
                                      "dilation, at most 64 window positions; select and "
                                      "scatter computations of elementwise ops", template_check),
+    "rng-bit-generator": OpCoverage(EXPANDED, "Philox (rng_default, rng_philox) and Threefry "
+                                    "(rng_three_fry), bit for bit XLA's"),
     "sort": OpCoverage(SORT, "any comparator of elementwise ops (a bitonic network asking "
                        "it, rows of more than 4096 elements tile by tile through scratch; "
                        "packed keys for a LT/GT order of one key: plain, TOTALORDER or JAX's "
@@ -274,8 +278,8 @@ def _op_reason(module: HloModule, comp: HloComputation, instr: HloInstruction, r
         return f"no Triton lowering for opcode {instr.opcode}"
     if not coverage.covered:
         return coverage.limits
-    if coverage.handler == INLINED:  # gone before any phase sees it, wherever it was
-        return coverage.check(module, comp, instr)
+    if coverage.handler in (INLINED, EXPANDED):  # gone before any phase sees it
+        return coverage.check(module, comp, instr) if coverage.check else None
     if role == "reducer":
         if not lowers_in_reducer(instr.opcode):
             return (f"op {instr.opcode} in reducer {comp.name}: " + _REDUCER_LIMIT)

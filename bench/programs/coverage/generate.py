@@ -3,7 +3,7 @@
 Small JAX programs of what XLA accepts and a kernel computes in a form only a GPU compiles
 (the bitonic network's warp-shuffle partners, the small floats moved as bytes, an integer
 implicit GEMM summing on the CUDA cores, a host view between kernels, a sort's passes meeting
-at barriers): ``bench/gpu_session.sh``
+at barriers, Philox's and Threefry's 32x32-bit products and rotations): ``bench/gpu_session.sh``
 runs them on a lent GPU against the reference evaluator (``bench/gpu_corpus_check.py``).
 Each ``NAME.hlo`` is ``jax.jit(f).lower(*args).as_text(dialect="hlo")``.
 """
@@ -54,6 +54,19 @@ def small_floats(x):
     return jnp.stack(out), lax.bitcast_convert_type(x * 3, jnp.uint16)
 
 
+def random_bits(key_data, x):
+    """JAX's ``rbg`` keys: dropout and normal noise from Philox (``rng_default``), Threefry's
+    bits and 64-bit bits by ``lax.rng_bit_generator``, each generator inside its reader."""
+    keep = jax.random.bernoulli(jax.random.wrap_key_data(key_data, impl="rbg"), 0.9, x.shape)
+    noise = jax.random.normal(jax.random.wrap_key_data(key_data, impl="unsafe_rbg"), x.shape,
+                              x.dtype)
+    state = lax.bitcast_convert_type(key_data.reshape(2, 2), jnp.uint64)
+    new, threefry = lax.rng_bit_generator(state, (333, 17), jnp.uint32,
+                                          algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)
+    _, wide = lax.rng_bit_generator(new, (1000, 3), jnp.uint64)
+    return jnp.where(keep, x / 0.9, 0) + noise, threefry, wide
+
+
 CASES = {
     "two_key_sort": (two_key_sort, (RNG.standard_normal((64, 300)).astype(np.float32) * 4,
                                     RNG.standard_normal((64, 300)).astype(np.float32))),
@@ -63,6 +76,8 @@ CASES = {
     "conv_int32": (conv_int32, (RNG.integers(-9, 9, (4, 16, 16, 8)).astype(np.int32),
                                 RNG.integers(-9, 9, (3, 3, 8, 16)).astype(np.int32),
                                 RNG.integers(-9, 9, (16,)).astype(np.int32))),
+    "random_bits": (random_bits, (np.array([7, 1, 2**32 - 1, 5], np.uint32),
+                                  RNG.standard_normal((512, 1024)).astype(np.float32))),
     "small_floats": (small_floats, (RNG.standard_normal((64, 256)).astype(np.float32) * 3,)),
 }
 
