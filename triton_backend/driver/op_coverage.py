@@ -204,13 +204,13 @@ _EXPLICIT: dict[str, OpCoverage] = {
                                 reduce_window_check),
     "reshape": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled "
                           "and row-major; otherwise a kernel"),
+    "rng-bit-generator": OpCoverage(EXPANDED, "Philox (rng_default, rng_philox) and Threefry "
+                                    "(rng_three_fry), bit for bit XLA's"),
     "scatter": OpCoverage(SCATTER, "one or several (variadic) operands, each a fusion "
                           "parameter updated in place; " + _REDUCER_LIMIT, template_check),
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
                                      "dilation, at most 64 window positions; select and "
                                      "scatter computations of elementwise ops", template_check),
-    "rng-bit-generator": OpCoverage(EXPANDED, "Philox (rng_default, rng_philox) and Threefry "
-                                    "(rng_three_fry), bit for bit XLA's"),
     "sort": OpCoverage(SORT, "any comparator of elementwise ops (a bitonic network asking "
                        "it, rows of more than 4096 elements tile by tile through scratch; "
                        "packed keys for a LT/GT order of one key: plain, TOTALORDER or JAX's "
