@@ -90,10 +90,16 @@ def test_one_fusion_of_3000_ops_generates_code(kind):
     assert load and all(len(line) < 400 for line in load)
 
 
-def test_a_chain_deeper_than_the_emitters_nesting_into_a_reduce_compiles():
-    """A persistent reduce whose operand is a chain deeper than the value emitter's nesting
-    limit: the request handed back to the outermost call reruns the reduce's rule, which
-    takes the same dim variables again (fresh ones made every rerun start over: it hung)."""
+@pytest.mark.parametrize("reader", [
+    "z = f32[] constant(0)\n  ROOT r = f32[8] reduce(x119, z), dimensions={1}, to_apply=add",
+    "i = s32[] constant(0)\n  j = s32[] parameter(1)\n"
+    "  ROOT r = f32[8,16] dynamic-slice(x119, i, j), dynamic_slice_sizes={8,16}"],
+    ids=["reduce", "dynamic-slice"])
+def test_a_chain_deeper_than_the_emitters_nesting_compiles(reader):
+    """A chain deeper than the value emitter's nesting limit read by a persistent reduce or
+    at a runtime start: the request handed back to the outermost call reruns the reader's
+    rule, which takes the same dim variables or start symbol again (fresh ones made every
+    rerun start over: it hung)."""
     from triton_backend import compile_hlo
     import torch
 
@@ -101,11 +107,12 @@ def test_a_chain_deeper_than_the_emitters_nesting_into_a_reduce_compiles():
                     for k in range(1, 120))
     text = ("HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
             "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  x0 = f32[8,64] parameter(0)\n"
-            f"{ops}\n  z = f32[] constant(0)\n"
-            "  ROOT r = f32[8] reduce(x119, z), dimensions={1}, to_apply=add\n}\n")
+            f"{ops}\n  {reader}\n}}\n")
     compiled = compile_hlo(text, cache=False)
     assert len(compiled.fusions) == 1
-    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
-    (got,) = compiled(torch.from_numpy(x))
-    np.testing.assert_allclose(got.numpy(), evaluate(parse_hlo(text), x)[0], rtol=1e-5,
+    args = [np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)]
+    if "parameter(1)" in reader:
+        args.append(np.int32(53))  # clamped to 48
+    (got,) = compiled(*[torch.from_numpy(np.asarray(a)) for a in args])
+    np.testing.assert_allclose(got.numpy(), evaluate(parse_hlo(text), *args)[0], rtol=1e-5,
                                atol=1e-5)

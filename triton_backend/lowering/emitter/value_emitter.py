@@ -147,6 +147,8 @@ class ValueEmitter:
     #: and must find the operand values it memoized under the same variables (fresh ones
     #: each time redid all of them, and never got deeper than the limit: a compile hang).
     reduction_dims: dict = field(default_factory=dict)
+    #: The symbols bound at the outermost call's indentation while it runs (``new_symbol``).
+    _stack_symbols: dict = field(default_factory=dict)
     #: Rules now nested in ``value`` (0: none) and the indentation of the outermost call.
     _nesting: int = 0
     _outer_indent: str | None = ""
@@ -194,12 +196,21 @@ class ValueEmitter:
         value really spans: a start read through a broadcast of a scalar is itself a scalar,
         and a mask compared from it must be broadcast (see :meth:`comparable_index`).
         """
+        # A rule rerun after a deeper request (``_Deeper``) binds the same symbol again: a
+        # fresh one would key every value it indexes anew, and the rerun never got deeper.
+        retry_key = (expr_text, hint, tuple(from_indices), value)
+        rerun = self._nesting > 0 and self.indent == self._outer_indent
+        if rerun and retry_key in self._stack_symbols:
+            return self._stack_symbols[retry_key]
         axes = frozenset(self._axes_of(from_indices))
         if value is not None:
             axes &= self.value_axes.get(value, axes)
         self.symbols.append(self.bind(expr_text, hint))
         self.symbol_axes.append(axes)
-        return s(len(self.symbols) - 1)
+        symbol = s(len(self.symbols) - 1)
+        if rerun:
+            self._stack_symbols[retry_key] = symbol
+        return symbol
 
     def _axes_of(self, indices: tuple[AffineExpr, ...]) -> set[int]:
         axes: set[int] = set()
@@ -403,6 +414,7 @@ class ValueEmitter:
 
     def _value_from_stack(self, key: tuple) -> Value:
         self._outer_indent = self.indent
+        self._stack_symbols = {}
         pending = [key]
         while pending:
             if pending[-1] in self.memo:
