@@ -45,9 +45,30 @@ def test_every_narrow_float_becomes_f64_and_values_match_numpy_in_f64():
     "ROOT b = s32[4] bitcast-convert(x)",
     "ROOT r = f32[4] reduce-precision(x), exponent_bits=5, mantissa_bits=10",
     "ROOT b = s32[4]{0} bitcast(x)",  # XLA's optimized form of a bitcast-convert
+    "i = u32[4] bitcast-convert(x)\n  k = u32[] constant(9)\n  kk = u32[4] broadcast(k), "
+    "dimensions={}\n  m = u32[4] shift-right-logical(i, kk)\n  ROOT u = f32[4] "
+    "bitcast-convert(m)",  # a uniform float from random bits
 ])
-def test_width_dependent_ops_are_not_promoted(body):
-    text = f"HloModule m\nENTRY e {{\n  x = f32[4] parameter(0)\n  {body}\n}}"
+def test_width_dependent_ops_run_at_their_own_types(body):
+    """Such an op sees its operands at their own types and its float result is widened
+    after it: the promoted module gives what the module gives on f32 inputs."""
+    module = parse_hlo(f"HloModule m\nENTRY e {{\n  x = f32[4] parameter(0)\n  {body}\n}}")
+    promoted = promote_floats(module)
+    root = promoted.entry.root
+    assert root.name == module.entry.root.name
+    assert root.shape.dtype == ("f64" if module.entry.root.shape.dtype == "f32" else "s32")
+    x = np.array([1.5, -3.25e-3, 7e5, 0.1], np.float32)
+    (want,) = evaluate(module, x)
+    (got,) = evaluate(promoted, x.astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want).astype(got.dtype))
+
+
+def test_a_width_dependent_op_making_a_tuple_of_floats_is_not_promoted():
+    text = """HloModule m
+ENTRY e {
+  s = u64[2] parameter(0)
+  ROOT r = (u64[2], f32[4]) rng-bit-generator(s), algorithm=rng_philox
+}"""
     assert promote_floats(parse_hlo(text)) is None
 
 
