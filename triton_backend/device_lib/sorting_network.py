@@ -32,9 +32,11 @@ from triton_backend.device_lib.device_function import device_function
 @device_function
 def partner(values, lane, bit):
     """Every lane's partner's value: the lane whose index differs in ``bit`` (``lane`` is
-    ``tl.arange`` over the tile).  The kernel carries each operand as the integers of its
-    bits, so any value (NaN payloads, -0.0) moves exactly."""
-    return tl.gather(values, lane ^ (1 << bit), 0)
+    ``tl.arange`` over the tile's last axis; a tile of several rows holds one row a line).
+    The kernel carries each operand as the integers of its bits, so any value (NaN
+    payloads, -0.0) moves exactly."""
+    return tl.gather(values, tl.broadcast_to(lane ^ (1 << bit), values.shape),
+                     len(values.shape) - 1)
 
 
 @device_function

@@ -39,6 +39,8 @@ tile through scratch memory, tile by tile (``long_network_kernel``).
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -47,7 +49,7 @@ from fusion.evaluator.interpreter import Evaluator
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, TupleShape
 from triton_backend.templates.sort.kernel import (SORT_KEY_TYPES, SortOperand, SortOrder,
-                                                  render_sort_kernel)
+                                                  render_sort_kernel, rows_per_program)
 from triton_backend.templates.sort.network_kernel import (comparator_problem,
                                                           render_network_sort_kernel)
 from triton_backend.templates.sort.library_call import LIBRARY_KEY_TYPES, LibrarySort
@@ -309,12 +311,18 @@ def compile_sort_fusion(module: HloModule, fusion_instr: HloInstruction | str, *
                                                        outputs, block)
     elif order is None:  # any comparator: the bitonic network asking it
         source, grid = render_network_sort_kernel(module, fusion_instr, sort, operands, outputs,
-                                                  block)
+                                                  block, _rows_tile(operands, dim, block))
     else:
         source, grid = render_sort_kernel(module, fusion_instr, sort, operands, outputs, order,
-                                          block)
+                                          block, _rows_tile(operands, dim, block))
     loaded, path = load_kernel(module, fusion_instr, source, repr(block), target, cache)
     return CompiledFusion(fusion_instr.name, TemplateKind.SORT, path, source, grid, (block,), loaded)
+
+
+def _rows_tile(operands, dim: int, block: int) -> int:
+    """Rows a program sorts (``rows_per_program``): several when they are short."""
+    dims = operands[0].shape.dims
+    return rows_per_program(math.prod(dims) // dims[dim] if dims[dim] else 0, block)
 
 
 __all__ = ["LONG_SORT_TILE", "MAX_SORT_LENGTH", "SORT_OPERANDS", "SortOrder", "comparator_order", "compile_sort_fusion",

@@ -92,10 +92,32 @@ class SortOperand:
     shape: ArrayShape
 
 
+#: The most elements of short rows one program sorts together, and the fewest programs it
+#: leaves (about one per SM): 10,000 rows of 4 lanes are 157 programs of 64 rows, not 10,000
+#: programs of 4 lanes each (the interpreter ran one Python call per row: 11 minutes).
+ROWS_TILE_ELEMENTS = 1024
+MIN_SORT_PROGRAMS = 128
+
+
+def rows_per_program(rows: int, block: int) -> int:
+    """How many rows of ``block`` lanes one program sorts: a power of two, at most
+    :data:`ROWS_TILE_ELEMENTS` elements in all, leaving at least :data:`MIN_SORT_PROGRAMS`
+    programs where the rows allow.
+
+    >>> rows_per_program(10250, 4), rows_per_program(3, 4), rows_per_program(64, 2048)
+    (64, 1, 1)
+    """
+    most = max(1, ROWS_TILE_ELEMENTS // block)
+    share = max(1, rows // MIN_SORT_PROGRAMS)
+    return min(most, 1 << (share.bit_length() - 1))
+
+
 def render_sort_kernel(module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction,
                        operands: tuple[SortOperand, ...], outputs: tuple[ArrayShape, ...],
-                       order: SortOrder, block: int) -> tuple[str, tuple[int, ...]]:
-    """The kernel file source sorting ``sort``'s rows, and its grid (one program per row)."""
+                       order: SortOrder, block: int, rows_tile: int = 1
+                       ) -> tuple[str, tuple[int, ...]]:
+    """The kernel file source sorting ``sort``'s rows (``rows_tile`` a program), and its
+    grid."""
     key = operands[0]
     if key.parameter is None:
         raise UnsupportedOpError("the sort key (operand 0) must be a fusion parameter",
@@ -110,24 +132,27 @@ def render_sort_kernel(module: HloModule, fusion_instr: HloInstruction, sort: Hl
                 "source = (packed & 0xFFFFFFFF).to(tl.int32)"] + gather("lane")
 
     return sort_kernel_source(module, fusion_instr, sort, operands, outputs, block, packed,
-                              f"comparator order {order}; padded to {block}")
+                              f"comparator order {order}; padded to {block}",
+                              rows_tile=rows_tile)
 
 
 def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction,
                        operands: tuple[SortOperand, ...], outputs: tuple[ArrayShape, ...],
                        block: int, sorting, description: str, functions: str = "",
                        imports: str = "", num_warps: int | None = None,
-                       scratch: tuple[tuple[str, str, int], ...] = ()
+                       scratch: tuple[tuple[str, str, int], ...] = (), rows_tile: int = 1
                        ) -> tuple[str, tuple[int, ...]]:
-    """The kernel file of a sort, one program per row: ``sorting(read, gather)`` gives the
-    body's lines after the row's index (``pid``, ``lane = tl.arange(0, block)``, ``valid``:
-    the lanes in the row): ``read(i, at)`` is Triton text of operand ``i``'s raw value at the
-    row's lanes ``at``, masked by ``valid``; ``gather(at)`` the lines that store every output
-    at lanes ``at`` from its operand at ``source``, each lane's source lane in sorted order
-    (keys included, so their bits survive).  ``functions``: source placed before the kernel
-    (a comparator); ``num_warps``: the file's ``NUM_WARPS`` (Triton's default without it; one
-    stage); ``scratch``: ``(name, torch dtype, entries)`` of buffers the kernel takes after
-    the outputs (``SCRATCH_SPECS``, written before they are read) as ``{name}_ptr``."""
+    """The kernel file of a sort, ``rows_tile`` rows a program: ``sorting(read, gather)``
+    gives the body's lines after the rows' index (``pid``, ``lane = tl.arange(0, block)``,
+    ``valid``: the lanes in a row; with several rows a program, ``lane`` is ``[1, block]``,
+    ``lanes`` the ``[rows_tile, block]`` tile of lane indices and ``valid`` of that shape):
+    ``read(i, at)`` is Triton text of operand ``i``'s raw value at the rows' lanes ``at``,
+    masked by ``valid``; ``gather(at)`` the lines that store every output at lanes ``at``
+    from its operand at ``source``, each lane's source lane in sorted order (keys included,
+    so their bits survive).  ``functions``: source placed before the kernel (a comparator);
+    ``num_warps``: the file's ``NUM_WARPS`` (Triton's default without it; one stage);
+    ``scratch``: ``(name, torch dtype, entries)`` of buffers the kernel takes after the
+    outputs (``SCRATCH_SPECS``, written before they are read) as ``{name}_ptr``."""
     computation = module.computation(fusion_instr.attr("calls"))
     (dim,) = sort.attr("dimensions")
     dims = operands[0].shape.dims
@@ -137,12 +162,19 @@ def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: Hl
     params = computation.parameters
     in_ptr = {p.name: f"in{i}_ptr" for i, p in enumerate(params)}
     out_ptrs = [f"out{i}_ptr" for i in range(len(outputs))]
-    body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})", f"valid = lane < {n}"]
+    if rows_tile == 1:
+        body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})", f"valid = lane < {n}",
+                "row = pid", "lanes = lane"]
+    else:  # a [rows_tile, block] tile: rows down, lanes across
+        body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})[None, :]",
+                f"row = pid * {rows_tile} + tl.arange(0, {rows_tile})[:, None]",
+                f"valid = (lane < {n}) & (row < {rows})",
+                f"lanes = lane + tl.zeros([{rows_tile}, {block}], tl.int32)"]
     row_index = {}
     for pos, j in enumerate(others):
         stride = math.prod(dims[i] for i in others[pos + 1:])
         row_index[j] = f"row{j}"
-        body.append(f"row{j} = (pid // {stride}) % {dims[j]}")
+        body.append(f"row{j} = (row // {stride}) % {dims[j]}")
 
     def base_and_stride(shape: ArrayShape, name: str) -> tuple[str, int]:
         strides = buffer_addressing(shape, name).strides
@@ -154,8 +186,8 @@ def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: Hl
         if operand.parameter is not None:
             b, s = base_and_stride(operand.shape, operand.parameter.name)
             return f"tl.load({in_ptr[operand.parameter.name]} + {b} + {at} * {s}, mask=valid, other=0)"
-        index = at if operand.iota_dimension == dim else \
-            f"(lane * 0 + {row_index[operand.iota_dimension]})"
+        index = f"({at} + lanes * 0)" if operand.iota_dimension == dim else \
+            f"(lanes * 0 + {row_index[operand.iota_dimension]})"
         return f"({index}).to({storage_dtype(operand.shape.element_type)})"
 
     def gather(at: str) -> list[str]:
@@ -171,11 +203,11 @@ def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: Hl
     signature = [in_ptr[p.name] for p in params] + out_ptrs + [f"{s[0]}_ptr" for s in scratch]
     kernel = (f"@triton.jit\ndef {kernel_name}({', '.join(signature)}):\n"
               + "\n".join("    " + line for line in body) + "\n")
-    grid = (rows,)
+    grid = (-(-rows // rows_tile),)
     header = comment_block(
         f"Generated by triton_backend.templates.sort for sort fusion {fusion_instr.name}.\n"
         f"{print_instruction(fusion_instr)}\n\n{print_computation(computation)}\n\n"
-        f"{description}; row length {n}; {rows} rows")
+        f"{description}; row length {n}; {rows} rows, {rows_tile} a program")
     specs = kernel_specs(kernel_name, grid, params, [], outputs,
                          None if num_warps is None else (num_warps, 1))
     if scratch:

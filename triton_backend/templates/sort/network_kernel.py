@@ -47,22 +47,22 @@ def network_warps(block: int) -> int:
 
 def render_network_sort_kernel(module: HloModule, fusion_instr: HloInstruction,
                                sort: HloInstruction, operands: tuple[SortOperand, ...],
-                               outputs: tuple[ArrayShape, ...], block: int
-                               ) -> tuple[str, tuple[int, ...]]:
+                               outputs: tuple[ArrayShape, ...], block: int,
+                               rows_tile: int = 1) -> tuple[str, tuple[int, ...]]:
     """The kernel file source sorting ``sort``'s rows (of at most ``block`` lanes, a power of
-    two) by its comparator, and its grid."""
+    two; ``rows_tile`` a program) by its comparator, and its grid."""
     network = ComparatorNetwork.of(module, fusion_instr, sort, operands)
     log_n = max(1, (block - 1).bit_length())
 
     def sorting(read, gather) -> list[str]:
-        lines = network.registers(lambda i: read(i, "lane"), "lane")
+        lines = network.registers(lambda i: read(i, "lane"), "lanes")
         lines += network.stages(1, log_n, "0")
         return lines + ["source = h_source"] + gather("lane")
 
     return sort_kernel_source(module, fusion_instr, sort, operands, outputs, block, sorting,
                               f"a bitonic network asking comparator {network.comparator.name}; "
                               f"padded to {block}", network.functions(), NETWORK_IMPORTS,
-                              network_warps(block))
+                              network_warps(block * rows_tile), rows_tile=rows_tile)
 
 
 #: The kernel file's import of the network's device functions.
