@@ -136,6 +136,19 @@ def render_sort_kernel(module: HloModule, fusion_instr: HloInstruction, sort: Hl
                               rows_tile=rows_tile)
 
 
+def _rows_head(block: int, n: int, rows: int, rows_tile: int) -> list[str]:
+    """The kernel's first lines: its rows (``row``), a row's lanes (``lane``; ``lanes``, the
+    tile of them) and which lanes hold elements (``valid``)."""
+    if rows_tile == 1:
+        return ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})", f"valid = lane < {n}",
+                "row = pid", "lanes = lane"]
+    # a [rows_tile, block] tile: rows down, lanes across
+    return ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})[None, :]",
+            f"row = pid * {rows_tile} + tl.arange(0, {rows_tile})[:, None]",
+            f"valid = (lane < {n}) & (row < {rows})",
+            f"lanes = lane + tl.zeros([{rows_tile}, {block}], tl.int32)"]
+
+
 def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: HloInstruction,
                        operands: tuple[SortOperand, ...], outputs: tuple[ArrayShape, ...],
                        block: int, sorting, description: str, functions: str = "",
@@ -162,14 +175,7 @@ def sort_kernel_source(module: HloModule, fusion_instr: HloInstruction, sort: Hl
     params = computation.parameters
     in_ptr = {p.name: f"in{i}_ptr" for i, p in enumerate(params)}
     out_ptrs = [f"out{i}_ptr" for i in range(len(outputs))]
-    if rows_tile == 1:
-        body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})", f"valid = lane < {n}",
-                "row = pid", "lanes = lane"]
-    else:  # a [rows_tile, block] tile: rows down, lanes across
-        body = ["pid = tl.program_id(0)", f"lane = tl.arange(0, {block})[None, :]",
-                f"row = pid * {rows_tile} + tl.arange(0, {rows_tile})[:, None]",
-                f"valid = (lane < {n}) & (row < {rows})",
-                f"lanes = lane + tl.zeros([{rows_tile}, {block}], tl.int32)"]
+    body = _rows_head(block, n, rows, rows_tile)
     row_index = {}
     for pos, j in enumerate(others):
         stride = math.prod(dims[i] for i in others[pos + 1:])
