@@ -82,7 +82,8 @@ def _at_own_types(comp: HloComputation, instr: HloInstruction, taken: set[str]
     """``instr`` at its own types amid promoted values: converts of its promoted operands
     back to their types before it, a convert of its float result to f64 after it (under its
     name); None where a tuple holding floats or a physical layout is in the way."""
-    if _promote_shape(instr.shape) is None:
+    result = _promote_shape(instr.shape)
+    if result is None:
         return None
     out, operands = [], []
     for name in instr.operands:
@@ -97,7 +98,6 @@ def _at_own_types(comp: HloComputation, instr: HloInstruction, taken: set[str]
                                       (name,), location=instr.location))
             name = out[-1].name
         operands.append(name)
-    result = _promote_shape(instr.shape)
     if result == instr.shape:
         return out + [instr.replace(operands=tuple(operands))]
     if isinstance(instr.shape, TupleShape):

@@ -142,13 +142,9 @@ class ValueEmitter:
     #: The rule lowering each instruction (``lowering.rules.rule_for``); emitters that only
     #: compute indices or bounds need none.
     rule_for: RuleTable = _no_rule_table
-    #: The dim variables a persistent reduce walks, per (reduce, indices, indentation): a
-    #: request deeper than ``_MAX_NESTING`` aborts the reduce's rule, which then runs again
-    #: and must find the operand values it memoized under the same variables (fresh ones
-    #: each time redid all of them, and never got deeper than the limit: a compile hang).
-    reduction_dims: dict = field(default_factory=dict)
-    #: The symbols bound at the outermost call's indentation while it runs (``new_symbol``).
-    _stack_symbols: dict = field(default_factory=dict)
+    #: The dim variables and symbols made at the outermost call's indentation while it runs,
+    #: by their arguments (:meth:`_rerun_stable`).
+    _rerun_variables: dict = field(default_factory=dict)
     #: Rules now nested in ``value`` (0: none) and the indentation of the outermost call.
     _nesting: int = 0
     _outer_indent: str | None = ""
@@ -175,16 +171,19 @@ class ValueEmitter:
         ``upper`` bounds its values (default ``block - 1``, right when ``start`` is None);
         ``tile``: an output tile's size along it.
         """
-        block = self.axis_blocks[axis]
-        name = self.names.fresh(hint)
-        lanes = f"tl.arange(0, {block})"
-        if self.index_bits == 64:
-            lanes = f"{lanes}.to(tl.int64)"
-        base = lanes if start is None else f"({start} + {lanes})"
-        self.emit(f"{name} = {base}{self.axis_view(axis)}")
-        self.dims.append(IndexVar(name, axis, block, extent, block - 1 if upper is None else upper,
-                                  start, tile))
-        return d(len(self.dims) - 1)
+        def make() -> DimExpr:
+            block = self.axis_blocks[axis]
+            name = self.names.fresh(hint)
+            lanes = f"tl.arange(0, {block})"
+            if self.index_bits == 64:
+                lanes = f"{lanes}.to(tl.int64)"
+            base = lanes if start is None else f"({start} + {lanes})"
+            self.emit(f"{name} = {base}{self.axis_view(axis)}")
+            self.dims.append(IndexVar(name, axis, block, extent,
+                                      block - 1 if upper is None else upper, start, tile))
+            return d(len(self.dims) - 1)
+
+        return self._rerun_stable(("dim", hint, axis, extent, start, upper, tile), make)
 
     def new_symbol(self, expr_text: str, hint: str,
                    from_indices: tuple[AffineExpr, ...] = (),
@@ -196,21 +195,29 @@ class ValueEmitter:
         value really spans: a start read through a broadcast of a scalar is itself a scalar,
         and a mask compared from it must be broadcast (see :meth:`comparable_index`).
         """
-        # A rule rerun after a deeper request (``_Deeper``) binds the same symbol again: a
-        # fresh one would key every value it indexes anew, and the rerun never got deeper.
-        retry_key = (expr_text, hint, tuple(from_indices), value)
-        rerun = self._nesting > 0 and self.indent == self._outer_indent
-        if rerun and retry_key in self._stack_symbols:
-            return self._stack_symbols[retry_key]
-        axes = frozenset(self._axes_of(from_indices))
-        if value is not None:
-            axes &= self.value_axes.get(value, axes)
-        self.symbols.append(self.bind(expr_text, hint))
-        self.symbol_axes.append(axes)
-        symbol = s(len(self.symbols) - 1)
-        if rerun:
-            self._stack_symbols[retry_key] = symbol
-        return symbol
+        def make() -> AffineExpr:
+            axes = frozenset(self._axes_of(from_indices))
+            if value is not None:
+                axes &= self.value_axes.get(value, axes)
+            self.symbols.append(self.bind(expr_text, hint))
+            self.symbol_axes.append(axes)
+            return s(len(self.symbols) - 1)
+
+        return self._rerun_stable(("symbol", expr_text, hint, tuple(from_indices), value), make)
+
+    def _rerun_stable(self, key: tuple, make):
+        """``make()``, or, in the outermost call's indentation while it runs, what ``make``
+        made for ``key`` there before.  A request deeper than ``_MAX_NESTING`` aborts every
+        rule in progress, and the outermost call runs them again once it has emitted it:
+        a rule that makes a variable before asking for operands (a persistent reduce's
+        dims, a dynamic slice's clamped start) must get the same one back, or the operand
+        values memoized under the old one are never found and the rerun never gets deeper
+        (a compile hang)."""
+        if self._nesting == 0 or self.indent != self._outer_indent:
+            return make()
+        if key not in self._rerun_variables:
+            self._rerun_variables[key] = make()
+        return self._rerun_variables[key]
 
     def _axes_of(self, indices: tuple[AffineExpr, ...]) -> set[int]:
         axes: set[int] = set()
@@ -414,7 +421,7 @@ class ValueEmitter:
 
     def _value_from_stack(self, key: tuple) -> Value:
         self._outer_indent = self.indent
-        self._stack_symbols = {}
+        self._rerun_variables = {}
         pending = [key]
         while pending:
             if pending[-1] in self.memo:

@@ -70,11 +70,8 @@ def emit_reduction(em: ValueEmitter, instr: HloInstruction, out_indices: tuple[A
     reduced_shape = em.shape_of(out_indices)
     full_shape = tuple(em.axis_blocks[a] if a in axes else n for a, n in enumerate(reduced_shape))
     if em.reduction_chunk is None:
-        key = (instr.name, tuple(out_indices), em.indent)
-        if not tile and key not in em.reduction_dims:
-            em.reduction_dims[key] = [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
-                                      for k, (axis, extent) in enumerate(zip(axes, extents))]
-        dims = tile or em.reduction_dims[key]
+        dims = tile or [em.new_dim(f"r_{instr.name}_{k}", axis, extent)
+                        for k, (axis, extent) in enumerate(zip(axes, extents))]
         accumulators = _reduced_chunk(em, instr, dims, extents, lanes, full_shape, axes, combine,
                                       partner=not tile, plain=True)
     else:
