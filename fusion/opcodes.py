@@ -206,6 +206,7 @@ OPCODES: dict[str, OpTraits] = {
     "multiply": _ELEMENTWISE,
     "negate": _ELEMENTWISE,
     "not": _ELEMENTWISE,
+    "opt-barrier": _PLUMBING,
     "or": _ELEMENTWISE,
     "outfeed": _SIDE_EFFECT,
     "pad": _MOVEMENT,
@@ -289,10 +290,11 @@ ELEMENTWISE_OPCODES: frozenset[str] = opcodes_with("elementwise")
 """XLA's ``HloInstruction::IsOpElementwise`` in XLA's spelling of the opcodes (51 ops)."""
 
 PLUMBING_OPCODES: frozenset[str] = opcodes_with("trivial", "host_only")
-"""Ops that only name or group values, on the host: parameter, tuple, get-tuple-element.
+"""Ops that only name, group or pass on values, on the host: parameter, tuple,
+get-tuple-element, opt-barrier.
 
 >>> sorted(PLUMBING_OPCODES)
-['get-tuple-element', 'parameter', 'tuple']
+['get-tuple-element', 'opt-barrier', 'parameter', 'tuple']
 """
 
 __all__ = ["ELEMENTWISE_OPCODES", "OPCODES", "OpTraits", "PLUMBING_OPCODES", "TRAIT_NAMES",

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fusion.autodiff.common_subexpressions import merge_common_subexpressions
 from fusion.ir.hlo_module import HloComputation
 from fusion.ir.instruction_order import operands_first
+from fusion.transforms.common_subexpressions import merge_common_subexpressions
 
 
 def eliminate_dead_code(comp: HloComputation) -> HloComputation:

@@ -81,6 +81,12 @@ def vjp_get_tuple_element(ctx: VjpContext, instr: HloInstruction, ct: Cotangent)
     return (tuple(ct if k == index else None for k in range(count)),)
 
 
+def vjp_opt_barrier(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    # The barrier's value is its operand, so its cotangent is the operand's.  The backward
+    # gets no barrier of its own: one only keeps XLA from merging work, never changes a value.
+    return (ct,)
+
+
 def vjp_pad(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     # JAX's _pad_transpose: unpad (negative padding), then keep every (interior+1)-th element;
     # the padding value receives what the operand did not.
@@ -134,6 +140,7 @@ DATA_VJP_RULES: dict[str, Rule] = {
     "dynamic-update-slice": vjp_dynamic_update_slice,
     "get-tuple-element": vjp_get_tuple_element,
     "iota": _no_gradient,
+    "opt-barrier": vjp_opt_barrier,
     "pad": vjp_pad,
     "reshape": vjp_reshape,
     "reverse": vjp_reverse,

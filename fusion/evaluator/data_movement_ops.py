@@ -91,6 +91,12 @@ def eval_copy(ev: Any, instr: Any, args: list) -> Any:
     return args[0]
 
 
+def eval_opt_barrier(ev: Any, instr: Any, args: list) -> Any:
+    # XLA's optimization barrier only keeps optimizations from moving work across it (JAX's
+    # jax.checkpoint emits it so the recomputation is not merged with the forward pass).
+    return args[0]
+
+
 def eval_reverse(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.flip(args[0], axis=tuple(instr.attr("dimensions")))
 
@@ -179,6 +185,7 @@ DATA_MOVEMENT_RULES: dict[str, Callable[..., Any]] = {
     "dynamic-slice": eval_dynamic_slice,
     "dynamic-update-slice": eval_dynamic_update_slice,
     "get-tuple-element": eval_get_tuple_element,
+    "opt-barrier": eval_opt_barrier,
     "pad": eval_pad,
     "reshape": eval_reshape,
     "reverse": eval_reverse,

@@ -113,6 +113,14 @@ def shape_copy(instr: HloInstruction, operands: Sequence[Shape], module: HloModu
     return operands[0]
 
 
+def shape_opt_barrier(
+    instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
+) -> Shape:
+    """Its operand's shape, array or tuple: the barrier passes its operand on unchanged."""
+    expect_operand_count(instr, operands, 1)
+    return operands[0]
+
+
 def _start_indices(instr: HloInstruction, operands: Sequence[Shape], first: int, rank: int) -> None:
     """Scalar integer start indices, one per dim, all of one type."""
     indices = [expect_scalar(instr, s, f"start index {n}") for n, s in enumerate(operands[first:])]

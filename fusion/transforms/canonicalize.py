@@ -3,10 +3,10 @@
 JAX lowers programs with many no-op ops (``reshape`` to the same shape, ``broadcast`` with the
 identity mapping, ``reshape(reshape(x))`` round trips), calls to tiny helper computations and
 scalar constants broadcast only to be combined by identity elements (``max(x, -inf)``).  XLA's
-``CallInliner``, ``TupleSimplifier``, ``AlgebraicSimplifier``, ``HloConstantFolding`` and
-``HloDCE`` remove them; this module does the same, with one rule per opcode in
-``REWRITE_RULES`` (alphabetical), plus constant folding of small all-constant elementwise ops
-and dead-code elimination.  Like XLA's
+``CallInliner``, ``TupleSimplifier``, ``AlgebraicSimplifier``, ``HloConstantFolding``,
+``HloCSE`` and ``HloDCE`` remove them; this module does the same, with one rule per opcode in
+``REWRITE_RULES`` (alphabetical), plus constant folding of small all-constant elementwise ops,
+merging of equal instructions (``common_subexpressions``) and dead-code elimination.  Like XLA's
 ``ReshapeMover``, a convert of a reshape becomes a reshape of the convert, so the reshape (a
 view) is last and the convert can join the kernel of the value it converts.
 
@@ -46,6 +46,7 @@ from fusion.ir.instruction_order import in_dependency_order
 from fusion.opcodes import opcodes_with, traits
 from fusion.ir.shape import ArrayShape
 from fusion.evaluator import evaluate
+from fusion.transforms.common_subexpressions import merge_common_subexpressions
 from fusion.transforms.map_inlining import inline_scalar_computation, is_scalar_elementwise
 
 # Constants whose folded value has at most this many elements are folded (XLA folds larger
@@ -359,8 +360,9 @@ def _rewrite_once(comp: HloComputation, module: HloModule, taken: set[str]) -> H
             ctx.emitted[i.name] = i
             out.append(i)
     root = aliases.get(comp.root_name, comp.root_name)
-    return _dead_code_eliminated(HloComputation(comp.name, tuple(out), root, comp.is_entry,
-                                                comp.location))
+    return _dead_code_eliminated(merge_common_subexpressions(
+        HloComputation(comp.name, tuple(out), root, comp.is_entry, comp.location),
+        leaves=False))
 
 
 def _dead_code_eliminated(comp: HloComputation) -> HloComputation:

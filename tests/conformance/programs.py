@@ -82,6 +82,22 @@ def _softmax(x):
     return jax.nn.softmax(x, axis=-1)
 
 
+def _remat_mlp_grad(w1, w2, x):
+    # jax.checkpoint recomputes each layer in the backward pass; the recomputation reads its
+    # inputs through an opt-barrier, which keeps XLA (and us) from merging it with the forward.
+    import jax
+    import jax.numpy as jnp
+
+    @jax.checkpoint
+    def layer(w, h):
+        return jnp.tanh(h @ w)
+
+    def loss(w1, w2):
+        return jnp.sum(layer(w2, layer(w1, x)) ** 2)
+
+    return jax.grad(loss, argnums=(0, 1))(w1, w2)
+
+
 def _while_loop(x):
     # A data-dependent trip count (unlike fori_loop's known one): double until the sum exceeds 50.
     import jax.numpy as jnp
@@ -107,6 +123,7 @@ EXTRA_PROGRAMS: dict[str, tuple[Callable, tuple[tuple[int, ...], ...], str]] = {
     "bf16_layernorm": (_layernorm, ((4, 8), (8,), (8,)), "bfloat16"),
     "bf16_rmsnorm": (_rmsnorm, ((4, 8), (8,)), "bfloat16"),
     "bf16_swiglu": (_swiglu, ((2, 4), (4, 6), (4, 6)), "bfloat16"),
+    "remat_mlp_grad": (_remat_mlp_grad, ((8, 6), (6, 5), (4, 8)), "float32"),
     "transpose_2d": (_transpose_2d, ((3, 5),), "float32"),
     "while_loop": (_while_loop, ((4,),), "float32"),
 }

@@ -147,6 +147,11 @@ WRITTEN: dict[str, str] = {
     "is-finite": unary("is-finite", "f32", "pred"),
     "map": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
            "  ROOT r = f32[2,3] map(x, y), dimensions={0,1}, to_apply=add\n}\n",
+    "opt-barrier": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  e = f32[2,3] exponential(x)\n"
+                   "  t = (f32[2,3], f32[2,3]) tuple(x, e)\n"
+                   "  b = (f32[2,3], f32[2,3]) opt-barrier(t)\n"
+                   "  u = f32[2,3] get-tuple-element(b), index=0\n  v = f32[2,3] get-tuple-element(b), index=1\n"
+                   "  w = f32[2,3] exponential(u)\n  ROOT r = f32[2,3] subtract(w, v)\n}\n",
     "pad": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
            "  ROOT r = f32[4,7] pad(x, z), padding=1_1x0_2_1\n}\n",
     "real": unary("real", "c64", "f32"),

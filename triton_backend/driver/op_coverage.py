@@ -196,6 +196,7 @@ _EXPLICIT: dict[str, OpCoverage] = {
     "imag": OpCoverage(PAIRS, _PAIRS),
     "map": OpCoverage(INLINED, "its to_apply must be scalar elementwise ops on its parameters "
                       "and constants", map_check),
+    "opt-barrier": OpCoverage(HOST, "no copy: its operand passes on; fusions never cross it"),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
     "real": OpCoverage(PAIRS, _PAIRS),
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "

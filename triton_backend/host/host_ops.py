@@ -189,6 +189,14 @@ def host_get_tuple_element(comp: HloComputation, instr: HloInstruction, device: 
     return run
 
 
+def host_opt_barrier(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+    # No copy: the barrier has done its job once the module is compiled (no fusion crossed it).
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        return operands[0]
+
+    return run
+
+
 def host_parameter(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     number = instr.attr("parameter_number")
 
@@ -258,6 +266,7 @@ HOST_RULES: dict[str, Rule] = dict(sorted({
     "custom-call": host_custom_call,
     "fft": host_fft,
     "get-tuple-element": host_get_tuple_element,
+    "opt-barrier": host_opt_barrier,
     "parameter": host_parameter,
     "reduce": host_reduce,
     "reshape": host_reshape,

@@ -262,6 +262,18 @@ CASES = {
   a = f64[4,3] all-to-all(s), dimensions={0}, replica_groups={{0}}
   p = f64[4,3] collective-permute(a), source_target_pairs={{0,0}}
   ROOT m = f64[4,3] multiply(p, x)""", [normal(4, 3)]),
+    # jax.checkpoint's barrier: a tuple through it, one element unused, one read twice.
+    "opt_barrier": ("""
+  x = f64[4,3] parameter(0)
+  y = f64[4,3] parameter(1)
+  s = f64[4,3] sine(x)
+  t = (f64[4,3], f64[4,3], f64[4,3]) tuple(x, s, y)
+  b = (f64[4,3], f64[4,3], f64[4,3]) opt-barrier(t)
+  u = f64[4,3] get-tuple-element(b), index=0
+  v = f64[4,3] get-tuple-element(b), index=1
+  c = f64[4,3] cosine(u)
+  m = f64[4,3] multiply(c, v)
+  ROOT r = f64[4,3] multiply(m, u)""", [normal(4, 3), normal(4, 3)]),
     "sharding_custom_call": ("""
   x = f64[4,3] parameter(0)
   c = f64[4,3] custom-call(x), custom_call_target="Sharding", sharding={replicated}
