@@ -156,6 +156,10 @@ OPCODES: dict[str, OpTraits] = {
     "async-start": _CONTROL_FLOW,
     "async-update": replace(_CONTROL_FLOW, async_state=True),
     "atan2": _EXPENSIVE_ELEMENTWISE,
+    # Written as the elementwise ops and reductions they compute before compiling.
+    "batch-norm-grad": _NONE,
+    "batch-norm-inference": _NONE,
+    "batch-norm-training": _NONE,
     "bitcast": replace(_MOVEMENT, trivial=True, reshape_like=True, keeps_constant=True,
                        wraps_operands=True),
     "bitcast-convert": replace(_FLOP_FREE_ELEMENTWISE, implied_shape=False, width_dependent=True),

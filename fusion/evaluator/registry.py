@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fusion.evaluator.batch_norm_ops import BATCH_NORM_RULES
 from fusion.evaluator.collective_ops import COLLECTIVE_RULES
 from fusion.evaluator.constant_ops import CONSTANT_RULES
 from fusion.evaluator.control_flow_ops import CONTROL_FLOW_RULES
@@ -35,6 +36,7 @@ Rule = Callable[[Any, Any, list], Any]
 
 OP_RULES: dict[str, Rule] = merge_rule_families(
     "evaluation",
+    BATCH_NORM_RULES,
     COLLECTIVE_RULES,
     CONSTANT_RULES,
     CONTROL_FLOW_RULES,

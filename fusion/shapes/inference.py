@@ -23,6 +23,9 @@ from fusion.errors import HloVerifyError
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.shapes.checks import fail
+from fusion.shapes.rules_batch_norm import (
+    shape_batch_norm_grad, shape_batch_norm_inference, shape_batch_norm_training,
+)
 from fusion.shapes.rules_collective import (
     shape_all_gather,
     shape_all_gather_start,
@@ -100,6 +103,9 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "async-done": shape_async_done,
     "async-start": shape_async_start,
     "async-update": shape_async_update,
+    "batch-norm-grad": shape_batch_norm_grad,
+    "batch-norm-inference": shape_batch_norm_inference,
+    "batch-norm-training": shape_batch_norm_training,
     "bitcast": shape_bitcast,
     "bitcast-convert": shape_bitcast_convert,
     "broadcast": shape_broadcast,

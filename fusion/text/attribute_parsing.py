@@ -44,6 +44,18 @@ def read_bool(lexer: Lexer, key: str) -> bool:
     return tok.text == "true"
 
 
+def read_float(lexer: Lexer, key: str) -> float:
+    """A number (``epsilon=0.001``, ``1e-05``)."""
+    tok = lexer.next()
+    try:
+        if tok.kind != "NUM":
+            raise ValueError
+        return float(tok.text)
+    except ValueError:
+        raise lexer.error(f"bad value for {key}: {tok.text or 'end of input'!r}", tok.pos,
+                          text=tok.text or None, expected="a number") from None
+
+
 def read_word(lexer: Lexer, key: str) -> str:
     """A bare enum-like word (``kLoop``, ``LT``, ``TOTALORDER``); quotes are accepted too."""
     tok = lexer.next()
@@ -330,9 +342,11 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "direction": read_word,
     "distribution": read_word,
     "dynamic_slice_sizes": _DIMS,
+    "epsilon": read_float,
     "exponent_bits": _INT_,
     "false_computation": read_computation,
     "feature_group_count": _INT_,
+    "feature_index": _INT_,
     "fft_length": _DIMS,
     "fft_type": read_word,
     "index": _INT_,

@@ -5,7 +5,8 @@ cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it co
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
 (``map_inlining``), an ``rng-bit-generator`` the integer ops computing its bits
-(``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a dot whose algorithm only rounds its operands (XLA's
+(``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a batch-norm op its reductions
+and elementwise ops (``batch_norm_expansion``, as XLA's ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
 complex values dots of their real parts (``complex_dots``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from fusion.ir.hlo_module import HloModule
 from fusion.transforms.async_unwrapping import unwrap_async_calls
+from fusion.transforms.batch_norm_expansion import expand_batch_norms
 from fusion.transforms.complex_dots import expand_complex_dots
 from fusion.transforms.dot_operand_rounding import round_dot_operands
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
@@ -41,8 +43,9 @@ def plain_ops(module: HloModule) -> HloModule:
     """``module`` with XLA's wrappers written as plain ops (module docstring); ``module``
     itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
     project does not compute."""
-    return expand_rng_bit_generators(expand_complex_dots(round_dot_operands(inline_maps(
-        inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(module)))))))
+    return expand_batch_norms(expand_rng_bit_generators(expand_complex_dots(round_dot_operands(
+        inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
+            module))))))))
 
 
 __all__ = ["plain_ops"]

@@ -98,6 +98,17 @@ WRITTEN: dict[str, str] = {
                 "  ROOT r = f32[3,3] cholesky(m), lower=true\n}\n",
     "clamp": "HloModule m\nENTRY e {\n  lo = f32[2,3] parameter(0)\n  x = f32[2,3] parameter(1)\n"
              "  hi = f32[2,3] parameter(2)\n  ROOT r = f32[2,3] clamp(lo, x, hi)\n}\n",
+    "batch-norm-grad": "HloModule m\nENTRY e {\n  x = f32[4,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+                       "  m = f32[3] parameter(2)\n  v = f32[3] parameter(3)\n  d = f32[4,3] parameter(4)\n"
+                       "  ROOT r = (f32[4,3], f32[3], f32[3]) batch-norm-grad(x, s, m, v, d), "
+                       "epsilon=0.5, feature_index=1\n}\n",
+    "batch-norm-inference": "HloModule m\nENTRY e {\n  x = f32[4,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+                            "  o = f32[3] parameter(2)\n  m = f32[3] parameter(3)\n  v = f32[3] parameter(4)\n"
+                            "  ROOT r = f32[4,3] batch-norm-inference(x, s, o, m, v), "
+                            "epsilon=0.5, feature_index=1\n}\n",
+    "batch-norm-training": "HloModule m\nENTRY e {\n  x = f32[4,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+                           "  o = f32[3] parameter(2)\n  ROOT r = (f32[4,3], f32[3], f32[3]) "
+                           "batch-norm-training(x, s, o), epsilon=0.5, feature_index=1\n}\n",
     "compare": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
                "  ROOT r = pred[2,3] compare(x, y), direction=LT\n}\n",
     "complex": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"

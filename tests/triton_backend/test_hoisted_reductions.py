@@ -67,8 +67,16 @@ TOLERANCE = {"f32": (2e-5, 1e-6), "bf16": (2e-2, 1e-2)}  # (rtol, atol)
 
 
 def program(kind: str, t: str, n: int) -> str:
+    """The program as one given fusion: the kernel's loops are under test, not the fusion
+    pass, which keeps cross-entropy's label pick apart from its log-sum-exp over 4 rows (side
+    by side in one kernel, its two outer sums could not be split among programs)."""
     body = (HEAD + TAILS[kind]).format(t=t, r=ROWS, n=n)
-    return f"HloModule m\n{REDUCERS.format(t=t)}ENTRY e {{\n{body}\n}}\n"
+    params = [f"{t}[{ROWS},{n}]"] + ([f"s32[{ROWS}]"] if kind == "cross_entropy" else [])
+    entry = "\n".join(f"  a{k} = {s} parameter({k})" for k, s in enumerate(params))
+    args = ", ".join(f"a{k}" for k in range(len(params)))
+    return (f"HloModule m\n{REDUCERS.format(t=t)}f {{\n{body}\n}}\n\nENTRY e {{\n{entry}\n"
+            f"  ROOT fusion = {t}[{ROWS}{',' + str(n) if kind != 'cross_entropy' else ''}] "
+            f"fusion({args}), kind=kLoop, calls=f\n}}\n")
 
 
 def arrays(kind: str, t: str, n: int) -> list[np.ndarray]:

@@ -222,6 +222,43 @@ def reduce_members(comp: HloComputation, members: tuple[str, ...]) -> tuple[str,
     return tuple(m for m in members if comp.instruction(m).opcode == "reduce")
 
 
+def outer_reduces(comp: HloComputation, members: tuple[str, ...]) -> tuple[str, ...]:
+    """The reduces among ``members`` that no other member reduce reads, through members, in its
+    operands: a layer-norm's statistics and an outer mean of row losses have one (the row
+    reductions are nested in it), a batch norm's sum and sum of squares two.
+
+    >>> from fusion.text.parser import parse_hlo
+    >>> m = parse_hlo('''HloModule m
+    ... add { a = f32[] parameter(0)
+    ...   b = f32[] parameter(1)
+    ...   ROOT s = f32[] add(a, b) }
+    ... ENTRY e {
+    ...   x = f32[4,3] parameter(0)
+    ...   z = f32[] constant(0)
+    ...   s = f32[3] reduce(x, z), dimensions={0}, to_apply=add
+    ...   q = f32[4,3] multiply(x, x)
+    ...   t = f32[3] reduce(q, z), dimensions={0}, to_apply=add
+    ...   ROOT u = f32[] reduce(t, z), dimensions={0}, to_apply=add
+    ... }''')
+    >>> outer_reduces(m.entry, ("s", "q", "t", "u")), outer_reduces(m.entry, ("s", "q", "t"))
+    (('s', 'u'), ('s', 't'))
+    """
+    inside = set(members)
+    reduces = reduce_members(comp, members)
+    nested: set[str] = set()
+    for r in reduces:
+        stack, seen = list(comp.instruction(r).operands), set()
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in inside:
+                continue
+            seen.add(name)
+            if name in reduces:
+                nested.add(name)
+            stack.extend(comp.instruction(name).operands)
+    return tuple(r for r in reduces if r not in nested)
+
+
 def reduction_members(comp: HloComputation, members: tuple[str, ...]) -> tuple[str, ...]:
     """The members that fold many elements into each output: reduces, and the scans (the
     reduce-windows a fusion may hold: ``tiling.policy.tile_scans``)."""

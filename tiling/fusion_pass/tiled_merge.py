@@ -41,6 +41,7 @@ take is refused (``tiling.fusion_pass.dot_prologue``).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from fusion.errors import FusionCompilerError
 from fusion.ir.hlo_module import HloComputation
@@ -53,6 +54,7 @@ from tiling.fusion_pass.decisions import (
     external_inputs,
     footprint_bytes,
     node_traffic,
+    outer_reduces,
     reaches_through_another,
     structural_tile_check,
 )
@@ -61,8 +63,8 @@ from tiling.fusion_pass.graph import FusionGraph
 from tiling.fusion_pass.layout_tail import rearranges
 from tiling.fusion_pass.tile_check import candidate_structure
 from tiling.policy.candidates import report_for
-from tiling.policy.limits import NUM_SMS
-from tiling.symbolic.tiled_fusion import analyze_computation_tiling
+from tiling.policy.limits import MAX_MERGED_OUTPUT_TILE, NUM_SMS
+from tiling.symbolic.tiled_fusion import analyze_computation_tiling, next_power_of_two
 
 
 def dot_member(comp: HloComputation, node: Node) -> str | None:
@@ -123,6 +125,7 @@ class ModeledCost:
     cost: int | None
     problem: str | None = None
     tiling: tuple[int, ...] = ()
+    blocks: int = 0
 
 
 @dataclass
@@ -188,8 +191,16 @@ class KernelCosts:
             return ModeledCost(None, f"the tile analysis finds no legal tiling "
                                      f"({report.default_reason})")
         default = report.default
+        held = math.prod(next_power_of_two(t) for t in default.tile_sizes)
+        if held > MAX_MERGED_OUTPUT_TILE:
+            # Bytes cannot see registers: a normalization over a long column (a batch norm's
+            # statistics over batch and space) is cheapest in bytes with every reduced
+            # element of a feature in one block's output tile, a million values that spill.
+            return ModeledCost(None, f"its output tile {list(default.tile_sizes)} holds "
+                                     f"{held} elements, more than the "
+                                     f"{MAX_MERGED_OUTPUT_TILE} a block keeps in registers")
         return ModeledCost(default.memory_cost * idle_factor(default.num_blocks), None,
-                           default.tile_sizes)
+                           default.tile_sizes, default.num_blocks)
 
 
 def idle_factor(num_blocks: int) -> int:
@@ -275,6 +286,14 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
             refusal = decide(False, f"costs time: {problem}")
             costs.time_refusals[(producer.root, consumer.root)] = refusal
             return refusal
+    outer = outer_reduces(comp, merged.members)
+    if after.blocks and 2 * after.blocks < NUM_SMS and len(outer) > 1:
+        # The kernel planner splits a lone outer reduction among programs
+        # (``kernel_plan``'s split reduction); side by side, reductions run on the few SMs
+        # their blocks fill (a batch norm's two sums over batch and space: on one).
+        return decide(False, f"the merged kernel would hold {len(outer)} reductions side by "
+                             f"side ({', '.join(outer)}) in {after.blocks} blocks: only a lone "
+                             "one is split among programs")
     saved = sum(b.cost for b in before) - after.cost
     if saved <= 0:
         return decide(False, f"modeled memory cost {after.cost} bytes at tiling "

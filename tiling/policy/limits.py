@@ -44,6 +44,11 @@ def grid_limit_problem(grid: Sequence[int]) -> str | None:
 #: Largest padded reduced extent (elements) a persistent reduction keeps whole in registers;
 #: past it the reduced dims are looped in chunks.
 MAX_PERSISTENT_REDUCTION = 1 << 14
+#: Largest padded output tile the fusion pass lets a merged kernel's block hold: its values
+#: live in registers.  A [1, 32000] row of a top-p mask (32,768 padded) takes 178 registers
+#: and does not spill on sm_90; a batch norm whose every reduced element of 32 features is
+#: one block's output tile (32x28x28x32, a million padded) spilled 190 KB.
+MAX_MERGED_OUTPUT_TILE = 1 << 15
 #: Largest chunk (elements per iteration) the candidates try for a looped reduction.
 MAX_REDUCTION_CHUNK = 4096
 #: Tile along a scanned dim too long for one tile (``tiling.policy.tile_scans``): each tile

@@ -88,8 +88,8 @@ LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
 PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
 INLINED = "inlined as elementwise ops before compiling (fusion.transforms.map_inlining)"
-EXPANDED = "written as the integer ops computing it before compiling, as XLA's expander does " \
-    "(fusion.transforms.rng_expansion); they fuse with its readers"
+EXPANDED = "written as the ops computing it before compiling, as XLA's expanders do " \
+    "(fusion.transforms.rng_expansion, batch_norm_expansion); they fuse with its readers"
 NEVER = "not covered"
 
 
@@ -138,6 +138,11 @@ _ONE_DEVICE = OpCoverage(HOST, "one device: its groups name device 0 alone (repl
 _DEVICE_ID = OpCoverage(HOST, "one device: its id, 0")
 
 _EXPLICIT: dict[str, OpCoverage] = {
+    "batch-norm-grad": OpCoverage(EXPANDED, "reductions over the non-feature dims and "
+                                  "elementwise ops, as XLA's BatchNormExpander writes them"),
+    "batch-norm-inference": OpCoverage(EXPANDED, "elementwise ops, as XLA's BatchNormExpander "
+                                       "writes them"),
+    "batch-norm-training": OpCoverage(EXPANDED, "as batch-norm-grad"),
     "bitcast": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled and "
                           "row-major; otherwise a kernel; the element width may not change",
                           bitcast_check),
