@@ -1,11 +1,15 @@
-"""Sharding annotations: the custom calls JAX and XLA's partitioners put around values.
+"""Sharding and placement annotations: the custom calls JAX and XLA's partitioners and
+host offloading put around values.
 
 JAX lowers ``jax.sharding`` annotations and ``shard_map`` to custom calls that only guide
 XLA's SPMD partitioner: ``Sharding`` (``with_sharding_constraint``, a ``sharding=`` attribute),
 ``SPMDFullToShardShape``/``SPMDShardToFullShape`` (GSPMD's entry to and exit from manual
 sharding) and Shardy's ``xla.sdy.GlobalToLocalShape``/``xla.sdy.LocalToGlobalShape``
 (``shard_map``).  Their Shardy attributes (``frontend_attributes={xla.sdy.sharding=...}``)
-ride along as ordinary attributes, which the printer writes back.
+ride along as ordinary attributes, which the printer writes back.  Placement is annotated the
+same way: ``annotate_device_placement`` (``jax.device_put(x, memory_kind=...)`` inside ``jit``,
+and the offloading remat policies such as ``save_and_offload_only_these_names``) and XLA's
+``MoveToHost``/``MoveToDevice`` say in which memory a value lives, never what it is.
 
 On one device every shard is the whole value, so each of these calls is the identity: its
 result is its operand (a tuple of them when it takes several).  A call whose result has
@@ -27,11 +31,14 @@ from collections.abc import Sequence
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import Shape, flatten_shape
 
-#: The custom-call targets that annotate shardings (identity on one device).
+#: The custom-call targets that annotate shardings or placements (identity on one device).
 SHARDING_TARGETS = frozenset({
+    "MoveToDevice",
+    "MoveToHost",
     "SPMDFullToShardShape",
     "SPMDShardToFullShape",
     "Sharding",
+    "annotate_device_placement",
     "xla.sdy.GlobalToLocalShape",
     "xla.sdy.LocalToGlobalShape",
 })

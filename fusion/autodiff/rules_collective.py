@@ -33,9 +33,12 @@ Cts = Sequence[Cotangent]
 
 #: A sharding call -> the call its transpose is.
 _INVERSE_TARGET = {
+    "MoveToDevice": "MoveToHost",
+    "MoveToHost": "MoveToDevice",
     "SPMDFullToShardShape": "SPMDShardToFullShape",
     "SPMDShardToFullShape": "SPMDFullToShardShape",
     "Sharding": "Sharding",
+    "annotate_device_placement": "annotate_device_placement",
     "xla.sdy.GlobalToLocalShape": "xla.sdy.LocalToGlobalShape",
     "xla.sdy.LocalToGlobalShape": "xla.sdy.GlobalToLocalShape",
 }

@@ -180,8 +180,9 @@ _EXPLICIT: dict[str, OpCoverage] = {
                               "K/V; no dropout) as the "
                               "dot, convolution or attention and ops they compute "
                               "(fusion.transforms.gpu_call_expansion); "
-                              "the sharding annotations (Sharding, SPMDFullToShardShape, ...: "
-                              "fusion.analysis.sharding), copies on one device; "
+                              "the sharding and placement annotations (Sharding, "
+                              "SPMDFullToShardShape, annotate_device_placement, MoveToHost, "
+                              "...: fusion.analysis.sharding), copies on one device; "
                               "any other target is opaque and not covered", library_check),
     "dot": OpCoverage(DOT, "float, integer and pred operands: tl.dot for f32/bf16/f16/f8 (an "
                       "f32/bf16/f16/f8 result), f64 and s8; other integers summed on the CUDA "
