@@ -182,6 +182,10 @@ OPCODES: dict[str, OpTraits] = {
     "convolution": _CONTRACTION,
     "copy": replace(_FLOP_FREE_ELEMENTWISE, physical_transpose=True, passes_counter=True,
                     data_movement=True),
+    # XLA's asynchronous copy between memory spaces (prefetch, host offloading): the pair
+    # passes the value on; on one device's memory there is nothing to move.
+    "copy-done": _PLUMBING,
+    "copy-start": _PLUMBING,
     "cosine": _EXPENSIVE_ELEMENTWISE,
     "count-leading-zeros": _ELEMENTWISE,
     "custom-call": _SIDE_EFFECT,
@@ -295,10 +299,10 @@ ELEMENTWISE_OPCODES: frozenset[str] = opcodes_with("elementwise")
 
 PLUMBING_OPCODES: frozenset[str] = opcodes_with("trivial", "host_only")
 """Ops that only name, group or pass on values, on the host: parameter, tuple,
-get-tuple-element, opt-barrier.
+get-tuple-element, opt-barrier, the copy-start/copy-done pair.
 
 >>> sorted(PLUMBING_OPCODES)
-['get-tuple-element', 'opt-barrier', 'parameter', 'tuple']
+['copy-done', 'copy-start', 'get-tuple-element', 'opt-barrier', 'parameter', 'tuple']
 """
 
 __all__ = ["ELEMENTWISE_OPCODES", "OPCODES", "OpTraits", "PLUMBING_OPCODES", "TRAIT_NAMES",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fusion.autodiff.cotangents import Cotangent
+from fusion.autodiff.cotangents import Cotangent, accumulate
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.ir.hlo_module import HloInstruction
 
@@ -81,6 +81,16 @@ def vjp_get_tuple_element(ctx: VjpContext, instr: HloInstruction, ct: Cotangent)
     return (tuple(ct if k == index else None for k in range(count)),)
 
 
+def vjp_copy_done(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    # The destination (element 0 of the copy-start's tuple) carries the cotangent back.
+    return ((ct, None, None),)
+
+
+def vjp_copy_start(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    assert isinstance(ct, tuple)
+    return (accumulate(ctx.b, ct[0], ct[1]),)
+
+
 def vjp_opt_barrier(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     # The barrier's value is its operand, so its cotangent is the operand's.  The backward
     # gets no barrier of its own: one only keeps XLA from merging work, never changes a value.
@@ -136,6 +146,8 @@ DATA_VJP_RULES: dict[str, Rule] = {
     "broadcast": vjp_broadcast,
     "concatenate": vjp_concatenate,
     "constant": _no_gradient,
+    "copy-done": vjp_copy_done,
+    "copy-start": vjp_copy_start,
     "dynamic-slice": vjp_dynamic_slice,
     "dynamic-update-slice": vjp_dynamic_update_slice,
     "get-tuple-element": vjp_get_tuple_element,

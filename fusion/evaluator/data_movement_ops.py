@@ -91,6 +91,16 @@ def eval_copy(ev: Any, instr: Any, args: list) -> Any:
     return args[0]
 
 
+def eval_copy_done(ev: Any, instr: Any, args: list) -> Any:
+    return args[0][0]
+
+
+def eval_copy_start(ev: Any, instr: Any, args: list) -> tuple:
+    # (destination, source, context): the copy's value in both places; the context is
+    # XLA's handle for the transfer in flight.
+    return (args[0], args[0], np.uint32(0))
+
+
 def eval_opt_barrier(ev: Any, instr: Any, args: list) -> Any:
     # XLA's optimization barrier only keeps optimizations from moving work across it (JAX's
     # jax.checkpoint emits it so the recomputation is not merged with the forward pass).
@@ -182,6 +192,8 @@ DATA_MOVEMENT_RULES: dict[str, Callable[..., Any]] = {
     "broadcast": eval_broadcast,
     "concatenate": eval_concatenate,
     "copy": eval_copy,
+    "copy-done": eval_copy_done,
+    "copy-start": eval_copy_start,
     "dynamic-slice": eval_dynamic_slice,
     "dynamic-update-slice": eval_dynamic_update_slice,
     "get-tuple-element": eval_get_tuple_element,

@@ -113,6 +113,28 @@ def shape_copy(instr: HloInstruction, operands: Sequence[Shape], module: HloModu
     return operands[0]
 
 
+def shape_copy_done(
+    instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
+) -> Shape:
+    """The destination of the ``copy-start`` it completes (element 0 of its tuple)."""
+    expect_operand_count(instr, operands, 1)
+    started = operands[0]
+    if not (isinstance(started, TupleShape) and len(started.elements) == 3):
+        fail(instr, f"copy-done needs a copy-start's (destination, source, u32[]) tuple, "
+             f"got {started}")
+    return started.elements[0]
+
+
+def shape_copy_start(
+    instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
+) -> Shape:
+    """``(destination, source, u32[] context)``: the destination is the operand's value,
+    in another memory space (its layout's ``S(n)``)."""
+    expect_operand_count(instr, operands, 1)
+    source = expect_array(instr, operands[0], "operand")
+    return TupleShape((source, source, ArrayShape("u32", ())))
+
+
 def shape_opt_barrier(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:

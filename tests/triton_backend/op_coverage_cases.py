@@ -126,6 +126,9 @@ WRITTEN: dict[str, str] = {
                    "  w = f32[3,3,4] parameter(1)\n  ROOT r = f32[2,3,4] convolution(x, w), "
                    "window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f\n}\n",
     # LAPACK reads column-major matrices: JAX lays its operands and results out {0,1}.
+    "copy-done": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+                 "  s = (f32[2,3]{1,0:S(5)}, f32[2,3], u32[]) copy-start(x)\n"
+                 "  d = f32[2,3]{1,0:S(5)} copy-done(s)\n  ROOT r = f32[2,3] negate(d)\n}\n",
     "custom-call": "HloModule m\nENTRY e {\n  a = f32[3,3] parameter(0)\n"
                    "  ROOT r = (f32[3,3]{0,1}, s32[3], s32[]) custom-call(a), "
                    "custom_call_target=\"lapack_sgetrf_ffi\", "
@@ -216,6 +219,7 @@ WRITTEN: dict[str, str] = {
 
 
 WRITTEN["async-start"] = WRITTEN["async-update"] = WRITTEN["async-done"]
+WRITTEN["copy-start"] = WRITTEN["copy-done"]
 
 
 def opcode_case(op: str) -> str:

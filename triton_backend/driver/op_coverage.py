@@ -168,6 +168,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                               "dilation, window reversal, feature and batch groups; operand "
                               "types as a dot's; fused only with elementwise prologues/epilogues",
                               template_check),
+    "copy-done": OpCoverage(HOST, "the copy-start's destination, no copy"),
+    "copy-start": OpCoverage(HOST, "one device memory holds both ends: no copy"),
     "custom-call": OpCoverage(LIBRARY, "the LAPACK / cuSOLVER targets JAX emits (Cholesky, LU, "
                               "QR, Householder product, eigh, SVD, triangular solve, LU pivots "
                               "to permutation) and XLA's TopK, by fusion.analysis.library_calls.TARGETS; "

@@ -10,7 +10,8 @@ zero, exactly as kernels read and write it (``input_validation.physical_buffer``
   the identity when both have the same tiled layout; any other bitcast is left to a kernel (a
   one-op fusion), whose emitter refuses tiled layouts with its reason at compile time;
 * ``constant`` becomes a tensor once, at compile time (packed when its layout is tiled);
-* ``tuple``/``get-tuple-element`` build and take apart Python tuples (no copy);
+* ``tuple``/``get-tuple-element`` build and take apart Python tuples (no copy), and so do
+  ``opt-barrier`` and the ``copy-start``/``copy-done`` pair (its value on one device);
 * a ``reduce`` of zero-element operands is its init values broadcast (XLA's algebraic
   simplifier does the same), so no kernel ever loops over an empty reduced dim;
 * ``call`` runs the callee's compiled program (XLA inlines calls; so do we, at run time);
@@ -189,6 +190,24 @@ def host_get_tuple_element(comp: HloComputation, instr: HloInstruction, device: 
     return run
 
 
+def host_copy_done(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        return operands[0][0]
+
+    return run
+
+
+def host_copy_start(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+    # One device memory holds both ends of the copy: the value itself, no copy (values are
+    # never updated in place here, so sharing one tensor is safe).
+    context = torch.zeros((), dtype=torch.uint32, device=device)
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        return (operands[0], operands[0], context)
+
+    return run
+
+
 def host_opt_barrier(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     # No copy: the barrier has done its job once the module is compiled (no fusion crossed it).
     def run(operands: Sequence[Value], ctx: HostContext) -> Value:
@@ -263,6 +282,8 @@ HOST_RULES: dict[str, Rule] = dict(sorted({
     "cholesky": host_cholesky,
     "conditional": host_conditional,
     "constant": host_constant,
+    "copy-done": host_copy_done,
+    "copy-start": host_copy_start,
     "custom-call": host_custom_call,
     "fft": host_fft,
     "get-tuple-element": host_get_tuple_element,

@@ -274,6 +274,13 @@ CASES = {
   c = f64[4,3] cosine(u)
   m = f64[4,3] multiply(c, v)
   ROOT r = f64[4,3] multiply(m, u)""", [normal(4, 3), normal(4, 3)]),
+    # An asynchronous copy between memory spaces; the source is read after it too.
+    "copy_start_done": ("""
+  x = f64[4,3] parameter(0)
+  s = (f64[4,3]{1,0:S(5)}, f64[4,3], u32[]) copy-start(x)
+  d = f64[4,3]{1,0:S(5)} copy-done(s)
+  c = f64[4,3] cosine(d)
+  ROOT m = f64[4,3] multiply(c, x)""", [normal(4, 3)]),
     "sharding_custom_call": ("""
   x = f64[4,3] parameter(0)
   c = f64[4,3] custom-call(x), custom_call_target="Sharding", sharding={replicated}
