@@ -57,6 +57,29 @@ def _targets() -> dict[str, str]:
 #: custom-call target -> the routine it computes (alphabetical).
 TARGETS: dict[str, str] = _targets()
 
+#: The custom-call targets through which JAX calls back into Python (``jax.debug.print``,
+#: ``jax.pure_callback``, ``io_callback``): the function lives in the process that lowered the
+#: module, and the HLO text holds only its index.
+PYTHON_CALLBACK_TARGETS = frozenset({
+    "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
+    "xla_python_cpu_callback", "xla_python_gpu_callback",
+})
+
+
+def opaque_target_reason(target: object) -> str:
+    """Why a custom call to ``target`` (not in :data:`TARGETS`) cannot run here.
+
+    >>> opaque_target_reason("xla_ffi_python_cpu_callback").split(":")[0]
+    'custom-call target xla_ffi_python_cpu_callback is a Python callback (jax.debug.print, jax.pure_callback, io_callback)'
+    """
+    if target in PYTHON_CALLBACK_TARGETS:
+        return (f"custom-call target {target} is a Python callback (jax.debug.print, "
+                "jax.pure_callback, io_callback): the function it calls lives in the JAX "
+                "process that lowered the module, not in the HLO text; lower the program "
+                "without it")
+    return (f"custom-call target {target} is not a library call the Triton path runs (an "
+            "opaque target has no Triton lowering)")
+
 
 @dataclass(frozen=True)
 class LibraryCall:
@@ -300,5 +323,6 @@ def layout_problem(call: LibraryCall, instr: HloInstruction,
     return None
 
 
-__all__ = ["HLO_LIBRARY_OPS", "LAPACK_TYPES", "LibraryCall", "TARGETS", "is_library_call",
+__all__ = ["HLO_LIBRARY_OPS", "LAPACK_TYPES", "LibraryCall", "PYTHON_CALLBACK_TARGETS", "TARGETS",
+           "is_library_call", "opaque_target_reason",
            "jacobi_svd_is_thin", "layout_problem", "library_call", "mlir_dictionary"]

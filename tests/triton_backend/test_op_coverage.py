@@ -334,6 +334,18 @@ def test_check_triton_text_lists_uncovered_ops(uncovered_file, capsys):
     assert "15:3 map %m in computation e: map's to_apply calls_add is more than scalar" in out
 
 
+def test_a_python_callback_is_named_as_one(tmp_path, capsys):
+    # What jax.debug.print inside jit lowers to: the function is not in the text.
+    path = tmp_path / "debug_print.hlo"
+    path.write_text(UNCOVERED.replace('custom_call_target="foo"',
+                                      'custom_call_target="xla_ffi_python_cpu_callback", '
+                                      'custom_call_has_side_effect=true'))
+    assert main(["check", "--triton", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("14:3 custom-call %p in computation e: custom-call target "
+            "xla_ffi_python_cpu_callback is a Python callback (jax.debug.print") in out
+
+
 def test_check_triton_json_lists_uncovered_ops(uncovered_file, capsys):
     assert main(["check", "--triton", "--json", str(uncovered_file)]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -26,7 +26,9 @@ from dataclasses import replace
 
 from fusion.analysis.collectives import single_device_problem
 from fusion.analysis.sharding import is_sharding_call, sharding_call_problem
-from fusion.analysis.library_calls import TARGETS, layout_problem, library_call
+from fusion.analysis.library_calls import (
+    TARGETS, layout_problem, library_call, opaque_target_reason,
+)
 from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.ir.element_types import ELEMENT_TYPES
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
@@ -195,8 +197,7 @@ def library_check(module: HloModule, comp: HloComputation, instr: HloInstruction
     if is_sharding_call(instr):
         return sharding_call_problem(instr, tuple(comp.instruction(o).shape for o in instr.operands))
     if instr.opcode == "custom-call" and instr.attr("custom_call_target", None) not in TARGETS:
-        return (f"custom-call target {instr.attr('custom_call_target', None)} is not a library "
-                "call the Triton path runs (an opaque target has no Triton lowering)")
+        return opaque_target_reason(instr.attr("custom_call_target", None))
     try:
         call = library_call(instr)
     except FusionCompilerError as err:
