@@ -222,6 +222,8 @@ OPCODES: dict[str, OpTraits] = {
     "partition-id": _DEVICE_ID,
     "popcnt": _ELEMENTWISE,
     "power": _EXPENSIVE_ELEMENTWISE,
+    # Written as the dense dot of its operands masked by group before compiling.
+    "ragged-dot": _NONE,
     "real": replace(_ELEMENTWISE, complex_to_real=True),
     "recv": _SIDE_EFFECT,
     "recv-done": _SIDE_EFFECT,

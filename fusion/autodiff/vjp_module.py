@@ -23,6 +23,7 @@ from fusion.shapes.verifier import verify_module
 from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.batch_norm_expansion import expand_batch_norms
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
+from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
 
 
 def _differentiable_parameter(shape: Shape) -> bool:
@@ -86,9 +87,10 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
       ROOT tuple = (f32[3]) tuple(multiply)
     }
     """
-    # An async pair, a cuBLAS/cuDNN call or a batch-norm op differentiates as what it
-    # computes (XLA defines a batch-norm op by its expansion).
-    module = expand_batch_norms(expand_gpu_library_calls(unwrap_async_calls(module)))
+    # An async pair, a cuBLAS/cuDNN call, a batch-norm op or a ragged dot differentiates as
+    # what it computes (XLA defines a batch-norm op by its expansion).
+    module = expand_ragged_dots(expand_batch_norms(expand_gpu_library_calls(
+        unwrap_async_calls(module))))
     verify_module(module)
     chosen = _checked_wrt(module, wrt)
     table = ComputationTable({c.name: c for c in module.computations})

@@ -25,6 +25,7 @@ from fusion.evaluator.dot_ops import DOT_RULES
 from fusion.evaluator.elementwise_ops import ELEMENTWISE_RULES
 from fusion.evaluator.gather_scatter_ops import GATHER_SCATTER_RULES
 from fusion.evaluator.library_ops import LIBRARY_RULES
+from fusion.evaluator.ragged_dot_ops import RAGGED_DOT_RULES
 from fusion.evaluator.random_ops import RANDOM_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
@@ -47,6 +48,7 @@ OP_RULES: dict[str, Rule] = merge_rule_families(
     ELEMENTWISE_RULES,
     GATHER_SCATTER_RULES,
     LIBRARY_RULES,
+    RAGGED_DOT_RULES,
     RANDOM_RULES,
     REDUCTION_RULES,
     SORT_RULES,

@@ -81,7 +81,7 @@ from fusion.shapes.rules_elementwise import (
     shape_unary,
 )
 from fusion.shapes.rules_conv import shape_convolution
-from fusion.shapes.rules_dot import shape_dot
+from fusion.shapes.rules_dot import shape_dot, shape_ragged_dot
 from fusion.shapes.rules_indexed import shape_gather, shape_scatter
 from fusion.shapes.rules_library import (
     shape_cholesky,
@@ -140,6 +140,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "pad": shape_pad,
     "parameter": shape_parameter,
     "partition-id": shape_device_id,
+    "ragged-dot": shape_ragged_dot,
     "reduce": shape_reduce,
     "reduce-precision": shape_reduce_precision,
     "reduce-scatter": shape_reduce_scatter,

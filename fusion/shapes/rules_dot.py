@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fusion.analysis.ragged_dot import ragged_dot
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.shapes.checks import expect_array, expect_dims_in_range, expect_operand_count, fail, int_list
@@ -25,6 +26,32 @@ def shape_dot(instr: HloInstruction, operands: Sequence[Shape], module: HloModul
     lb, rb = int_list(instr, "lhs_batch_dims", ()), int_list(instr, "rhs_batch_dims", ())
     lc = int_list(instr, "lhs_contracting_dims", ())
     rc = int_list(instr, "rhs_contracting_dims", ())
+    return ArrayShape(out.dtype, _dot_dims(instr, lhs, rhs, lc, rc, lb, rb))
+
+
+def shape_ragged_dot(instr: HloInstruction, operands: Sequence[Shape],
+                     module: HloModule | None) -> Shape:
+    """A ragged dot's result (``fusion.analysis.ragged_dot``): the dense dot's over its
+    operands expanded along a leading group dim; the type is declared."""
+    expect_operand_count(instr, operands, 3)
+    lhs = expect_array(instr, operands[0], "the lhs")
+    rhs = expect_array(instr, operands[1], "the rhs")
+    sizes = expect_array(instr, operands[2], "the group sizes")
+    out = expect_array(instr, instr.shape, "the result")
+    expect_dims_in_range(instr, int_list(instr, "lhs_contracting_dims", ()) +
+                         int_list(instr, "lhs_batch_dims", ()), lhs.rank,
+                         "lhs_batch_dims and lhs_contracting_dims")
+    r = ragged_dot(instr, lhs, rhs, sizes)
+    lc, rc, lb, rb = r.dense_dot()
+    if r.mode != "batch":
+        lhs = ArrayShape(lhs.dtype, (r.groups,) + lhs.dims)
+    if r.expands_rhs:
+        rhs = ArrayShape(rhs.dtype, (r.groups,) + rhs.dims)
+    return ArrayShape(out.dtype, _dot_dims(instr, lhs, rhs, lc, rc, lb, rb))
+
+
+def _dot_dims(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape, lc, rc, lb, rb
+              ) -> tuple[int, ...]:
     expect_dims_in_range(instr, lb + lc, lhs.rank, "lhs_batch_dims and lhs_contracting_dims")
     expect_dims_in_range(instr, rb + rc, rhs.rank, "rhs_batch_dims and rhs_contracting_dims")
     if len(lb) != len(rb) or len(lc) != len(rc):
@@ -39,4 +66,4 @@ def shape_dot(instr: HloInstruction, operands: Sequence[Shape], module: HloModul
     dims = [lhs.dims[d] for d in lb]
     dims += [s for d, s in enumerate(lhs.dims) if d not in lb and d not in lc]
     dims += [s for d, s in enumerate(rhs.dims) if d not in rb and d not in rc]
-    return ArrayShape(out.dtype, tuple(dims))
+    return tuple(dims)

@@ -4,7 +4,8 @@ An ``async-start``/``async-done`` pair becomes the call it runs (``async_unwrapp
 cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it computes
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
-(``map_inlining``), an ``rng-bit-generator`` the integer ops computing its bits
+(``map_inlining``), a ragged dot the dense dot of its operands masked by group
+(``ragged_dot_expansion``), an ``rng-bit-generator`` the integer ops computing its bits
 (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a batch-norm op its reductions
 and elementwise ops (``batch_norm_expansion``, as XLA's ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
@@ -36,6 +37,7 @@ from fusion.transforms.dot_operand_rounding import round_dot_operands
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
+from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
 from fusion.transforms.rng_expansion import expand_rng_bit_generators
 
 
@@ -44,8 +46,8 @@ def plain_ops(module: HloModule) -> HloModule:
     itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
     project does not compute."""
     return expand_batch_norms(expand_rng_bit_generators(expand_complex_dots(round_dot_operands(
-        inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
-            module))))))))
+        expand_ragged_dots(inline_maps(inline_nested_fusions(expand_gpu_library_calls(
+            unwrap_async_calls(module)))))))))
 
 
 __all__ = ["plain_ops"]

@@ -168,6 +168,10 @@ WRITTEN: dict[str, str] = {
                    "  w = f32[2,3] exponential(u)\n  ROOT r = f32[2,3] subtract(w, v)\n}\n",
     "pad": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
            "  ROOT r = f32[4,7] pad(x, z), padding=1_1x0_2_1\n}\n",
+    "ragged-dot": "HloModule m\nENTRY e {\n  a = f32[6,4] parameter(0)\n  b = f32[2,4,3] parameter(1)\n"
+                  "  g = s32[2] parameter(2)\n  ROOT r = f32[6,3] ragged-dot(a, b, g), "
+                  "lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, "
+                  "rhs_group_dims={0}\n}\n",
     "real": unary("real", "c64", "f32"),
     "reduce": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
               "  ROOT r = f32[2] reduce(x, z), dimensions={1}, to_apply=add\n}\n",

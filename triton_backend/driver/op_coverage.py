@@ -89,7 +89,8 @@ PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
 INLINED = "inlined as elementwise ops before compiling (fusion.transforms.map_inlining)"
 EXPANDED = "written as the ops computing it before compiling, as XLA's expanders do " \
-    "(fusion.transforms.rng_expansion, batch_norm_expansion); they fuse with its readers"
+    "(fusion.transforms.rng_expansion, batch_norm_expansion, ragged_dot_expansion); they fuse " \
+    "with its readers"
 NEVER = "not covered"
 
 
@@ -206,6 +207,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                       "and constants", map_check),
     "opt-barrier": OpCoverage(HOST, "no copy: its operand passes on; fusions never cross it"),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
+    "ragged-dot": OpCoverage(EXPANDED, "the dense dot of its operands masked by group "
+                             "(every group's product for every row); one list of group sizes"),
     "real": OpCoverage(PAIRS, _PAIRS),
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "
                          "the host"),

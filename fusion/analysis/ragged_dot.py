@@ -1,0 +1,119 @@
+"""``ragged-dot``: a dot whose lhs is split into consecutive groups along one dim (XLA's
+``RaggedDot``; what ``jax.lax.ragged_dot`` lowers to on GPU and TPU: the grouped matmuls of a
+mixture of experts).  ``group_sizes[j]`` rows (or columns) belong to group ``j``, in order;
+past their sum, to none.  Three modes, by the kind of the lhs's ragged dim:
+
+* a free dim (``m``): the rhs has a group dim (``rhs_group_dims``); each lhs row is multiplied
+  by its group's rhs, and a row in no group gives zeros.  ``[m, k] x [g, k, n] -> [m, n]``;
+* a contracting dim (``k``): the result has the group dim first; group ``j`` sums only its
+  own ``k``.  ``[m, k] x [k, n] -> [g, m, n]`` (the rhs gradient of the first mode);
+* a batch dim: the plain dot.
+
+The value is JAX's definition (``_ragged_dot_general_impl``), a dense dot of the operands
+expanded along a new leading group dim, each element kept in its group and zero elsewhere:
+:meth:`RaggedDot.dense_dot` gives that dot's dimension numbers, which the evaluator
+(``evaluator/ragged_dot_ops.py``) and the expansion the compiler runs
+(``transforms/ragged_dot_expansion.py``) both use.
+
+>>> from fusion.ir.shape import ArrayShape
+>>> i = HloInstruction("r", "ragged-dot", ArrayShape("f32", (12, 5)), ("a", "b", "g"),
+...     (("lhs_contracting_dims", (1,)), ("rhs_contracting_dims", (1,)),
+...      ("lhs_ragged_dims", (0,)), ("rhs_group_dims", (0,))))
+>>> r = ragged_dot(i, ArrayShape("f32", (12, 8)), ArrayShape("f32", (3, 8, 5)),
+...                ArrayShape("s32", (3,)))
+>>> r.mode, r.groups, r.dense_dot()
+('noncontracting', 3, ((2, 0), (1, 0), (), ()))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion.errors import HloVerifyError, UnsupportedOpError
+from fusion.ir.element_types import element_type
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape
+
+#: The attributes that make a dot ragged; the others (precision, algorithm) are the dot's.
+RAGGED_ATTRIBUTES = ("lhs_ragged_dims", "rhs_group_dims")
+_DOT_DIMS = ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims",
+             "rhs_batch_dims")
+
+
+@dataclass(frozen=True)
+class RaggedDot:
+    """One ragged dot's mode and dimension numbers (see the module docstring)."""
+
+    mode: str
+    ragged_dim: int
+    group_dim: int | None
+    groups: int
+    lhs_contracting: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs_batch: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+
+    @property
+    def expands_rhs(self) -> bool:
+        """Whether the rhs is expanded along the group dim too (ragged contracting dims)."""
+        return self.mode == "contracting"
+
+    @property
+    def rhs_ragged_dim(self) -> int:
+        """The rhs dim contracted with the lhs's ragged dim (the contracting mode)."""
+        return self.rhs_contracting[self.lhs_contracting.index(self.ragged_dim)]
+
+    def dense_dot(self) -> tuple[tuple[int, ...], ...]:
+        """``(lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)`` of the dense dot over
+        the expanded operands (a new dim 0, the group, on each expanded one)."""
+        up = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
+        if self.mode == "noncontracting":
+            return (up(self.lhs_contracting) + (0,), self.rhs_contracting + (self.group_dim,),
+                    up(self.lhs_batch), self.rhs_batch)
+        if self.mode == "contracting":
+            return (up(self.lhs_contracting), up(self.rhs_contracting),
+                    (0,) + up(self.lhs_batch), (0,) + up(self.rhs_batch))
+        return self.lhs_contracting, self.rhs_contracting, self.lhs_batch, self.rhs_batch
+
+
+def _dims(instr: HloInstruction, key: str) -> tuple[int, ...]:
+    value = instr.attr(key, ())
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
+               group_sizes: ArrayShape) -> RaggedDot:
+    """The ragged dot ``instr`` of operands of these shapes; ``HloVerifyError`` (located) when
+    its dimension numbers are not XLA's, ``UnsupportedOpError`` for group sizes per batch."""
+    def fail(message: str, expected: str | None = None) -> HloVerifyError:
+        return HloVerifyError(message, expected=expected, **instr._located())
+
+    lc, rc, lb, rb = (_dims(instr, k) for k in _DOT_DIMS)
+    ragged, group = _dims(instr, "lhs_ragged_dims"), _dims(instr, "rhs_group_dims")
+    if len(ragged) != 1 or not 0 <= ragged[0] < lhs.rank:
+        raise fail(f"ragged-dot needs one lhs ragged dim of the rank-{lhs.rank} lhs, got "
+                   f"lhs_ragged_dims={list(ragged)}")
+    if element_type(group_sizes.dtype).kind not in ("signed", "unsigned"):
+        raise fail(f"ragged-dot group sizes are {group_sizes}", expected="an integer array")
+    if group_sizes.rank != 1:
+        raise UnsupportedOpError(
+            f"ragged-dot with group sizes {group_sizes} per batch element is not supported "
+            "(one list of group sizes, rank 1, is)", **instr._located())
+    dim = ragged[0]
+    mode = "contracting" if dim in lc else "batch" if dim in lb else "noncontracting"
+    if mode == "noncontracting":
+        if len(group) != 1 or not 0 <= group[0] < rhs.rank or group[0] in rc + rb:
+            raise fail("ragged-dot with a ragged free lhs dim needs one rhs group dim that is "
+                       f"neither contracting nor batch, got rhs_group_dims={list(group)}")
+        groups = rhs.dims[group[0]]
+    elif group:
+        raise fail(f"ragged-dot with a ragged {mode} dim takes no rhs group dim, got "
+                   f"rhs_group_dims={list(group)}")
+    else:
+        groups = group_sizes.dims[0]
+    if group_sizes.dims[0] != groups:
+        raise fail(f"ragged-dot has {groups} groups but {group_sizes.dims[0]} group sizes",
+                   expected=f"{group_sizes.dtype}[{groups}]")
+    return RaggedDot(mode, dim, group[0] if group else None, groups, lc, rc, lb, rb)
+
+
+__all__ = ["RAGGED_ATTRIBUTES", "RaggedDot", "ragged_dot"]

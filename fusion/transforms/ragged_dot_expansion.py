@@ -1,0 +1,122 @@
+"""``ragged-dot`` written as the dense dot it is (``fusion.analysis.ragged_dot``): each
+expanded operand is a ``select`` of its broadcast along a new leading group dim, kept where
+its index along the ragged dim lies in that group; the groups' starts are a ``[g]`` sum of
+the sizes before each (an iota comparison and a reduce over a ``[g, g]`` square), so no scan.
+The fusion pass then takes the masks into the dot's prologue.  It computes every group's
+product for every row (``g`` times the useful work, as JAX's own CPU lowering does); a
+grouped GEMM template would compute only each row's group.  A module without ragged dots is
+returned as is.
+
+>>> from fusion.text.parser import parse_hlo
+>>> m = parse_hlo('''HloModule m
+... ENTRY e {
+...   a = f32[12,8] parameter(0)
+...   b = f32[3,8,5] parameter(1)
+...   g = s32[3] parameter(2)
+...   ROOT r = f32[12,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+... }''')
+>>> root = expand_ragged_dots(m).entry.root
+>>> root.opcode, root.attr("lhs_contracting_dims"), root.attr("rhs_contracting_dims")
+('dot', (2, 0), (1, 0))
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from fusion.analysis.ragged_dot import RAGGED_ATTRIBUTES, ragged_dot
+from fusion.ir.attributes import Literal
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
+from fusion.ir.shape import ArrayShape
+from fusion.transforms.map_inlining import fresh_names
+
+
+def expand_ragged_dots(module: HloModule) -> HloModule:
+    """``module`` with every ``ragged-dot`` written as a dense dot (module docstring)."""
+    if not any(i.opcode == "ragged-dot" for c in module.computations for i in c):
+        return module
+    taken = {i.name for c in module.computations for i in c} | \
+        {c.name for c in module.computations}
+    adders: dict[str, HloComputation] = {}
+    comps = tuple(_expanded(c, taken, adders) for c in module.computations)
+    return replace(module, computations=tuple(adders.values()) + comps)
+
+
+class _Ops:
+    """The instructions one ragged dot becomes, at its source location."""
+
+    def __init__(self, instr: HloInstruction, fresh: Callable[[], str]) -> None:
+        self.instr, self.fresh = instr, fresh
+        self.out: list[HloInstruction] = []
+
+    def add(self, opcode: str, shape: ArrayShape, operands: tuple[str, ...], **attrs) -> str:
+        name = self.fresh()
+        self.out.append(HloInstruction(name, opcode, shape, operands, tuple(attrs.items()),
+                                       location=self.instr.location))
+        return name
+
+    def splat(self, value: int, shape: ArrayShape) -> str:
+        scalar = self.add("constant", ArrayShape(shape.dtype, ()), (),
+                          literal=Literal((), (value,)))
+        return self.add("broadcast", shape, (scalar,), dimensions=())
+
+    def starts(self, sizes: str, it: str, groups: int, adder: str) -> str:
+        """``[g]``: the sum of the sizes of the groups before each."""
+        square = ArrayShape(it, (groups, groups))
+        spread = self.add("broadcast", square, (sizes,), dimensions=(1,))
+        row = self.add("iota", square, (), iota_dimension=0)
+        col = self.add("iota", square, (), iota_dimension=1)
+        before = self.add("compare", ArrayShape("pred", square.dims), (col, row),
+                          direction="LT")
+        picked = self.add("select", square, (before, spread, self.splat(0, square)))
+        zero = self.add("constant", ArrayShape(it, ()), (), literal=Literal((), (0,)))
+        return self.add("reduce", ArrayShape(it, (groups,)), (picked, zero), dimensions=(1,),
+                        to_apply=adder)
+
+    def in_groups(self, x: str, shape: ArrayShape, dim: int, starts: str, ends: str,
+                  it: str, groups: int) -> str:
+        """``[g] + shape``: ``x`` where its index along ``dim`` is in group ``j``, else 0."""
+        out = ArrayShape(shape.dtype, (groups,) + shape.dims)
+        index = ArrayShape(it, out.dims)
+        test = ArrayShape("pred", out.dims)
+        spread = self.add("broadcast", out, (x,), dimensions=tuple(range(1, out.rank)))
+        at = self.add("iota", index, (), iota_dimension=dim + 1)
+        low = self.add("broadcast", index, (starts,), dimensions=(0,))
+        high = self.add("broadcast", index, (ends,), dimensions=(0,))
+        keep = self.add("and", test, (self.add("compare", test, (low, at), direction="LE"),
+                                      self.add("compare", test, (at, high), direction="LT")))
+        return self.add("select", out, (keep, spread, self.splat(0, out)))
+
+
+def _expanded(comp: HloComputation, taken: set[str],
+              adders: dict[str, HloComputation]) -> HloComputation:
+    out: list[HloInstruction] = []
+    for instr in comp:
+        if instr.opcode != "ragged-dot":
+            out.append(instr)
+            continue
+        lhs, rhs, sizes = (comp.instruction(o).shape for o in instr.operands)
+        r = ragged_dot(instr, lhs, rhs, sizes)
+        a, b, g = instr.operands
+        ops = _Ops(instr, fresh_names(instr.name, taken, "rd"))
+        if r.mode != "batch":
+            it = sizes.dtype
+            if it not in adders:
+                adders[it] = binary_computation(fresh_names("ragged_dot_add", taken, it)(),
+                                                "add", it)
+            starts = ops.starts(g, it, r.groups, adders[it].name)
+            ends = ops.add("add", ArrayShape(it, (r.groups,)), (starts, g))
+            a = ops.in_groups(a, lhs, r.ragged_dim, starts, ends, it, r.groups)
+            if r.expands_rhs:
+                b = ops.in_groups(b, rhs, r.rhs_ragged_dim, starts, ends, it, r.groups)
+        lc, rc, lb, rb = r.dense_dot()
+        kept = tuple((k, v) for k, v in instr.attributes if k not in RAGGED_ATTRIBUTES and
+                     not k.endswith(("_contracting_dims", "_batch_dims")))
+        out.extend(ops.out)
+        out.append(HloInstruction(instr.name, "dot", instr.shape, (a, b), kept + (
+            ("lhs_contracting_dims", lc), ("rhs_contracting_dims", rc),
+            ("lhs_batch_dims", lb), ("rhs_batch_dims", rb)), location=instr.location))
+    return replace(comp, instructions=tuple(out))
+
+
+__all__ = ["expand_ragged_dots"]
