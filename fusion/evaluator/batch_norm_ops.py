@@ -16,6 +16,7 @@ Over ``N`` = the elements per feature (every dim but ``feature_index``), in the 
 so the evaluator and the compiled module compute the same ops.  The tests hold both to
 NumPy's f64 formulas and to XLA running the op itself.
 
+>>> import numpy as np
 >>> from fusion.text.parser import parse_hlo
 >>> from fusion.evaluator import evaluate
 >>> m = parse_hlo('''HloModule m
@@ -35,8 +36,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation

@@ -15,6 +15,20 @@ from fusion.transforms.plain_ops import plain_ops
 EPS = 0.001
 
 
+def training_text(dims: tuple[int, ...], feature: int, dtype: str = "f32") -> str:
+    """A module that is one training batch norm."""
+    x = f"{dtype}[{','.join(map(str, dims))}]"
+    f = f"{dtype}[{dims[feature]}]"
+    return f"""HloModule bn
+ENTRY e {{
+  x = {x} parameter(0)
+  s = {f} parameter(1)
+  o = {f} parameter(2)
+  ROOT t = ({x}, {f}, {f}) batch-norm-training(x, s, o), epsilon={EPS}, feature_index={feature}
+}}
+"""
+
+
 def module_text(dims: tuple[int, ...], feature: int, dtype: str = "f32") -> str:
     """Training, inference with the batch statistics, and grad, of one activation."""
     x = f"{dtype}[{','.join(map(str, dims))}]"

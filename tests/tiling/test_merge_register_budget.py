@@ -11,6 +11,7 @@ import math
 import pytest
 
 from fusion.text.parser import parse_hlo
+from tests.fusion.test_batch_norm import training_text
 from fusion.transforms.plain_ops import plain_ops
 from tiling.fusion_pass.decisions import outer_reduces
 from tiling.fusion_pass.priority_fusion import fuse_module
@@ -19,22 +20,9 @@ from tiling.policy.limits import MAX_MERGED_OUTPUT_TILE, NUM_SMS
 from tiling.symbolic.tiled_fusion import analyze_computation_tiling, next_power_of_two
 
 
-def batch_norm(dims: tuple[int, ...], feature: int) -> str:
-    x = f"f32[{','.join(map(str, dims))}]"
-    f = f"f32[{dims[feature]}]"
-    return f"""HloModule bn
-ENTRY e {{
-  x = {x} parameter(0)
-  s = {f} parameter(1)
-  o = {f} parameter(2)
-  ROOT t = ({x}, {f}, {f}) batch-norm-training(x, s, o), epsilon=0.001, feature_index={feature}
-}}
-"""
-
-
 @pytest.mark.parametrize("dims, feature", [((32, 28, 28, 64), 3), ((32, 64, 28, 28), 1)])
 def test_no_fused_kernel_holds_a_spilling_tile_or_unsplit_side_by_side_sums(dims, feature):
-    result = fuse_module(plain_ops(parse_hlo(batch_norm(dims, feature))))
+    result = fuse_module(plain_ops(parse_hlo(training_text(dims, feature))))
     module = result.module
     fusions = [i for i in module.entry if i.opcode == "fusion"]
     assert 2 <= len(fusions) <= 3, result.explain()
@@ -51,5 +39,5 @@ def test_no_fused_kernel_holds_a_spilling_tile_or_unsplit_side_by_side_sums(dims
 
 
 def test_the_refusals_say_why():
-    explain = fuse_module(plain_ops(parse_hlo(batch_norm((32, 28, 28, 64), 3)))).explain()
+    explain = fuse_module(plain_ops(parse_hlo(training_text((32, 28, 28, 64), 3)))).explain()
     assert "a block keeps in registers" in explain

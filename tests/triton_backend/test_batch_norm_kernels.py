@@ -7,7 +7,7 @@ import pytest
 
 from fusion.evaluator.npz_io import random_inputs
 from fusion.ir.shape import flatten_shape
-from tests.fusion.test_batch_norm import module_text
+from tests.fusion.test_batch_norm import module_text, training_text
 from triton_backend import compile_hlo
 from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_with_evaluator
@@ -34,14 +34,7 @@ def test_training_inference_and_grad_compile_and_match(dims, feature, dtype):
 
 
 def test_a_training_batch_norm_is_a_few_kernels_not_one_per_op():
-    text = """HloModule m
-ENTRY e {
-  x = f32[8,6,6,16] parameter(0)
-  s = f32[16] parameter(1)
-  o = f32[16] parameter(2)
-  ROOT t = (f32[8,6,6,16], f32[16], f32[16]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=3
-}
-"""
+    text = training_text((8, 6, 6, 16), 3)
     compiled, verdicts = _run(text)
     assert all(v.passed for v in verdicts), [str(v) for v in verdicts]
     # The expansion's 20-odd ops: its two sums (each split among programs; side by side
