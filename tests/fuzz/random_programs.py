@@ -10,7 +10,8 @@ dots, 1-D convolutions, softmax, cumulative sums, masks from iotas, bf16 round t
 gathers, scatter-adds, max and average pools, slices and updates at data-dependent starts,
 integer arithmetic, ``fori_loop`` and ``while_loop``, and dropout by JAX's ``rbg`` keys.  About a third of the f32 programs are
 differentiated instead (``jax.grad``: transposed dots, scatters of gathers, select-and-scatter
-of max pools, dynamic-update-slices).  The function returns the last value and sometimes an
+of max pools, dynamic-update-slices), half of those through ``jax.checkpoint`` (the
+recomputed forward behind an ``opt-barrier``).  The function returns the last value and sometimes an
 earlier one (a multi-output module).  Everything is drawn from one
 ``numpy`` generator, so a program is reproducible from its seed.
 
@@ -57,6 +58,8 @@ class RandomProgram:
     outputs: tuple[int, ...]
     #: The program is the gradient of ``sum(sin(outputs))`` with respect to every input.
     grad: bool = False
+    #: The gradient recomputes the forward pass (``jax.checkpoint``: an ``opt-barrier``).
+    remat: bool = False
 
     def function(self) -> Callable:
         """The JAX function of the program."""
@@ -72,8 +75,10 @@ class RandomProgram:
         import jax  # noqa: PLC0415
         import jax.numpy as jnp  # noqa: PLC0415
 
+        forward = jax.checkpoint(f) if self.remat else f
+
         def loss(*args):
-            out = f(*args)
+            out = forward(*args)
             return sum(jnp.sum(jnp.sin(v)) for v in (out if isinstance(out, tuple) else (out,)))
         return jax.grad(loss, argnums=tuple(range(len(self.inputs))))
 
@@ -154,7 +159,8 @@ def random_program(seed: int, max_steps: int = 8, sizes: Sizes | None = None) ->
     # Drawn apart, so that a seed's forward program stays what it was without gradients.
     grad = dtype == "float32" and np.random.default_rng([seed, 1]).random() < 0.3 \
         and not any(step.op == "while_loop" for step in steps)  # JAX cannot differentiate one
-    return RandomProgram(seed, tuple(inputs), tuple(steps), outputs, grad)
+    remat = grad and np.random.default_rng([seed, 3]).random() < 0.5
+    return RandomProgram(seed, tuple(inputs), tuple(steps), outputs, grad, remat)
 
 
 def _add_input(shape, dtype, inputs, steps, shapes) -> int:

@@ -11,7 +11,8 @@ from tests.fuzz.differential import check_program  # noqa: E402
 from tests.fuzz.random_programs import random_program  # noqa: E402
 
 #: 5: a 1-D convolution (a dot once XLA optimizes it), a gather and an average pool; 56: the
-#: gradient of a dot, a concatenate, an average pool, a scatter-add and a dynamic update;
+#: gradient, through jax.checkpoint (an opt-barrier), of a dot, a concatenate, an average
+#: pool, a scatter-add and a dynamic update;
 #: 3: bf16 with a dynamic update, a cumsum, a while loop and a dropout by rbg keys.
 SEEDS = (5, 56, 3)
 
