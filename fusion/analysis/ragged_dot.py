@@ -1,7 +1,7 @@
 """``ragged-dot``: a dot whose lhs is split into consecutive groups along one dim (XLA's
 ``RaggedDot``; what ``jax.lax.ragged_dot`` lowers to on GPU and TPU: the grouped matmuls of a
 mixture of experts).  ``group_sizes[j]`` rows (or columns) belong to group ``j``, in order;
-past their sum, to none.  Three modes, by the kind of the lhs's ragged dim:
+past their sum, to none (a negative size counts as 0: XLA asks for sizes of at least 0).  Three modes, by the kind of the lhs's ragged dim:
 
 * a free dim (``m``): the rhs has a group dim (``rhs_group_dims``); each lhs row is multiplied
   by its group's rhs, and a row in no group gives zeros.  ``[m, k] x [g, k, n] -> [m, n]``;
@@ -75,6 +75,51 @@ class RaggedDot:
         return self.lhs_contracting, self.rhs_contracting, self.lhs_batch, self.rhs_batch
 
 
+#: The element types the grouped GEMM kernel multiplies (operands) and writes (result).
+GROUPED_GEMM_TYPES = frozenset({"bf16", "f16", "f32"})
+
+
+def grouped_gemm_problem(r: RaggedDot, lhs: ArrayShape, rhs: ArrayShape,
+                         out: ArrayShape) -> str | None:
+    """Why the grouped GEMM kernel (``triton_backend/templates/ragged_dot``) cannot compute
+    this ragged dot, or None when it can: the two forms a mixture of experts and its gradient
+    write, on row-major operands of one float type without batch dims, ``[m, k] x [g, k, n]``
+    (or ``[g, n, k]``) by rows, and ``[k, m] x [k, n] -> [g, m, n]`` by contracting dim.
+
+    >>> r = RaggedDot("noncontracting", 0, 0, 3, (1,), (2,), (), ())
+    >>> f = lambda *d: ArrayShape("bf16", d)
+    >>> grouped_gemm_problem(r, f(12, 8), f(3, 5, 8), f(12, 5)) is None
+    True
+    >>> grouped_gemm_problem(r, f(12, 8), f(3, 5, 8), ArrayShape("s32", (12, 5)))
+    'the grouped GEMM kernel takes bf16, f16 or f32 operands and results, not bf16 x bf16 -> s32'
+    """
+    if not canonical_form(r, lhs, rhs):
+        return ("the grouped GEMM kernel takes [m, k] x [g, k, n] (or [g, n, k]) by rows and "
+                "[k, m] x [k, n] by contracting dim")
+    types = (lhs.dtype, rhs.dtype, out.dtype)
+    if lhs.dtype != rhs.dtype or not set(types) <= GROUPED_GEMM_TYPES:
+        return ("the grouped GEMM kernel takes bf16, f16 or f32 operands and results, not "
+                f"{lhs.dtype} x {rhs.dtype} -> {out.dtype}")
+    for shape in (lhs, rhs, out):
+        if shape.layout is not None and shape.effective_layout.minor_to_major != \
+                tuple(range(shape.rank - 1, -1, -1)):
+            return f"the grouped GEMM kernel reads row-major arrays, not {shape}"
+    return None
+
+
+def canonical_form(r: RaggedDot, lhs: ArrayShape, rhs: ArrayShape) -> bool:
+    """Whether the ragged dot is one of the two matmul forms (any types and layouts):
+    ``[m, k] x [g, k, n]`` (or ``[g, n, k]``) by rows, ``[k, m] x [k, n]`` by contracting dim,
+    without batch dims.  Their gradients are ragged dots of these forms again."""
+    if r.lhs_batch or lhs.rank != 2:
+        return False
+    if r.mode == "noncontracting":
+        return rhs.rank == 3 and r.ragged_dim == 0 and r.group_dim == 0 and \
+            r.lhs_contracting == (1,) and r.rhs_contracting in ((1,), (2,))
+    return r.mode == "contracting" and rhs.rank == 2 and r.lhs_contracting == (0,) and \
+        r.rhs_contracting == (0,)
+
+
 def _dims(instr: HloInstruction, key: str) -> tuple[int, ...]:
     value = instr.attr(key, ())
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -116,4 +161,5 @@ def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
     return RaggedDot(mode, dim, group[0] if group else None, groups, lc, rc, lb, rb)
 
 
-__all__ = ["RAGGED_ATTRIBUTES", "RaggedDot", "ragged_dot"]
+__all__ = ["GROUPED_GEMM_TYPES", "RAGGED_ATTRIBUTES", "RaggedDot", "canonical_form",
+           "grouped_gemm_problem", "ragged_dot"]

@@ -72,6 +72,52 @@ def vjp_dot(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     return (grad_x, grad_y)
 
 
+def _ragged(b: GraphBuilder, lhs: str, rhs: str, sizes: str, contracting: tuple[int, int],
+            by_rows: bool, dtype: str, dims: tuple[int, ...]) -> str:
+    """A ragged dot of the two forms the grouped GEMM kernel runs, converted to ``dtype``."""
+    attributes = [("lhs_contracting_dims", (contracting[0],)),
+                  ("rhs_contracting_dims", (contracting[1],)), ("lhs_ragged_dims", (0,))]
+    if by_rows:
+        attributes.append(("rhs_group_dims", (0,)))
+    shape = ArrayShape(b.array_shape(rhs).dtype, dims)
+    return b.convert(b.emit("ragged-dot", (lhs, rhs, sizes), attributes, shape=shape), dtype)
+
+
+def vjp_ragged_dot(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    """JAX's transposes of a ragged dot in its two matmul forms (others are differentiated as
+    the dense dot they are: ``vjp_module`` expands them), each gradient a ragged dot of those
+    forms again (``fusion.analysis.ragged_dot.canonical_form``):
+
+    * by rows, ``x [m,k] . w [g,k,n] -> [m,n]`` (or ``w [g,n,k]``): ``dx = ct . w`` by rows
+      over ``n``; ``dw[j] = x[group j]^T . ct[group j]``, by contracting dim;
+    * by contracting dim, ``x [r,m] . y [r,n] -> [g,m,n]``: ``dx = y . ct`` and ``dy = x . ct``,
+      by rows, each row of ``x``/``y`` with its group's ``ct[j]``.
+    """
+    b = ctx.b
+    x, w, sizes = (ctx.operand(instr, k) for k in range(3))
+    xs, ws = ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 1)
+    grads: list = [None, None, None]
+    if instr.attr("rhs_group_dims", ()):
+        (wc,) = instr.attr("rhs_contracting_dims")
+        w_n = 3 - wc  # w's free (n) dim: 2 when w is [g, k, n], 1 when [g, n, k]
+        if ctx.is_active(instr.operands[0]):
+            grads[0] = _ragged(b, b.convert(ct, ws.dtype), w, sizes, (1, w_n), True, xs.dtype,
+                               xs.dims)
+        if ctx.is_active(instr.operands[1]):
+            cw = b.convert(ct, xs.dtype)
+            pair = (x, cw) if wc == 1 else (cw, x)
+            grads[1] = _ragged(b, *pair, sizes, (0, 0), False, ws.dtype, ws.dims)
+    else:
+        cts = b.convert(ct, ws.dtype)
+        if ctx.is_active(instr.operands[0]):
+            grads[0] = _ragged(b, w, cts, sizes, (1, 2), True, xs.dtype, xs.dims)
+        if ctx.is_active(instr.operands[1]):
+            grads[1] = _ragged(b, x, b.convert(ct, xs.dtype), sizes, (1, 1), True, ws.dtype,
+                               ws.dims)
+    return tuple(grads)
+
+
 DOT_VJP_RULES: dict[str, Rule] = {
     "dot": vjp_dot,
+    "ragged-dot": vjp_ragged_dot,
 }

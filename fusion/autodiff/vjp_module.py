@@ -90,7 +90,7 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
     # An async pair, a cuBLAS/cuDNN call, a batch-norm op or a ragged dot differentiates as
     # what it computes (XLA defines a batch-norm op by its expansion).
     module = expand_ragged_dots(expand_batch_norms(expand_gpu_library_calls(
-        unwrap_async_calls(module))))
+        unwrap_async_calls(module))), keep="canonical")
     verify_module(module)
     chosen = _checked_wrt(module, wrt)
     table = ComputationTable({c.name: c for c in module.computations})

@@ -29,8 +29,9 @@ from fusion.evaluator.dot_ops import eval_dot
 def in_groups(x: np.ndarray, dim: int, sizes: np.ndarray) -> np.ndarray:
     """``[g] + x.shape``: element ``[j, ...]`` is ``x``'s where its index along ``dim`` lies in
     group ``j`` (the ``sizes[j]`` indices after the groups before it), else zero."""
-    ends = np.cumsum(sizes.astype(np.int64))
-    starts = ends - sizes.astype(np.int64)
+    sizes = np.maximum(sizes.astype(np.int64), 0)  # a negative size counts as 0
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
     shape = [1] * (x.ndim + 1)
     shape[dim + 1] = x.shape[dim]
     index = np.arange(x.shape[dim]).reshape(shape)

@@ -4,8 +4,8 @@ An ``async-start``/``async-done`` pair becomes the call it runs (``async_unwrapp
 cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it computes
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
-(``map_inlining``), a ragged dot the dense dot of its operands masked by group
-(``ragged_dot_expansion``), an ``rng-bit-generator`` the integer ops computing its bits
+(``map_inlining``), a ragged dot the grouped GEMM kernel does not take the dense dot of its
+operands masked by group (``ragged_dot_expansion``), an ``rng-bit-generator`` the integer ops computing its bits
 (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a batch-norm op its reductions
 and elementwise ops (``batch_norm_expansion``, as XLA's ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
@@ -45,9 +45,10 @@ def plain_ops(module: HloModule) -> HloModule:
     """``module`` with XLA's wrappers written as plain ops (module docstring); ``module``
     itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
     project does not compute."""
+    plain = inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
+        module))))
     return expand_batch_norms(expand_rng_bit_generators(expand_complex_dots(round_dot_operands(
-        expand_ragged_dots(inline_maps(inline_nested_fusions(expand_gpu_library_calls(
-            unwrap_async_calls(module)))))))))
+        expand_ragged_dots(plain, keep="grouped")))))
 
 
 __all__ = ["plain_ops"]

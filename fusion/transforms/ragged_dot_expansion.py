@@ -24,21 +24,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from fusion.analysis.ragged_dot import RAGGED_ATTRIBUTES, ragged_dot
+from fusion.analysis.ragged_dot import (
+    RAGGED_ATTRIBUTES, canonical_form, grouped_gemm_problem, ragged_dot,
+)
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
 from fusion.ir.shape import ArrayShape
 from fusion.transforms.map_inlining import fresh_names
 
 
-def expand_ragged_dots(module: HloModule) -> HloModule:
-    """``module`` with every ``ragged-dot`` written as a dense dot (module docstring)."""
+def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
+    """``module`` with every ``ragged-dot`` written as a dense dot (module docstring), but
+    those that ``keep`` names stay: ``"grouped"``, those the grouped GEMM kernel computes
+    (``grouped_gemm_problem``), ``"canonical"``, those of its forms whatever their types
+    (``canonical_form``: their VJP is ragged dots again)."""
     if not any(i.opcode == "ragged-dot" for c in module.computations for i in c):
         return module
     taken = {i.name for c in module.computations for i in c} | \
         {c.name for c in module.computations}
     adders: dict[str, HloComputation] = {}
-    comps = tuple(_expanded(c, taken, adders) for c in module.computations)
+    comps = tuple(_expanded(c, taken, adders, keep) for c in module.computations)
     return replace(module, computations=tuple(adders.values()) + comps)
 
 
@@ -88,8 +93,8 @@ class _Ops:
         return self.add("select", out, (keep, spread, self.splat(0, out)))
 
 
-def _expanded(comp: HloComputation, taken: set[str],
-              adders: dict[str, HloComputation]) -> HloComputation:
+def _expanded(comp: HloComputation, taken: set[str], adders: dict[str, HloComputation],
+              keep: str | None) -> HloComputation:
     out: list[HloInstruction] = []
     for instr in comp:
         if instr.opcode != "ragged-dot":
@@ -97,6 +102,10 @@ def _expanded(comp: HloComputation, taken: set[str],
             continue
         lhs, rhs, sizes = (comp.instruction(o).shape for o in instr.operands)
         r = ragged_dot(instr, lhs, rhs, sizes)
+        if (keep == "grouped" and grouped_gemm_problem(r, lhs, rhs, instr.shape) is None) or \
+                (keep == "canonical" and canonical_form(r, lhs, rhs)):
+            out.append(instr)
+            continue
         a, b, g = instr.operands
         ops = _Ops(instr, fresh_names(instr.name, taken, "rd"))
         if r.mode != "batch":
@@ -104,8 +113,10 @@ def _expanded(comp: HloComputation, taken: set[str],
             if it not in adders:
                 adders[it] = binary_computation(fresh_names("ragged_dot_add", taken, it)(),
                                                 "add", it)
-            starts = ops.starts(g, it, r.groups, adders[it].name)
-            ends = ops.add("add", ArrayShape(it, (r.groups,)), (starts, g))
+            sizes_at_least_0 = ops.add("maximum", ArrayShape(it, (r.groups,)),
+                                       (g, ops.splat(0, ArrayShape(it, (r.groups,)))))
+            starts = ops.starts(sizes_at_least_0, it, r.groups, adders[it].name)
+            ends = ops.add("add", ArrayShape(it, (r.groups,)), (starts, sizes_at_least_0))
             a = ops.in_groups(a, lhs, r.ragged_dim, starts, ends, it, r.groups)
             if r.expands_rhs:
                 b = ops.in_groups(b, rhs, r.rhs_ragged_dim, starts, ends, it, r.groups)

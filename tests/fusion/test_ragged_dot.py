@@ -38,10 +38,10 @@ def per_group(lhs: np.ndarray, rhs: np.ndarray, sizes: np.ndarray) -> np.ndarray
 
 
 def module(mode: str, t: str = "f32") -> str:
-    if mode == "rows":
-        shapes, out = (f"{t}[12,8]", f"{t}[4,8,5]"), "[12,5]"
-        dims = "lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, " \
-               "rhs_group_dims={0}"
+    if mode in ("rows", "rows_t"):  # rows_t: the experts' matrices [g, n, k]
+        shapes, out = (f"{t}[12,8]", f"{t}[4,8,5]" if mode == "rows" else f"{t}[4,5,8]"), "[12,5]"
+        dims = f"lhs_contracting_dims={{1}}, rhs_contracting_dims={{{1 if mode == 'rows' else 2}}}, " \
+               "lhs_ragged_dims={0}, rhs_group_dims={0}"
     else:
         shapes, out = (f"{t}[12,8]", f"{t}[12,5]"), "[4,8,5]"
         dims = "lhs_contracting_dims={0}, rhs_contracting_dims={0}, lhs_ragged_dims={0}"
@@ -57,7 +57,7 @@ ENTRY e {{
 
 def operands(mode: str, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    rhs = (4, 8, 5) if mode == "rows" else (12, 5)
+    rhs = {"rows": (4, 8, 5), "rows_t": (4, 5, 8)}.get(mode, (12, 5))
     return [rng.standard_normal((12, 8)).astype(np.float32),
             rng.standard_normal(rhs).astype(np.float32), SIZES]
 
@@ -69,28 +69,75 @@ def test_the_evaluator_is_the_grouped_product(mode, brute):
     np.testing.assert_allclose(got, brute(*args), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("mode", ["rows", "contracting"])
-def test_compiled_as_a_dense_dot_of_masked_operands(mode):
+BATCHED = """HloModule batched_experts
+ENTRY e {
+  a = f32[2,6,4] parameter(0)
+  b = f32[2,4,4,5] parameter(1)
+  g = s32[4] parameter(2)
+  ROOT r = f32[2,6,5] ragged-dot(a, b, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={1}
+}
+"""
+
+
+def _compiled(text: str, args: list[np.ndarray]):
     from triton_backend import compile_hlo
     from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 
-    text = module(mode)
-    args = operands(mode, seed=1)
     compiled = compile_hlo(text, cache=False)
     params = compiled.module.entry.parameters
     (got,) = [tensor_to_numpy(t) for t in compiled(*[tensor_from_numpy(a, p.shape.dtype)
                                                      for a, p in zip(args, params)])]
+    return compiled, got
+
+
+@pytest.mark.parametrize("mode", ["rows", "contracting"])
+def test_compiled_by_the_grouped_gemm_template(mode):
+    from triton_backend.runtime.kernel_loading import TemplateKind
+
+    text = module(mode)
+    args = operands(mode, seed=1)
+    compiled, got = _compiled(text, args)
     (want,) = evaluate(parse_hlo(text), *args)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert [f.kind for f in compiled.fusions.values()] == [TemplateKind.RAGGED_DOT]
+
+
+def test_other_forms_compile_as_a_dense_dot_of_masked_operands():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 4, 5)).astype(np.float32)
+    sizes = np.int32([2, 0, 3, 0])
+    compiled, got = _compiled(BATCHED, [a, b, sizes])
+    want = np.stack([grouped(a[k], b[k], sizes) for k in range(2)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert not any(i.opcode == "ragged-dot" for c in compiled.module.computations for i in c)
 
 
-@pytest.mark.parametrize("mode", ["rows", "contracting"])
+@pytest.mark.parametrize("mode", ["rows", "rows_t", "contracting"])
 def test_the_vjp_matches_finite_differences(mode):
     from tests.fusion.autodiff.finite_differences import check_directional_derivatives
 
     args = [a.astype(np.float64) for a in operands(mode, seed=2)[:2]] + [SIZES]
     check_directional_derivatives(parse_hlo(module(mode, "f64")), args, wrt=[0, 1])
+
+
+def test_the_vjp_of_a_matmul_form_is_ragged_dots_again():
+    # So the backward runs on the grouped GEMM kernel too, not on g-times-dense dots.
+    from fusion.autodiff import vjp
+
+    for mode in ("rows", "contracting"):
+        backward = vjp(parse_hlo(module(mode)), wrt=[0, 1])
+        opcodes = [i.opcode for c in backward.computations for i in c]
+        assert opcodes.count("ragged-dot") == 2 and "dot" not in opcodes, (mode, opcodes)
+
+
+def test_the_vjp_of_other_forms_matches_finite_differences():
+    from tests.fusion.autodiff.finite_differences import check_directional_derivatives
+
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal((2, 6, 4)), rng.standard_normal((2, 4, 4, 5)),
+            np.int32([2, 0, 3, 0])]
+    check_directional_derivatives(parse_hlo(BATCHED.replace("f32", "f64")), args, wrt=[0, 1])
 
 
 @functools.cache

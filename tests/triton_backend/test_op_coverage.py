@@ -95,7 +95,8 @@ def test_table_is_alphabetical_and_lists_every_evaluator_opcode():
     for opcode, entry in oc.COVERAGE.items():
         assert entry.handler in (oc.HOST, oc.HOST_OR_KERNEL, oc.KERNEL, oc.ELEMENTWISE,
                                  oc.REDUCTION, oc.CONV, oc.DOT, oc.SORT, oc.SCATTER,
-                                 oc.SELECT_AND_SCATTER, oc.FUSION, oc.LIBRARY, oc.PAIRS, oc.INLINED,
+                                 oc.SELECT_AND_SCATTER, oc.RAGGED_DOT, oc.FUSION, oc.LIBRARY,
+                                 oc.PAIRS, oc.INLINED,
                                  oc.EXPANDED,
                                  oc.NEVER)
         assert entry.covered or entry.limits, f"{opcode}: an uncovered op needs its reason"

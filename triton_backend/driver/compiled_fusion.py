@@ -61,6 +61,10 @@ from triton_backend.lowering.kernel_plan import (
     plan_kernel,
     program_elements,
 )
+from triton_backend.templates.ragged_dot.kernel import (
+    compile_ragged_dot_fusion,
+    is_ragged_dot_fusion,
+)
 from triton_backend.templates.scatter.kernel import compile_scatter_fusion
 from triton_backend.templates.select_and_scatter.kernel import (
     compile_select_and_scatter_fusion,
@@ -82,6 +86,7 @@ SPECIAL_FUSIONS = (
     (TemplateKind.ATTENTION, is_attention_fusion, compile_attention_fusion),
     (TemplateKind.CONVOLUTION, is_conv_fusion, compile_conv_fusion),
     (TemplateKind.DOT, is_dot_fusion, compile_dot_fusion),
+    (TemplateKind.RAGGED_DOT, is_ragged_dot_fusion, compile_ragged_dot_fusion),
     (TemplateKind.SELECT_AND_SCATTER, is_select_and_scatter_fusion,
      compile_select_and_scatter_fusion),
     (TemplateKind.SORT, is_sort_fusion, compile_sort_fusion),

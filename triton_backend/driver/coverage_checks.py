@@ -42,6 +42,7 @@ from triton_backend.templates.attention.backward_driver import is_score_space_fu
 from triton_backend.templates.conv.driver import conv_spec, is_conv_fusion
 from triton_backend.templates.dot.driver import dot_spec, is_dot_fusion
 from triton_backend.templates.scatter.kernel import scatter_plan
+from triton_backend.templates.ragged_dot.kernel import is_ragged_dot_fusion, ragged_dot_plan
 from triton_backend.templates.select_and_scatter.kernel import (
     is_select_and_scatter_fusion,
     select_and_scatter_plan,
@@ -146,6 +147,9 @@ def fusion_template(module: HloModule, fusion_instr: HloInstruction) -> tuple[st
         if is_dot_fusion(module, fusion_instr):
             dot_spec(module, fusion_instr)
             return "dot", None
+        if is_ragged_dot_fusion(module, fusion_instr):
+            ragged_dot_plan(module, fusion_instr)
+            return "ragged_dot", None
         if is_select_and_scatter_fusion(module, fusion_instr):
             select_and_scatter_plan(module, fusion_instr)
             return "select_and_scatter", None

@@ -84,6 +84,7 @@ DOT = "dot template"
 SORT = "sort template"
 SCATTER = "scatter template"
 SELECT_AND_SCATTER = "select-and-scatter template"
+RAGGED_DOT = "ragged-dot template (a grouped GEMM)"
 LIBRARY = "library call (torch.fft / torch.linalg / torch.sort on the host)"
 PAIRS = "complex expansion (kernel value rules on the real and imaginary parts)"
 FUSION = "fusion dispatch"
@@ -122,8 +123,8 @@ class Uncovered(NamedTuple):
 _HOST_ONLY = opcodes_with("host_only")
 _CONTROL_FLOW = opcodes_with("control_flow")
 _REDUCER_USERS = opcodes_with("kernel_reducer")
-_TEMPLATES = {"convolution": "convolution", "dot": "dot", "sort": "sort", "scatter": "scatter",
-              "select-and-scatter": "select_and_scatter"}
+_TEMPLATES = {"convolution": "convolution", "dot": "dot", "ragged-dot": "ragged_dot",
+              "sort": "sort", "scatter": "scatter", "select-and-scatter": "select_and_scatter"}
 
 
 # ---- the table -------------------------------------------------------------------------------
@@ -207,8 +208,11 @@ _EXPLICIT: dict[str, OpCoverage] = {
                       "and constants", map_check),
     "opt-barrier": OpCoverage(HOST, "no copy: its operand passes on; fusions never cross it"),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
-    "ragged-dot": OpCoverage(EXPANDED, "the dense dot of its operands masked by group "
-                             "(every group's product for every row); one list of group sizes"),
+    "ragged-dot": OpCoverage(RAGGED_DOT, "[m, k] x [g, k, n] (or [g, n, k]) by rows and "
+                             "[k, m] x [k, n] by contracting dim, row-major bf16/f16/f32; any "
+                             "other as the dense dot of its operands masked by group (every "
+                             "group's product for every row); one list of group sizes",
+                             template_check),
     "real": OpCoverage(PAIRS, _PAIRS),
     "reduce": OpCoverage(REDUCTION, _REDUCER_LIMIT + "; a zero-element reduce is its init, on "
                          "the host"),

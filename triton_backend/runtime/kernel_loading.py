@@ -36,6 +36,7 @@ class TemplateKind(str, Enum):
     ATTENTION_BACKWARD = "attention_backward"
     CONVOLUTION = "convolution"
     DOT = "dot"
+    RAGGED_DOT = "ragged_dot"
     SELECT_AND_SCATTER = "select_and_scatter"
     SORT = "sort"
 

@@ -281,6 +281,13 @@ CASES = {
   d = f64[4,3]{1,0:S(5)} copy-done(s)
   c = f64[4,3] cosine(d)
   ROOT m = f64[4,3] multiply(c, x)""", [normal(4, 3)]),
+    # A mixture of experts' grouped matmul (its other forms: tests/fusion/test_ragged_dot.py).
+    "ragged_dot": ("""
+  x = f64[7,3] parameter(0)
+  w = f64[2,3,4] parameter(1)
+  g = s32[2] constant({3, 2})
+  ROOT r = f64[7,4] ragged-dot(x, w, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}""",
+                   [normal(7, 3), normal(2, 3, 4)]),
     "sharding_custom_call": ("""
   x = f64[4,3] parameter(0)
   c = f64[4,3] custom-call(x), custom_call_target="Sharding", sharding={replicated}

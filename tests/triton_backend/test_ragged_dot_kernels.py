@@ -1,0 +1,93 @@
+"""The grouped GEMM template (``templates/ragged_dot``) under the interpreter, against brute
+force: rows by group (tiles that straddle groups, empty groups, rows in no group, sizes past
+the rows, a negative size), the transposed expert matrices of the input gradient, and the
+per-group product of the weight gradient; bf16 and f32.  Tiles of 16 give many tiles per
+group, so the walk over the groups is what is tested."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fusion.evaluator import evaluate
+from fusion.text.parser import parse_hlo
+from tests.fusion.test_ragged_dot import grouped, per_group
+from triton_backend import compile_hlo
+from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
+from triton_backend.runtime.kernel_loading import TemplateKind
+
+M, K, N = 70, 24, 40
+
+ROWS = """HloModule moe
+ENTRY e {{
+  a = {t}[70,24] parameter(0)
+  b = {t}[4,{rhs}] parameter(1)
+  g = s32[4] parameter(2)
+  ROOT r = f32[70,40] ragged-dot(a, b, g), lhs_contracting_dims={{1}}, rhs_contracting_dims={{{c}}}, lhs_ragged_dims={{0}}, rhs_group_dims={{0}}
+}}
+"""
+CONTRACTING = """HloModule moe_weight_grad
+ENTRY e {{
+  a = {t}[70,24] parameter(0)
+  b = {t}[70,40] parameter(1)
+  g = s32[4] parameter(2)
+  ROOT r = f32[4,24,40] ragged-dot(a, b, g), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}, lhs_ragged_dims={{0}}
+}}
+"""
+SIZES = {
+    "straddling": [17, 30, 5, 18],         # every row in a group, boundaries inside tiles
+    "gaps": [20, 0, 33, 2],                # an empty group; 15 rows in none (zeros)
+    "too_many": [50, 40, 9, 1],            # past the 70 rows: clipped
+    "negative": [25, -7, 30, 3],           # a negative size counts as 0
+}
+
+
+def _run(text: str, args: list[np.ndarray], tiles=(16, 16, 16)):
+    compiled = compile_hlo(text, cache=False, tiling=None)
+    (name,) = compiled.fusions
+    compiled = compile_hlo(text, cache=False, tiling={name: tiles})
+    assert compiled.fusions[name].kind == TemplateKind.RAGGED_DOT
+    params = compiled.module.entry.parameters
+    (got,) = [tensor_to_numpy(t) for t in compiled(*[tensor_from_numpy(a, p.shape.dtype)
+                                                     for a, p in zip(args, params)])]
+    return got
+
+
+def _operands(rhs_shape, t: str, seed: int, rows=M):
+    rng = np.random.default_rng(seed)
+    cast = (lambda a: a.astype(ml_dtypes.bfloat16)) if t == "bf16" else np.float32
+    return cast(rng.standard_normal((rows, K))), cast(rng.standard_normal(rhs_shape))
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+@pytest.mark.parametrize("case", sorted(SIZES))
+def test_rows_by_group(case, t):
+    sizes = np.int32(SIZES[case])
+    a, b = _operands((4, K, N), t, seed=len(case))
+    got = _run(ROWS.format(t=t, rhs=f"{K},{N}", c=1), [a, b, sizes])
+    want = grouped(a.astype(np.float32), b.astype(np.float32), np.maximum(sizes, 0))
+    tol = 1e-4 if t == "f32" else 2e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_rows_by_group_with_transposed_expert_matrices():
+    # The input gradient's form: the experts' matrices [g, n, k], contracted on their last dim.
+    sizes = np.int32(SIZES["gaps"])
+    a, b = _operands((4, N, K), "f32", seed=5)
+    text = ROWS.format(t="f32", rhs=f"{N},{K}", c=2)
+    got = _run(text, [a, b, sizes])
+    np.testing.assert_allclose(got, grouped(a, np.swapaxes(b, 1, 2), sizes), rtol=1e-4,
+                               atol=1e-4)
+    (want,) = evaluate(parse_hlo(text), a, b, sizes)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+@pytest.mark.parametrize("case", ["straddling", "gaps", "negative"])
+def test_contracting_by_group(case, t):
+    sizes = np.int32(SIZES[case])
+    a, b = _operands((M, N), t, seed=7)
+    got = _run(CONTRACTING.format(t=t), [a, b, sizes])
+    want = per_group(a.astype(np.float32), b.astype(np.float32), np.maximum(sizes, 0))
+    tol = 1e-4 if t == "f32" else 2e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
