@@ -270,6 +270,16 @@ def _torch_programs():
         h = rmsnorm(x, mlp_norm)
         return x + swiglu(h @ w_gate, h @ w_up) @ w_down
 
+    def moe(x, w, sizes):
+        # Eager PyTorch's mixture of experts: one cuBLAS matmul per expert's rows.
+        out = torch.empty(x.shape[0], w.shape[2], device=x.device, dtype=torch.float32)
+        start = 0
+        for j, size in enumerate(sizes.tolist()):
+            out[start:start + size] = (x[start:start + size] @ w[j]).float()
+            start += size
+        out[start:] = 0
+        return F.silu(out).to(x.dtype)
+
     # Longest prefix first (log_softmax before softmax, matmul_bias_gelu before matmul,
     # attention_causal before attention); the window is the bench program's (w512).
     return {"log_softmax": log_softmax, "softmax": softmax, "layernorm": layernorm,
@@ -279,7 +289,7 @@ def _torch_programs():
             "attention_gqa_sliding_window": attention_gqa_sliding_window,
             "attention_causal": attention_causal, "attention": attention,
             "gpt2_block": gpt2_block, "llama_block": llama_block, "bias_grad": bias_grad,
-            "global_norm": global_norm, "cumsum": cumsum, "top_p_mask": top_p_mask}
+            "global_norm": global_norm, "cumsum": cumsum, "top_p_mask": top_p_mask, "moe": moe}
 
 
 def torch_program(name: str):
@@ -292,14 +302,22 @@ def torch_program(name: str):
 
 def program_inputs(module, device: str = "cuda"):
     """Random torch tensors for the ENTRY parameters: normal floats (scaled 0.1 where a dot
-    would sum many of them), integers in [0, 16) (valid labels and indices)."""
+    would sum many of them), integers in [0, 16) (valid labels and indices), and a ragged
+    dot's group sizes, groups of equal size (within one) covering its rows."""
     import torch
 
     from fusion.ir.shape import ArrayShape
 
     gen = torch.Generator(device=device).manual_seed(0)
+    rows = {i.operands[2]: module.entry.instruction(i.operands[0]).shape.dims[0]
+            for i in module.entry if i.opcode == "ragged-dot"}
     out = []
     for p in module.entry.parameters:
+        if p.name in rows:
+            (groups,) = p.shape.dims
+            sizes = [rows[p.name] // groups + (j < rows[p.name] % groups) for j in range(groups)]
+            out.append(torch.tensor(sizes, device=device, dtype=_torch_dtype(p.shape.dtype)))
+            continue
         shape = p.shape
         if not isinstance(shape, ArrayShape):
             raise ValueError(f"parameter {p.name} is not an array")

@@ -1,7 +1,8 @@
 """bench/gpu_runtime's eager PyTorch forms of the attention and scan bench programs compute
 what the programs' JAX functions (bench/programs/generate.py) compute: causal or not, the
 grouped sliding window, JAX's own attention and its gradient, the cumulative sum and top-p's
-mask, at small sizes in f32 (the GPU timings compare against these)."""
+mask, and the mixture of experts, at small sizes in f32 (the GPU timings compare against
+these)."""
 from __future__ import annotations
 
 import importlib.util
@@ -54,3 +55,17 @@ def test_eager_form_matches_the_jax_program(name):
     pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
     for g, w in pairs:
         np.testing.assert_allclose(g.detach().numpy(), np.asarray(w), rtol=2e-5, atol=2e-5)
+
+
+def test_eager_mixture_of_experts_matches_the_jax_program():
+    # One matmul per expert's rows in PyTorch; rows past every group are zero in both.
+    generate = _load(ROOT / "bench" / "programs" / "generate.py", "bench_generate")
+    runtime = _load(ROOT / "bench" / "gpu_runtime.py", "bench_gpu_runtime")
+    name = "moe_bf16_t2048_d1024_f2816_e8"
+    function, _ = generate.programs()[name]
+    rng = np.random.default_rng(1)
+    x, w = rng.normal(size=(40, 16)).astype(np.float32), rng.normal(size=(3, 16, 24)).astype(np.float32)
+    sizes = np.int32([10, 0, 25])
+    want = np.asarray(function(x, w, sizes))
+    got = runtime.torch_program(name)(*map(torch.from_numpy, (x, w, sizes)))
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=2e-5)

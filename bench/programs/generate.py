@@ -342,7 +342,31 @@ def programs():
         out[f"matmul_bf16_{m}x{k}x{n}"] = (matmul, (arg((m, k), bf16), arg((k, n), bf16)))
     out["llama_block_bf16_b1_s512_d1024_h8_kv2"] = (
         llama_block, llama_args(1, 512, 1024, 8, 2, 2816, bf16))
+
+    # A mixture of experts' up projection: 2048 tokens sorted by expert, 8 experts.
+    def moe(x, w, sizes):
+        y = jax.lax.ragged_dot(x, w, sizes, preferred_element_type=f32)
+        return jax.nn.silu(y).astype(x.dtype)
+
+    out["moe_bf16_t2048_d1024_f2816_e8"] = (
+        moe, (arg((2048, 1024), bf16), arg((8, 1024, 2816), bf16), arg((8,), jnp.int32)))
     return out
+
+
+#: Programs written as JAX lowers them for a GPU (``jax.export``, no GPU needed): on a CPU,
+#: JAX writes ``ragged_dot`` as a dense dot of masked operands instead of a ``ragged-dot``.
+GPU_LOWERED = frozenset({"moe_bf16_t2048_d1024_f2816_e8"})
+
+
+def gpu_hlo_text(fn, fn_args) -> str:
+    """The unfused HLO text of ``fn`` as JAX lowers it for CUDA."""
+    import jax
+    from jax import export
+    from jax._src.lib import _jax
+
+    mlir = export.export(jax.jit(fn), platforms=["cuda"])(*fn_args).mlir_module()
+    return _jax.mlir.mlir_module_to_xla_computation(mlir, use_tuple_args=False,
+                                                    return_tuple=False).as_hlo_text()
 
 
 #: Backward programs: name -> the forward program ``fusion.autodiff.vjp`` differentiates.
@@ -453,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         lowered = jax.jit(fn).lower(*fn_args)
-        (args.out / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
+        text = gpu_hlo_text(fn, fn_args) if name in GPU_LOWERED else lowered.as_text(dialect="hlo")
+        (args.out / f"{name}.hlo").write_text(text)
         counts[name] = count_xla_kernels(lowered.compile().as_text())
         print(f"{name}: XLA:CPU {counts[name]} kernel(s)")
     for name in VJP_PROGRAMS:
