@@ -63,7 +63,8 @@ class RaggedDot:
         return self.rhs_contracting[self.lhs_contracting.index(self.ragged_dim)]
 
     def dense_dot(self) -> tuple[tuple[int, ...], ...]:
-        """``(lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)`` of the dense dot over
+        """``(lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)`` (``_DOT_DIMS``'s order)
+        of the dense dot over
         the expanded operands (a new dim 0, the group, on each expanded one)."""
         up = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
         if self.mode == "noncontracting":
@@ -120,6 +121,14 @@ def canonical_form(r: RaggedDot, lhs: ArrayShape, rhs: ArrayShape) -> bool:
         r.rhs_contracting == (0,)
 
 
+def dense_dot_attributes(instr: HloInstruction, r: RaggedDot) -> tuple:
+    """The attributes of the dense ``dot`` over the expanded operands: the ragged dot's own
+    (precision, algorithm) with :meth:`RaggedDot.dense_dot`'s dimension numbers."""
+    kept = tuple((k, v) for k, v in instr.attributes
+                 if k not in RAGGED_ATTRIBUTES and k not in _DOT_DIMS)
+    return kept + tuple(zip(_DOT_DIMS, r.dense_dot()))
+
+
 def _dims(instr: HloInstruction, key: str) -> tuple[int, ...]:
     value = instr.attr(key, ())
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -162,4 +171,4 @@ def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
 
 
 __all__ = ["GROUPED_GEMM_TYPES", "RAGGED_ATTRIBUTES", "RaggedDot", "canonical_form",
-           "grouped_gemm_problem", "ragged_dot"]
+           "dense_dot_attributes", "grouped_gemm_problem", "ragged_dot"]

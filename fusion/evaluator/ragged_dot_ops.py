@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fusion.analysis.ragged_dot import RAGGED_ATTRIBUTES, ragged_dot
+from fusion.analysis.ragged_dot import dense_dot_attributes, ragged_dot
 from fusion.evaluator.dot_ops import eval_dot
 
 
@@ -43,16 +43,12 @@ def in_groups(x: np.ndarray, dim: int, sizes: np.ndarray) -> np.ndarray:
 def eval_ragged_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
     lhs, rhs, sizes = args
     r = ragged_dot(instr, *ev.operand_shapes(instr))
-    lc, rc, lb, rb = r.dense_dot()
     if r.mode != "batch":
         lhs = in_groups(lhs, r.ragged_dim, sizes)
     if r.expands_rhs:
         rhs = in_groups(rhs, r.rhs_ragged_dim, sizes)
-    kept = tuple((k, v) for k, v in instr.attributes if k not in RAGGED_ATTRIBUTES and
-                 not k.endswith(("_contracting_dims", "_batch_dims")))
-    dense = instr.replace(opcode="dot", operands=instr.operands[:2], attributes=kept + (
-        ("lhs_contracting_dims", lc), ("rhs_contracting_dims", rc), ("lhs_batch_dims", lb),
-        ("rhs_batch_dims", rb)))
+    dense = instr.replace(opcode="dot", operands=instr.operands[:2],
+                          attributes=dense_dot_attributes(instr, r))
     return eval_dot(ev, dense, [lhs, rhs])
 
 

@@ -2,10 +2,11 @@
 expanded operand is a ``select`` of its broadcast along a new leading group dim, kept where
 its index along the ragged dim lies in that group; the groups' starts are a ``[g]`` sum of
 the sizes before each (an iota comparison and a reduce over a ``[g, g]`` square), so no scan.
-The fusion pass then takes the masks into the dot's prologue.  It computes every group's
-product for every row (``g`` times the useful work, as JAX's own CPU lowering does); a
-grouped GEMM template would compute only each row's group.  A module without ragged dots is
-returned as is.
+The fusion pass may take the masks into the dot's prologue.  It computes every group's
+product for every row (``g`` times the useful work, as JAX's own CPU lowering does), so the
+two matmul forms the grouped GEMM template runs (``triton_backend/templates/ragged_dot``)
+stay ragged dots in the module the compiler starts from; this is for the others.  A module
+without ragged dots is returned as is.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fusion.analysis.ragged_dot import (
-    RAGGED_ATTRIBUTES, canonical_form, grouped_gemm_problem, ragged_dot,
+    canonical_form, dense_dot_attributes, grouped_gemm_problem, ragged_dot,
 )
 from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
@@ -120,13 +121,9 @@ def _expanded(comp: HloComputation, taken: set[str], adders: dict[str, HloComput
             a = ops.in_groups(a, lhs, r.ragged_dim, starts, ends, it, r.groups)
             if r.expands_rhs:
                 b = ops.in_groups(b, rhs, r.rhs_ragged_dim, starts, ends, it, r.groups)
-        lc, rc, lb, rb = r.dense_dot()
-        kept = tuple((k, v) for k, v in instr.attributes if k not in RAGGED_ATTRIBUTES and
-                     not k.endswith(("_contracting_dims", "_batch_dims")))
         out.extend(ops.out)
-        out.append(HloInstruction(instr.name, "dot", instr.shape, (a, b), kept + (
-            ("lhs_contracting_dims", lc), ("rhs_contracting_dims", rc),
-            ("lhs_batch_dims", lb), ("rhs_batch_dims", rb)), location=instr.location))
+        out.append(HloInstruction(instr.name, "dot", instr.shape, (a, b),
+                                  dense_dot_attributes(instr, r), location=instr.location))
     return replace(comp, instructions=tuple(out))
 
 

@@ -239,6 +239,11 @@ def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
               + "\n".join(body) + "\n")
     specs = kernel_specs(name, plan.grid, comp.parameters, [], [out],
                          (BLOCKS[plan.operand_type][3], NUM_STAGES))
+    # The grid follows the constants, so a tile changed above still covers every row.
+    rows, cols = "-(-M.value // BLOCK_M.value)", "-(-N.value // BLOCK_N.value)"
+    grid = (f"GRID = ({rows} + G.value + 1, {cols})" if plan.form == "rows" else
+            f"GRID = ({rows}, {cols}, G.value)")
+    specs = specs.replace(f"GRID = {plan.grid!r}", grid + f"  # {plan.grid!r}")
     bf16 = _BF16_PRELUDE if plan.operand_type == "bf16" else ""
     return (header + PRELUDE + KERNEL_IMPORTS + bf16 + constants + "\n\n" + kernel + "\n\n"
             + specs + RUNTIME)
