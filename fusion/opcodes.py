@@ -200,6 +200,8 @@ OPCODES: dict[str, OpTraits] = {
     "floor": _ELEMENTWISE,
     "fusion": OpTraits(inlinable=True),
     "gather": replace(_MOVEMENT, rt_var_indexing=True),
+    # The size of a dim: a constant when the dim is static (canonicalization folds it).
+    "get-dimension-size": _NONE,
     "get-tuple-element": replace(_PLUMBING, implied_shape=True),
     "imag": replace(_ELEMENTWISE, complex_to_real=True),
     "infeed": _SIDE_EFFECT,

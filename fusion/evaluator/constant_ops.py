@@ -1,4 +1,5 @@
-"""Rules for ops that make values from attributes alone: ``constant`` and ``iota``.
+"""Rules for ops that make values from attributes alone: ``constant``, ``iota``, and
+``get-dimension-size`` (a static dim's size).
 
 >>> from fusion.ir.attributes import Literal
 >>> literal_array(Literal((2, 2), (1.5, 2.0, -0.0, float("inf"))), np.dtype(np.float32)).tolist()
@@ -11,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusion.analysis.dimension_size import static_dimension_size
 from fusion.ir.attributes import Literal
 from fusion.evaluator.failures import op_error
 from fusion.evaluator.numerics import is_float_dtype, numpy_dtype
@@ -72,7 +74,12 @@ def eval_iota(ev: Any, instr: Any, args: list) -> np.ndarray:
     return np.broadcast_to(counting.reshape(view), shape.dims)
 
 
+def eval_get_dimension_size(ev: Any, instr: Any, args: list) -> np.ndarray:
+    return np.int32(static_dimension_size(instr, ev.operand_shapes(instr)[0]))
+
+
 CONSTANT_RULES: dict[str, Callable[..., Any]] = {
     "constant": eval_constant,
+    "get-dimension-size": eval_get_dimension_size,
     "iota": eval_iota,
 }

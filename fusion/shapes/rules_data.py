@@ -135,6 +135,19 @@ def shape_copy_start(
     return TupleShape((source, source, ArrayShape("u32", ())))
 
 
+def shape_get_dimension_size(
+    instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
+) -> Shape:
+    """``s32[]``: the size of the operand's dim ``dimensions={d}``."""
+    expect_operand_count(instr, operands, 1)
+    operand = expect_array(instr, operands[0], "operand")
+    d = instr.attr("dimensions", ())
+    if not (isinstance(d, tuple) and len(d) == 1 and 0 <= d[0] < operand.rank):
+        fail(instr, f"get-dimension-size needs one dim of the rank-{operand.rank} operand, "
+             f"got dimensions={list(d) if isinstance(d, tuple) else d}")
+    return ArrayShape("s32", ())
+
+
 def shape_opt_barrier(
     instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None
 ) -> Shape:

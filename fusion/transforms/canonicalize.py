@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion.analysis.dimension_size import dimension_of, static_dimension_size
 from fusion.analysis.splat import splat_value
 from fusion.ir.attributes import Literal
 from fusion.ir.call_graph import reachable_computations
@@ -193,6 +194,18 @@ def _rule_copy(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     return _alias_if_same(instr, ctx.get(instr.operands[0]))
 
 
+def _rule_get_dimension_size(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
+    # A static dim's size is a constant (XLA's DynamicPadder); a dynamic one stays, refused.
+    operand = ctx.get(instr.operands[0]).shape
+    if not isinstance(operand, ArrayShape) or (operand.dynamic and
+                                               operand.dynamic[dimension_of(instr)]):
+        return None
+    size = static_dimension_size(instr, operand)
+    return Rewrite(instructions=(HloInstruction(
+        instr.name, "constant", instr.shape, (), (("literal", Literal((), (size,))),),
+        instr.location),))
+
+
 def _rule_get_tuple_element(instr: HloInstruction, ctx: _Context) -> Rewrite | None:
     # XLA's TupleSimplifier: an element of a tuple built here is that element (an inlined
     # call returning a tuple, as JAX's jvp of a jitted ``jnp.where`` does, leaves these).
@@ -295,6 +308,7 @@ REWRITE_RULES: dict[str, Rule] = {
     "convert": _rule_convert,
     "copy": _rule_copy,
     "divide": _rule_divide,
+    "get-dimension-size": _rule_get_dimension_size,
     "get-tuple-element": _rule_get_tuple_element,
     "maximum": _rule_maximum,
     "minimum": _rule_minimum,

@@ -152,6 +152,10 @@ WRITTEN: dict[str, str] = {
     "gather": "HloModule m\nENTRY e {\n  x = f32[5,3] parameter(0)\n  i = s32[4,1] parameter(1)\n"
               "  ROOT r = f32[4,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
               "start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n}\n",
+    "get-dimension-size": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+                          "  n = s32[] get-dimension-size(x), dimensions={1}\n"
+                          "  c = f32[] convert(n)\n  b = f32[2,3] broadcast(c), dimensions={}\n"
+                          "  ROOT r = f32[2,3] add(x, b)\n}\n",
     "get-tuple-element": "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  y = f32[2] parameter(1)\n"
                          "  t = (f32[3], f32[2]) tuple(x, y)\n"
                          "  ROOT r = f32[2] get-tuple-element(t), index=1\n}\n",

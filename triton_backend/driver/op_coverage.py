@@ -202,6 +202,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                          "reduction or transpose (not cudnn/custom/triton)"),
     "gather": OpCoverage(KERNEL, "any dimension numbers, operand/start-indices batching dims "
                          "included"),
+    "get-dimension-size": OpCoverage(HOST, "a static dim's size, a constant (a dynamic dim's "
+                                     "runtime size is refused)"),
     "get-tuple-element": OpCoverage(HOST, "no copy; inside a fusion, a kernel value rule"),
     "imag": OpCoverage(PAIRS, _PAIRS),
     "map": OpCoverage(INLINED, "its to_apply must be scalar elementwise ops on its parameters "

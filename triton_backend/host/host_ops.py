@@ -45,6 +45,7 @@ from typing import Any, Union
 import numpy as np
 import torch
 
+from fusion.analysis.dimension_size import static_dimension_size
 from fusion.analysis.element_width import changes_element_width
 from fusion.ir.attributes import Literal
 from fusion.errors import EvaluationError, FusionCompilerError
@@ -181,6 +182,17 @@ def host_constant(comp: HloComputation, instr: HloInstruction, device: torch.dev
     return run
 
 
+def host_get_dimension_size(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
+    # Folded to a constant by canonicalization; here for a module compiled without it.
+    size = static_dimension_size(instr, comp.instruction(instr.operands[0]).shape)
+    value = torch.tensor(size, dtype=torch.int32, device=device)
+
+    def run(operands: Sequence[Value], ctx: HostContext) -> Value:
+        return value
+
+    return run
+
+
 def host_get_tuple_element(comp: HloComputation, instr: HloInstruction, device: torch.device) -> Executor:
     index = instr.attr("index")
 
@@ -286,6 +298,7 @@ HOST_RULES: dict[str, Rule] = dict(sorted({
     "copy-start": host_copy_start,
     "custom-call": host_custom_call,
     "fft": host_fft,
+    "get-dimension-size": host_get_dimension_size,
     "get-tuple-element": host_get_tuple_element,
     "opt-barrier": host_opt_barrier,
     "parameter": host_parameter,
