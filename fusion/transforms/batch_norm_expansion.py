@@ -28,6 +28,7 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.shapes.inference import infer_shape
 from fusion.shapes.rules_batch_norm import OPERANDS
 from fusion.transforms.map_inlining import fresh_names
+from fusion.transforms.naming import taken_names
 
 #: The three batch-norm opcodes (the keys of their operand table).
 _BATCH_NORM = frozenset(OPERANDS)
@@ -37,8 +38,7 @@ def expand_batch_norms(module: HloModule) -> HloModule:
     """``module`` with every batch-norm op written as plain ops (module docstring)."""
     if not any(i.opcode in _BATCH_NORM for c in module.computations for i in c):
         return module
-    taken = {i.name for c in module.computations for i in c} | \
-        {c.name for c in module.computations}
+    taken = taken_names(module)
     reducers: dict[str, HloComputation] = {}
     comps = tuple(_expanded(module, c, taken, reducers) for c in module.computations)
     return replace(module, computations=tuple(reducers.values()) + comps)

@@ -6,6 +6,15 @@
 """
 from __future__ import annotations
 
+from fusion.ir.hlo_module import HloModule
+
+
+def taken_names(module: HloModule) -> set[str]:
+    """Every instruction's and computation's name in ``module`` (a transform adding both
+    instructions and computations picks names none of them has)."""
+    return {i.name for c in module.computations for i in c} | \
+        {c.name for c in module.computations}
+
 
 def fresh_name(base: str, taken: set[str]) -> str:
     """``base``, or ``base.N`` for the smallest N free, when ``base`` is taken; then taken."""
@@ -17,4 +26,4 @@ def fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
-__all__ = ["fresh_name"]
+__all__ = ["fresh_name", "taken_names"]

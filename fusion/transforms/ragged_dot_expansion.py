@@ -32,6 +32,7 @@ from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
 from fusion.ir.shape import ArrayShape
 from fusion.transforms.map_inlining import fresh_names
+from fusion.transforms.naming import taken_names
 
 
 def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
@@ -41,8 +42,7 @@ def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
     (``canonical_form``: their VJP is ragged dots again)."""
     if not any(i.opcode == "ragged-dot" for c in module.computations for i in c):
         return module
-    taken = {i.name for c in module.computations for i in c} | \
-        {c.name for c in module.computations}
+    taken = taken_names(module)
     adders: dict[str, HloComputation] = {}
     comps = tuple(_expanded(c, taken, adders, keep) for c in module.computations)
     return replace(module, computations=tuple(adders.values()) + comps)
