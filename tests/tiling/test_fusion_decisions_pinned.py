@@ -97,7 +97,7 @@ PINNED_KERNELS = {
     "softmax_f32_1024x8192.hlo": 1,
     "softmax_f32_4096x1024.hlo": 1,
     "sort.before.hlo": 1,
-    "moe_bf16_t2048_d1024_f2816_e8.hlo": 2,
+    "moe_bf16_t2048_d1024_f2816_e8.hlo": 1,
     "special_floats.before.hlo": 16,
     "swiglu.before.hlo": 2,
     "swiglu_bf16_4096x4096.hlo": 1,
@@ -132,8 +132,8 @@ PINNED_KERNELS = {
 # The training step 87 -> 67 on purpose: a reduction over unit dims is the elementwise
 # ``reducer(init, x)`` it is (``canonicalize``), not a reduction that keeps JAX's softmax
 # gradient apart; the attention backward's kernels now form in it.
-# The mixture-of-experts layer, added with its program: the ragged dot (its own template) and
-# the SiLU of its f32 result.
+# The mixture-of-experts layer, added with its program: the ragged dot with the SiLU of its
+# f32 result as the grouped GEMM template's epilogue (``tiled_merge.ragged_member``).
 # The training step 67 -> 65 on purpose: P @ V stores its result through the head merge
 # (transpose, reshape) that followed it as a kernel of its own (the dot template's layout
 # tail: ``tiled_merge.dot_member``).

@@ -127,3 +127,66 @@ ENTRY e {
     for got, ref in ((out, want), (x.grad, xs.grad), (w.grad, ws.grad)):
         np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), rtol=1e-5,
                                    atol=1e-5)
+
+
+GATED = """HloModule gated_experts
+ENTRY e {{
+  a = {t}[70,24] parameter(0)
+  b = {t}[4,24,40] parameter(1)
+  g = s32[4] parameter(2)
+  up = f32[70,40] parameter(3)
+  r = f32[70,40] ragged-dot(a, b, g), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}, lhs_ragged_dims={{0}}, rhs_group_dims={{0}}
+  s = f32[70,40] logistic(r)
+  h = f32[70,40] multiply(r, s)
+  m = f32[70,40] multiply(h, up)
+  ROOT o = {t}[70,40] convert(m)
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+def test_an_elementwise_epilogue_is_computed_in_the_grouped_gemm(t):
+    # SwiGLU's gate: silu(x . w[group]) * up, in one kernel, the f32 product never stored.
+    sizes = np.int32(SIZES["gaps"])
+    a, b = _operands((4, K, N), t, seed=9)
+    up = np.random.default_rng(10).standard_normal((M, N)).astype(np.float32)
+    text = GATED.format(t=t)
+    compiled = compile_hlo(text, cache=False)
+    assert [f.kind for f in compiled.fusions.values()] == [TemplateKind.RAGGED_DOT]
+    got = _run(text, [a, b, sizes, up])
+    (want,) = evaluate(parse_hlo(text), a, b, sizes, up)
+    tol = 1e-5 if t == "f32" else 1e-2
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                               rtol=tol, atol=tol)
+    product = grouped(a.astype(np.float32), b.astype(np.float32), sizes)
+    brute = product / (1 + np.exp(-product)) * up
+    np.testing.assert_allclose(np.asarray(got, np.float32), brute, rtol=3 * tol + 1e-4,
+                               atol=3 * tol + 1e-4)
+
+
+def test_a_prologue_and_a_second_reader_stay_apart():
+    # The template reads its operands as they are, and writes one output: the squared lhs is
+    # a kernel of its own, and so is the second reader of the product.
+    text = """HloModule moe_prologue
+ENTRY e {
+  a = f32[70,24] parameter(0)
+  b = f32[4,24,40] parameter(1)
+  g = s32[4] parameter(2)
+  sq = f32[70,24] multiply(a, a)
+  r = f32[70,40] ragged-dot(sq, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+  t = f32[70,40] tanh(r)
+  e = f32[70,40] exponential(r)
+  ROOT o = (f32[70,40], f32[70,40]) tuple(t, e)
+}
+"""
+    sizes = np.int32(SIZES["straddling"])
+    a, b = _operands((4, K, N), "f32", seed=11)
+    compiled = compile_hlo(text, cache=False)
+    kinds = sorted(str(f.kind) for f in compiled.fusions.values())
+    assert kinds.count(str(TemplateKind.RAGGED_DOT)) == 1 and len(kinds) >= 2, kinds
+    params = compiled.module.entry.parameters
+    got = [tensor_to_numpy(x) for x in compiled(*[tensor_from_numpy(v, p.shape.dtype)
+                                                  for v, p in zip((a, b, sizes), params)])]
+    product = grouped(a * a, b, sizes)
+    np.testing.assert_allclose(got[0], np.tanh(product), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], np.exp(product), rtol=1e-4, atol=1e-4)

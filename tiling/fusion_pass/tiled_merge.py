@@ -43,6 +43,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from fusion.analysis.ragged_dot import grouped_gemm_problem, ragged_dot
 from fusion.errors import FusionCompilerError
 from fusion.ir.hlo_module import HloComputation
 from fusion.opcodes import ELEMENTWISE_OPCODES, traits
@@ -104,6 +105,32 @@ def dot_member(comp: HloComputation, node: Node) -> str | None:
     return dots[0]
 
 
+def ragged_member(comp: HloComputation, node: Node) -> str | None:
+    """The ragged dot of a node the grouped GEMM template takes (``templates/ragged_dot``):
+    one ragged dot by rows that the kernel runs, reading its operands as they are (no
+    prologue), and what the node computes from it elementwise at its own index (an
+    epilogue: a SiLU, a scale; scalars broadcast), one output; None for any other node."""
+    rds = [m for m in node.members if comp.instruction(m).opcode == "ragged-dot"]
+    if len(rds) != 1 or len(node.outputs) != 1:
+        return None
+    rd = comp.instruction(rds[0])
+    if any(o in node.members for o in rd.operands):
+        return None
+    lhs, rhs, sizes = (comp.instruction(o).shape for o in rd.operands)
+    r = ragged_dot(rd, lhs, rhs, sizes)
+    if r.mode != "noncontracting" or grouped_gemm_problem(r, lhs, rhs, rd.shape) is not None:
+        return None
+    for m in node.members:
+        instr = comp.instruction(m)
+        scalar_spread = instr.opcode == "broadcast" and \
+            comp.instruction(instr.operands[0]).shape.rank == 0
+        scalar = instr.opcode == "constant" and instr.shape.rank == 0
+        if m != rds[0] and not scalar and not scalar_spread and (
+                instr.opcode not in ELEMENTWISE_OPCODES or instr.shape.dims != rd.shape.dims):
+            return None
+    return rds[0]
+
+
 def _dot_count(comp: HloComputation, node: Node) -> int:
     return sum(traits(comp.instruction(m).opcode).contraction for m in node.members)
 
@@ -111,7 +138,8 @@ def _dot_count(comp: HloComputation, node: Node) -> int:
 def mergeable(comp: HloComputation, node: Node) -> bool:
     """Whether a node may take part in a tiled merge: a fusible node, a dot node, or an
     attention node (two dots; the cost model checks the attention template takes it)."""
-    if node.fusible or dot_member(comp, node) is not None:
+    if node.fusible or dot_member(comp, node) is not None or \
+            ragged_member(comp, node) is not None:
         return True
     return _dot_count(comp, node) == 2 and all(
         comp.instruction(m).opcode in FUSIBLE_OPCODES or comp.instruction(m).opcode == "dot"
@@ -160,6 +188,12 @@ class KernelCosts:
 
     def _model(self, node: Node) -> ModeledCost:
         comp = self.graph.comp
+        if any(comp.instruction(m).opcode == "ragged-dot" for m in node.members):
+            # The grouped GEMM streams each group's matrix through L2: its inputs' footprint.
+            if ragged_member(comp, node) is None:
+                return ModeledCost(None, "a ragged-dot kernel reads its operands as they are "
+                                         "and takes only an elementwise epilogue")
+            return ModeledCost(self._template_bytes(node, self.graph.candidate(node)))
         dots = _dot_count(comp, node)
         # A dot or attention kernel streams its operand tiles through L2 (its template's own
         # tiling): its DRAM traffic is the footprint of its inputs and its outputs, once each.
@@ -217,7 +251,7 @@ def idle_factor(num_blocks: int) -> int:
 
 def _holds_hero(comp: HloComputation, node: Node) -> bool:
     """Whether the node holds a reduce or a dot: what producer-consumer fusion keeps apart."""
-    return any(traits(opcode).contraction or opcode == "reduce"
+    return any(traits(opcode).contraction or opcode in ("reduce", "ragged-dot")
                for opcode in (comp.instruction(m).opcode for m in node.members))
 
 

@@ -7,8 +7,9 @@ Two forms (``fusion.analysis.ragged_dot.grouped_gemm_problem``):
 * by rows, ``[m, k] x [g, k, n] -> [m, n]`` (``[g, n, k]`` too): program ``(slot, n)`` walks
   the group sizes to find which group's ``BLOCK_M``-row tile its slot is (the tiles of group 0,
   then of group 1, ...; ``cdiv(m, BLOCK_M) + g + 1`` slots bound them), runs a K loop of
-  ``tl.dot`` over its rows and that group's matrix, and stores; the slots past every group
-  write the rows in no group, zeros;
+  ``tl.dot`` over its rows and that group's matrix, computes the fusion's elementwise
+  epilogue on the accumulator (``AccumulatorEpilogue``, as the dot template does) and
+  stores; the slots past every group write the rows in no group (the epilogue of zeros);
 * by contracting dim, ``[k, m] x [k, n] -> [g, m, n]`` (the experts' weight gradient):
   program ``(m, n, j)`` sums ``k`` over group ``j``'s range only; an empty group stores zeros.
 
@@ -41,14 +42,21 @@ from dataclasses import dataclass
 
 from fusion.analysis.ragged_dot import grouped_gemm_problem, ragged_dot
 from fusion.errors import UnsupportedOpError
-from fusion.ir.hlo_module import HloInstruction, HloModule
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape
 from fusion.text.printer import print_computation, print_instruction
 from tiling.symbolic.tiled_fusion import next_power_of_two
-from triton_backend.lowering.emitter.identifiers import comment_block, sanitize
-from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, storage_dtype
+from triton_backend.lowering.emitter.identifiers import (
+    KERNEL_RESERVED_NAMES, IdentifierAllocator, comment_block, sanitize,
+)
+from triton_backend.lowering.emitter.triton_types import (
+    KERNEL_IMPORTS, render_store_narrow, storage_dtype,
+)
+from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.runtime.kernel_loading import CompiledFusion, TemplateKind, load_kernel
+from triton_backend.templates.dot.driver import dot_numerics
+from triton_backend.templates.dot.gemm_kernel import AccumulatorEpilogue
 
 #: Largest tiles (rows, columns, reduction) and warps per operand type: bf16/f16 on the
 #: tensor cores as Triton's tutorial GEMM tiles them; f32 (IEEE, on the CUDA cores) smaller.
@@ -91,10 +99,10 @@ class RaggedDotPlan:
 
 
 def is_ragged_dot_fusion(module: HloModule, fusion_instr: HloInstruction) -> bool:
-    """True when the fusion's root is a ``ragged-dot``."""
+    """True when the fusion holds a ``ragged-dot`` (with its epilogue, if any)."""
     if fusion_instr.opcode != "fusion" or not fusion_instr.has_attr("calls"):
         return False
-    return module.computation(fusion_instr.attr("calls")).root.opcode == "ragged-dot"
+    return any(i.opcode == "ragged-dot" for i in module.computation(fusion_instr.attr("calls")))
 
 
 def ragged_dot_plan(module: HloModule, fusion_instr: HloInstruction,
@@ -102,17 +110,20 @@ def ragged_dot_plan(module: HloModule, fusion_instr: HloInstruction,
     """Check the fusion is one grouped GEMM on its parameters; choose its blocks (or take
     ``tile_sizes``: ``(BLOCK_M, BLOCK_N, BLOCK_K)``, powers of two of at least 16)."""
     comp = module.computation(fusion_instr.attr("calls"))
-    op = comp.root
+    (op,) = [i for i in comp if i.opcode == "ragged-dot"]
     shapes = [comp.instruction(o).shape for o in op.operands]
-    if any(comp.instruction(o).opcode != "parameter" for o in op.operands) or \
-            len(comp.instructions) != 4:
-        raise UnsupportedOpError("a ragged-dot fusion holds the ragged dot of its parameters "
-                                 "only", where=op.name)
+    if any(comp.instruction(o).opcode != "parameter" for o in op.operands):
+        raise UnsupportedOpError("a ragged-dot fusion reads the ragged dot's operands as they "
+                                 "are (no prologue)", where=op.name)
     lhs, rhs, sizes = shapes
     r = ragged_dot(op, lhs, rhs, sizes)
     problem = grouped_gemm_problem(r, lhs, rhs, op.shape)
     if problem is not None:
         raise UnsupportedOpError(problem, where=op.name)
+    if comp.root is not op and (r.mode != "noncontracting" or
+                                not isinstance(comp.root.shape, ArrayShape)):
+        raise UnsupportedOpError("only a ragged dot by rows takes an epilogue, of one output",
+                                 where=op.name)
     if r.mode == "noncontracting":
         m, k = lhs.dims
         transposed = r.rhs_contracting == (2,)
@@ -132,8 +143,9 @@ def ragged_dot_plan(module: HloModule, fusion_instr: HloInstruction,
     return RaggedDotPlan(op, form, m, k, n, r.groups, blocks, lhs.dtype, transposed)
 
 
-def _rows_body(plan: RaggedDotPlan, t: str, acc_t: str, out_t: str) -> list[str]:
-    """Program ``(slot, n)``: which group's row tile the slot is, then its K loop."""
+def _rows_body(plan: RaggedDotPlan, t: str, acc_t: str) -> list[str]:
+    """Program ``(slot, n)``: which group's row tile the slot is, then its K loop (the
+    epilogue and the store follow: :func:`_rows_epilogue`)."""
     rhs_k, rhs_n = (1, plan.k) if plan.rhs_transposed else (plan.n, 1)
     return [
         "    slot = tl.program_id(0)",
@@ -174,9 +186,42 @@ def _rows_body(plan: RaggedDotPlan, t: str, acc_t: str, out_t: str) -> list[str]
         f"            b = tl.load(matrix + ks[:, None] * {rhs_k} + cols[None, :] * {rhs_n},",
         "                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)",
         f"            acc = tl.dot(a.to({t}), b.to({t}), acc{_precision(plan)})",
-        "    tl.store(out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :],",
-        f"             acc.to({out_t}), mask=row_ok[:, None] & col_ok[None, :])",
     ]
+
+
+#: The identifiers the hand-written kernel lines use (the epilogue's emitter avoids them).
+_KERNEL_NAMES = frozenset({
+    "slot", "pid_m", "pid_n", "seen", "start", "group", "row0", "row_end", "j", "size", "tiles",
+    "hit", "tail", "rows", "cols", "row_ok", "col_ok", "matrix", "acc", "k0", "ks", "k_ok",
+    "a", "b", "k_end", "out", "lhs_ptr", "rhs_ptr", "sizes_ptr", "out_ptr", "M", "N", "K", "G",
+    "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_STAGES", "DOT_BF16"})
+
+
+def _rows_epilogue(module: HloModule, comp: HloComputation, plan: RaggedDotPlan,
+                   out: ArrayShape) -> tuple[list[str], list[str], list]:
+    """``(parameter pointers, epilogue and store lines, constant buffers)``: the fusion's
+    root at the program's tile, the ragged dot read as the accumulator (rounded to its
+    type), stored masked to the rows of its group and the columns in range."""
+    names = IdentifierAllocator(KERNEL_RESERVED_NAMES | _KERNEL_NAMES)
+    em = AccumulatorEpilogue(module, comp, [plan.blocks[0], plan.blocks[1]], names, {},
+                             index_bits=64, rule_for=rule_for, hero_name=plan.op.name,
+                             hero_kind="ragged dot")
+    pointers = [em.pointer_for(p).pointer for p in comp.parameters]
+    lhs, rhs, sizes = (em.buffers[o].pointer for o in plan.op.operands)
+    lines = [f"    lhs_ptr, rhs_ptr, sizes_ptr = {lhs}, {rhs}, {sizes}"]
+    m = em.new_dim("m", 0, plan.m, "row0", plan.m + plan.blocks[0])
+    n = em.new_dim("n", 1, plan.n, f"pid_n * {plan.blocks[1]}",
+                   -(-plan.n // plan.blocks[1]) * plan.blocks[1] - 1)
+    rounding = dot_numerics(plan.op, plan.operand_type, plan.operand_type,
+                            plan.op.shape.dtype)[3]
+    em.hero_indices = (m, n)
+    em.hero_value = em.bind(rounding.format(acc="acc"), plan.op.name)
+    value = em.value(comp.root_name, (m, n))
+    em.emit("tl.store(out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :], "
+            f"{render_store_narrow(value, out.element_type)}, "
+            "mask=row_ok[:, None] & col_ok[None, :])")
+    constants = [b for b in em.buffers.values() if b.parameter_number is None]
+    return pointers + [c.pointer for c in constants], lines + em.lines, constants
 
 
 def _contracting_body(plan: RaggedDotPlan, t: str, acc_t: str, out_t: str) -> list[str]:
@@ -219,11 +264,15 @@ def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
                              plan: RaggedDotPlan) -> str:
     """The kernel file of a ragged-dot fusion (see the module docstring)."""
     comp = module.computation(fusion_instr.attr("calls"))
-    out = plan.op.shape
+    out = comp.root.shape
     assert isinstance(out, ArrayShape)
     t = _DOT_TYPE[plan.operand_type]
-    body = (_rows_body if plan.form == "rows" else _contracting_body)(
-        plan, t, "tl.float32", storage_dtype(out.element_type))
+    if plan.form == "rows":
+        pointers, epilogue, arrays = _rows_epilogue(module, comp, plan, out)
+        body = epilogue[:1] + _rows_body(plan, t, "tl.float32") + epilogue[1:]
+    else:
+        pointers, arrays = ["lhs_ptr", "rhs_ptr", "sizes_ptr"], []
+        body = _contracting_body(plan, t, "tl.float32", storage_dtype(out.element_type))
     name = f"{sanitize(fusion_instr.name)}_kernel"
     bm, bn, bk = plan.blocks
     header = comment_block(
@@ -235,10 +284,10 @@ def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
         "".join(f"{k} = tl.constexpr({v})\n" for k, v in (
             ("M", plan.m), ("K", plan.k), ("N", plan.n), ("G", plan.groups), ("BLOCK_M", bm),
             ("BLOCK_N", bn), ("BLOCK_K", bk), ("K_STAGES", NUM_STAGES)))
-    kernel = (f"@triton.jit\ndef {name}(lhs_ptr, rhs_ptr, sizes_ptr, out_ptr):\n"
+    kernel = (f"@triton.jit\ndef {name}({', '.join(pointers + ['out_ptr'])}):\n"
               + "\n".join(body) + "\n")
-    specs = kernel_specs(name, plan.grid, comp.parameters, [], [out],
-                         (BLOCKS[plan.operand_type][3], NUM_STAGES))
+    specs = kernel_specs(name, plan.grid, comp.parameters, [c.instruction for c in arrays],
+                         [out], (BLOCKS[plan.operand_type][3], NUM_STAGES))
     # The grid follows the constants, so a tile changed above still covers every row.
     rows, cols = "-(-M.value // BLOCK_M.value)", "-(-N.value // BLOCK_N.value)"
     grid = (f"GRID = ({rows} + G.value + 1, {cols})" if plan.form == "rows" else
