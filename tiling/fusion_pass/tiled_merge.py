@@ -250,8 +250,9 @@ def idle_factor(num_blocks: int) -> int:
 
 
 def _holds_hero(comp: HloComputation, node: Node) -> bool:
-    """Whether the node holds a reduce or a dot: what producer-consumer fusion keeps apart."""
-    return any(traits(opcode).contraction or opcode in ("reduce", "ragged-dot")
+    """Whether the node holds a reduce, a dot or a ragged dot: what producer-consumer fusion
+    keeps apart."""
+    return any(traits(opcode).contraction or opcode == "reduce" or opcode == "ragged-dot"
                for opcode in (comp.instruction(m).opcode for m in node.members))
 
 
