@@ -33,35 +33,24 @@ NumPy's f64 formulas and to XLA running the op itself.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
 
-from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
+from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape, TupleShape
 
 
-class _Writer:
-    """Appends the instructions, each at the batch-norm op's source location."""
+class _Writer(InstructionWriter):
+    """The batch-norm op's instructions, with the per-feature helpers its formulas use."""
 
     def __init__(self, instr: HloInstruction, fresh: Callable[[], str], x: ArrayShape) -> None:
-        self.instr, self.fresh, self.x = instr, fresh, x
+        super().__init__(instr, fresh)
+        self.x = x
         self.feature = instr.attr("feature_index")
         self.per_feature = ArrayShape(x.dtype, (x.dims[self.feature],))
-        self.out: list[HloInstruction] = []
-
-    def add(self, opcode: str, shape: Any, operands: tuple[str, ...], **attrs: Any) -> str:
-        name = self.fresh()
-        self.out.append(HloInstruction(name, opcode, shape, operands, tuple(attrs.items()),
-                                       location=self.instr.location))
-        return name
-
-    def scalar(self, value: float | int, dtype: str) -> str:
-        return self.add("constant", ArrayShape(dtype, ()), (), literal=Literal((), (value,)))
-
-    def splat(self, value: float, shape: ArrayShape) -> str:
-        return self.add("broadcast", shape, (self.scalar(value, shape.dtype),), dimensions=())
 
     def count(self, shape: ArrayShape) -> str:
         """N, the elements per feature, as XLA writes it: an s32 converted to the type."""
@@ -108,8 +97,7 @@ def batch_norm_instructions(instr: HloInstruction, x: ArrayShape, fresh: Callabl
         true_shift = w.binary("subtract", offset, w.binary("multiply", mean, true_scale, f), f)
         w.binary("add", w.binary("multiply", operand, w.spread(true_scale), big),
                  w.spread(true_shift), big)
-        w.out[-1] = w.out[-1].replace(name=instr.name)
-        return w.out
+        return w.named_last(instr.name)
     else:
         operand, scale, mean, var, dy = ops
         var_eps = w.binary("add", w.spread(var), w.splat(eps, big), big)
@@ -131,15 +119,10 @@ def batch_norm_instructions(instr: HloInstruction, x: ArrayShape, fresh: Callabl
     return w.out
 
 
-def adder(name: str, dtype: str) -> HloComputation:
-    """The scalar add computation the expansion's reductions call."""
-    return binary_computation(name, "add", dtype)
-
-
 def eval_batch_norm(ev: Any, instr: HloInstruction, args: list) -> Any:
     x = ev.operand_shapes(instr)[0]
-    names = iter(f"bn.{k}" for k in range(1 << 30))
-    reducer = adder("bn.add", x.dtype)
+    names = (f"bn.{k}" for k in itertools.count())
+    reducer = binary_computation("bn.add", "add", x.dtype)
     # One parameter per operand position (an operand may be repeated: scale == offset).
     params = tuple(HloInstruction(f"bn.p{k}", "parameter", s, (), (("parameter_number", k),))
                    for k, s in enumerate(ev.operand_shapes(instr)))
@@ -156,4 +139,4 @@ BATCH_NORM_RULES: dict[str, Callable[..., Any]] = {
     "batch-norm-training": eval_batch_norm,
 }
 
-__all__ = ["BATCH_NORM_RULES", "adder", "batch_norm_instructions", "eval_batch_norm"]
+__all__ = ["BATCH_NORM_RULES", "batch_norm_instructions", "eval_batch_norm"]

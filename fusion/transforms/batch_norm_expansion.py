@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fusion.evaluator.batch_norm_ops import adder, batch_norm_instructions
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.evaluator.batch_norm_ops import batch_norm_instructions
+from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
 from fusion.shapes.inference import infer_shape
 from fusion.shapes.rules_batch_norm import OPERANDS
 from fusion.transforms.map_inlining import fresh_names
@@ -56,7 +56,7 @@ def _expanded(module: HloModule, comp: HloComputation, taken: set[str],
         x = shapes[0]
         if x.dtype not in reducers:
             name = fresh_names("batch_norm_add", taken, x.dtype)()
-            reducers[x.dtype] = adder(name, x.dtype)
+            reducers[x.dtype] = binary_computation(name, "add", x.dtype)
         out.extend(batch_norm_instructions(instr, x, fresh_names(instr.name, taken, "bn"),
                                            reducers[x.dtype].name))
     return replace(comp, instructions=tuple(out))

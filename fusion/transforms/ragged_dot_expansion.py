@@ -22,14 +22,13 @@ without ragged dots is returned as is.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from fusion.analysis.ragged_dot import (
     canonical_form, dense_dot_attributes, grouped_gemm_problem, ragged_dot,
 )
-from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
+from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape
 from fusion.transforms.map_inlining import fresh_names
 from fusion.transforms.naming import taken_names
@@ -48,23 +47,8 @@ def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
     return replace(module, computations=tuple(adders.values()) + comps)
 
 
-class _Ops:
-    """The instructions one ragged dot becomes, at its source location."""
-
-    def __init__(self, instr: HloInstruction, fresh: Callable[[], str]) -> None:
-        self.instr, self.fresh = instr, fresh
-        self.out: list[HloInstruction] = []
-
-    def add(self, opcode: str, shape: ArrayShape, operands: tuple[str, ...], **attrs) -> str:
-        name = self.fresh()
-        self.out.append(HloInstruction(name, opcode, shape, operands, tuple(attrs.items()),
-                                       location=self.instr.location))
-        return name
-
-    def splat(self, value: int, shape: ArrayShape) -> str:
-        scalar = self.add("constant", ArrayShape(shape.dtype, ()), (),
-                          literal=Literal((), (value,)))
-        return self.add("broadcast", shape, (scalar,), dimensions=())
+class _Ops(InstructionWriter):
+    """The instructions one ragged dot becomes: the groups' bounds and the masks."""
 
     def starts(self, sizes: str, it: str, groups: int, adder: str) -> str:
         """``[g]``: the sum of the sizes of the groups before each."""
@@ -75,9 +59,8 @@ class _Ops:
         before = self.add("compare", ArrayShape("pred", square.dims), (col, row),
                           direction="LT")
         picked = self.add("select", square, (before, spread, self.splat(0, square)))
-        zero = self.add("constant", ArrayShape(it, ()), (), literal=Literal((), (0,)))
-        return self.add("reduce", ArrayShape(it, (groups,)), (picked, zero), dimensions=(1,),
-                        to_apply=adder)
+        return self.add("reduce", ArrayShape(it, (groups,)), (picked, self.scalar(0, it)),
+                        dimensions=(1,), to_apply=adder)
 
     def in_groups(self, x: str, shape: ArrayShape, dim: int, starts: str, ends: str,
                   it: str, groups: int) -> str:

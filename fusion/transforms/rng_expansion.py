@@ -34,12 +34,14 @@ from dataclasses import replace
 from fusion.evaluator.random_ops import (DEFAULT_ALGORITHM, PHILOX_M4X32, PHILOX_ROUNDS,
                                          PHILOX_W32, THREEFRY_PARITY, THREEFRY_ROTATIONS,
                                          halving_dim)
-from fusion.ir.attributes import Literal, SliceDim
+from fusion.ir.attributes import SliceDim
 from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape, TupleShape
 from fusion.shapes.rules_random import shape_rng_bit_generator
 from fusion.transforms.map_inlining import fresh_names
+from fusion.transforms.naming import taken_names
 
 Dims = tuple[int, ...]
 
@@ -48,7 +50,7 @@ def expand_rng_bit_generators(module: HloModule) -> HloModule:
     """``module`` with every ``rng-bit-generator`` written as ops (module docstring)."""
     if not any(i.opcode == "rng-bit-generator" for c in module.computations for i in c):
         return module
-    taken = {i.name for c in module.computations for i in c}
+    taken = taken_names(module)
     return replace(module, computations=tuple(_expanded(c, taken)
                                               for c in module.computations))
 
@@ -69,29 +71,21 @@ def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
     return replace(comp, instructions=tuple(out))
 
 
-class _Ops:
-    """The ops one generator becomes, each at its source location, with the few helpers
-    the algorithms need.  Every value is over the bits' dims (or a scalar of the state), so
-    the generator is elementwise in the output index; constants are made once."""
+class _Ops(InstructionWriter):
+    """The ops one generator becomes, with the few helpers the algorithms need.  Every value
+    is over the bits' dims (or a scalar of the state), so the generator is elementwise in the
+    output index; constants are made once."""
 
     def __init__(self, instr: HloInstruction, fresh: Callable[[], str]) -> None:
-        self.instr = instr
-        self.fresh = fresh
-        self.instructions: list[HloInstruction] = []
+        super().__init__(instr, fresh)
         self.shapes: dict[str, ArrayShape] = {}
         self.made: dict[tuple, str] = {}
 
     def add(self, opcode: str, shape, operands: tuple[str, ...], **attrs) -> str:
-        name = self.fresh()
-        self.instructions.append(HloInstruction(name, opcode, shape, operands,
-                                                tuple(attrs.items()),
-                                                location=self.instr.location))
+        name = super().add(opcode, shape, operands, **attrs)
         if isinstance(shape, ArrayShape):
             self.shapes[name] = shape
         return name
-
-    def named_last(self, name: str) -> list[HloInstruction]:
-        return self.instructions[:-1] + [self.instructions[-1].replace(name=name)]
 
     def op(self, opcode: str, *operands: str, **attrs) -> str:
         """An elementwise op, shaped like its first operand (``pred`` for a compare; a
@@ -103,8 +97,7 @@ class _Ops:
     def const(self, value: int, dtype: str, dims: Dims = ()) -> str:
         key = ("constant", value, dtype, dims)
         if key not in self.made:
-            scalar = self.add("constant", ArrayShape(dtype, ()), (),
-                              literal=Literal((), (value,)))
+            scalar = self.scalar(value, dtype)
             self.made[key] = scalar if not dims else self.spread(scalar, dims)
         return self.made[key]
 
