@@ -14,8 +14,9 @@ Two forms (``fusion.analysis.ragged_dot.grouped_gemm_problem``):
   program ``(m, n, j)`` sums ``k`` over group ``j``'s range only; an empty group stores zeros.
 
 Group sizes are read on the device (no host round trip); a negative size counts as 0, and
-rows past ``m`` belong to no tile.  Accumulation is f32; an f32 product is IEEE
-(``input_precision="ieee"``), never TF32; bf16 goes to the tensor cores as loaded (the
+rows past ``m`` belong to no tile.  The numerics are the dot template's
+(``dot.driver.dot_numerics``): f32 accumulation; an f32 product IEEE unless the op's
+``algorithm`` says otherwise, never TF32 by default; bf16 to the tensor cores as loaded (the
 interpreter, whose bf16 ``tl.dot`` is broken, multiplies the exactly widened values).
 
 >>> import fusion
@@ -49,14 +50,14 @@ from tiling.symbolic.tiled_fusion import next_power_of_two
 from triton_backend.lowering.emitter.identifiers import (
     KERNEL_RESERVED_NAMES, IdentifierAllocator, comment_block, sanitize,
 )
-from triton_backend.lowering.emitter.triton_types import (
-    KERNEL_IMPORTS, render_store_narrow, storage_dtype,
-)
+from triton_backend.lowering.emitter.triton_types import KERNEL_IMPORTS, render_store_narrow
 from triton_backend.lowering.rules.value_rules import rule_for
 from triton_backend.lowering.host_template import PRELUDE, RUNTIME, kernel_specs
 from triton_backend.runtime.kernel_loading import CompiledFusion, TemplateKind, load_kernel
 from triton_backend.templates.dot.driver import dot_numerics
-from triton_backend.templates.dot.gemm_kernel import AccumulatorEpilogue
+from triton_backend.templates.dot.gemm_kernel import (
+    DOT_BF16_PRELUDE, AccumulatorEpilogue, precision_keyword,
+)
 
 #: Largest tiles (rows, columns, reduction) and warps per operand type: bf16/f16 on the
 #: tensor cores as Triton's tutorial GEMM tiles them; f32 (IEEE, on the CUDA cores) smaller.
@@ -65,14 +66,6 @@ BLOCKS = {"bf16": (128, 128, 64, 8), "f16": (128, 128, 64, 8), "f32": (64, 64, 3
 MIN_BLOCK = 16
 #: Stages of the pipelined K loop.
 NUM_STAGES = 3
-
-#: What ``tl.dot`` multiplies each operand type as; bf16 as fp32 under the interpreter.
-_DOT_TYPE = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "DOT_BF16"}
-_BF16_PRELUDE = (
-    "\n# bf16 operands go to the tensor cores as bf16; the interpreter's bf16 tl.dot is broken,\n"
-    "# so there they are multiplied as (exactly widened) fp32.\n"
-    "DOT_BF16 = tl.constexpr(tl.float32 if os.environ.get('TRITON_INTERPRET', '') == '1' "
-    "else tl.bfloat16)\n")
 
 
 @dataclass(frozen=True)
@@ -143,7 +136,7 @@ def ragged_dot_plan(module: HloModule, fusion_instr: HloInstruction,
     return RaggedDotPlan(op, form, m, k, n, r.groups, blocks, lhs.dtype, transposed)
 
 
-def _rows_body(plan: RaggedDotPlan, t: str, acc_t: str) -> list[str]:
+def _rows_body(plan: RaggedDotPlan, step: str, acc_t: str) -> list[str]:
     """Program ``(slot, n)``: which group's row tile the slot is, then its K loop (the
     epilogue and the store follow: :func:`_rows_epilogue`)."""
     rhs_k, rhs_n = (1, plan.k) if plan.rhs_transposed else (plan.n, 1)
@@ -185,7 +178,7 @@ def _rows_body(plan: RaggedDotPlan, t: str, acc_t: str) -> list[str]:
         "                        mask=row_ok[:, None] & k_ok[None, :], other=0.0)",
         f"            b = tl.load(matrix + ks[:, None] * {rhs_k} + cols[None, :] * {rhs_n},",
         "                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)",
-        f"            acc = tl.dot(a.to({t}), b.to({t}), acc{_precision(plan)})",
+        f"            {step}",
     ]
 
 
@@ -198,7 +191,7 @@ _KERNEL_NAMES = frozenset({
 
 
 def _rows_epilogue(module: HloModule, comp: HloComputation, plan: RaggedDotPlan,
-                   out: ArrayShape) -> tuple[list[str], list[str], list]:
+                   out: ArrayShape, rounding: str) -> tuple[list[str], list[str], list]:
     """``(parameter pointers, epilogue and store lines, constant buffers)``: the fusion's
     root at the program's tile, the ragged dot read as the accumulator (rounded to its
     type), stored masked to the rows of its group and the columns in range."""
@@ -212,8 +205,6 @@ def _rows_epilogue(module: HloModule, comp: HloComputation, plan: RaggedDotPlan,
     m = em.new_dim("m", 0, plan.m, "row0", plan.m + plan.blocks[0])
     n = em.new_dim("n", 1, plan.n, f"pid_n * {plan.blocks[1]}",
                    -(-plan.n // plan.blocks[1]) * plan.blocks[1] - 1)
-    rounding = dot_numerics(plan.op, plan.operand_type, plan.operand_type,
-                            plan.op.shape.dtype)[3]
     em.hero_indices = (m, n)
     em.hero_value = em.bind(rounding.format(acc="acc"), plan.op.name)
     value = em.value(comp.root_name, (m, n))
@@ -224,7 +215,7 @@ def _rows_epilogue(module: HloModule, comp: HloComputation, plan: RaggedDotPlan,
     return pointers + [c.pointer for c in constants], lines + em.lines, constants
 
 
-def _contracting_body(plan: RaggedDotPlan, t: str, acc_t: str, out_t: str) -> list[str]:
+def _contracting_body(step: str, acc_t: str, stored: str) -> list[str]:
     """Program ``(m, n, j)``: group ``j``'s product, over its own range of ``k``."""
     return [
         "    pid_m = tl.program_id(0)",
@@ -248,16 +239,11 @@ def _contracting_body(plan: RaggedDotPlan, t: str, acc_t: str, out_t: str) -> li
         "                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)",
         "        b = tl.load(rhs_ptr + ks[:, None].to(tl.int64) * N + cols[None, :],",
         "                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)",
-        f"        acc = tl.dot(a.to({t}), b.to({t}), acc{_precision(plan)})",
+        f"        {step}",
         "    out = out_ptr + group.to(tl.int64) * (M * N)",
         "    tl.store(out + rows[:, None].to(tl.int64) * N + cols[None, :],",
-        f"             acc.to({out_t}), mask=row_ok[:, None] & col_ok[None, :])",
+        f"             {stored}, mask=row_ok[:, None] & col_ok[None, :])",
     ]
-
-
-def _precision(plan: RaggedDotPlan) -> str:
-    # f32 products stay f32 (tl.dot's default on a GPU is TF32).
-    return ', input_precision="ieee"' if plan.operand_type == "f32" else ""
 
 
 def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
@@ -266,13 +252,18 @@ def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
     comp = module.computation(fusion_instr.attr("calls"))
     out = comp.root.shape
     assert isinstance(out, ArrayShape)
-    t = _DOT_TYPE[plan.operand_type]
+    # The dot template's numerics: bf16 to the tensor cores as loaded (fp32 under the
+    # interpreter), f32 in IEEE unless an ``algorithm`` says otherwise, f32 accumulation.
+    t, acc_t, precision, rounding = dot_numerics(plan.op, plan.operand_type,
+                                                 plan.operand_type, plan.op.shape.dtype)
+    step = f"acc = tl.dot(a.to({t}), b.to({t}), acc{precision_keyword(precision)})"
     if plan.form == "rows":
-        pointers, epilogue, arrays = _rows_epilogue(module, comp, plan, out)
-        body = epilogue[:1] + _rows_body(plan, t, "tl.float32") + epilogue[1:]
+        pointers, epilogue, arrays = _rows_epilogue(module, comp, plan, out, rounding)
+        body = epilogue[:1] + _rows_body(plan, step, acc_t) + epilogue[1:]
     else:
         pointers, arrays = ["lhs_ptr", "rhs_ptr", "sizes_ptr"], []
-        body = _contracting_body(plan, t, "tl.float32", storage_dtype(out.element_type))
+        stored = render_store_narrow(rounding.format(acc="acc"), out.element_type)
+        body = _contracting_body(step, acc_t, stored)
     name = f"{sanitize(fusion_instr.name)}_kernel"
     bm, bn, bk = plan.blocks
     header = comment_block(
@@ -293,9 +284,8 @@ def render_ragged_dot_kernel(module: HloModule, fusion_instr: HloInstruction,
     grid = (f"GRID = ({rows} + G.value + 1, {cols})" if plan.form == "rows" else
             f"GRID = ({rows}, {cols}, G.value)")
     specs = specs.replace(f"GRID = {plan.grid!r}", grid + f"  # {plan.grid!r}")
-    bf16 = _BF16_PRELUDE if plan.operand_type == "bf16" else ""
-    return (header + PRELUDE + KERNEL_IMPORTS + bf16 + constants + "\n\n" + kernel + "\n\n"
-            + specs + RUNTIME)
+    return (header + PRELUDE + KERNEL_IMPORTS + DOT_BF16_PRELUDE + constants + "\n\n" + kernel
+            + "\n\n" + specs + RUNTIME)
 
 
 def compile_ragged_dot_fusion(module: HloModule, fusion_instr: HloInstruction, *,
