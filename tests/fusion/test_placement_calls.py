@@ -30,12 +30,12 @@ def test_a_placement_is_its_operand():
 
 
 def test_compiled_as_its_operand():
+    from tests.triton_backend.xla_three_way import run_compiled
     from triton_backend import compile_hlo
-    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
-    compiled = compile_hlo(TEXT.format(t="f32"), cache=False)
-    (got,) = [tensor_to_numpy(t) for t in compiled(tensor_from_numpy(x, "f32"))]
+    text = TEXT.format(t="f32")
+    (got,) = run_compiled(text, x, compiled=compile_hlo(text, cache=False))
     np.testing.assert_allclose(got, np.sin(x) * x, rtol=1e-5, atol=1e-6)
 
 

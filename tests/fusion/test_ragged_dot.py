@@ -80,13 +80,11 @@ ENTRY e {
 
 
 def _compiled(text: str, args: list[np.ndarray]):
+    from tests.triton_backend.xla_three_way import run_compiled
     from triton_backend import compile_hlo
-    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 
     compiled = compile_hlo(text, cache=False)
-    params = compiled.module.entry.parameters
-    (got,) = [tensor_to_numpy(t) for t in compiled(*[tensor_from_numpy(a, p.shape.dtype)
-                                                     for a, p in zip(args, params)])]
+    (got,) = run_compiled(text, *args, compiled=compiled)
     return compiled, got
 
 
@@ -180,13 +178,10 @@ def test_jax_moe_layer_and_gradient_match_jax(dtype):
                                                    preferred_element_type=jnp.float32)))
 
     value, (gx, gw) = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(x, w, sizes)
+    from tests.triton_backend.xla_three_way import run_compiled
     from triton_backend import compile_hlo
-    from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 
-    compiled = compile_hlo(text, cache=False)
-    params = compiled.module.entry.parameters
-    ran = [tensor_to_numpy(t) for t in compiled(*[tensor_from_numpy(a, p.shape.dtype)
-                                                  for a, p in zip((x, w, sizes), params)])]
+    ran = run_compiled(text, x, w, sizes, compiled=compile_hlo(text, cache=False))
     tol = 1e-5 if dtype == "float32" else 2e-2
     for who, got in (("evaluator", evaluate(parse_hlo(text), x, w, sizes)), ("kernels", ran)):
         for g, want in zip(got, (value, gx, gw)):

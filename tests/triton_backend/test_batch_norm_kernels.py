@@ -8,8 +8,8 @@ import pytest
 from fusion.evaluator.npz_io import random_inputs
 from fusion.ir.shape import flatten_shape
 from tests.fusion.test_batch_norm import module_text, training_text
+from tests.triton_backend.xla_three_way import run_compiled
 from triton_backend import compile_hlo
-from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.host.output_check import compare_with_evaluator
 
 
@@ -17,8 +17,7 @@ def _run(text: str):
     compiled = compile_hlo(text, cache=False)
     module = compiled.module
     arrays = random_inputs(module, seed=0)
-    args = [tensor_from_numpy(a, p.shape.dtype) for a, p in zip(arrays, module.entry.parameters)]
-    outputs = [tensor_to_numpy(t) for t in compiled(*args)]
+    outputs = run_compiled(text, *arrays, compiled=compiled)
     types = [s.dtype for s in flatten_shape(module.entry.root.shape)]
     return compiled, compare_with_evaluator(module, arrays, outputs, types)
 

@@ -12,8 +12,8 @@ import pytest
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from tests.fusion.test_ragged_dot import grouped, per_group
+from tests.triton_backend.xla_three_way import run_compiled
 from triton_backend import compile_hlo
-from triton_backend.host.input_validation import tensor_from_numpy, tensor_to_numpy
 from triton_backend.runtime.kernel_loading import TemplateKind
 
 M, K, N = 70, 24, 40
@@ -47,9 +47,7 @@ def _run(text: str, args: list[np.ndarray], tiles=(16, 16, 16)):
     (name,) = compiled.fusions
     compiled = compile_hlo(text, cache=False, tiling={name: tiles})
     assert compiled.fusions[name].kind == TemplateKind.RAGGED_DOT
-    params = compiled.module.entry.parameters
-    (got,) = [tensor_to_numpy(t) for t in compiled(*[tensor_from_numpy(a, p.shape.dtype)
-                                                     for a, p in zip(args, params)])]
+    (got,) = run_compiled(text, *args, compiled=compiled)
     return got
 
 
@@ -151,9 +149,7 @@ def test_an_elementwise_epilogue_is_computed_in_the_grouped_gemm(t):
     a, b = _operands((4, K, N), t, seed=9)
     up = np.random.default_rng(10).standard_normal((M, N)).astype(np.float32)
     text = GATED.format(t=t)
-    compiled = compile_hlo(text, cache=False)
-    assert [f.kind for f in compiled.fusions.values()] == [TemplateKind.RAGGED_DOT]
-    got = _run(text, [a, b, sizes, up])
+    got = _run(text, [a, b, sizes, up])  # one fusion, the template's
     (want,) = evaluate(parse_hlo(text), a, b, sizes, up)
     tol = 1e-5 if t == "f32" else 1e-2
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
@@ -184,9 +180,7 @@ ENTRY e {
     compiled = compile_hlo(text, cache=False)
     kinds = sorted(str(f.kind) for f in compiled.fusions.values())
     assert kinds.count(str(TemplateKind.RAGGED_DOT)) == 1 and len(kinds) >= 2, kinds
-    params = compiled.module.entry.parameters
-    got = [tensor_to_numpy(x) for x in compiled(*[tensor_from_numpy(v, p.shape.dtype)
-                                                  for v, p in zip((a, b, sizes), params)])]
+    got = run_compiled(text, a, b, sizes, compiled=compiled)
     product = grouped(a * a, b, sizes)
     np.testing.assert_allclose(got[0], np.tanh(product), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], np.exp(product), rtol=1e-4, atol=1e-4)
