@@ -1,7 +1,8 @@
 """``ragged-dot``: a dot whose lhs is split into consecutive groups along one dim (XLA's
 ``RaggedDot``; what ``jax.lax.ragged_dot`` lowers to on GPU and TPU: the grouped matmuls of a
 mixture of experts).  ``group_sizes[j]`` rows (or columns) belong to group ``j``, in order;
-past their sum, to none (a negative size counts as 0: XLA asks for sizes of at least 0).  Three modes, by the kind of the lhs's ragged dim:
+past their sum, to none (a negative size counts as 0: XLA asks for sizes of at least 0).
+Three modes, by the kind of the lhs's ragged dim:
 
 * a free dim (``m``): the rhs has a group dim (``rhs_group_dims``); each lhs row is multiplied
   by its group's rhs, and a row in no group gives zeros.  ``[m, k] x [g, k, n] -> [m, n]``;
@@ -64,8 +65,7 @@ class RaggedDot:
 
     def dense_dot(self) -> tuple[tuple[int, ...], ...]:
         """``(lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)`` (``_DOT_DIMS``'s order)
-        of the dense dot over
-        the expanded operands (a new dim 0, the group, on each expanded one)."""
+        of the dense dot over the expanded operands (a new dim 0, the group, on each)."""
         up = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
         if self.mode == "noncontracting":
             return (up(self.lhs_contracting) + (0,), self.rhs_contracting + (self.group_dim,),

@@ -3,8 +3,9 @@
 Equal instructions (same opcode, shape, operands and attributes, ``metadata`` aside) are
 merged into the first.  JAX writes the same broadcast or ``x - mean`` where each use needs
 it, and VJP rules write each constant, broadcast and comparison where they need it;
-canonicalization and the backward pass both merge them.  Work behind an ``opt-barrier`` (``jax.checkpoint``'s recomputation) reads the
-barrier's outputs, never the values it recomputes, so it is never merged with them.
+canonicalization and the backward pass both merge them.  Work behind an ``opt-barrier``
+(``jax.checkpoint``'s recomputation) reads the barrier's outputs, never the values it
+recomputes, so it is never merged with them.
 
 >>> from fusion.text.parser import parse_hlo
 >>> m = parse_hlo('''HloModule m

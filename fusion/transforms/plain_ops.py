@@ -5,9 +5,10 @@ cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it co
 (``gpu_call_expansion``), a fusion nested in a reducer or a fused computation its ops
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
 (``map_inlining``), a ragged dot the grouped GEMM kernel does not take the dense dot of its
-operands masked by group (``ragged_dot_expansion``), an ``rng-bit-generator`` the integer ops computing its bits
-(``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a batch-norm op its reductions
-and elementwise ops (``batch_norm_expansion``, as XLA's ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
+operands masked by group (``ragged_dot_expansion``), an ``rng-bit-generator`` the integer
+ops computing its bits (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a
+batch-norm op its reductions and elementwise ops (``batch_norm_expansion``, as XLA's
+``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
 complex values dots of their real parts (``complex_dots``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the

@@ -8,12 +8,12 @@ ops (with broadcasting), reductions (sum, max, min, argmax), broadcasts, transpo
 reshapes, strided slices, concatenation, reversal, padding (interior too), dots and batched
 dots, 1-D convolutions, softmax, cumulative sums, masks from iotas, bf16 round trips, sorts,
 gathers, scatter-adds, max and average pools, slices and updates at data-dependent starts,
-integer arithmetic, ``fori_loop`` and ``while_loop``, and dropout by JAX's ``rbg`` keys.  About a third of the f32 programs are
-differentiated instead (``jax.grad``: transposed dots, scatters of gathers, select-and-scatter
-of max pools, dynamic-update-slices), half of those through ``jax.checkpoint`` (the
-recomputed forward behind an ``opt-barrier``).  The function returns the last value and sometimes an
-earlier one (a multi-output module).  Everything is drawn from one
-``numpy`` generator, so a program is reproducible from its seed.
+integer arithmetic, ``fori_loop`` and ``while_loop``, and dropout by JAX's ``rbg`` keys.
+About a third of the f32 programs are differentiated instead (``jax.grad``: transposed dots,
+scatters of gathers, select-and-scatter of max pools, dynamic-update-slices), half of those
+through ``jax.checkpoint`` (the recomputed forward behind an ``opt-barrier``).  The function
+returns the last value and sometimes an earlier one (a multi-output module).  Everything is
+drawn from one ``numpy`` generator, so a program is reproducible from its seed.
 
 >>> program = random_program(3)
 >>> program == random_program(3), len(program.inputs) >= 1
