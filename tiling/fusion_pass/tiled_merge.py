@@ -321,8 +321,9 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
             refusal = decide(False, f"costs time: {problem}")
             costs.time_refusals[(producer.root, consumer.root)] = refusal
             return refusal
-    outer = outer_reduces(comp, merged.members)
-    if after.blocks and 2 * after.blocks < NUM_SMS and len(outer) > 1:
+    few_blocks = after.blocks and 2 * after.blocks < NUM_SMS
+    outer = outer_reduces(comp, merged.members) if few_blocks else ()
+    if len(outer) > 1:
         # The kernel planner splits a lone outer reduction among programs
         # (``kernel_plan``'s split reduction); side by side, reductions run on the few SMs
         # their blocks fill (a batch norm's two sums over batch and space: on one).
