@@ -15,6 +15,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
+from fusion.analysis.rng_streams import INITIAL_STATE, advanced
 from fusion.errors import EvaluationError
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, TupleShape, flatten_shape
@@ -40,7 +41,8 @@ def flatten_value(value: Value) -> tuple[np.ndarray, ...]:
 
 
 class Evaluator:
-    """Runs the computations of one module; holds only pure memoization (schedules)."""
+    """Runs the computations of one module; holds memoization (schedules) and the random
+    generators' states of this run (``advance_generator``)."""
 
     def __init__(self, module: HloModule, max_while_iterations: int | None = None) -> None:
         self.module = module
@@ -52,6 +54,7 @@ class Evaluator:
         # The computations being run, innermost last: rules that read their operands' declared
         # shapes (bitcast reads layouts) look them up in the innermost one.
         self._frames: list[HloComputation] = []
+        self._generators: dict[tuple[str, str], tuple[int, int]] = {}
 
     def computation(self, name: str, instr: HloInstruction | None = None) -> HloComputation:
         if not self.module.has_computation(name):
@@ -102,6 +105,15 @@ class Evaluator:
             for out, leaf in zip(outs, leaves):
                 out[index] = leaf
         return tuple(outs)
+
+    def advance_generator(self, instr: HloInstruction, delta: int) -> tuple[int, int]:
+        """The 128-bit state ``(low, high)`` of ``instr``'s random generator, which this
+        advances by ``delta``: one state per instruction, starting where a fresh XLA
+        executable starts (``fusion.analysis.rng_streams``)."""
+        key = (self._frames[-1].name, instr.name)
+        state = self._generators.get(key, (INITIAL_STATE, 0))
+        self._generators[key] = advanced(state, delta)
+        return state
 
     def operand_shapes(self, instr: HloInstruction) -> tuple[Any, ...]:
         """The declared shapes of ``instr``'s operands, in the computation now running."""

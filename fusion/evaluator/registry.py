@@ -28,6 +28,7 @@ from fusion.evaluator.library_ops import LIBRARY_RULES
 from fusion.evaluator.ragged_dot_ops import RAGGED_DOT_RULES
 from fusion.evaluator.random_ops import RANDOM_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
+from fusion.evaluator.rng_distribution_ops import RNG_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
 from fusion.opcodes import opcodes_with
 from fusion.rule_tables import merge_rule_families
@@ -51,6 +52,7 @@ OP_RULES: dict[str, Rule] = merge_rule_families(
     RAGGED_DOT_RULES,
     RANDOM_RULES,
     REDUCTION_RULES,
+    RNG_RULES,
     SORT_RULES,
 )
 

@@ -92,7 +92,8 @@ from fusion.shapes.rules_library import (
     shape_triangular_solve,
 )
 from fusion.shapes.rules_reduce import shape_reduce, shape_reduce_window, shape_select_and_scatter
-from fusion.shapes.rules_random import shape_rng_bit_generator
+from fusion.shapes.rules_random import (shape_rng, shape_rng_bit_generator,
+                                        shape_rng_get_and_update_state)
 from fusion.shapes.rules_sort import shape_sort
 
 _STRUCTURAL_RULES: dict[str, Rule] = {
@@ -150,7 +151,9 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "replica-id": shape_device_id,
     "reshape": shape_reshape,
     "reverse": shape_reverse,
+    "rng": shape_rng,
     "rng-bit-generator": shape_rng_bit_generator,
+    "rng-get-and-update-state": shape_rng_get_and_update_state,
     "scatter": shape_scatter,
     "select": shape_select,
     "select-and-scatter": shape_select_and_scatter,

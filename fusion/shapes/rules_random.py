@@ -1,9 +1,14 @@
-"""Shape rule of ``rng-bit-generator``: ``(new_state, bits) = rng-bit-generator(state)``.
+"""Shape rules of the random ops: ``(new_state, bits) = rng-bit-generator(state)``, ``rng``
+and the state its expansion reads, ``rng-get-and-update-state``.
 
 The state is a ``u64`` vector (its first element the key) and the new state has its shape;
 the bits may be of any integer or floating type of 8 to 64 bits (XLA fills their bits).  The
 states XLA's expander accepts (``fusion.evaluator.random_ops``) are the ones accepted here:
 ``u64[2]`` for every algorithm, ``u64[3]`` (a 128-bit counter) for Philox too.
+
+``rng(a, b), distribution=rng_uniform|rng_normal`` takes two scalars of its result's element
+type (XLA's verifier) and computes one of the types XLA's expander computes
+(``fusion.analysis.rng_streams``); ``rng-get-and-update-state(), delta=D`` is a ``u64[2]``.
 
 >>> from fusion.ir.hlo_module import HloInstruction
 >>> state = ArrayShape("u64", (2,))
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fusion.analysis.rng_streams import DISTRIBUTION_TYPES
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.checks import etype, expect_array, expect_operand_count, fail
@@ -53,4 +59,37 @@ def shape_rng_bit_generator(instr: HloInstruction, operands: Sequence[Shape],
     return TupleShape((state, bits))
 
 
-__all__ = ["BIT_WIDTHS", "STATE_LENGTHS", "shape_rng_bit_generator"]
+def shape_rng(instr: HloInstruction, operands: Sequence[Shape],
+               module: HloModule | None) -> Shape:
+    """The declared shape, after checking the distribution, its type and the two scalar
+    parameters (module docstring)."""
+    expect_operand_count(instr, operands, 2)
+    distribution = instr.attr("distribution", None)
+    if distribution not in DISTRIBUTION_TYPES:
+        fail(instr, f"rng distribution {distribution!r} is unknown",
+             expected=" or ".join(DISTRIBUTION_TYPES))
+    result = expect_array(instr, instr.shape, "the result")
+    types = DISTRIBUTION_TYPES[distribution]
+    if result.dtype not in types:
+        fail(instr, f"rng ({distribution}) draws {result.dtype} values, which XLA's expander "
+                    "does not compute", expected=", ".join(types))
+    for k, name in enumerate(("a", "b") if distribution == "rng_uniform" else ("mu", "sigma")):
+        given = expect_array(instr, operands[k], f"parameter {name}")
+        if given.rank != 0 or given.dtype != result.dtype:
+            fail(instr, f"rng's parameter {name} is {given}", expected=f"{result.dtype}[]")
+    return result
+
+
+def shape_rng_get_and_update_state(instr: HloInstruction, operands: Sequence[Shape],
+                                   module: HloModule | None) -> Shape:
+    """``u64[2]``, the 128-bit state, with an integer ``delta`` of at least 0."""
+    expect_operand_count(instr, operands, 0)
+    delta = instr.attr("delta", None)
+    if not isinstance(delta, int) or delta < 0:
+        fail(instr, f"rng-get-and-update-state needs delta=N, got {delta!r}",
+             expected="a count of 32-bit words, 0 or more")
+    return ArrayShape("u64", (2,))
+
+
+__all__ = ["BIT_WIDTHS", "STATE_LENGTHS", "shape_rng", "shape_rng_bit_generator",
+           "shape_rng_get_and_update_state"]

@@ -337,6 +337,7 @@ ATTRIBUTE_RULES: dict[str, Callable[[Lexer, str], Any]] = {
     "custom_call_has_side_effect": read_bool,
     "custom_call_schedule": read_word,
     "custom_call_target": read_string,
+    "delta": _INT_,
     "dim_labels": read_raw_word,
     "dimensions": _DIMS,
     "direction": read_word,

@@ -6,7 +6,9 @@ cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it co
 (``nested_fusion_inlining``), a ``map`` of scalar elementwise ops those ops on arrays
 (``map_inlining``), a ragged dot the grouped GEMM kernel does not take the dense dot of its
 operands masked by group (``ragged_dot_expansion``), an ``rng-bit-generator`` the integer
-ops computing its bits (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), a
+ops computing its bits (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), an ``rng``
+the ops drawing it from its generator state (``rng_distribution_expansion``, as XLA's
+``RngExpander``), a
 batch-norm op its reductions and elementwise ops (``batch_norm_expansion``, as XLA's
 ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
@@ -39,6 +41,7 @@ from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
 from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
 from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
+from fusion.transforms.rng_distribution_expansion import expand_rngs
 from fusion.transforms.rng_expansion import expand_rng_bit_generators
 
 
@@ -48,8 +51,8 @@ def plain_ops(module: HloModule) -> HloModule:
     project does not compute."""
     plain = inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
         module))))
-    return expand_batch_norms(expand_rng_bit_generators(expand_complex_dots(round_dot_operands(
-        expand_ragged_dots(plain, keep="grouped")))))
+    return expand_batch_norms(expand_rngs(expand_rng_bit_generators(expand_complex_dots(
+        round_dot_operands(expand_ragged_dots(plain, keep="grouped"))))))
 
 
 __all__ = ["plain_ops"]

@@ -64,14 +64,14 @@ def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
         state = comp.instruction(instr.operands[0]).shape
         shape = shape_rng_bit_generator(instr, (state,), None)
         assert isinstance(shape, TupleShape)
-        ops = _Ops(instr, fresh_names(instr.name, taken, "rng"))
+        ops = GeneratorOps(instr, fresh_names(instr.name, taken, "rng"))
         new_state, bits = ops.generate(instr.operands[0], state.dims[0], shape.elements[1])
         ops.add("tuple", instr.shape, (new_state, bits))
         out.extend(ops.named_last(instr.name))
     return replace(comp, instructions=tuple(out))
 
 
-class _Ops(InstructionWriter):
+class GeneratorOps(InstructionWriter):
     """The ops one generator becomes, with the few helpers the algorithms need.  Every value
     is over the bits' dims (or a scalar of the state), so the generator is elementwise in the
     output index; constants are made once."""
@@ -183,14 +183,27 @@ class _Ops(InstructionWriter):
         return new_state, words
 
     def philox(self, state: str, length: int, dims: Dims, width: int) -> tuple[str, str]:
-        """Word ``L`` of the flattened bits is output ``L % 4`` of counter ``L // 4`` (32-bit
-        bits; a 64-bit element ``L`` joins outputs ``2 (L % 2)`` and ``2 (L % 2) + 1`` of
-        counter ``L // 2``)."""
+        """(new state, bits) of ``rng-bit-generator``: the counter counts from ``state[1]``
+        (low) and ``state[2]`` (high; the key for a ``u64[2]`` state)."""
         key = self.element(state, 0)
         low = self.element(state, 1)
         high = key if length == 2 else self.element(state, 2)
+        words = self.philox_words(key, low, high, self.output_index(dims), width)
+        count = math.prod(dims) * width // 32
+        new_low = self.with_const("add", low, -(-count // 4))
+        tail = [new_low]
+        if length == 3:
+            wrapped = self.op("compare", new_low, low, direction="LT")
+            tail.append(self.op("select", wrapped, self.with_const("add", high, 1), high))
+        return self.joined_state([key, *tail]), words
+
+    def philox_words(self, key: str, low: str, high: str, index: str, width: int) -> str:
+        """Word ``index`` (a ``u64`` array) of the flattened bits Philox makes from the
+        128-bit counter ``(low, high)`` (``u64`` scalars) under ``key``: output ``L % 4`` of
+        counter ``L // 4`` for 32-bit bits; a 64-bit element ``L`` joins outputs
+        ``2 (L % 2)`` and ``2 (L % 2) + 1`` of counter ``L // 2``."""
+        dims = self.shapes[index].dims
         per_counter = 4 if width == 32 else 2
-        index = self.output_index(dims)
         shift = per_counter.bit_length() - 1
         counter_low = self.op("add", self.spread(low, dims),
                               self.with_const("shift-right-logical", index, shift))
@@ -200,14 +213,7 @@ class _Ops(InstructionWriter):
                           self.spread(high, dims))
         x = self.philox4x32([*self.words(counter_low), *self.words(carried)], key, dims)
         parts = x if width == 32 else [self.joined(x[0], x[1]), self.joined(x[2], x[3])]
-        words = self.picked(self.with_const("and", index, per_counter - 1), parts)
-        count = math.prod(dims) * width // 32
-        new_low = self.with_const("add", low, -(-count // 4))
-        tail = [new_low]
-        if length == 3:
-            wrapped = self.op("compare", new_low, low, direction="LT")
-            tail.append(self.op("select", wrapped, self.with_const("add", high, 1), high))
-        return self.joined_state([key, *tail]), words
+        return self.picked(self.with_const("and", index, per_counter - 1), parts)
 
     def philox4x32(self, x: list[str], key: str, dims: Dims) -> list[str]:
         k0, k1 = self.words(key)
@@ -273,4 +279,4 @@ class _Ops(InstructionWriter):
         return x0, x1
 
 
-__all__ = ["expand_rng_bit_generators"]
+__all__ = ["GeneratorOps", "expand_rng_bit_generators"]

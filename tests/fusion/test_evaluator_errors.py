@@ -17,11 +17,11 @@ NEGATE = module("p = f32[2,3] parameter(0)\nROOT n = f32[2,3] negate(p)")
 
 
 def test_unsupported_opcode_names_op_and_location():
-    m = module("p = f32[2] parameter(0)\n  ROOT r = f32[2] rng(p, p), distribution=rng_uniform")
+    m = module("p = f32[2] parameter(0)\n  ROOT r = f32[2] recv(p), channel_id=1")
     with pytest.raises(EvaluationError) as info:
         evaluate(m, np.zeros(2, np.float32))
     message = str(info.value)
-    assert "unsupported opcode 'rng'" in message and "%r" in message
+    assert "unsupported opcode 'recv'" in message and "%r" in message
     assert message.startswith("5:3:") and info.value.line == 5
 
 

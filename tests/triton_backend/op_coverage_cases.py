@@ -186,9 +186,13 @@ WRITTEN: dict[str, str] = {
     "reshape": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT r = f32[3,2] reshape(x)\n}\n",
     "reverse": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
                "  ROOT r = f32[2,3] reverse(x), dimensions={1}\n}\n",
+    "rng": "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+           "  ROOT r = f32[2,3] rng(a, b), distribution=rng_normal\n}\n",
     "rng-bit-generator": "HloModule m\nENTRY e {\n  s = u64[2] parameter(0)\n"
                          "  ROOT r = (u64[2], u32[2,3]) rng-bit-generator(s), "
                          "algorithm=rng_default\n}\n",
+    "rng-get-and-update-state": "HloModule m\nENTRY e {\n  ROOT s = u64[2] "
+                                "rng-get-and-update-state(), delta=6\n}\n",
     "scatter": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[5,2] parameter(0)\n  i = s32[3,1] parameter(1)\n"
                "  u = f32[3,2] parameter(2)\n  ROOT r = f32[5,2] scatter(x, i, u), update_window_dims={1}, "
                "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "

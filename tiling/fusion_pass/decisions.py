@@ -46,8 +46,9 @@ _INDEX_CHANGING = opcodes_with("index_changing")
 
 # XLA's priority fusion caps a fusion's operands, not its size; this cap only bounds a
 # kernel's compile time.  A counter-based random generator (``rng-bit-generator`` written
-# out: Philox's 10 rounds are about 200 integer ops) must fit beside its readers.
-MAX_FUSION_MEMBERS = 400
+# out: Philox's 10 rounds are about 200 integer ops) must fit beside its readers, and so must
+# a normal ``rng`` draw, two Philox words and Box-Muller per element (about 430 ops).
+MAX_FUSION_MEMBERS = 600
 MAX_FUSION_PARAMETERS = 64
 _MAX_SIGNATURES = 16
 

@@ -16,8 +16,9 @@ the input signature never changes after validation.
   may be its input buffers, for a module returning a parameter); clone what you keep.
 * **What cannot be captured is refused**, at compile time where the module says so: a
   ``while`` or ``conditional`` reads its predicate or branch index back on the host on every
-  iteration, and a collective of a module running as several processes is a
-  ``torch.distributed`` call.  A capture that fails for any other reason (a host op that
+  iteration, a collective of a module running as several processes is a
+  ``torch.distributed`` call, and ``rng-get-and-update-state`` (an ``rng``'s generator)
+  advances its counter on the host.  A capture that fails for any other reason (a host op that
   synchronises, such as a library call checking its result) is an ``UnsupportedOpError``
   naming the module and torch's reason, raised on the call; nothing is replayed.
 * **Concurrency**: calls of one module take a lock around copy, replay and result copy; a
@@ -86,6 +87,8 @@ def graph_refusal(module: HloModule, computations: Sequence[str],
             if op.control_flow and not op.inlinable:
                 return instr, (f"{instr.opcode} reads its predicate or branch index back on "
                                "the host on every run")
+            if op.side_effect:
+                return instr, f"{instr.opcode} changes a state on the host on every run"
             if op.collective and place is not None:
                 return instr, (f"{instr.opcode} is a torch.distributed call when the module "
                                "runs as several processes")

@@ -222,8 +222,12 @@ _EXPLICIT: dict[str, OpCoverage] = {
                                 reduce_window_check),
     "reshape": OpCoverage(HOST_OR_KERNEL, "a view on the host when both layouts are untiled "
                           "and row-major; otherwise a kernel"),
+    "rng": OpCoverage(EXPANDED, "Philox bits of a key and a per-op counter, turned into the "
+                      "distribution as XLA's RngExpander does"),
     "rng-bit-generator": OpCoverage(EXPANDED, "Philox (rng_default, rng_philox) and Threefry "
                                     "(rng_three_fry), bit for bit XLA's"),
+    "rng-get-and-update-state": OpCoverage(HOST, "its counter, advanced on every run (no CUDA "
+                                           "graph)"),
     "scatter": OpCoverage(SCATTER, "one or several (variadic) operands, each a fusion "
                           "parameter updated in place; " + _REDUCER_LIMIT, template_check),
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "

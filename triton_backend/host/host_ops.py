@@ -21,6 +21,8 @@ zero, exactly as kernels read and write it (``input_validation.physical_buffer``
 * the library calls (``fft``, ``topk``, ``cholesky``, ``triangular-solve`` and the LAPACK /
   cuSOLVER custom-calls JAX emits) call ``torch.fft``/``torch.linalg``/``torch.sort`` on the
   device tensors (``library_calls``);
+* ``rng-get-and-update-state`` gives its generator's counter and advances it
+  (``random_state``);
 * ``while`` and ``conditional`` are host control flow: the predicate or branch index is read
   back (one scalar), the bodies' kernels launch with the loop-carried tuple kept on the device.
 
@@ -59,6 +61,7 @@ from triton_backend.host.input_validation import (
 )
 from triton_backend.host.views import is_view_layout
 from triton_backend.host.collectives import COLLECTIVE_HOST_RULES
+from triton_backend.host.random_state import RANDOM_HOST_RULES
 from triton_backend.host.library_calls import (
     host_cholesky, host_custom_call, host_fft, host_topk, host_triangular_solve,
 )
@@ -288,6 +291,7 @@ def host_while(comp: HloComputation, instr: HloInstruction, device: torch.device
 
 HOST_RULES: dict[str, Rule] = dict(sorted({
     **COLLECTIVE_HOST_RULES,
+    **RANDOM_HOST_RULES,
     "bitcast": host_bitcast,
     "bitcast-convert": host_bitcast_convert,
     "call": host_call,
