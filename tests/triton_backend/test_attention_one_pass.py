@@ -120,3 +120,35 @@ def test_report_names_the_form_and_the_visited_key_blocks():
     (kernel,) = [f for f in report.to_json()["fusions"] if f["emitter_kind"] == "attention"]
     assert kernel["attention_form"] == "one-pass"
     assert 0 < kernel["kv_blocks_visited_fraction"] <= 1.0
+
+
+def _one_iota(text: str) -> str:
+    """``text`` with its equal iotas merged into the first, as XLA's CSE merges
+    ``jnp.arange(t)[:, None]`` and ``jnp.arange(n)[None, :]`` when ``t == n``."""
+    from dataclasses import replace
+
+    module = fusion.parse_hlo(text)
+    entry = module.entry
+    iotas = [i for i in entry.instructions if i.opcode == "iota"]
+    first, *others = [i for i in iotas if (str(i.shape), i.attributes) ==
+                      (str(iotas[0].shape), iotas[0].attributes)]
+    assert others, "the mask's two aranges"
+    merged = {o.name for o in others}
+    instructions = tuple(i.replace(operands=tuple(first.name if o in merged else o
+                                                  for o in i.operands))
+                         for i in entry.instructions if i.name not in merged)
+    entry = replace(entry, instructions=instructions)
+    return fusion.print_hlo(replace(module, computations=tuple(
+        entry if c.name == entry.name else c for c in module.computations)))
+
+
+@pytest.mark.parametrize("name", ["causal", "sliding_window"])
+def test_a_mask_whose_positions_share_one_iota_skips_the_same_key_blocks(name):
+    """The query and key positions read from one iota (``index_splitting`` gives each reader
+    its copy, so each is one coordinate): the same band as two iotas, and the same values."""
+    visible, band = MASKS[name]
+    text = _one_iota(hlo(masked_attention(visible), *_shapes()))
+    assert sum(" iota(" in line for line in text.splitlines()) == 1
+    module, fusion_name = compiled_attention(text)
+    form = attention_form(module, fusion_name)
+    assert form.name == "one-pass" and (form.band.low, form.band.high) == (band.low, band.high)

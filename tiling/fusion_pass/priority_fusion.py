@@ -70,6 +70,7 @@ from tiling.fusion_pass.multi_output import multi_output_fusion
 from tiling.fusion_pass.operand_epilogue import epilogues_before_operands
 from tiling.fusion_pass.tiled_merge import tiled_merge_fusion
 from tiling.fusion_pass.graph import FusionGraph, FusionOptions
+from tiling.fusion_pass.index_splitting import split_index_values
 
 # Attribute keys whose computations run at the caller's level (fused recursively); other
 # called computations (reduction regions, comparators, fused computations) are left alone.
@@ -309,8 +310,9 @@ def _fuse_module(module: HloModule, options: FusionOptions) -> FusionResult:
         if comp.name not in targets:
             computations.append(comp)
             continue
-        # grouped attention's score dots with the query dim last (attention_orientation)
-        comp = orient_score_dots(comp, names.fresh)
+        # grouped attention's score dots with the query dim last (attention_orientation), and
+        # a mask's positions one copy per reader, so each is a query or a key coordinate
+        comp = orient_score_dots(split_index_values(comp, names.fresh), names.fresh)
         new, fused, log = fuse_computation(comp, module, options, names)
         computations.extend(fused)
         computations.append(new)
