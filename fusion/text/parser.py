@@ -30,6 +30,7 @@ from fusion.text.attribute_parsing import (
     rule_for_attribute,
 )
 from fusion.ir.element_types import ELEMENT_TYPES
+from fusion.text.stablehlo import looks_like_stablehlo, stablehlo_to_hlo
 from fusion.text.lexer import BLANKS, NAME_BODY, Lexer, Token
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.layout import Layout
@@ -67,7 +68,12 @@ def parse_hlo(text: str) -> HloModule:
     (7,)
     >>> parse_hlo("ENTRY e { ROOT c = s32[] constant(7) }").name  # no header: XLA's name
     'module_e'
+
+    StableHLO text (``lowered.as_text()``'s default) is converted to HLO first, as XLA
+    converts it (``fusion.text.stablehlo``; needs jax installed).
     """
+    if looks_like_stablehlo(text):
+        text = stablehlo_to_hlo(text)
     return _Parser(text).module()
 
 
