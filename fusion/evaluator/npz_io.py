@@ -5,7 +5,10 @@ outputs ``o0..oM`` (a tuple result flattened depth first).  Element types NumPy 
 natively (bf16, the f8/f4 types, s4/u4/s2/u2) are stored as their bits in an unsigned integer
 of the same byte width (``uint16`` for bf16, ``uint8`` for the rest), and the archive holds a
 ``_dtypes`` entry: a JSON string mapping every key to its HLO element type, e.g.
-``{"p0": "bf16", "o0": "f32"}``.  Archives without ``_dtypes`` are read by NumPy dtype.
+``{"p0": "bf16", "o0": "f32"}``.  Archives without ``_dtypes`` are read by NumPy dtype; an
+array ``np.savez`` wrote from an ``ml_dtypes`` array (bf16, the f8 types, int4: NumPy records
+raw bytes, ``|V2`` or ``|V1``) is read as the type of the parameter it feeds, which must have
+that many bytes per element.
 
 >>> import io, ml_dtypes
 >>> buf = io.BytesIO()
@@ -204,14 +207,25 @@ def _read_member(archive: "np.lib.npyio.NpzFile", key: str, where: str) -> np.nd
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile,
             MemoryError) as err:
         raise EvaluationError(f"cannot read array '{key}': {_reason(err)}", where=where) from None
-    if array.dtype.kind not in "biufc" and key != DTYPES_KEY:
+    if not _holds_numbers(array.dtype) and key != DTYPES_KEY:
         raise EvaluationError(f"array '{key}' has NumPy dtype {array.dtype}, which holds no "
                               "numbers", where=where)
     return array
 
 
+def _holds_numbers(dtype: np.dtype) -> bool:
+    """Numbers, or the raw 1- or 2-byte elements ``np.savez`` writes for an ``ml_dtypes``
+    array (read as the parameter's type)."""
+    return dtype.kind in "biufc" or _raw_bytes(dtype)
+
+
+def _raw_bytes(dtype: np.dtype) -> bool:
+    return dtype.kind == "V" and dtype.names is None and dtype.itemsize in (1, 2) \
+        and not dtype.hasobject
+
+
 def _check_header(key: str, shape: tuple, dtype: np.dtype, data_bytes: int, where: str) -> None:
-    if key != DTYPES_KEY and (dtype.hasobject or dtype.kind not in "biufc"):
+    if key != DTYPES_KEY and not _holds_numbers(dtype):
         raise EvaluationError(f"array '{key}' has NumPy dtype {dtype}, which holds no numbers",
                               where=where)
     count = 1
@@ -246,6 +260,9 @@ def input_arrays(module: HloModule, arrays: Mapping[str, np.ndarray], source: st
                                   "hold arrays only", where=source)
         array = arrays[key]
         want = element_type(shape.dtype).numpy_dtype()
+        if _raw_bytes(array.dtype) and shape.dtype not in _NATIVE \
+                and array.dtype.itemsize == want.itemsize:
+            array = array.view(want)  # an ml_dtypes array as np.savez wrote it
         if array.dtype != want:
             found = _hlo_name(array.dtype)
             raise EvaluationError(f"array '{key}' has element type {found}, but parameter "
@@ -258,6 +275,8 @@ def input_arrays(module: HloModule, arrays: Mapping[str, np.ndarray], source: st
 
 
 def _hlo_name(dtype: np.dtype) -> str:
+    if _raw_bytes(dtype):
+        return f"raw {dtype.itemsize}-byte values ({dtype}, as np.savez writes an ml_dtypes array)"
     try:
         return element_type_of_numpy(dtype).name
     except KeyError:

@@ -121,3 +121,23 @@ def test_input_arrays_checks_keys_shapes_and_types():
         input_arrays(m, {**good, "p0": good["p0"].astype(np.float64)}, "in.npz")
     with pytest.raises(EvaluationError, match="unexpected array"):
         input_arrays(m, {**good, "q": good["p0"]}, "in.npz")
+
+
+@pytest.mark.parametrize("dtype,values", [("bf16", [1.5, -2.0, 3.0]),
+                                          ("f8e4m3fn", [0.5, -1.0, 448.0]),
+                                          ("s4", [-8, 7, -1])])
+def test_ml_dtypes_arrays_written_by_plain_savez_are_read_as_their_parameters(
+        tmp_path, dtype, values):
+    """``np.savez`` keeps an ml_dtypes array as raw bytes (``|V2``, ``|V1``): the parameter it
+    feeds gives the type back, bit for bit; a parameter of another width is an error."""
+    numpy_dtype = ELEMENT_TYPES[dtype].numpy_dtype()
+    array = np.array(values, numpy_dtype)
+    np.savez(tmp_path / "a.npz", p0=array)
+    raw = load_arrays(tmp_path / "a.npz")["p0"]
+    assert raw.dtype.kind == "V"
+    m = parse_hlo(f"HloModule m\nENTRY e {{\n  ROOT x = {dtype}[3] parameter(0)\n}}\n")
+    (got,) = input_arrays(m, {"p0": raw}, "a.npz")
+    assert got.dtype == numpy_dtype and _bits(got).tolist() == _bits(array).tolist()
+    f32 = parse_hlo("HloModule m\nENTRY e {\n  ROOT x = f32[3] parameter(0)\n}\n")
+    with pytest.raises(EvaluationError, match="raw .-byte values .* parameter x is f32"):
+        input_arrays(f32, {"p0": raw}, "a.npz")
