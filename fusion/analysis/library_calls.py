@@ -3,7 +3,7 @@
 An instruction is a library call when it is one of the HLO ops ``cholesky``, ``fft``,
 ``topk``, ``triangular-solve``, or a ``custom-call`` whose target is in :data:`TARGETS`: the
 linear-algebra targets JAX emits on the CPU (``lapack_spotrf_ffi``, ...), on NVIDIA and AMD
-GPUs (``cusolver_potrf_ffi``, ``cu_lu_pivots_to_permutation``, ...), XLA's own
+GPUs (``cusolver_potrf_ffi``, ``cu_lu_pivots_to_permutation``, ``cusparse_gtsv2_ffi``, ...), XLA's own
 ``ProductOfElementaryHouseholderReflectors`` and the ``TopK`` custom-call of XLA:CPU.  This
 module decodes what such an instruction computes (:func:`library_call`: the routine and its
 options from the target name, the attributes and the MLIR-dictionary ``backend_config``) and
@@ -36,7 +36,7 @@ _LAPACK = {
     "gesdd": ("svd", "sdcz"), "gesvd": ("svd", "sdcz"), "geqrf": ("qr", "sdcz"),
     "getrf": ("lu", "sdcz"), "heevd": ("eigh", "cz"), "orgqr": ("householder_product", "sd"),
     "potrf": ("cholesky", "sdcz"), "syevd": ("eigh", "sd"), "trsm": ("triangular_solve", "sdcz"),
-    "ungqr": ("householder_product", "cz"),
+    "ungqr": ("householder_product", "cz"), "gtsv": ("tridiagonal_solve", "sdcz"),
 }
 _GPU_SOLVER = {
     "gesdd": "svd", "gesvd": "svd", "gesvdj": "svd", "geqrf": "qr", "getrf": "lu",
@@ -51,6 +51,7 @@ def _targets() -> dict[str, str]:
     for prefix in ("cu", "hip"):
         table.update({f"{prefix}solver_{routine}_ffi": what for routine, what in _GPU_SOLVER.items()})
         table[f"{prefix}_lu_pivots_to_permutation"] = "lu_pivots_to_permutation"
+        table[f"{prefix}sparse_gtsv2_ffi"] = "tridiagonal_solve"
     return dict(sorted(table.items()))
 
 
@@ -86,7 +87,8 @@ class LibraryCall:
     """What one library call computes.
 
     ``routine``: ``cholesky``, ``eigh``, ``fft``, ``householder_product``, ``lu``,
-    ``lu_pivots_to_permutation``, ``qr``, ``svd``, ``topk`` or ``triangular_solve``.
+    ``lu_pivots_to_permutation``, ``qr``, ``svd``, ``topk``, ``triangular_solve`` or
+    ``tridiagonal_solve``.
     ``target``: the custom-call target, or the opcode of an HLO op.  ``lapack_type``: the
     element type a LAPACK target's type letter names (``None`` elsewhere).
     ``info``: the result is a tuple whose last element is LAPACK's per-matrix ``info``.
@@ -204,6 +206,8 @@ def library_call(instr: HloInstruction) -> LibraryCall:
         return LibraryCall(**base)
     if routine == "lu":
         return LibraryCall(**base, info=True)
+    if routine == "tridiagonal_solve":  # LAPACK's gtsv returns info, cuSPARSE's gtsv2 not
+        return LibraryCall(**base, info=lapack_type is not None)
     if routine == "cholesky":
         lower = (_letter(config, "uplo", "LU", "L", instr) == "L" if lapack_type
                  else bool(config.get("lower", True)))
@@ -279,7 +283,7 @@ def jacobi_svd_is_thin(declared: tuple[Shape, ...], m: int, n: int) -> bool:
 _MATRICES = {
     "cholesky": ((0,), (0,)), "eigh": ((0,), (0,)), "householder_product": ((0,), (0,)),
     "lu": ((0,), (0,)), "qr": ((0,), (0,)), "svd": ((0,), (0, 2, 3)),
-    "triangular_solve": ((0, 1), (0,)),
+    "triangular_solve": ((0, 1), (0,)), "tridiagonal_solve": ((3,), (3,)),
 }
 
 
@@ -305,13 +309,16 @@ def layout_problem(call: LibraryCall, instr: HloInstruction,
     else the operands' own) and the results' layouts put the row dim minor, as JAX emits them
     (``f32[4,4]{0,1}``); an unlaid-out shape is row-major, as XLA lays it out.
     """
-    if call.lapack_type is None and not call.target.startswith(("cusolver_", "hipsolver_")):
+    if call.lapack_type is None and not call.target.startswith(
+            ("cusolver_", "hipsolver_", "cusparse_", "hipsparse_")):
         return None
     if call.svd_swapped:
         return f"{call.target} with transposed=true (a row-major SVD) is not run"
     if call.routine not in _MATRICES:
         return None
     operands_at, results_at = _MATRICES[call.routine]
+    if call.routine == "tridiagonal_solve" and not call.info:
+        results_at = (0,)  # cuSPARSE's gtsv2 returns the solution alone
     laid_out = _constraints(instr) or operand_shapes
     leaves = flatten_shape(instr.shape)
     for what, shapes, positions in (("operand", laid_out, operands_at), ("result", leaves, results_at)):

@@ -2,7 +2,8 @@
 :data:`fusion.analysis.library_calls.TARGETS`), ``fft``, ``topk`` and ``triangular-solve``.
 
 FFTs use ``numpy.fft`` in the operand's precision (NumPy 2 transforms ``complex64`` in single
-precision); the linear algebra uses ``linalg_reference`` (LAPACK's conventions); ``topk`` is a
+precision); the linear algebra uses ``linalg_reference`` (LAPACK's conventions) and
+``tridiagonal_reference`` (LAPACK's ``gtsv``, step for step); ``topk`` is a
 stable sort in XLA's total order (``-NaN < -inf < -0 < +0 < inf < NaN``; ties: the lower index
 first), and the ``TopK`` custom-call sorts by its own comparator.  A custom-call to any other
 target is an error naming it.
@@ -35,6 +36,7 @@ from fusion.evaluator.cudnn_fmha_ops import eval_cudnn_fmha_call
 from fusion.evaluator.gemm_ops import eval_gemm_call
 from fusion.evaluator.numerics import total_order_key
 from fusion.evaluator.sort_ops import eval_sort
+from fusion.evaluator.tridiagonal_reference import gtsv_numpy
 from fusion.ir.hlo_module import HloInstruction
 from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
@@ -185,6 +187,14 @@ def _target_triangular_solve(ev, instr, call, args):
     return _solve(call, args)
 
 
+def _target_tridiagonal_solve(ev, instr, call, args):
+    dl, d, du, x, info = gtsv_numpy(*args)
+    if call.info:
+        return dl, d, du, x, info
+    # cuSPARSE reports no zero pivot: a system LAPACK finds singular solves to NaN here.
+    return np.where((info != 0)[..., None, None], np.array(np.nan, x.dtype), x)
+
+
 _ROUTINES: dict[str, Callable[[Any, HloInstruction, LibraryCall, list], Any]] = {
     "cholesky": _target_cholesky,
     "eigh": _target_eigh,
@@ -195,6 +205,7 @@ _ROUTINES: dict[str, Callable[[Any, HloInstruction, LibraryCall, list], Any]] = 
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal_solve": _target_tridiagonal_solve,
 }
 
 #: custom-call target -> its reference rule (alphabetical; every target of ``TARGETS``).

@@ -236,6 +236,24 @@ def _target_triangular_solve(instr, call, operands):
     return shape
 
 
+def _target_tridiagonal_solve(instr, call, operands):
+    """``(dl, d, du, b)``: three diagonals ``[..., n]`` and right-hand sides ``[..., n, k]``;
+    LAPACK's ``gtsv`` returns ``(dl, d, du, x, info)``, cuSPARSE's ``gtsv2`` ``x`` alone."""
+    expect_operand_count(instr, operands, 4)
+    dl, d, du = (expect_array(instr, o, f"operand {w}") for o, w in zip(operands, ("dl", "d", "du")))
+    b = _matrix(instr, operands[3], "operand b")
+    _element_check(instr, call, b)
+    if not (dl.dims == d.dims == du.dims == b.dims[:-1]) or \
+            not (dl.dtype == d.dtype == du.dtype == b.dtype):
+        fail(instr, f"{call.target} takes three diagonals [..., n] and right-hand sides "
+             f"[..., n, k] of one element type; got {dl}, {d}, {du}, {b}")
+    x = ArrayShape(b.dtype, b.dims)
+    if not call.info:
+        return x
+    return TupleShape(tuple(ArrayShape(a.dtype, a.dims) for a in (dl, d, du)) +
+                      (x, _info(b.dims[:-2])))
+
+
 _ROUTINE_RULES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
     "eigh": _target_eigh,
@@ -246,6 +264,7 @@ _ROUTINE_RULES: dict[str, TargetRule] = {
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal_solve": _target_tridiagonal_solve,
 }
 
 #: custom-call target -> its shape rule (alphabetical; every target of ``TARGETS``).

@@ -32,6 +32,7 @@ from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
 from fusion.ir.shape import ArrayShape, TupleShape
+from fusion.evaluator.tridiagonal_reference import gtsv
 from triton_backend.host.collectives import host_sharding_call
 
 Value = Union[torch.Tensor, tuple]
@@ -261,6 +262,15 @@ def _target_triangular_solve(instr, call, operands):
     return _solve(call, operands[0], operands[1])
 
 
+def _target_tridiagonal_solve(instr, call, operands):
+    dl, d, du, b = (t.clone() for t in operands)
+    info = torch.zeros(d.shape[:-1], dtype=torch.int32, device=d.device)
+    dl, d, du, x, info = gtsv(dl, d, du, b, info, torch.where, d.is_complex())
+    if call.info:
+        return dl, d, du, x, info
+    return torch.where((info != 0)[..., None, None], torch.full_like(x, float("nan")), x)
+
+
 _ROUTINES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
     "eigh": _target_eigh,
@@ -271,6 +281,7 @@ _ROUTINES: dict[str, TargetRule] = {
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal_solve": _target_tridiagonal_solve,
 }
 
 #: custom-call target -> its torch routine (alphabetical; every target of ``TARGETS``).
@@ -314,6 +325,7 @@ TORCH_ROUTINES: dict[str, str] = {
     "svd": "torch.linalg.svd",
     "topk": "torch.sort (stable, XLA's total order)",
     "triangular_solve": "torch.linalg.solve_triangular",
+    "tridiagonal_solve": "LAPACK's gtsv elimination in torch ops, one step per row",
 }
 
 LIBRARY_HOST_RULES: dict[str, Callable[..., Executor | None]] = {
