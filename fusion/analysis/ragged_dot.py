@@ -10,6 +10,11 @@ Three modes, by the kind of the lhs's ragged dim:
   own ``k``.  ``[m, k] x [k, n] -> [g, m, n]`` (the rhs gradient of the first mode);
 * a batch dim: the plain dot.
 
+The group sizes are ``[g]``, one list for the whole dot, or one list per index of the lhs's
+batch dims and of its dims of the ragged dim's kind that come before it
+(``[b..., x..., g]``, XLA's ``RaggedDot`` spec): :attr:`RaggedDot.size_dims` names those
+lhs dims (``()`` for ``[g]``).
+
 The value is JAX's definition (``_ragged_dot_general_impl``), a dense dot of the operands
 expanded along a new leading group dim, each element kept in its group and zero elsewhere:
 :meth:`RaggedDot.dense_dot` gives that dot's dimension numbers, which the evaluator
@@ -52,6 +57,14 @@ class RaggedDot:
     rhs_contracting: tuple[int, ...]
     lhs_batch: tuple[int, ...]
     rhs_batch: tuple[int, ...]
+    size_dims: tuple[int, ...] = ()
+
+    @property
+    def rhs_size_dims(self) -> tuple[int, ...]:
+        """The rhs dims matching :attr:`size_dims` (the contracting mode's rhs masks)."""
+        pairs = dict(zip(self.lhs_batch + self.lhs_contracting,
+                         self.rhs_batch + self.rhs_contracting))
+        return tuple(pairs[d] for d in self.size_dims)
 
     @property
     def expands_rhs(self) -> bool:
@@ -137,7 +150,8 @@ def _dims(instr: HloInstruction, key: str) -> tuple[int, ...]:
 def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
                group_sizes: ArrayShape) -> RaggedDot:
     """The ragged dot ``instr`` of operands of these shapes; ``HloVerifyError`` (located) when
-    its dimension numbers are not XLA's, ``UnsupportedOpError`` for group sizes per batch."""
+    its dimension numbers are not XLA's, ``UnsupportedOpError`` for group sizes per outer
+    batch index of a ragged batch dim."""
     def fail(message: str, expected: str | None = None) -> HloVerifyError:
         return HloVerifyError(message, expected=expected, **instr._located())
 
@@ -148,10 +162,6 @@ def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
                    f"lhs_ragged_dims={list(ragged)}")
     if element_type(group_sizes.dtype).kind not in ("signed", "unsigned"):
         raise fail(f"ragged-dot group sizes are {group_sizes}", expected="an integer array")
-    if group_sizes.rank != 1:
-        raise UnsupportedOpError(
-            f"ragged-dot with group sizes {group_sizes} per batch element is not supported "
-            "(one list of group sizes, rank 1, is)", **instr._located())
     dim = ragged[0]
     mode = "contracting" if dim in lc else "batch" if dim in lb else "noncontracting"
     if mode == "noncontracting":
@@ -163,11 +173,25 @@ def ragged_dot(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape,
         raise fail(f"ragged-dot with a ragged {mode} dim takes no rhs group dim, got "
                    f"rhs_group_dims={list(group)}")
     else:
-        groups = group_sizes.dims[0]
-    if group_sizes.dims[0] != groups:
-        raise fail(f"ragged-dot has {groups} groups but {group_sizes.dims[0]} group sizes",
-                   expected=f"{group_sizes.dtype}[{groups}]")
-    return RaggedDot(mode, dim, group[0] if group else None, groups, lc, rc, lb, rb)
+        groups = group_sizes.dims[-1]
+    size_dims: tuple[int, ...] = ()
+    if group_sizes.rank > 1:
+        if mode == "batch":
+            raise UnsupportedOpError(
+                f"ragged-dot over a ragged batch dim with group sizes {group_sizes} per outer "
+                "batch index is not supported (one list of group sizes, rank 1, is)",
+                **instr._located())
+        kind = lc if mode == "contracting" else \
+            tuple(d for d in range(lhs.rank) if d not in lc + lb)
+        size_dims = lb + tuple(d for d in kind if d < dim)
+    want = tuple(lhs.dims[d] for d in size_dims) + (groups,)
+    if group_sizes.dims != want:
+        raise fail(f"ragged-dot has {groups} groups, and its group sizes are {group_sizes}",
+                   expected=f"{group_sizes.dtype}[{groups}]" + (
+                       f" or {group_sizes.dtype}[{','.join(map(str, want))}] (batch dims, "
+                       "then the lhs dims of the ragged dim's kind before it)"
+                       if group_sizes.rank > 1 else ""))
+    return RaggedDot(mode, dim, group[0] if group else None, groups, lc, rc, lb, rb, size_dims)
 
 
 __all__ = ["GROUPED_GEMM_TYPES", "RAGGED_ATTRIBUTES", "RaggedDot", "canonical_form",

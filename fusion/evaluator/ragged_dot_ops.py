@@ -26,17 +26,24 @@ from fusion.analysis.ragged_dot import dense_dot_attributes, ragged_dot
 from fusion.evaluator.dot_ops import eval_dot
 
 
-def in_groups(x: np.ndarray, dim: int, sizes: np.ndarray) -> np.ndarray:
+def in_groups(x: np.ndarray, dim: int, sizes: np.ndarray, size_dims: tuple[int, ...] = ()
+              ) -> np.ndarray:
     """``[g] + x.shape``: element ``[j, ...]`` is ``x``'s where its index along ``dim`` lies in
-    group ``j`` (the ``sizes[j]`` indices after the groups before it), else zero."""
+    group ``j`` (the ``sizes[..., j]`` indices after the groups before it), else zero.
+    ``sizes`` is ``[g]``, or ``[s..., g]`` with one list per index of ``x``'s ``size_dims``."""
     sizes = np.maximum(sizes.astype(np.int64), 0)  # a negative size counts as 0
-    ends = np.cumsum(sizes)
+    ends = np.cumsum(sizes, axis=-1)
     starts = ends - sizes
-    shape = [1] * (x.ndim + 1)
-    shape[dim + 1] = x.shape[dim]
-    index = np.arange(x.shape[dim]).reshape(shape)
-    bound = (-1,) + (1,) * x.ndim
-    keep = (starts.reshape(bound) <= index) & (index < ends.reshape(bound))
+    order = sorted(range(len(size_dims)), key=lambda k: size_dims[k])
+    shape = [sizes.shape[-1]] + [1] * x.ndim
+    for k in order:
+        shape[size_dims[k] + 1] = x.shape[size_dims[k]]
+    bound = lambda b: np.moveaxis(b, -1, 0).transpose([0] + [1 + k for k in order]) \
+        .reshape(shape)  # noqa: E731
+    index_shape = [1] * (x.ndim + 1)
+    index_shape[dim + 1] = x.shape[dim]
+    index = np.arange(x.shape[dim]).reshape(index_shape)
+    keep = (bound(starts) <= index) & (index < bound(ends))
     return np.where(keep, x[None], np.zeros((), x.dtype))
 
 
@@ -44,9 +51,9 @@ def eval_ragged_dot(ev: Any, instr: Any, args: list) -> np.ndarray:
     lhs, rhs, sizes = args
     r = ragged_dot(instr, *ev.operand_shapes(instr))
     if r.mode != "batch":
-        lhs = in_groups(lhs, r.ragged_dim, sizes)
+        lhs = in_groups(lhs, r.ragged_dim, sizes, r.size_dims)
     if r.expands_rhs:
-        rhs = in_groups(rhs, r.rhs_ragged_dim, sizes)
+        rhs = in_groups(rhs, r.rhs_ragged_dim, sizes, r.rhs_size_dims)
     dense = instr.replace(opcode="dot", operands=instr.operands[:2],
                           attributes=dense_dot_attributes(instr, r))
     return eval_dot(ev, dense, [lhs, rhs])

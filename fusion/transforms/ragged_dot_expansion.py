@@ -50,28 +50,40 @@ def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
 class _Ops(InstructionWriter):
     """The instructions one ragged dot becomes: the groups' bounds and the masks."""
 
-    def starts(self, sizes: str, it: str, groups: int, adder: str) -> str:
-        """``[g]``: the sum of the sizes of the groups before each."""
-        square = ArrayShape(it, (groups, groups))
-        spread = self.add("broadcast", square, (sizes,), dimensions=(1,))
-        row = self.add("iota", square, (), iota_dimension=0)
-        col = self.add("iota", square, (), iota_dimension=1)
+    def starts(self, sizes: ArrayShape, g: str, adder: str) -> str:
+        """``sizes``' shape ``[s..., g]``: the sum of the sizes of the groups before each."""
+        lead, groups = sizes.dims[:-1], sizes.dims[-1]
+        square = ArrayShape(sizes.dtype, lead + (groups, groups))
+        n = len(lead)
+        spread = self.add("broadcast", square, (g,), dimensions=tuple(range(n)) + (n + 1,))
+        row = self.add("iota", square, (), iota_dimension=n)
+        col = self.add("iota", square, (), iota_dimension=n + 1)
         before = self.add("compare", ArrayShape("pred", square.dims), (col, row),
                           direction="LT")
         picked = self.add("select", square, (before, spread, self.splat(0, square)))
-        return self.add("reduce", ArrayShape(it, (groups,)), (picked, self.scalar(0, it)),
-                        dimensions=(1,), to_apply=adder)
+        return self.add("reduce", ArrayShape(sizes.dtype, sizes.dims),
+                        (picked, self.scalar(0, sizes.dtype)), dimensions=(n + 1,),
+                        to_apply=adder)
 
-    def in_groups(self, x: str, shape: ArrayShape, dim: int, starts: str, ends: str,
-                  it: str, groups: int) -> str:
-        """``[g] + shape``: ``x`` where its index along ``dim`` is in group ``j``, else 0."""
+    def in_groups(self, x: str, shape: ArrayShape, dim: int, bounds: tuple[str, str],
+                  sizes: ArrayShape, size_dims: tuple[int, ...]) -> str:
+        """``[g] + shape``: ``x`` where its index along ``dim`` is in group ``j`` (of the
+        list for its indices along ``size_dims``), else 0."""
+        groups, it = sizes.dims[-1], sizes.dtype
         out = ArrayShape(shape.dtype, (groups,) + shape.dims)
         index = ArrayShape(it, out.dims)
         test = ArrayShape("pred", out.dims)
         spread = self.add("broadcast", out, (x,), dimensions=tuple(range(1, out.rank)))
         at = self.add("iota", index, (), iota_dimension=dim + 1)
-        low = self.add("broadcast", index, (starts,), dimensions=(0,))
-        high = self.add("broadcast", index, (ends,), dimensions=(0,))
+        # [s..., g] as [g, s...] with the s dims in the order of the dims they index
+        order = sorted(range(len(size_dims)), key=lambda k: size_dims[k])
+        permutation = (len(size_dims),) + tuple(order)
+        moved = ArrayShape(it, tuple(sizes.dims[p] for p in permutation))
+        targets = (0,) + tuple(size_dims[k] + 1 for k in order)
+        low, high = (self.add("broadcast", index, (
+            b if permutation == tuple(range(len(permutation))) else
+            self.add("transpose", moved, (b,), dimensions=permutation),), dimensions=targets)
+            for b in bounds)
         keep = self.add("and", test, (self.add("compare", test, (low, at), direction="LE"),
                                       self.add("compare", test, (at, high), direction="LT")))
         return self.add("select", out, (keep, spread, self.splat(0, out)))
@@ -97,13 +109,12 @@ def _expanded(comp: HloComputation, taken: set[str], adders: dict[str, HloComput
             if it not in adders:
                 adders[it] = binary_computation(fresh_names("ragged_dot_add", taken, it)(),
                                                 "add", it)
-            sizes_at_least_0 = ops.add("maximum", ArrayShape(it, (r.groups,)),
-                                       (g, ops.splat(0, ArrayShape(it, (r.groups,)))))
-            starts = ops.starts(sizes_at_least_0, it, r.groups, adders[it].name)
-            ends = ops.add("add", ArrayShape(it, (r.groups,)), (starts, sizes_at_least_0))
-            a = ops.in_groups(a, lhs, r.ragged_dim, starts, ends, it, r.groups)
+            at_least_0 = ops.add("maximum", sizes, (g, ops.splat(0, sizes)))
+            starts = ops.starts(sizes, at_least_0, adders[it].name)
+            bounds = (starts, ops.add("add", sizes, (starts, at_least_0)))
+            a = ops.in_groups(a, lhs, r.ragged_dim, bounds, sizes, r.size_dims)
             if r.expands_rhs:
-                b = ops.in_groups(b, rhs, r.rhs_ragged_dim, starts, ends, it, r.groups)
+                b = ops.in_groups(b, rhs, r.rhs_ragged_dim, bounds, sizes, r.rhs_size_dims)
         out.extend(ops.out)
         out.append(HloInstruction(instr.name, "dot", instr.shape, (a, b),
                                   dense_dot_attributes(instr, r), location=instr.location))

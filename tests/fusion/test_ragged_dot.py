@@ -138,6 +138,48 @@ def test_the_vjp_of_other_forms_matches_finite_differences():
     check_directional_derivatives(parse_hlo(BATCHED.replace("f32", "f64")), args, wrt=[0, 1])
 
 
+#: Group sizes per batch element ([b, g]): an empty group, a short sum, a full one.
+BATCH_SIZES = np.int32([[2, 0, 3, 0], [0, 6, 0, 0]])
+PER_BATCH = BATCHED.replace("g = s32[4] parameter(2)", "g = s32[2,4] parameter(2)")
+PER_BATCH_CONTRACTING = """HloModule per_batch_contracting
+ENTRY e {
+  a = f32[2,6,3] parameter(0)
+  b = f32[2,6,5] parameter(1)
+  g = s32[2,4] parameter(2)
+  ROOT r = f32[4,2,3,5] ragged-dot(a, b, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={1}
+}
+"""
+
+
+def test_group_sizes_per_batch_element_are_each_batchs_grouped_product():
+    """XLA's ``[b..., g]`` group sizes (what JAX's GPU lowering writes for a batched
+    ``ragged_dot_general``): batch ``k`` splits its rows by its own list, in both forms;
+    the evaluator and the compiled dense form against brute force."""
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((2, 6, 4)).astype(np.float32), \
+        rng.standard_normal((2, 4, 4, 5)).astype(np.float32)
+    want = np.stack([grouped(a[k], b[k], BATCH_SIZES[k]) for k in range(2)])
+    (got,) = evaluate(parse_hlo(PER_BATCH), a, b, BATCH_SIZES)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_compiled(PER_BATCH, [a, b, BATCH_SIZES])[1], want,
+                               rtol=1e-5, atol=1e-5)
+    a, b = rng.standard_normal((2, 6, 3)).astype(np.float32), \
+        rng.standard_normal((2, 6, 5)).astype(np.float32)
+    want = np.stack([per_group(a[k], b[k], BATCH_SIZES[k]) for k in range(2)], axis=1)
+    (got,) = evaluate(parse_hlo(PER_BATCH_CONTRACTING), a, b, BATCH_SIZES)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_compiled(PER_BATCH_CONTRACTING, [a, b, BATCH_SIZES])[1], want,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_the_vjp_with_group_sizes_per_batch_element_matches_finite_differences():
+    from tests.fusion.autodiff.finite_differences import check_directional_derivatives
+
+    rng = np.random.default_rng(9)
+    args = [rng.standard_normal((2, 6, 4)), rng.standard_normal((2, 4, 4, 5)), BATCH_SIZES]
+    check_directional_derivatives(parse_hlo(PER_BATCH.replace("f32", "f64")), args, wrt=[0, 1])
+
+
 @functools.cache
 def _jax_program(dtype: str) -> str:
     """A mixture-of-experts layer and its gradient as JAX lowers them for a GPU (no GPU
@@ -198,7 +240,9 @@ def test_jax_moe_layer_and_gradient_match_jax(dtype):
     ("ragged-dot(a, b, f), lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
      "lhs_ragged_dims={0}, rhs_group_dims={0}", "group sizes are f32[4]"),
     ("ragged-dot(a, b, h), lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
-     "lhs_ragged_dims={0}, rhs_group_dims={0}", "4 groups but 3 group sizes"),
+     "lhs_ragged_dims={0}, rhs_group_dims={0}", "4 groups, and its group sizes are s32[3]"),
+    ("ragged-dot(a, b, p), lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
+     "lhs_ragged_dims={0}, rhs_group_dims={0}", "group sizes are s32[2,4]"),
 ])
 def test_a_wrong_ragged_dot_is_a_located_error(line, message):
     text = f"""HloModule m
@@ -208,9 +252,10 @@ ENTRY e {{
   g = s32[4] parameter(2)
   f = f32[4] parameter(3)
   h = s32[3] parameter(4)
+  p = s32[2,4] parameter(5)
   ROOT r = f32[12,5] {line}
 }}
 """
     with pytest.raises(FusionCompilerError) as error:
         verify_module(parse_hlo(text))
-    assert message in str(error.value) and str(error.value).startswith("8:3:")
+    assert message in str(error.value) and str(error.value).startswith("9:3:")
