@@ -11,6 +11,8 @@ jaxlib, or for MLIR XLA cannot read, the error says what the text is and what to
 True
 >>> looks_like_stablehlo('HloModule m\\nENTRY e { ROOT c = s32[] constant(7) }')
 False
+>>> looks_like_stablehlo('module {\\n  ROOT c = s32[] constant(7)\\n}')  # an HLO computation
+False
 """
 from __future__ import annotations
 
@@ -18,8 +20,11 @@ import re
 
 from fusion.errors import HloParseError
 
-# The first line of an MLIR module, after comments: ``module @name ...`` or a bare function.
-_MLIR_START = re.compile(r"\A(?:\s*(?://[^\n]*|#loc[^\n]*)\n)*\s*(?:module\b|func\.func\b)")
+# The start of an MLIR module, after comments: ``module @name attributes {...} {`` (an HLO
+# computation may be named ``module`` too: the text must also hold an MLIR function or op),
+# or a bare function.
+_MLIR_START = re.compile(r"\A(?:\s*(?://[^\n]*|#loc[^\n]*)\n)*\s*(?:module\s*[@{a]|func\.func\b)")
+_MLIR_BODY = re.compile(r"\bfunc\.func\b|\b(?:stablehlo|mhlo|chlo)\.[a-z]")
 _MLIR_LOCATION = re.compile(r"-:(\d+):(\d+): error: ([^\n]*)")
 _HOW = ("print HLO instead with jax.jit(f).lower(*args).as_text(dialect='hlo') (or "
         ".compile().as_text() for XLA's optimized module)")
@@ -27,7 +32,7 @@ _HOW = ("print HLO instead with jax.jit(f).lower(*args).as_text(dialect='hlo') (
 
 def looks_like_stablehlo(text: str) -> bool:
     """Whether ``text`` is an MLIR module (StableHLO/MHLO) rather than HLO text."""
-    return _MLIR_START.match(text) is not None
+    return _MLIR_START.match(text) is not None and _MLIR_BODY.search(text) is not None
 
 
 def _converter():
