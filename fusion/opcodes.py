@@ -125,7 +125,8 @@ _NONE = OpTraits()
 _ELEMENTWISE = OpTraits(elementwise=True, fusible=True, foldable=True, implied_shape=True)
 _EXPENSIVE_ELEMENTWISE = replace(_ELEMENTWISE, expensive=True)
 _FLOP_FREE_ELEMENTWISE = replace(_ELEMENTWISE, flop_free=True)
-# map calls a computation and stochastic-convert draws random bits: neither folds nor fuses.
+# map calls a computation and stochastic-convert is expanded before fusion (as XLA decomposes
+# it): neither folds nor fuses as itself.
 _OPAQUE_ELEMENTWISE = OpTraits(elementwise=True)
 _INDEX_CHANGING = OpTraits(fusible=True, index_changing=True)
 _CONTROL_FLOW = OpTraits(control_flow=True, host_only=True)

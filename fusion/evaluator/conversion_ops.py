@@ -138,8 +138,31 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     return np.where(np.isnan(x), x, result)
 
 
+def eval_stochastic_convert(ev: Any, instr: Any, args: list) -> np.ndarray:
+    """XLA's ``StochasticConvertDecomposer``: the magnitude's integer part, plus one where the
+    random bits are below its fraction scaled by ``2**bits`` (f16's fraction scaled in f32),
+    the sign put back, and operands past the type's range clamped to its min and max."""
+    x, random = np.asarray(args[0]), np.asarray(args[1])
+    target = numpy_dtype(instr.array_shape)
+    info = np.iinfo(target)
+    with np.errstate(invalid="ignore"):
+        magnitude = np.abs(x)
+        whole = np.floor(magnitude)
+        fraction = magnitude - whole
+        if x.dtype == np.float16:
+            fraction = fraction.astype(np.float32)
+        scaled = fraction * fraction.dtype.type(2.0 ** (random.dtype.itemsize * 8))
+        up = random < _float_to_int(scaled, random.dtype)
+        value = _float_to_int(whole, target)
+        value = np.where(up, wrap_integer(value.astype(np.int64) + 1, target), value)
+        value = np.where(np.sign(x) < 0, wrap_integer(-value.astype(np.int64), target), value)
+        value = np.where(x <= x.dtype.type(info.min), np.array(info.min, target), value)
+        return np.where(x >= x.dtype.type(info.max), np.array(info.max, target), value)
+
+
 CONVERSION_RULES: dict[str, Callable[..., Any]] = {
     "bitcast-convert": eval_bitcast_convert,
     "convert": eval_convert,
     "reduce-precision": eval_reduce_precision,
+    "stochastic-convert": eval_stochastic_convert,
 }

@@ -79,6 +79,7 @@ from fusion.shapes.rules_elementwise import (
     shape_map,
     shape_reduce_precision,
     shape_select,
+    shape_stochastic_convert,
     shape_unary,
 )
 from fusion.shapes.rules_conv import shape_convolution
@@ -159,6 +160,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "select-and-scatter": shape_select_and_scatter,
     "slice": shape_slice,
     "sort": shape_sort,
+    "stochastic-convert": shape_stochastic_convert,
     "topk": shape_topk,
     "transpose": shape_transpose,
     "triangular-solve": shape_triangular_solve,

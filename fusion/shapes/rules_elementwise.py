@@ -195,6 +195,26 @@ def shape_convert(instr: HloInstruction, operands: Sequence[Shape], module: HloM
     return ArrayShape(out.dtype, x.dims)
 
 
+def shape_stochastic_convert(instr: HloInstruction, operands: Sequence[Shape],
+                             module: HloModule | None) -> Shape:
+    """``stochastic-convert(x, random)``: floats to a signed integer type, rounding each
+    magnitude up with the probability of its fraction, read against unsigned ``random`` bits
+    of ``x``'s width (XLA's ``StochasticConvertDecomposer`` converts to signed integers only)."""
+    expect_operand_count(instr, operands, 2)
+    x = expect_array(instr, operands[0], "the operand")
+    random = expect_array(instr, operands[1], "the random bits")
+    out = expect_array(instr, instr.shape, "the result")
+    source, bits, target = etype(instr, x), etype(instr, random), etype(instr, out)
+    if source.kind != "float" or bits.kind != "unsigned" or bits.bits != source.bits:
+        fail(instr, f"stochastic-convert takes floats and unsigned random bits of their width, "
+             f"got {x} and {random}", expected=f"{x.dtype} and u{source.bits}")
+    expect_same_dims(instr, (x, random), "the operands")
+    if target.kind != "signed":
+        fail(instr, f"stochastic-convert to {out.dtype} is not defined (XLA converts floats to "
+             "signed integers only)", expected="s8, s16, s32 or s64")
+    return ArrayShape(out.dtype, x.dims)
+
+
 def shape_map(instr: HloInstruction, operands: Sequence[Shape], module: HloModule | None) -> Shape:
     """``map(xs...), to_apply=f``: f takes one scalar per operand and returns a scalar."""
     expect_operand_count(instr, operands, 1, -1)

@@ -8,7 +8,8 @@ cuBLAS or cuDNN custom-call the dot, convolution or attention and epilogue it co
 operands masked by group (``ragged_dot_expansion``), an ``rng-bit-generator`` the integer
 ops computing its bits (``rng_expansion``, as XLA's ``RngBitGeneratorExpander``), an ``rng``
 the ops drawing it from its generator state (``rng_distribution_expansion``, as XLA's
-``RngExpander``), a
+``RngExpander``), a ``stochastic-convert`` its rounding as elementwise ops
+(``stochastic_convert_expansion``, as XLA's ``StochasticConvertDecomposer``), a
 batch-norm op its reductions and elementwise ops (``batch_norm_expansion``, as XLA's
 ``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
@@ -43,6 +44,7 @@ from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
 from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
 from fusion.transforms.rng_distribution_expansion import expand_rngs
 from fusion.transforms.rng_expansion import expand_rng_bit_generators
+from fusion.transforms.stochastic_convert_expansion import expand_stochastic_converts
 
 
 def plain_ops(module: HloModule) -> HloModule:
@@ -51,8 +53,8 @@ def plain_ops(module: HloModule) -> HloModule:
     project does not compute."""
     plain = inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
         module))))
-    return expand_batch_norms(expand_rngs(expand_rng_bit_generators(expand_complex_dots(
-        round_dot_operands(expand_ragged_dots(plain, keep="grouped"))))))
+    return expand_stochastic_converts(expand_batch_norms(expand_rngs(expand_rng_bit_generators(
+        expand_complex_dots(round_dot_operands(expand_ragged_dots(plain, keep="grouped")))))))
 
 
 __all__ = ["plain_ops"]

@@ -208,6 +208,9 @@ WRITTEN: dict[str, str] = {
              "  ROOT r = f32[2,2] slice(x), slice={[1:3], [0:6:3]}\n}\n",
     "sort": "HloModule m\n" + LT + "ENTRY e {\n  x = f32[2,5] parameter(0)\n"
             "  ROOT r = f32[2,5] sort(x), dimensions={1}, to_apply=lt\n}\n",
+    "stochastic-convert": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+                          "  r = u32[2,3] parameter(1)\n"
+                          "  ROOT y = s32[2,3] stochastic-convert(x, r)\n}\n",
     "topk": "HloModule m\nENTRY e {\n  x = f32[2,5] parameter(0)\n"
             "  ROOT r = (f32[2,3], s32[2,3]) topk(x), k=3, largest=true\n}\n",
     "transpose": "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"

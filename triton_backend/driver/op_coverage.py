@@ -238,6 +238,8 @@ _EXPLICIT: dict[str, OpCoverage] = {
                        "packed keys for a LT/GT order of one key: plain, TOTALORDER or JAX's "
                        "NaN order, past 4096 elements one torch.sort); operands parameters "
                        "or iotas", template_check),
+    "stochastic-convert": OpCoverage(EXPANDED, "floats to signed integers, as XLA's "
+                                     "StochasticConvertDecomposer writes it"),
     "topk": OpCoverage(LIBRARY, "a stable torch.sort in XLA's total order (ties: lower index "
                        "first)", library_check),
     "triangular-solve": OpCoverage(LIBRARY, "torch.linalg.solve_triangular; f32, f64, c64, c128",
