@@ -60,6 +60,7 @@ from typing import Any, Callable
 
 import torch
 
+from fusion.opcodes import traits
 from fusion.errors import BadArgumentError, EvaluationError
 from fusion.ir.hlo_module import HloModule
 from fusion.text.parser import parse_hlo
@@ -256,7 +257,7 @@ def torch_op(hlo_text: str, name: str | None = None, *, namespace: str = NAMESPA
                   "f32_dot_precision": f32_dot_precision, "dot_library": dot_library}
         compiled = compile_hlo(module, cuda_graph=cuda_graph, **tuning)
         device_type = compiled.device.type
-        packet = _define(qualname, sig, compiled, device_type)
+        packet = _define(qualname, sig, compiled, device_type, random=_draws(compiled.module))
         grads = _Backward(qualname + _BACKWARD_SUFFIX, plan, device_type, tuning)
         _register_autograd(qualname, sig, grads)
         op = TorchOp(qualname, packet, sig, compiled, grads)
@@ -291,9 +292,18 @@ def _fresh_outputs(args: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]
     return fresh
 
 
-def _define(qualname: str, sig: _Signature, run: Callable, device_type: str) -> Callable:
+def _draws(module) -> bool:
+    """Whether the module changes a state on every call (an ``rng``'s generator): the op is
+    then registered as torch's random ops are (``nondeterministic_seeded``), so torch.compile
+    never merges two calls or drops one."""
+    return any(traits(i.opcode).side_effect for c in module.computations for i in c)
+
+
+def _define(qualname: str, sig: _Signature, run: Callable, device_type: str,
+            random: bool = False) -> Callable:
     """Register ``run`` (tensors in, a sequence of tensors out) as a custom op whose fake
-    implementation derives from ``sig``; return its ``OpOverload``."""
+    implementation derives from ``sig``; return its ``OpOverload``.  ``random``: each call
+    draws new values (``_draws``)."""
 
     def implementation(*args):
         _check(qualname, sig, args, device_type)
@@ -307,7 +317,8 @@ def _define(qualname: str, sig: _Signature, run: Callable, device_type: str) -> 
         return outs if sig.packs_tuple else outs[0]
 
     custom = torch.library.custom_op(qualname, implementation, mutates_args=(),
-                                     schema=_schema(sig))
+                                     schema=_schema(sig),
+                                     tags=(torch.Tag.nondeterministic_seeded,) if random else ())
     custom.register_fake(fake)
     namespace, name = qualname.split("::")
     return getattr(getattr(torch.ops, namespace), name).default
