@@ -31,11 +31,9 @@ import numpy as np
 from fusion.analysis.rng_streams import computed_type, rng_key, state_delta
 from fusion.evaluator.random_ops import halving_dim
 from fusion.ir.element_types import element_type
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloModule
 from fusion.ir.shape import ArrayShape
-from fusion.shapes.inference import infer_shape
-from fusion.transforms.map_inlining import fresh_names
-from fusion.transforms.naming import taken_names
+from fusion.transforms.op_expansion import expand_ops
 from fusion.transforms.rng_expansion import GeneratorOps
 
 #: XLA's ``1.0e-7f``: the least ``u1`` whose log Box-Muller takes.
@@ -47,24 +45,7 @@ _MANTISSA = {"f32": 23, "f64": 52}
 def expand_rngs(module: HloModule) -> HloModule:
     """``module`` with every ``rng`` written as plain ops (module docstring); an invalid one
     is an ``HloVerifyError`` located at it."""
-    if not any(i.opcode == "rng" for c in module.computations for i in c):
-        return module
-    taken = taken_names(module)
-    return replace(module, computations=tuple(_expanded(module, c, taken)
-                                              for c in module.computations))
-
-
-def _expanded(module: HloModule, comp: HloComputation, taken: set[str]) -> HloComputation:
-    out: list[HloInstruction] = []
-    for instr in comp:
-        if instr.opcode != "rng":
-            out.append(instr)
-            continue
-        infer_shape(instr, tuple(comp.instruction(o).shape for o in instr.operands), module)
-        ops = _DrawOps(instr, fresh_names(instr.name, taken, "rng"))
-        ops.draw()
-        out.extend(ops.named_last(instr.name))
-    return replace(comp, instructions=tuple(out))
+    return expand_ops(module, "rng", lambda ops, instr, shapes: ops.draw(), "rng", writer=_DrawOps)
 
 
 class _DrawOps(GeneratorOps):

@@ -36,39 +36,24 @@ from fusion.evaluator.random_ops import (DEFAULT_ALGORITHM, PHILOX_M4X32, PHILOX
                                          halving_dim)
 from fusion.ir.attributes import SliceDim
 from fusion.ir.element_types import element_type
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape, TupleShape
-from fusion.shapes.rules_random import shape_rng_bit_generator
-from fusion.transforms.map_inlining import fresh_names
-from fusion.transforms.naming import taken_names
+from fusion.transforms.op_expansion import expand_ops
 
 Dims = tuple[int, ...]
 
 
 def expand_rng_bit_generators(module: HloModule) -> HloModule:
     """``module`` with every ``rng-bit-generator`` written as ops (module docstring)."""
-    if not any(i.opcode == "rng-bit-generator" for c in module.computations for i in c):
-        return module
-    taken = taken_names(module)
-    return replace(module, computations=tuple(_expanded(c, taken)
-                                              for c in module.computations))
+    return expand_ops(module, "rng-bit-generator", _write, "rng", writer=GeneratorOps)
 
 
-def _expanded(comp: HloComputation, taken: set[str]) -> HloComputation:
-    out: list[HloInstruction] = []
-    for instr in comp:
-        if instr.opcode != "rng-bit-generator":
-            out.append(instr)
-            continue
-        state = comp.instruction(instr.operands[0]).shape
-        shape = shape_rng_bit_generator(instr, (state,), None)
-        assert isinstance(shape, TupleShape)
-        ops = GeneratorOps(instr, fresh_names(instr.name, taken, "rng"))
-        new_state, bits = ops.generate(instr.operands[0], state.dims[0], shape.elements[1])
-        ops.add("tuple", instr.shape, (new_state, bits))
-        out.extend(ops.named_last(instr.name))
-    return replace(comp, instructions=tuple(out))
+def _write(ops: "GeneratorOps", instr: HloInstruction, shapes: tuple) -> None:
+    (state,), declared = shapes, instr.shape
+    assert isinstance(declared, TupleShape)  # the shape rule checked it
+    new_state, bits = ops.generate(instr.operands[0], state.dims[0], declared.elements[1])
+    ops.add("tuple", declared, (new_state, bits))
 
 
 class GeneratorOps(InstructionWriter):

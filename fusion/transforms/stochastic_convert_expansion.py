@@ -18,44 +18,22 @@ computes the same formula directly).  A module without it is returned as is.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fusion.ir.element_types import element_type
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
+from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape
-from fusion.shapes.inference import infer_shape
-from fusion.transforms.map_inlining import fresh_names
-from fusion.transforms.naming import taken_names
+from fusion.transforms.op_expansion import expand_ops
 
 
 def expand_stochastic_converts(module: HloModule) -> HloModule:
     """``module`` with every ``stochastic-convert`` written as plain ops (module docstring);
     an invalid one is an ``HloVerifyError`` located at it."""
-    if not any(i.opcode == "stochastic-convert" for c in module.computations for i in c):
-        return module
-    taken = taken_names(module)
-    return replace(module, computations=tuple(_expanded(module, c, taken)
-                                              for c in module.computations))
+    return expand_ops(module, "stochastic-convert", _write, "sc")
 
 
-def _expanded(module: HloModule, comp: HloComputation, taken: set[str]) -> HloComputation:
-    out: list[HloInstruction] = []
-    for instr in comp:
-        if instr.opcode != "stochastic-convert":
-            out.append(instr)
-            continue
-        x, random = (comp.instruction(o).shape for o in instr.operands)
-        infer_shape(instr, (x, random), module)
-        ops = InstructionWriter(instr, fresh_names(instr.name, taken, "sc"))
-        _write(ops, instr, x, random)
-        out.extend(ops.named_last(instr.name))
-    return replace(comp, instructions=tuple(out))
-
-
-def _write(ops: InstructionWriter, instr: HloInstruction, x: ArrayShape,
-           random: ArrayShape) -> None:
+def _write(ops: InstructionWriter, instr: HloInstruction, shapes: tuple) -> None:
     operand, bits = instr.operands
+    x, random = shapes
     dims = x.dims
     floats, target = ArrayShape(x.dtype, dims), ArrayShape(instr.shape.dtype, dims)
     test = ArrayShape("pred", dims)
