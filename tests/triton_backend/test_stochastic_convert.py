@@ -25,8 +25,8 @@ def module(source: str, target: str, n: int) -> str:
             f"  r = u{bits}[{n}] parameter(1)\n  ROOT y = {target}[{n}] stochastic-convert(x, r)\n}}\n")
 
 
-@pytest.mark.parametrize("source,target", [("f32", "s32"), ("f32", "s8"), ("f16", "s16"),
-                                           ("bf16", "s32"), ("f64", "s64"), ("f32", "s64")])
+@pytest.mark.parametrize("source,target", [("f32", "s8"), ("f16", "s16"), ("bf16", "s32"),
+                                           ("f64", "s64")])
 def test_xlas_integers_bit_for_bit(source, target):
     bits = element_type(source).bits
     numpy_type = element_type(source).numpy_dtype()
