@@ -21,45 +21,20 @@ as is.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fusion.evaluator.batch_norm_ops import batch_norm_instructions
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
-from fusion.shapes.inference import infer_shape
+from fusion.ir.hlo_module import HloModule
 from fusion.shapes.rules_batch_norm import OPERANDS
-from fusion.transforms.map_inlining import fresh_names
-from fusion.transforms.naming import taken_names
-
-#: The three batch-norm opcodes (the keys of their operand table).
-_BATCH_NORM = frozenset(OPERANDS)
+from fusion.transforms.op_expansion import expand_ops
 
 
 def expand_batch_norms(module: HloModule) -> HloModule:
-    """``module`` with every batch-norm op written as plain ops (module docstring)."""
-    if not any(i.opcode in _BATCH_NORM for c in module.computations for i in c):
-        return module
-    taken = taken_names(module)
-    reducers: dict[str, HloComputation] = {}
-    comps = tuple(_expanded(module, c, taken, reducers) for c in module.computations)
-    return replace(module, computations=tuple(reducers.values()) + comps)
-
-
-def _expanded(module: HloModule, comp: HloComputation, taken: set[str],
-              reducers: dict[str, HloComputation]) -> HloComputation:
-    out: list[HloInstruction] = []
-    for instr in comp:
-        if instr.opcode not in _BATCH_NORM:
-            out.append(instr)
-            continue
-        shapes = tuple(comp.instruction(o).shape for o in instr.operands)
-        infer_shape(instr, shapes, module)  # an invalid op: HloVerifyError located at it
+    """``module`` with every batch-norm op written as plain ops (module docstring); an
+    invalid one is an ``HloVerifyError`` located at it."""
+    def write(ops, instr, shapes, adder):
         x = shapes[0]
-        if x.dtype not in reducers:
-            name = fresh_names("batch_norm_add", taken, x.dtype)()
-            reducers[x.dtype] = binary_computation(name, "add", x.dtype)
-        out.extend(batch_norm_instructions(instr, x, fresh_names(instr.name, taken, "bn"),
-                                           reducers[x.dtype].name))
-    return replace(comp, instructions=tuple(out))
+        ops.out.extend(batch_norm_instructions(instr, x, ops.fresh, adder(x.dtype)))
+
+    return expand_ops(module, OPERANDS, write, "bn", adder_name="batch_norm_add")
 
 
 __all__ = ["expand_batch_norms"]

@@ -22,16 +22,13 @@ without ragged dots is returned as is.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fusion.analysis.ragged_dot import (
     canonical_form, dense_dot_attributes, grouped_gemm_problem, ragged_dot,
 )
-from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule, binary_computation
+from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape
-from fusion.transforms.map_inlining import fresh_names
-from fusion.transforms.naming import taken_names
+from fusion.transforms.op_expansion import expand_ops
 
 
 def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
@@ -39,12 +36,25 @@ def expand_ragged_dots(module: HloModule, keep: str | None = None) -> HloModule:
     those that ``keep`` names stay: ``"grouped"``, those the grouped GEMM kernel computes
     (``grouped_gemm_problem``), ``"canonical"``, those of its forms whatever their types
     (``canonical_form``: their VJP is ragged dots again)."""
-    if not any(i.opcode == "ragged-dot" for c in module.computations for i in c):
-        return module
-    taken = taken_names(module)
-    adders: dict[str, HloComputation] = {}
-    comps = tuple(_expanded(c, taken, adders, keep) for c in module.computations)
-    return replace(module, computations=tuple(adders.values()) + comps)
+    def write(ops: _Ops, instr: HloInstruction, shapes: tuple, adder) -> bool:
+        lhs, rhs, sizes = shapes
+        r = ragged_dot(instr, lhs, rhs, sizes)
+        if (keep == "grouped" and grouped_gemm_problem(r, lhs, rhs, instr.shape) is None) or \
+                (keep == "canonical" and canonical_form(r, lhs, rhs)):
+            return False
+        a, b, g = instr.operands
+        if r.mode != "batch":
+            at_least_0 = ops.add("maximum", sizes, (g, ops.splat(0, sizes)))
+            starts = ops.starts(sizes, at_least_0, adder(sizes.dtype))
+            bounds = (starts, ops.add("add", sizes, (starts, at_least_0)))
+            a = ops.in_groups(a, lhs, r.ragged_dim, bounds, sizes, r.size_dims)
+            if r.expands_rhs:
+                b = ops.in_groups(b, rhs, r.rhs_ragged_dim, bounds, sizes, r.rhs_size_dims)
+        ops.add("dot", instr.shape, (a, b), **dict(dense_dot_attributes(instr, r)))
+        return True
+
+    return expand_ops(module, "ragged-dot", write, "rd", writer=_Ops,
+                      adder_name="ragged_dot_add")
 
 
 class _Ops(InstructionWriter):
@@ -87,38 +97,6 @@ class _Ops(InstructionWriter):
         keep = self.add("and", test, (self.add("compare", test, (low, at), direction="LE"),
                                       self.add("compare", test, (at, high), direction="LT")))
         return self.add("select", out, (keep, spread, self.splat(0, out)))
-
-
-def _expanded(comp: HloComputation, taken: set[str], adders: dict[str, HloComputation],
-              keep: str | None) -> HloComputation:
-    out: list[HloInstruction] = []
-    for instr in comp:
-        if instr.opcode != "ragged-dot":
-            out.append(instr)
-            continue
-        lhs, rhs, sizes = (comp.instruction(o).shape for o in instr.operands)
-        r = ragged_dot(instr, lhs, rhs, sizes)
-        if (keep == "grouped" and grouped_gemm_problem(r, lhs, rhs, instr.shape) is None) or \
-                (keep == "canonical" and canonical_form(r, lhs, rhs)):
-            out.append(instr)
-            continue
-        a, b, g = instr.operands
-        ops = _Ops(instr, fresh_names(instr.name, taken, "rd"))
-        if r.mode != "batch":
-            it = sizes.dtype
-            if it not in adders:
-                adders[it] = binary_computation(fresh_names("ragged_dot_add", taken, it)(),
-                                                "add", it)
-            at_least_0 = ops.add("maximum", sizes, (g, ops.splat(0, sizes)))
-            starts = ops.starts(sizes, at_least_0, adders[it].name)
-            bounds = (starts, ops.add("add", sizes, (starts, at_least_0)))
-            a = ops.in_groups(a, lhs, r.ragged_dim, bounds, sizes, r.size_dims)
-            if r.expands_rhs:
-                b = ops.in_groups(b, rhs, r.rhs_ragged_dim, bounds, sizes, r.rhs_size_dims)
-        out.extend(ops.out)
-        out.append(HloInstruction(instr.name, "dot", instr.shape, (a, b),
-                                  dense_dot_attributes(instr, r), location=instr.location))
-    return replace(comp, instructions=tuple(out))
 
 
 __all__ = ["expand_ragged_dots"]

@@ -45,7 +45,7 @@ _MANTISSA = {"f32": 23, "f64": 52}
 def expand_rngs(module: HloModule) -> HloModule:
     """``module`` with every ``rng`` written as plain ops (module docstring); an invalid one
     is an ``HloVerifyError`` located at it."""
-    return expand_ops(module, "rng", lambda ops, instr, shapes: ops.draw(), "rng", writer=_DrawOps)
+    return expand_ops(module, "rng", lambda ops, instr, shapes, adder: ops.draw(), "rng", writer=_DrawOps)
 
 
 class _DrawOps(GeneratorOps):

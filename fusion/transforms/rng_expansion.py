@@ -49,7 +49,7 @@ def expand_rng_bit_generators(module: HloModule) -> HloModule:
     return expand_ops(module, "rng-bit-generator", _write, "rng", writer=GeneratorOps)
 
 
-def _write(ops: "GeneratorOps", instr: HloInstruction, shapes: tuple) -> None:
+def _write(ops: "GeneratorOps", instr: HloInstruction, shapes: tuple, adder) -> None:
     (state,), declared = shapes, instr.shape
     assert isinstance(declared, TupleShape)  # the shape rule checked it
     new_state, bits = ops.generate(instr.operands[0], state.dims[0], declared.elements[1])

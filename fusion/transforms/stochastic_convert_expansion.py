@@ -31,7 +31,7 @@ def expand_stochastic_converts(module: HloModule) -> HloModule:
     return expand_ops(module, "stochastic-convert", _write, "sc")
 
 
-def _write(ops: InstructionWriter, instr: HloInstruction, shapes: tuple) -> None:
+def _write(ops: InstructionWriter, instr: HloInstruction, shapes: tuple, adder) -> None:
     operand, bits = instr.operands
     x, random = shapes
     dims = x.dims
