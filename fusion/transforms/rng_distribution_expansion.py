@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from fusion.analysis.rng_streams import computed_type, rng_key, state_delta
-from fusion.evaluator.random_ops import halving_dim
+from fusion.evaluator.rng_distribution_ops import normal_halves
 from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloModule
 from fusion.ir.shape import ArrayShape
@@ -81,12 +81,11 @@ class _DrawOps(GeneratorOps):
     def _unit(self, index: str) -> str:
         """The ``[0, 1)`` float at word ``index`` of the draw: its top mantissa-width bits
         scaled by ``2**-mantissa``."""
-        mantissa = _MANTISSA["f64" if self.width == 64 else "f32"]
+        floats = "f64" if self.width == 64 else "f32"
+        mantissa = _MANTISSA[floats]
         bits = self.philox_words(self.key, self.low, self.high, index, self.width)
-        integer = self.convert(self.convert(self.with_const("shift-right-logical", bits,
-                                                            self.width - mantissa),
-                                            f"u{self.width}"), computed_float(self.width))
-        return self.with_const("multiply", integer, 2.0 ** -mantissa)
+        shifted = self.with_const("shift-right-logical", bits, self.width - mantissa)
+        return self.with_const("multiply", self.convert(shifted, floats), 2.0 ** -mantissa)
 
     def _uniform_int(self, a: str, b: str) -> str:
         dtype = self.shapes[a].dtype
@@ -113,8 +112,8 @@ class _DrawOps(GeneratorOps):
         if not dims:
             first, second, parity = self.const(0, "u64"), self.const(1, "u64"), None
         else:
-            split = halving_dim(dims)
-            drawn = dims[:split] + (-(-dims[split] // 2), 2) + dims[split + 1:]
+            pair_dim, drawn = normal_halves(dims)
+            split = pair_dim - 1
             strides = [math.prod(drawn[d + 1:]) for d in range(len(drawn))]
             at = self.coordinates(dims)
             parity = self.with_const("and", at[split], 1)
@@ -137,9 +136,4 @@ class _DrawOps(GeneratorOps):
         return self.op("select", self.with_const("compare", parity, 0, direction="EQ"), *pair)
 
 
-def computed_float(width: int) -> str:
-    """The float type of a draw of ``width``-bit words."""
-    return "f64" if width == 64 else "f32"
-
-
-__all__ = ["computed_float", "expand_rngs"]
+__all__ = ["expand_rngs"]
