@@ -48,6 +48,8 @@ from fusion.cache_keys import ByIdentity
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from tiling.fusion_pass.attention_mask import FILL_LIMIT, MAX_POINTS, KeyBand, visible_band
+from tiling.fusion_pass.builder import NameAllocator
+from tiling.fusion_pass.index_splitting import split_index_values
 from tiling.fusion_pass.pointwise_probe import NotPointwise, pointwise
 from tiling.fusion_pass.score_space import ScoreSpace
 from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
@@ -88,25 +90,10 @@ def _iota_roles(module: HloModule, comp: HloComputation, root: str, roles: tuple
 
 
 def _split_iotas(comp: HloComputation) -> HloComputation:
-    """``comp`` with an iota read by several instructions copied for each (one iota the
-    mask broadcasts along the queries and along the keys feeds two coordinates)."""
-    users: dict[str, list[str]] = {}
-    for instr in comp.instructions:
-        for o in instr.operands:
-            if comp.instruction(o).opcode == "iota":
-                users.setdefault(o, []).append(instr.name)
-    copies: dict[tuple[str, str], str] = {}
-    out = []
-    for instr in comp.instructions:
-        readers = users.get(instr.name, [])
-        if instr.opcode == "iota" and len(readers) > 1:
-            for k, reader in enumerate(readers):
-                copies[(reader, instr.name)] = f"{instr.name}.band{k}"
-                out.append(instr.replace(name=f"{instr.name}.band{k}"))
-            continue
-        operands = tuple(copies.get((instr.name, o), o) for o in instr.operands)
-        out.append(instr.replace(operands=operands) if operands != instr.operands else instr)
-    return HloComputation(comp.name, tuple(out), comp.root_name)
+    """``comp`` with every value computed from iotas copied for each further reader
+    (``index_splitting``: one iota the mask broadcasts along the queries and along the keys
+    feeds two coordinates)."""
+    return split_index_values(comp, NameAllocator({i.name for i in comp.instructions}).fresh)
 
 
 def _hidden(module: HloModule, comp: HloComputation, space: ScoreSpace, name: str,
