@@ -45,6 +45,9 @@ from fusion.ir.shape import ArrayShape
 
 Dims = tuple[int, ...]
 
+#: XLA's ``1.0e-7f``: the least ``u1`` whose log Box-Muller takes (an f32 in every type).
+LEAST_U1 = float(np.float32(1e-7))
+
 
 def normal_halves(dims: Dims) -> tuple[int, Dims]:
     """``(the dim holding each pair, the dims of the uniform draw)``: XLA's
@@ -76,7 +79,7 @@ def normal_floats(uniform: np.ndarray, dims: Dims, pair_dim: int) -> np.ndarray:
     ``normal_halves(dims)``."""
     t = uniform.dtype.type
     x0, x1 = np.take(uniform, 0, axis=pair_dim), np.take(uniform, 1, axis=pair_dim)
-    radius = np.sqrt(t(-2.0) * np.log(np.maximum(x0, t(np.float32(1e-7)))))
+    radius = np.sqrt(t(-2.0) * np.log(np.maximum(x0, t(LEAST_U1))))
     angle = t(2 * math.pi) * x1
     pairs = np.stack([np.sin(angle) * radius, np.cos(angle) * radius], axis=pair_dim)
     if not dims:
@@ -116,5 +119,5 @@ def eval_rng_get_and_update_state(ev: Any, instr: HloInstruction, args: list) ->
 
 RNG_RULES = {"rng": eval_rng, "rng-get-and-update-state": eval_rng_get_and_update_state}
 
-__all__ = ["RNG_RULES", "draw", "eval_rng", "eval_rng_get_and_update_state", "normal_floats",
+__all__ = ["LEAST_U1", "RNG_RULES", "draw", "eval_rng", "eval_rng_get_and_update_state", "normal_floats",
            "normal_halves", "uniform_floats", "uniform_ints"]

@@ -26,18 +26,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
-
 from fusion.analysis.rng_streams import computed_type, rng_key, state_delta
-from fusion.evaluator.rng_distribution_ops import normal_halves
+from fusion.evaluator.rng_distribution_ops import LEAST_U1, normal_halves
 from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloModule
 from fusion.ir.shape import ArrayShape
 from fusion.transforms.op_expansion import expand_ops
 from fusion.transforms.rng_expansion import GeneratorOps
 
-#: XLA's ``1.0e-7f``: the least ``u1`` whose log Box-Muller takes.
-_LEAST_U1 = float(np.float32(1e-7))
 #: A float type's stored mantissa bits (XLA's ``SignificandWidth - 1``).
 _MANTISSA = {"f32": 23, "f64": 52}
 
@@ -127,7 +123,7 @@ class _DrawOps(GeneratorOps):
             first = self.const(0, "u64", dims) if first is None else first
             second = self.with_const("add", first, strides[split + 1])
         x0, x1 = self._unit(first), self._unit(second)
-        u1 = self.with_const("maximum", x0, _LEAST_U1)
+        u1 = self.with_const("maximum", x0, LEAST_U1)
         angle = self.with_const("multiply", x1, 2 * math.pi)
         radius = self.op("sqrt", self.with_const("multiply", self.op("log", u1), -2.0))
         pair = [self.op("multiply", self.op(f, angle), radius) for f in ("sine", "cosine")]
