@@ -245,6 +245,8 @@ OPCODES: dict[str, OpTraits] = {
     "round-nearest-afz": _ELEMENTWISE,
     "round-nearest-even": _ELEMENTWISE,
     "rsqrt": _EXPENSIVE_ELEMENTWISE,
+    # Written as the dot of its operands times their repeated scales before compiling.
+    "scaled-dot": _NONE,
     "scatter": OpTraits(own_loop=True, kernel_reducer=True),
     "select": _ELEMENTWISE,
     "select-and-scatter": _NONE,

@@ -24,6 +24,7 @@ from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.batch_norm_expansion import expand_batch_norms
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
+from fusion.transforms.scaled_dot_expansion import expand_scaled_dots
 
 
 def _differentiable_parameter(shape: Shape) -> bool:
@@ -87,10 +88,10 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
       ROOT tuple = (f32[3]) tuple(multiply)
     }
     """
-    # An async pair, a cuBLAS/cuDNN call, a batch-norm op or a ragged dot differentiates as
-    # what it computes (XLA defines a batch-norm op by its expansion).
-    module = expand_ragged_dots(expand_batch_norms(expand_gpu_library_calls(
-        unwrap_async_calls(module))), keep="canonical")
+    # An async pair, a cuBLAS/cuDNN call, a batch-norm op, a ragged or scaled dot
+    # differentiates as what it computes (XLA defines a batch-norm op by its expansion).
+    module = expand_ragged_dots(expand_batch_norms(expand_scaled_dots(expand_gpu_library_calls(
+        unwrap_async_calls(module)))), keep="canonical")
     verify_module(module)
     chosen = _checked_wrt(module, wrt)
     table = ComputationTable({c.name: c for c in module.computations})

@@ -28,6 +28,7 @@ from fusion.evaluator import linalg_reference as lapack
 from fusion.analysis.cudnn_conv_calls import is_cudnn_conv_call
 from fusion.analysis.cudnn_fmha_calls import is_cudnn_fmha_call
 from fusion.analysis.gemm_calls import is_gemm_call
+from fusion.analysis.scaled_dots import is_block_scaled_dot_call
 from fusion.analysis.sharding import is_sharding_call
 from fusion.evaluator.collective_ops import eval_sharding_call
 from fusion.evaluator.failures import op_error
@@ -35,6 +36,7 @@ from fusion.evaluator.cudnn_conv_ops import eval_cudnn_conv_call
 from fusion.evaluator.cudnn_fmha_ops import eval_cudnn_fmha_call
 from fusion.evaluator.gemm_ops import eval_gemm_call
 from fusion.evaluator.numerics import total_order_key
+from fusion.evaluator.scaled_dot_ops import eval_scaled_dot
 from fusion.evaluator.sort_ops import eval_sort
 from fusion.evaluator.tridiagonal_reference import gtsv_numpy
 from fusion.ir.hlo_module import HloInstruction
@@ -221,6 +223,8 @@ def eval_custom_call(ev: Any, instr: HloInstruction, args: list) -> Any:
         return eval_cudnn_conv_call(ev, instr, args)
     if is_cudnn_fmha_call(instr):
         return eval_cudnn_fmha_call(ev, instr, args)
+    if is_block_scaled_dot_call(instr):
+        return eval_scaled_dot(ev, instr, args)
     target = instr.attr("custom_call_target", "?")
     rule = CUSTOM_CALL_RULES.get(target)
     if rule is None:

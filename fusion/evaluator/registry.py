@@ -29,6 +29,7 @@ from fusion.evaluator.ragged_dot_ops import RAGGED_DOT_RULES
 from fusion.evaluator.random_ops import RANDOM_RULES
 from fusion.evaluator.reduction_ops import REDUCTION_RULES
 from fusion.evaluator.rng_distribution_ops import RNG_RULES
+from fusion.evaluator.scaled_dot_ops import SCALED_DOT_RULES
 from fusion.evaluator.sort_ops import SORT_RULES
 from fusion.opcodes import opcodes_with
 from fusion.rule_tables import merge_rule_families
@@ -53,6 +54,7 @@ OP_RULES: dict[str, Rule] = merge_rule_families(
     RANDOM_RULES,
     REDUCTION_RULES,
     RNG_RULES,
+    SCALED_DOT_RULES,
     SORT_RULES,
 )
 

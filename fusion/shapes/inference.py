@@ -83,7 +83,7 @@ from fusion.shapes.rules_elementwise import (
     shape_unary,
 )
 from fusion.shapes.rules_conv import shape_convolution
-from fusion.shapes.rules_dot import shape_dot, shape_ragged_dot
+from fusion.shapes.rules_dot import shape_dot, shape_ragged_dot, shape_scaled_dot
 from fusion.shapes.rules_indexed import shape_gather, shape_scatter
 from fusion.shapes.rules_library import (
     shape_cholesky,
@@ -155,6 +155,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "rng": shape_rng,
     "rng-bit-generator": shape_rng_bit_generator,
     "rng-get-and-update-state": shape_rng_get_and_update_state,
+    "scaled-dot": shape_scaled_dot,
     "scatter": shape_scatter,
     "select": shape_select,
     "select-and-scatter": shape_select_and_scatter,

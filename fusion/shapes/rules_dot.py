@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from fusion.analysis.ragged_dot import ragged_dot
+from fusion.analysis.scaled_dots import scaled_dot
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape
 from fusion.shapes.checks import expect_array, expect_dims_in_range, expect_operand_count, fail, int_list
@@ -48,6 +49,18 @@ def shape_ragged_dot(instr: HloInstruction, operands: Sequence[Shape],
     if r.expands_rhs:
         rhs = ArrayShape(rhs.dtype, (r.groups,) + rhs.dims)
     return ArrayShape(out.dtype, _dot_dims(instr, lhs, rhs, lc, rc, lb, rb))
+
+
+def shape_scaled_dot(instr: HloInstruction, operands: Sequence[Shape],
+                     module: HloModule | None) -> Shape:
+    """A scaled dot's result (``fusion.analysis.scaled_dots``: the ``scaled-dot`` op or the
+    ``__op$block_scaled_dot`` custom-call): the dot's of its lhs and rhs; the type is
+    declared."""
+    sd = scaled_dot(instr, tuple(operands))
+    lhs, rhs = expect_array(instr, operands[0], "the lhs"), expect_array(instr, operands[1], "the rhs")
+    return ArrayShape(sd.result.dtype, _dot_dims(instr, lhs, rhs, sd.lhs_contracting,
+                                                 sd.rhs_contracting, sd.lhs_batch,
+                                                 sd.rhs_batch))
 
 
 def _dot_dims(instr: HloInstruction, lhs: ArrayShape, rhs: ArrayShape, lc, rc, lb, rb

@@ -24,9 +24,11 @@ from fusion.ir.shape import ArrayShape, Shape, TupleShape
 from fusion.shapes.checks import (
     expect_array, expect_kind, expect_operand_count, fail, int_attr, int_list,
 )
+from fusion.analysis.scaled_dots import is_block_scaled_dot_call
 from fusion.analysis.sharding import is_sharding_call
 from fusion.shapes.rules_collective import shape_sharding_call
 from fusion.shapes.rules_control import shape_custom_call as shape_opaque_custom_call
+from fusion.shapes.rules_dot import shape_scaled_dot
 
 _MATRIX_KINDS = "float complex"
 
@@ -278,6 +280,8 @@ def shape_custom_call(instr: HloInstruction, operands: Sequence[Shape],
     declared shape, accepted as is."""
     if is_sharding_call(instr):
         return shape_sharding_call(instr, operands, module)
+    if is_block_scaled_dot_call(instr):
+        return shape_scaled_dot(instr, operands, module)
     rule = CUSTOM_CALL_SHAPE_RULES.get(instr.attr("custom_call_target", None))
     if rule is None:
         return shape_opaque_custom_call(instr, operands, module)

@@ -11,7 +11,9 @@ the ops drawing it from its generator state (``rng_distribution_expansion``, as 
 ``RngExpander``), a ``stochastic-convert`` its rounding as elementwise ops
 (``stochastic_convert_expansion``, as XLA's ``StochasticConvertDecomposer``), a
 batch-norm op its reductions and elementwise ops (``batch_norm_expansion``, as XLA's
-``BatchNormExpander``), a dot whose algorithm only rounds its operands (XLA's
+``BatchNormExpander``), a scaled dot (the ``scaled-dot`` op, JAX's ``__op$block_scaled_dot``
+call) the dot of its operands times their repeated scales (``scaled_dot_expansion``, as XLA's
+``ScaledDotRewriter`` and ``BlockScalingRewriter``), a dot whose algorithm only rounds its operands (XLA's
 ``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
 complex values dots of their real parts (``complex_dots``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the
@@ -44,6 +46,7 @@ from fusion.transforms.nested_fusion_inlining import inline_nested_fusions
 from fusion.transforms.ragged_dot_expansion import expand_ragged_dots
 from fusion.transforms.rng_distribution_expansion import expand_rngs
 from fusion.transforms.rng_expansion import expand_rng_bit_generators
+from fusion.transforms.scaled_dot_expansion import expand_scaled_dots
 from fusion.transforms.stochastic_convert_expansion import expand_stochastic_converts
 
 
@@ -51,8 +54,8 @@ def plain_ops(module: HloModule) -> HloModule:
     """``module`` with XLA's wrappers written as plain ops (module docstring); ``module``
     itself when it has none.  ``UnsupportedOpError`` (located) for a library call this
     project does not compute."""
-    plain = inline_maps(inline_nested_fusions(expand_gpu_library_calls(unwrap_async_calls(
-        module))))
+    plain = inline_maps(inline_nested_fusions(expand_scaled_dots(expand_gpu_library_calls(
+        unwrap_async_calls(module)))))
     return expand_stochastic_converts(expand_batch_norms(expand_rngs(expand_rng_bit_generators(
         expand_complex_dots(round_dot_operands(expand_ragged_dots(plain, keep="grouped")))))))
 

@@ -193,6 +193,10 @@ WRITTEN: dict[str, str] = {
                          "algorithm=rng_default\n}\n",
     "rng-get-and-update-state": "HloModule m\nENTRY e {\n  ROOT s = u64[2] "
                                 "rng-get-and-update-state(), delta=6\n}\n",
+    "scaled-dot": "HloModule m\nENTRY e {\n  a = f8e4m3fn[4,64] parameter(0)\n"
+                  "  b = f8e4m3fn[8,64] parameter(1)\n  sa = f8e8m0fnu[4,2] parameter(2)\n"
+                  "  sb = bf16[] parameter(3)\n  ROOT d = f32[4,8] scaled-dot(a, b, sa, sb), "
+                  "lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n",
     "scatter": "HloModule m\n" + ADD + "ENTRY e {\n  x = f32[5,2] parameter(0)\n  i = s32[3,1] parameter(1)\n"
                "  u = f32[3,2] parameter(2)\n  ROOT r = f32[5,2] scatter(x, i, u), update_window_dims={1}, "
                "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "

@@ -228,6 +228,10 @@ _EXPLICIT: dict[str, OpCoverage] = {
                                     "(rng_three_fry), bit for bit XLA's"),
     "rng-get-and-update-state": OpCoverage(HOST, "its counter, advanced on every run (no CUDA "
                                            "graph)"),
+    "scaled-dot": OpCoverage(EXPANDED, "the dot of the operands times their scales repeated "
+                             "over their blocks, as XLA's ScaledDotRewriter writes it (and "
+                             "BlockScalingRewriter the __op$block_scaled_dot call); the "
+                             "dequantization is a dot prologue like any other"),
     "scatter": OpCoverage(SCATTER, "one or several (variadic) operands, each a fusion "
                           "parameter updated in place; " + _REDUCER_LIMIT, template_check),
     "select-and-scatter": OpCoverage(SELECT_AND_SCATTER, "no window reversal or base "
