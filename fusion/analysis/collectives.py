@@ -3,7 +3,8 @@
 ``compile_hlo`` and the reference evaluator run a module on one device.  A collective there has
 one participant, and XLA defines its value: an ``all-reduce`` of one value is that value (its
 reducer never runs); ``all-gather``, ``reduce-scatter`` and ``all-to-all`` with one participant
-are the identity along their dimension; a ``collective-permute`` gives its operand where a pair
+are the identity along their dimension, as is a ``collective-broadcast`` (its group's first
+member is the device itself); a ``collective-permute`` gives its operand where a pair
 sends device 0 to itself (``source_target_pairs={{0,0}}``) and zeros where no pair targets
 device 0 (``source_target_pairs={}``).  The ``-start`` halves compute the same value; a
 ``-done`` reads it from its start (:func:`async_result_index`).

@@ -1,7 +1,7 @@
 """Collectives on the one device the evaluator models (``fusion.analysis.collectives``).
 
-With one participant, ``all-reduce``, ``all-gather``, ``reduce-scatter`` and ``all-to-all``
-give their operands; ``collective-permute`` gives its operand when a pair sends device 0 to
+With one participant, ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` and
+``collective-broadcast`` give their operands; ``collective-permute`` gives its operand when a pair sends device 0 to
 itself, zeros when none targets it.  A ``-start`` computes that value (``all-gather-start`` as
 ``(operand, result)``, ``collective-permute-start`` as ``(operand, result, contexts...)`` with
 zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
@@ -56,6 +56,8 @@ def _across_devices(ev: Any, instr: Any, args: list) -> Any:
     kind = instr.opcode.removesuffix("-start")
     if kind == "all-reduce":
         return _one_or_tuple(_reduced(ev, instr, values))
+    if kind == "collective-broadcast":  # the group's first member's values
+        return _one_or_tuple(list(values[0]))
     if kind == "collective-permute":
         sources = [s for s, t in rank_pairs(instr, ctx.counts) if t == ctx.device]
         got = values[sources[0]] if sources else [np.zeros_like(a) for a in values[ctx.device]]
@@ -73,7 +75,8 @@ def _across_devices(ev: Any, instr: Any, args: list) -> Any:
 
 
 def eval_one_participant(ev: Any, instr: Any, args: list) -> Any:
-    """all-reduce, all-gather, reduce-scatter, all-to-all (and all-reduce-start): the operands."""
+    """all-reduce, all-gather, reduce-scatter, all-to-all, collective-broadcast (and
+    all-reduce-start): the operands."""
     if getattr(ev, "spmd", None) is not None:
         return _across_devices(ev, instr, args)
     _one_device(ev, instr)
@@ -138,6 +141,7 @@ COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {
     "all-reduce-done": eval_async_done,
     "all-reduce-start": eval_one_participant,
     "all-to-all": eval_one_participant,
+    "collective-broadcast": eval_one_participant,
     "collective-permute": eval_collective_permute,
     "collective-permute-done": eval_async_done,
     "collective-permute-start": eval_collective_permute_start,

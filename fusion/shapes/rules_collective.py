@@ -4,7 +4,8 @@ The participants of an op are the size of its replica groups, or, for ``replica_
 every device the module asks for (``replica_count`` times ``num_partitions``, 1 by default).
 ``all-gather`` multiplies its dimension by that count, ``reduce-scatter`` divides it,
 ``all-to-all`` keeps the shape (its tuple form takes one operand per participant);
-``all-reduce`` and ``collective-permute`` keep their operands' shapes.  Several operands give a
+``all-reduce``, ``collective-broadcast`` and ``collective-permute`` keep their operands'
+shapes.  Several operands give a
 tuple.  The ``-start``/``-done`` halves: ``all-reduce-start`` has the result's shape,
 ``all-gather-start`` is ``(operand, result)``, ``collective-permute-start`` is
 ``(operand, result, contexts...)`` with u32/s32 scalar contexts; a ``-done`` gives the result.
@@ -79,6 +80,14 @@ def shape_all_reduce(instr: HloInstruction, operands: Sequence[Shape],
     xs = _arrays(instr, operands)
     _groups(instr)
     _with_reducer(instr, xs, module)
+    return _one_or_tuple(xs)
+
+
+def shape_collective_broadcast(instr: HloInstruction, operands: Sequence[Shape],
+                               module: HloModule | None) -> Shape:
+    """``collective-broadcast``: the operands' shapes (each group's first member's values)."""
+    xs = _arrays(instr, operands)
+    _groups(instr)
     return _one_or_tuple(xs)
 
 
@@ -201,6 +210,6 @@ def shape_sharding_call(instr: HloInstruction, operands: Sequence[Shape],
 
 
 __all__ = ["participants", "shape_all_gather", "shape_all_gather_start", "shape_all_reduce",
-           "shape_all_to_all", "shape_async_done", "shape_collective_permute",
-           "shape_collective_permute_start", "shape_device_id", "shape_reduce_scatter",
+           "shape_all_to_all", "shape_async_done", "shape_collective_broadcast",
+           "shape_collective_permute", "shape_collective_permute_start", "shape_device_id", "shape_reduce_scatter",
            "shape_sharding_call"]

@@ -55,6 +55,8 @@ COLLECTIVES: dict[str, str] = {
                                    "to_apply=add\n  ROOT r = f32[2,3] all-reduce-done(s)", ADD),
     "all-to-all": _collective("  ROOT r = f32[2,3] all-to-all(x), replica_groups={{0}}, "
                               "dimensions={0}"),
+    "collective-broadcast": _collective("  ROOT r = f32[2,3] collective-broadcast(x), "
+                                        "replica_groups={{0}}"),
     "collective-permute": _collective("  ROOT r = f32[2,3] collective-permute(x), "
                                       "source_target_pairs={{0,0}}"),
     "collective-permute-done": _collective(

@@ -50,13 +50,29 @@ def xla_shards(names, n: int, seed: int, tmp):
     return shards
 
 
+#: ``collective-broadcast`` (XLA:CPU does not run it): rank 1 is its group's first member, so
+#: both ranks end with rank 1's values.
+BROADCAST = """HloModule m, num_partitions=2
+ENTRY e {
+  x = f32[3] parameter(0)
+  u = u8[2] parameter(1)
+  ROOT r = (f32[3], u8[2]) collective-broadcast(x, u), channel_id=1, replica_groups={{1,0}}
+}
+"""
+
+
 def test_partitioned_programs_on_two_processes_match_xla_and_the_evaluator(tmp_path):
     texts, inputs, wants = [], [], []
     for name, (shards_in, shards_out) in zip(CASES, xla_shards(CASES, 2, seed=11, tmp=tmp_path)):
         texts.append(corpus_files(name, 2)[1].read_text())
         inputs.append(shards_in)
         wants.append(shards_out)
-    got = run_processes(texts, inputs, 2, timeout=60)  # one world for both modules
+    broadcast_in = [[np.float32([1, 2, 3]) + 10 * r, np.uint8([200, 7]) + r] for r in range(2)]
+    # one world for every module
+    *got, broadcast = run_processes(texts + [BROADCAST], inputs + [broadcast_in], 2, timeout=60)
+    for rank in range(2):
+        for g, w in zip(broadcast[rank], broadcast_in[1]):
+            np.testing.assert_array_equal(g, w, err_msg=f"collective-broadcast rank {rank}")
     for name, text, ins, want, ranks in zip(CASES, texts, inputs, wants, got):
         evaluated = evaluate_spmd(parse_hlo(text), ins)
         for rank in range(2):

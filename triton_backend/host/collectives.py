@@ -1,8 +1,8 @@
 """Collectives on the host, on the one device a compiled module runs on.
 
 With one participant (``fusion.analysis.collectives``) every collective moves values without
-computing: ``all-reduce``, ``all-gather``, ``reduce-scatter`` and ``all-to-all`` copy their
-operands; ``collective-permute`` copies its operand when a pair sends device 0 to itself and
+computing: ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` and
+``collective-broadcast`` copy their operands; ``collective-permute`` copies its operand when a pair sends device 0 to itself and
 gives zeros when none targets it.  The ``-start`` halves build XLA's value (the result, or
 ``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
 Copies go through the logical tensors, so operand and result may have different layouts.  An

@@ -13,6 +13,7 @@ to the host context of each call.  Then, on logical tensors (:func:`exchange`):
 * ``all-gather``: ``all_gather_into_tensor``, concatenated along the op's dimension;
 * ``reduce-scatter``: ``reduce_scatter_tensor`` of the blocks along the op's dimension;
 * ``all-to-all``: ``all_to_all_single`` of the blocks (``all_to_all`` in the tuple form);
+* ``collective-broadcast``: ``broadcast`` from the HLO group's first member, per operand;
 * ``collective-permute``: ``batch_isend_irecv`` of its pairs; zeros where nothing arrives.
 
 A process group numbers its ranks in increasing order while an HLO group may list them in any
@@ -229,6 +230,18 @@ def _all_to_all(instr, place, values, pg, group):
     return [torch.cat(pieces, dim=dim)]
 
 
+def _broadcast(instr, place, values, pg, group):
+    import torch.distributed as dist  # noqa: PLC0415
+
+    out = []
+    for value in values:
+        sent = _wire(value).clone()
+        _call(instr, place, f"from rank {group[0]} over ranks {group}",
+              lambda: dist.broadcast(sent, src=group[0], group=pg, async_op=True))
+        out.append(_unwire(sent, value.dtype))
+    return out
+
+
 def _permute(instr, place, values):
     import torch.distributed as dist  # noqa: PLC0415
 
@@ -249,7 +262,8 @@ def _permute(instr, place, values):
 
 
 _EXCHANGES = {"all-reduce": _all_reduce, "all-gather": _all_gather,
-              "reduce-scatter": _reduce_scatter, "all-to-all": _all_to_all}
+              "reduce-scatter": _reduce_scatter, "all-to-all": _all_to_all,
+              "collective-broadcast": _broadcast}
 
 
 def exchange(instr: HloInstruction, values: Sequence[torch.Tensor],
