@@ -2,7 +2,8 @@
 
 With one participant, ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` and
 ``collective-broadcast`` give their operands; ``collective-permute`` gives its operand when a pair sends device 0 to
-itself, zeros when none targets it.  A ``-start`` computes that value (``all-gather-start`` as
+itself, zeros when none targets it; ``ragged-all-to-all`` writes its own slices into its output
+(``fusion.analysis.ragged_all_to_all``).  A ``-start`` computes that value (``all-gather-start`` as
 ``(operand, result)``, ``collective-permute-start`` as ``(operand, result, contexts...)`` with
 zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
 an ``EvaluationError`` at its line and column.  The sharding custom calls
@@ -21,6 +22,7 @@ from fusion.analysis.collectives import (
     sends_to_self,
     single_device_problem,
 )
+from fusion.analysis.ragged_all_to_all import slices_to, write_slices
 from fusion.analysis.sharding import sharding_call_problem
 from fusion.analysis.spmd_groups import device_ids, rank_pairs
 from fusion.evaluator.failures import op_error
@@ -94,6 +96,23 @@ def eval_collective_permute(ev: Any, instr: Any, args: list) -> Any:
     return _one_or_tuple([np.zeros_like(np.asarray(a)) for a in args])
 
 
+def eval_ragged_all_to_all(ev: Any, instr: Any, args: list) -> Any:
+    """Each member's slices written into a copy of the output
+    (``fusion.analysis.ragged_all_to_all``): this device's own, alone, on one device."""
+    if getattr(ev, "spmd", None) is not None:
+        ctx = ev.spmd
+        values = ctx.exchange(instr, [np.asarray(a) for a in args])
+        me = ctx.group(instr).index(ctx.device)
+    else:
+        _one_device(ev, instr)
+        values, me = [[np.asarray(a) for a in args]], 0
+    received = [(v[0], slices_to(me, len(values), v[2], v[3], v[4])) for v in values]
+    try:
+        return write_slices(np.asarray(args[1]), received)
+    except ValueError as err:
+        raise op_error(instr, f"ragged-all-to-all: {err}") from None
+
+
 def eval_all_gather_start(ev: Any, instr: Any, args: list) -> Any:
     result = eval_one_participant(ev, instr, args)
     return (_one_or_tuple(args), result)
@@ -146,6 +165,7 @@ COLLECTIVE_RULES: dict[str, Callable[..., Any]] = {
     "collective-permute-done": eval_async_done,
     "collective-permute-start": eval_collective_permute_start,
     "partition-id": eval_device_id,
+    "ragged-all-to-all": eval_ragged_all_to_all,
     "reduce-scatter": eval_one_participant,
     "replica-id": eval_device_id,
 }

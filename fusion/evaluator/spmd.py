@@ -8,7 +8,8 @@ the value XLA defines for its place in the group: ``all-reduce`` reduces the gro
 element by element with ``to_apply``; ``all-gather`` concatenates them along its dimension in
 group order; ``reduce-scatter`` reduces, then keeps its block; ``all-to-all`` sends block
 ``j`` (or operand ``j``, in the tuple form) to the ``j``-th member and concatenates what it
-receives; ``collective-broadcast`` gives every member the group's first member's values;
+receives (``ragged-all-to-all``: the slices each member sends it, written into its output);
+``collective-broadcast`` gives every member the group's first member's values;
 ``collective-permute`` takes the value of the device whose pair targets it, zeros when none
 does.  Devices are the flat ids ``0..N-1`` (replica ``d // num_partitions``,
 partition ``d % num_partitions``); the groups name them as XLA reads each op's mode

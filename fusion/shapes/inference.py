@@ -35,6 +35,7 @@ from fusion.shapes.rules_collective import (
     shape_collective_broadcast,
     shape_collective_permute,
     shape_collective_permute_start,
+    shape_ragged_all_to_all,
     shape_device_id,
     shape_reduce_scatter,
 )
@@ -146,6 +147,7 @@ _STRUCTURAL_RULES: dict[str, Rule] = {
     "pad": shape_pad,
     "parameter": shape_parameter,
     "partition-id": shape_device_id,
+    "ragged-all-to-all": shape_ragged_all_to_all,
     "ragged-dot": shape_ragged_dot,
     "reduce": shape_reduce,
     "reduce-precision": shape_reduce_precision,

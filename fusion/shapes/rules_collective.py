@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from fusion.analysis.collectives import group_key, module_devices
+from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloInstruction, HloModule
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.shapes.checks import (
@@ -89,6 +90,29 @@ def shape_collective_broadcast(instr: HloInstruction, operands: Sequence[Shape],
     xs = _arrays(instr, operands)
     _groups(instr)
     return _one_or_tuple(xs)
+
+
+def shape_ragged_all_to_all(instr: HloInstruction, operands: Sequence[Shape],
+                            module: HloModule | None) -> Shape:
+    """``ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets,
+    recv_sizes)`` (``fusion.analysis.ragged_all_to_all``): the output's shape.  The input and
+    output share their type and their dims past the first; the four index operands are
+    integer lists of one length, a multiple of the participants."""
+    expect_operand_count(instr, operands, 6)
+    xs = _arrays(instr, operands)
+    data, out, indices = xs[0], xs[1], xs[2:]
+    if data.rank == 0 or data.dtype != out.dtype or data.dims[1:] != out.dims[1:]:
+        fail(instr, f"ragged-all-to-all sends rows of its input {data} into its output {out}: "
+             "they need one type and the same dims past the first")
+    n = participants(instr, module)
+    lengths = {x.dims for x in indices}
+    if any(element_type(x.dtype).kind not in ("signed", "unsigned") or x.rank != 1
+           for x in indices) or \
+            len(lengths) != 1 or lengths.pop()[0] % max(n, 1):
+        fail(instr, "ragged-all-to-all's input_offsets, send_sizes, output_offsets and "
+             f"recv_sizes are integer lists of one length, a multiple of its {n} "
+             f"participants; got {', '.join(map(str, indices))}")
+    return out
 
 
 def _resized(instr: HloInstruction, xs: list[ArrayShape], module: HloModule | None,
@@ -211,5 +235,5 @@ def shape_sharding_call(instr: HloInstruction, operands: Sequence[Shape],
 
 __all__ = ["participants", "shape_all_gather", "shape_all_gather_start", "shape_all_reduce",
            "shape_all_to_all", "shape_async_done", "shape_collective_broadcast",
-           "shape_collective_permute", "shape_collective_permute_start", "shape_device_id", "shape_reduce_scatter",
-           "shape_sharding_call"]
+           "shape_collective_permute", "shape_collective_permute_start", "shape_device_id",
+           "shape_ragged_all_to_all", "shape_reduce_scatter", "shape_sharding_call"]

@@ -62,6 +62,11 @@ COLLECTIVES: dict[str, str] = {
     "collective-permute-done": _collective(
         "  s = (f32[2,3], f32[2,3], u32[], u32[]) collective-permute-start(x), "
         "source_target_pairs={}\n  ROOT r = f32[2,3] collective-permute-done(s)"),
+    "ragged-all-to-all": "HloModule m\nENTRY e {\n  x = f32[4,3] parameter(0)\n"
+                         "  o = f32[5,3] parameter(1)\n  io = s32[2] constant({3, 1})\n"
+                         "  ss = s32[2] constant({1, 2})\n  oo = s32[2] constant({4, 0})\n"
+                         "  rs = s32[2] parameter(2)\n  ROOT r = f32[5,3] ragged-all-to-all(x, o, "
+                         "io, ss, oo, rs), replica_groups={{0}}\n}\n",
     "reduce-scatter": _collective("  ROOT r = f32[2,3] reduce-scatter(x), replica_groups={}, "
                                   "dimensions={1}, to_apply=add", ADD),
     "partition-id": _collective("  p = u32[] partition-id()\n  c = f32[] convert(p)\n"

@@ -17,6 +17,9 @@ from fusion import parse_hlo
 from fusion.errors import DistributedError
 from fusion.evaluator.spmd import evaluate_spmd
 from tests.conformance.sharded_programs import MAX_DEVICES, ROOT, corpus_files
+from tests.fusion.test_ragged_all_to_all import brute_force as ragged_brute_force
+from tests.fusion.test_ragged_all_to_all import exchange as ragged_operands
+from tests.fusion.test_ragged_all_to_all import module_text as ragged_module
 from triton_backend import compile_hlo
 from triton_backend.driver.process_launch import run_processes
 
@@ -68,8 +71,15 @@ def test_partitioned_programs_on_two_processes_match_xla_and_the_evaluator(tmp_p
         inputs.append(shards_in)
         wants.append(shards_out)
     broadcast_in = [[np.float32([1, 2, 3]) + 10 * r, np.uint8([200, 7]) + r] for r in range(2)]
+    # ragged-all-to-all with the group listing rank 1 first: rank 1 is its member 0
+    ragged = ragged_module(2, 10, 4, "replica_groups={{1,0}}")
+    ragged_in = ragged_operands(2, 10, 2, seed=3)[::-1]
     # one world for every module
-    *got, broadcast = run_processes(texts + [BROADCAST], inputs + [broadcast_in], 2, timeout=60)
+    *got, broadcast, ragged_out = run_processes(texts + [BROADCAST, ragged],
+                                                inputs + [broadcast_in, ragged_in], 2,
+                                                timeout=60)
+    for rank, want in enumerate(ragged_brute_force(ragged_in, ((1, 0),))):
+        np.testing.assert_array_equal(ragged_out[rank][0], want, err_msg=f"rank {rank}")
     for rank in range(2):
         for g, w in zip(broadcast[rank], broadcast_in[1]):
             np.testing.assert_array_equal(g, w, err_msg=f"collective-broadcast rank {rank}")

@@ -210,6 +210,10 @@ _EXPLICIT: dict[str, OpCoverage] = {
                       "and constants", map_check),
     "opt-barrier": OpCoverage(HOST, "no copy: its operand passes on; fusions never cross it"),
     "parameter": OpCoverage(HOST, "inside a fusion, a kernel load"),
+    "ragged-all-to-all": OpCoverage(HOST, "one device: its groups name device 0 alone, where "
+                                    "its own slices are written into a copy of its output; "
+                                    "across processes, two torch.distributed all_to_all "
+                                    "calls", collective_check),
     "ragged-dot": OpCoverage(RAGGED_DOT, "[m, k] x [g, k, n] (or [g, n, k]) by rows and "
                              "[k, m] x [k, n] by contracting dim, row-major bf16/f16/f32; any "
                              "other as the dense dot of its operands masked by group (every "

@@ -3,7 +3,8 @@
 With one participant (``fusion.analysis.collectives``) every collective moves values without
 computing: ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` and
 ``collective-broadcast`` copy their operands; ``collective-permute`` copies its operand when a pair sends device 0 to itself and
-gives zeros when none targets it.  The ``-start`` halves build XLA's value (the result, or
+gives zeros when none targets it; ``ragged-all-to-all`` writes its own slices into a copy of
+its output (:func:`host_ragged_all_to_all`).  The ``-start`` halves build XLA's value (the result, or
 ``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
 Copies go through the logical tensors, so operand and result may have different layouts.  An
 op that names another device runs only across processes: a call whose host context has a
@@ -28,7 +29,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fusion.analysis.collectives import async_result_index, sends_to_self, single_device_problem
-from fusion.errors import UnsupportedOpError
+from fusion.analysis.ragged_all_to_all import slices_to, write_slices
+from fusion.errors import EvaluationError, UnsupportedOpError
 from fusion.analysis.sharding import sharding_call_problem
 from fusion.analysis.spmd_groups import device_ids
 from fusion.ir.hlo_module import HloComputation, HloInstruction
@@ -88,6 +90,32 @@ def host_collective(comp: HloComputation, instr: HloInstruction,
     return run
 
 
+def host_ragged_all_to_all(comp: HloComputation, instr: HloInstruction,
+                           device: torch.device) -> Callable[[Sequence, object], object]:
+    """``ragged-all-to-all`` (``fusion.analysis.ragged_all_to_all``): on one device its own
+    slices written into a copy of its output; across processes what each rank sends it."""
+    sources = [comp.instruction(o).shape for o in instr.operands]
+    alone = single_device_problem(instr, None)
+
+    def run(operands: Sequence, ctx) -> torch.Tensor:
+        place = getattr(ctx, "place", None)
+        logical = [unpack_physical(v, s) for v, s in zip(operands, sources)]
+        if place is not None:
+            (got,) = exchange(instr, logical, place)
+            return pack_logical(got.contiguous(), instr.shape)
+        if alone is not None:
+            raise UnsupportedOpError(alone, **instr._located())
+        data, output, offsets, sizes, targets = logical[:5]
+        try:
+            got = write_slices(output, [(data, slices_to(0, 1, offsets.tolist(),
+                                                         sizes.tolist(), targets.tolist()))])
+        except ValueError as err:
+            raise EvaluationError(f"ragged-all-to-all: {err}", **instr._located()) from None
+        return pack_logical(got.contiguous(), instr.shape)
+
+    return run
+
+
 def host_sharding_call(comp: HloComputation, instr: HloInstruction,
                        device: torch.device) -> Callable[[Sequence, object], object] | None:
     """A sharding custom call (``fusion.analysis.sharding``) on one device: a copy of its
@@ -120,10 +148,13 @@ def host_device_id(comp: HloComputation, instr: HloInstruction,
     return run
 
 
-#: One rule for every collective (the ``collective`` trait).
+#: One rule for every collective (the ``collective`` trait) but the one that computes where
+#: its values go.
 COLLECTIVE_HOST_RULES = {
     **{opcode: host_collective for opcode in sorted(opcodes_with("collective"))},
     **{opcode: host_device_id for opcode in sorted(opcodes_with("device_id"))},
+    "ragged-all-to-all": host_ragged_all_to_all,
 }
 
-__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_device_id", "host_sharding_call"]
+__all__ = ["COLLECTIVE_HOST_RULES", "host_collective", "host_device_id",
+           "host_ragged_all_to_all", "host_sharding_call"]

@@ -14,6 +14,7 @@ to the host context of each call.  Then, on logical tensors (:func:`exchange`):
 * ``reduce-scatter``: ``reduce_scatter_tensor`` of the blocks along the op's dimension;
 * ``all-to-all``: ``all_to_all_single`` of the blocks (``all_to_all`` in the tuple form);
 * ``collective-broadcast``: ``broadcast`` from the HLO group's first member, per operand;
+* ``ragged-all-to-all``: ``all_to_all`` of each slice's size and target, then of the rows;
 * ``collective-permute``: ``batch_isend_irecv`` of its pairs; zeros where nothing arrives.
 
 A process group numbers its ranks in increasing order while an HLO group may list them in any
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from fusion.analysis.collectives import group_key, is_collective
+from fusion.analysis.ragged_all_to_all import RaggedSlice, slice_problem, slices_to, write_slices
 from fusion.analysis.spmd_groups import (
     DeviceCounts, device_counts, rank_groups, rank_pairs, spmd_problem,
 )
@@ -242,6 +244,47 @@ def _broadcast(instr, place, values, pg, group):
     return out
 
 
+def _ragged_all_to_all(instr, place, values, pg, group):
+    import torch.distributed as dist  # noqa: PLC0415
+
+    data, output, offsets, sizes, targets = values[:5]
+    n = len(group)
+    plans = [slices_to(j, n, offsets.tolist(), sizes.tolist(), targets.tolist())
+             for j in range(n)]
+    for sl in (sl for plan in plans for sl in plan):
+        problem = slice_problem(sl, data.shape[0], None)
+        if problem is not None:
+            raise _located(instr, f"ragged-all-to-all on rank {place.rank}: a slice reads "
+                           f"{problem}")
+    # First each member's slice sizes and targets, then the rows themselves (a member's rows
+    # one block of all_to_all_single, whose split sizes may differ: gloo's list form may not).
+    meta = torch.stack(_to_group_order([torch.tensor(
+        [[sl.size, sl.target] for sl in plan], dtype=torch.int64).reshape(len(plan), 2)
+        for plan in plans], group))
+    got_meta = torch.empty_like(meta)
+    _call(instr, place, f"(slice sizes) over ranks {group}", lambda: dist.all_to_all_single(
+        got_meta, meta, group=pg, async_op=True))
+    got_meta = _from_group_order(list(got_meta.unbind(0)), group)
+    rows = _to_group_order([torch.cat([data[sl.source:sl.source + sl.size] for sl in plan] or
+                                      [data[:0]]) for plan in plans], group)
+    sent = _wire(torch.cat(rows))
+    counts = _to_group_order([int(m[:, 0].sum()) for m in got_meta], group)
+    got = torch.empty((sum(counts), *data.shape[1:]), dtype=sent.dtype)
+    _call(instr, place, f"over ranks {group}", lambda: dist.all_to_all_single(
+        got, sent, output_split_sizes=counts, input_split_sizes=[r.shape[0] for r in rows],
+        group=pg, async_op=True))
+    got_rows = _from_group_order(list(got.split(counts)), group)
+    received = []
+    for m, r in zip(got_meta, got_rows):
+        starts = torch.cumsum(m[:, 0], 0) - m[:, 0]
+        received.append((_unwire(r, data.dtype), [
+            RaggedSlice(int(s), int(size), int(t)) for s, (size, t) in zip(starts, m.tolist())]))
+    try:
+        return [write_slices(output, received)]
+    except ValueError as err:
+        raise _located(instr, f"ragged-all-to-all on rank {place.rank}: {err}") from None
+
+
 def _permute(instr, place, values):
     import torch.distributed as dist  # noqa: PLC0415
 
@@ -263,7 +306,7 @@ def _permute(instr, place, values):
 
 _EXCHANGES = {"all-reduce": _all_reduce, "all-gather": _all_gather,
               "reduce-scatter": _reduce_scatter, "all-to-all": _all_to_all,
-              "collective-broadcast": _broadcast}
+              "collective-broadcast": _broadcast, "ragged-all-to-all": _ragged_all_to_all}
 
 
 def exchange(instr: HloInstruction, values: Sequence[torch.Tensor],
