@@ -12,6 +12,7 @@ import pytest
 from fusion.text.parser import parse_hlo
 from tests.triton_backend.fusion_check import ARGMAX, run_and_compare
 from tests.triton_backend.fusion_check import single_fusion_module as fm
+from tiling.fusion_pass.priority_fusion import fuse_module
 from tiling.policy.limits import MIN_SPLIT_ELEMENTS, SPLIT_REDUCTION_PROGRAMS
 from triton_backend.lowering import kernel_plan
 from triton_backend.lowering.kernel_file import render_kernel_file
@@ -264,3 +265,27 @@ def test_a_compiled_module_runs_its_split_kernel_again_and_again(small_splits):
         x = rng.standard_normal((40, 512)).astype(np.float32)
         (got,) = module(torch.from_numpy(x))
         np.testing.assert_allclose(got.numpy(), evaluate(parse_hlo(text), x), rtol=1e-5)
+
+
+def _column_sums(rows: int) -> str:
+    """A batch norm's sum and sum of squares of ``rows`` rows of 64 features."""
+    return (f"HloModule m\n{ADD.format(t='f32')}ENTRY e {{\n  p0 = f32[{rows},64] parameter(0)\n"
+            "  z = f32[] constant(0)\n  s = f32[64] reduce(p0, z), dimensions={0}, to_apply=add\n"
+            f"  q2 = f32[{rows},64] multiply(p0, p0)\n"
+            "  q = f32[64] reduce(q2, z), dimensions={0}, to_apply=add\n"
+            "  ROOT t = (f32[64], f32[64]) tuple(s, q)\n}\n")
+
+
+def test_long_sibling_column_sums_stay_apart_and_each_is_split():
+    """Over 65,536 rows, as one kernel (XLA's sibling fusion) both sums run in 2 programs;
+    apart, each kernel is split among programs.  Over 256 rows they stay one kernel: nothing
+    would be split."""
+    short = fuse_module(parse_hlo(_column_sums(256)))
+    assert len([i for i in short.module.entry if i.opcode == "fusion"]) == 1, short.explain()
+    long_sums = fuse_module(parse_hlo(_column_sums(65536)))
+    assert "2 reductions side by side (s, q) in 2 blocks" in long_sums.explain()
+    fusions = [i for i in long_sums.module.entry if i.opcode == "fusion"]
+    assert len(fusions) == 2, long_sums.explain()
+    for fusion in fusions:
+        rendered = render_kernel_file(long_sums.module, fusion)
+        assert rendered.plan.split is not None and math.prod(rendered.plan.grid) >= 128

@@ -27,6 +27,7 @@ from fusion.opcodes import opcodes_with, traits
 from fusion.ir.shape import ArrayShape, Shape, flatten_shape
 from tiling.indexing_analysis.fusion_indexing import output_to_input_indexing_of_computation
 from tiling.maps.range_evaluator import RangeEvaluator
+from tiling.policy.limits import MIN_SPLIT_ELEMENTS, NUM_SMS
 
 # Ops that may be members of a fusion (XLA's producer-consumer fusible ops, without the ones
 # this project keeps as their own kernels: dot, scatter, sort, reduce-window, ...).
@@ -258,6 +259,27 @@ def outer_reduces(comp: HloComputation, members: tuple[str, ...]) -> tuple[str, 
                 nested.add(name)
             stack.extend(comp.instruction(name).operands)
     return tuple(r for r in reduces if r not in nested)
+
+
+def side_by_side_problem(comp: HloComputation, members: tuple[str, ...], blocks: int
+                         ) -> str | None:
+    """Why a kernel of ``members`` tiled into ``blocks`` blocks would be slow: it holds
+    several outer reductions side by side (``outer_reduces``) in fewer blocks than half the
+    GPU's SMs, each long enough that the kernel planner would split it alone.  The planner
+    splits a lone outer reduction among programs (``kernel_plan``'s split reduction, when
+    each part keeps ``MIN_SPLIT_ELEMENTS``); side by side, reductions run on the few SMs
+    their blocks fill (a batch norm's two sums over batch and space: on one).  None when it
+    may be fused."""
+    if not blocks or 2 * blocks >= NUM_SMS:
+        return None
+    outer = outer_reduces(comp, members)
+    per_block = max((elements(comp, comp.instruction(r).operands[0]) for r in outer),
+                    default=0) // blocks
+    if len(outer) < 2 or per_block < 2 * MIN_SPLIT_ELEMENTS:
+        return None
+    return (f"the merged kernel would hold {len(outer)} reductions side by side "
+            f"({', '.join(outer)}) in {blocks} blocks: only a lone one is split among "
+            "programs")
 
 
 def reduction_members(comp: HloComputation, members: tuple[str, ...]) -> tuple[str, ...]:

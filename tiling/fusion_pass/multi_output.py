@@ -8,7 +8,10 @@
   tuple root, so the input is read once (kind ``kInput``).
 
 Neither may create a cycle: a merge is refused when one node reaches the other through a
-third.  Each merge must save bytes under the traffic model.
+third.  Each merge must save bytes under the traffic model, and must not put reductions side
+by side in a kernel of few blocks (``decisions.side_by_side_problem``: a batch norm's sum and
+sum of squares over batch and space stay two kernels, each split among programs, not one
+kernel on one or two SMs).
 """
 from __future__ import annotations
 
@@ -21,9 +24,12 @@ from tiling.fusion_pass.decisions import (
     external_inputs,
     reachable,
     reaches_through_another,
+    outer_reduces,
     reduce_members,
+    side_by_side_problem,
 )
 from tiling.fusion_pass.graph import FusionGraph
+from tiling.fusion_pass.tiled_merge import KernelCosts
 
 
 
@@ -104,7 +110,8 @@ def _sibling_candidates(graph: FusionGraph):
             yield a, b, cyclic
 
 
-def _try(graph: FusionGraph, a: int, b: int, merged: Node, kind: str, cyclic: bool):
+def _try(graph: FusionGraph, costs: KernelCosts, a: int, b: int, merged: Node, kind: str,
+         cyclic: bool):
     """The decision for merging nodes ``a`` and ``b`` into ``merged``."""
     comp = graph.comp
     names = (graph.nodes[b].root,)
@@ -123,6 +130,10 @@ def _try(graph: FusionGraph, a: int, b: int, merged: Node, kind: str, cyclic: bo
     problem = graph.tile_problem(merged, (graph.nodes[a], graph.nodes[b]))  # the costliest
     if problem:
         return decide(False, problem)
+    if len(outer_reduces(comp, merged.members)) > 1:
+        problem = side_by_side_problem(comp, merged.members, costs.of(merged).blocks)
+        if problem:
+            return decide(False, problem)
     return decide(True, f"saves {saved} bytes", saved)
 
 
@@ -130,19 +141,20 @@ def multi_output_fusion(graph: FusionGraph) -> list[FusionDecision]:
     """Apply the best multi-output merge until none saves bytes; returns the decisions
     (including the refused candidates of the final state)."""
     log: list[FusionDecision] = []
+    costs = KernelCosts(graph)
     while True:
         options: list[tuple[FusionDecision, int, int, Node]] = []
         for pid, cid, cyclic in _producer_candidates(graph):
             producer, consumer = graph.nodes[pid], graph.nodes[cid]
             merged = Node(graph.ordered(consumer.members + producer.members),
                           consumer.outputs + producer.outputs, True)
-            options.append((_try(graph, pid, cid, merged, "multi-output", cyclic), pid, cid,
-                            merged))
+            options.append((_try(graph, costs, pid, cid, merged, "multi-output", cyclic), pid,
+                            cid, merged))
         for a, b, cyclic in _sibling_candidates(graph):
             na, nb = graph.nodes[a], graph.nodes[b]
             outputs = tuple(dict.fromkeys(na.outputs + nb.outputs))
             merged = Node(graph.ordered(na.members + nb.members), outputs, True)
-            options.append((_try(graph, a, b, merged, "sibling", cyclic), a, b, merged))
+            options.append((_try(graph, costs, a, b, merged, "sibling", cyclic), a, b, merged))
         accepted = [o for o in options if o[0].fused]
         if not accepted:
             log.extend(o[0] for o in options)

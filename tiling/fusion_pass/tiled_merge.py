@@ -55,8 +55,8 @@ from tiling.fusion_pass.decisions import (
     external_inputs,
     footprint_bytes,
     node_traffic,
-    outer_reduces,
     reaches_through_another,
+    side_by_side_problem,
     structural_tile_check,
 )
 from tiling.fusion_pass.dot_prologue import recompute_problem
@@ -321,15 +321,9 @@ def _judge(graph: FusionGraph, costs: KernelCosts, pid: int, cid: int, merged: N
             refusal = decide(False, f"costs time: {problem}")
             costs.time_refusals[(producer.root, consumer.root)] = refusal
             return refusal
-    few_blocks = after.blocks and 2 * after.blocks < NUM_SMS
-    outer = outer_reduces(comp, merged.members) if few_blocks else ()
-    if len(outer) > 1:
-        # The kernel planner splits a lone outer reduction among programs
-        # (``kernel_plan``'s split reduction); side by side, reductions run on the few SMs
-        # their blocks fill (a batch norm's two sums over batch and space: on one).
-        return decide(False, f"the merged kernel would hold {len(outer)} reductions side by "
-                             f"side ({', '.join(outer)}) in {after.blocks} blocks: only a lone "
-                             "one is split among programs")
+    problem = side_by_side_problem(comp, merged.members, after.blocks)
+    if problem:
+        return decide(False, problem)
     saved = sum(b.cost for b in before) - after.cost
     if saved <= 0:
         return decide(False, f"modeled memory cost {after.cost} bytes at tiling "
