@@ -7,6 +7,8 @@ so its VJP is its transpose, as JAX's transpose rules write.
 * ``all-to-all``'s is itself (it sends block ``j`` to participant ``j`` and takes block ``j``
   from it, along one dimension for split and concat);
 * ``collective-permute``'s is the permute with every pair reversed;
+* ``ragged-all-to-all``'s sends the cotangent's slices back where they came from, and zeroes
+  the rows it wrote in the output's cotangent (JAX's ``_ragged_all_to_all_transpose``);
 * a sharding custom call's is the call that undoes it (``SPMDFullToShardShape`` and
   ``SPMDShardToFullShape``, Shardy's ``GlobalToLocalShape`` and ``LocalToGlobalShape``; a
   ``Sharding`` annotation annotates the cotangent alike).
@@ -27,7 +29,7 @@ from fusion.autodiff.cotangents import Cotangent, materialize, unpack
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloInstruction
-from fusion.ir.shape import Shape, TupleShape, flatten_shape
+from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 
 Cts = Sequence[Cotangent]
 
@@ -122,6 +124,38 @@ def vjp_collective_permute(ctx: VjpContext, instr: HloInstruction, ct: Cotangent
     return (out,) if len(shapes) == 1 else tuple(unpack(ctx.b, out, shape))
 
 
+def vjp_ragged_all_to_all(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """JAX's transpose: the input's cotangent is the output's slices sent back where they came
+    from (a ragged-all-to-all whose offsets are the all-to-all of the forward's, sizes
+    swapped); the output's is the cotangent with the rows the op wrote zeroed."""
+    b = ctx.b
+    (t,) = _cts(ctx, instr, ct)
+    offsets, sizes, targets, received = (ctx.operand(instr, k) for k in range(2, 6))
+    kept = [(k, v) for k, v in _kept(instr) if k != "dimensions"]
+
+    def exchanged(name: str) -> str:  # slice i of member j to member i // per, in order
+        return b.emit("all-to-all", (name,), (*kept, ("dimensions", (0,))),
+                      shape=b.array_shape(name).with_layout(None))
+
+    sources, landed = exchanged(offsets), exchanged(targets)
+    grad_data = b.emit("ragged-all-to-all",
+                       (t, b.zeros(ctx.operand_shape(instr, 0).with_layout(None)), landed,
+                        received, sources, sizes), kept,
+                       shape=ctx.operand_shape(instr, 0).with_layout(None))
+    rows, count = b.array_shape(t).dims[0], b.array_shape(landed).dims[0]
+    index_type = b.array_shape(landed).dtype
+    row = b.emit("iota", (), (("iota_dimension", 0),), shape=ArrayShape(index_type,
+                                                                       (rows, count)))
+    start = b.broadcast(landed, (rows, count), (1,))
+    end = b.broadcast(b.add(landed, b.convert(received, index_type)), (rows, count), (1,))
+    inside = b.emit("and", (b.compare(row, start, "GE"), b.compare(row, end, "LT")))
+    written = b.reduce(inside, b.scalar(False, "pred"), (1,), "or")
+    shape = b.array_shape(t).with_layout(None)
+    mask = b.broadcast(written, shape.dims, (0,))
+    grad_output = b.select(mask, b.zeros(shape), t)
+    return (grad_data, grad_output, None, None, None, None)
+
+
 def vjp_custom_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """A sharding call's transpose; any other custom call has no VJP."""
     if not is_sharding_call(instr):
@@ -142,5 +176,6 @@ COLLECTIVE_VJP_RULES: dict[str, Rule] = {
     "all-to-all": vjp_all_to_all,
     "collective-permute": vjp_collective_permute,
     "custom-call": vjp_custom_call,
+    "ragged-all-to-all": vjp_ragged_all_to_all,
     "reduce-scatter": vjp_reduce_scatter,
 }

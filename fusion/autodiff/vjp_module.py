@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fusion.analysis.collectives import DEVICE_COUNT_KEYS
 from fusion.autodiff.cotangents import Cotangent, materialize
 from fusion.autodiff.dead_code import called_first, tidy
 from fusion.autodiff.flatten import flatten_computation
@@ -111,6 +112,9 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
         table.fresh_name(module.entry_name + "_vjp"), tuple(b.instructions), root, True))
     table.add(entry)
     computations = called_first(entry, table.computation)
-    result = HloModule(module.name + "_vjp", tuple(computations), entry.name)
+    # It runs where the forward runs: on as many devices (its other header attributes, the
+    # entry's layout among them, describe the forward's signature).
+    devices = tuple((k, v) for k, v in module.attributes if k in DEVICE_COUNT_KEYS)
+    result = HloModule(module.name + "_vjp", tuple(computations), entry.name, devices)
     verify_module(result)
     return result

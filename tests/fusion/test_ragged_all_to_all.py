@@ -11,6 +11,7 @@ import pytest
 
 from fusion import evaluate, parse_hlo, verify_module
 from fusion.errors import EvaluationError, HloVerifyError
+from fusion.autodiff import vjp
 from fusion.evaluator.spmd import evaluate_spmd
 from triton_backend import compile_hlo
 
@@ -128,3 +129,31 @@ def test_bad_operands_are_located_errors(change, expected):
     with pytest.raises(HloVerifyError, match=expected) as err:
         verify_module(parse_hlo("\n".join(lines)))
     assert str(err.value).startswith("9:")
+
+
+@pytest.mark.parametrize("n, per, groups", [(1, 3, ((0,),)), (4, 2, ((3, 1), (0, 2)))])
+def test_vjp_is_the_adjoint(n, per, groups):
+    """The op is linear in its input and output: over every device, the cotangent's dot with
+    the result equals the gradients' dots with the input and the output (JAX's transpose
+    sends the slices back and zeroes the rows written)."""
+    rows = 4 * n * per + 2
+    text = module_text(n, rows, len(groups[0]) * per, "replica_groups={" + ",".join(
+        "{" + ",".join(map(str, g)) + "}" for g in groups) + "}")
+    if n == 1:
+        text = text.replace("channel_id=1, ", "")
+    module = parse_hlo(text)
+    backward = vjp(module, wrt=(0, 1))
+    args = [None] * n
+    for k, group in enumerate(groups):
+        for member, operands in zip(group, exchange(len(group), rows, per, seed=k + 7)):
+            args[member] = operands
+    rng = np.random.default_rng(11)
+    cts = [rng.standard_normal((rows, 2)).astype(np.float32) for _ in range(n)]
+    forward = evaluate_spmd(module, args)
+    grads = evaluate_spmd(backward, [a + [c] for a, c in zip(args, cts)])
+    lhs = sum(float(np.vdot(f[0].astype(np.float64), c)) for f, c in zip(forward, cts))
+    rhs = sum(float(np.vdot(a[0].astype(np.float64), g[0]) + np.vdot(a[1].astype(np.float64),
+                                                                     g[1]))
+              for a, g in zip(args, grads))
+    assert lhs == pytest.approx(rhs, rel=1e-5)
+    assert any(np.any(g[0] != 0) for g in grads) and any(np.any(g[1] == 0) for g in grads)

@@ -262,6 +262,16 @@ CASES = {
   a = f64[4,3] all-to-all(s), dimensions={0}, replica_groups={{0}}
   p = f64[4,3] collective-permute(a), source_target_pairs={{0,0}}
   ROOT m = f64[4,3] multiply(p, x)""", [normal(4, 3)]),
+    # Rows 3..4 and 0 of x written at rows 0..1 and 4 of o; o's other rows kept.
+    "ragged_all_to_all_one_device": ("""
+  x = f64[5,3] parameter(0)
+  o = f64[6,3] parameter(1)
+  io = s32[2] constant({3, 0})
+  ss = s32[2] constant({2, 1})
+  oo = s32[2] constant({0, 4})
+  rs = s32[2] constant({2, 1})
+  r = f64[6,3] ragged-all-to-all(x, o, io, ss, oo, rs), replica_groups={{0}}
+  ROOT m = f64[6,3] multiply(r, r)""", [normal(5, 3), normal(6, 3)]),
     # jax.checkpoint's barrier: a tuple through it, one element unused, one read twice.
     "opt_barrier": ("""
   x = f64[4,3] parameter(0)
