@@ -1,11 +1,15 @@
 """``fusion-compile fuse FILE.hlo [--explain] [-o OUT.hlo]``: canonicalize and fuse a module.
 
-Reads an unfused module (as ``jax.jit(f).lower(x).as_text(dialect="hlo")`` prints it), runs
-``tiling.fusion_pass.priority_fusion.fuse_module`` and prints the fused module (it verifies and parses
-back).  ``-o`` writes it to a file instead; ``--explain`` prints every fusion decision with
-its reason to stderr (one line each), then a summary line with the kernel count; ``--json``
-prints one document with the fused module (``hlo``, null with ``-o``), the decisions and the
-kernel counts.  Never imports torch or triton.
+Reads an unfused module (as ``jax.jit(f).lower(x).as_text(dialect="hlo")`` prints it), writes
+XLA's wrappers as the plain ops they run, as ``compile`` does first
+(``fusion.transforms.plain_ops``: cuBLAS calls, ``rng``, scaled and ragged dots, batch
+norms...), runs ``tiling.fusion_pass.priority_fusion.fuse_module`` and prints the fused module
+(it verifies and parses back), so its kernels are the ones ``compile`` builds.
+``--no-canonicalize`` fuses the module exactly as written.  ``-o`` writes it to a file
+instead; ``--explain`` prints every fusion decision with its reason to stderr (one line
+each), then a summary line with the kernel count; ``--json`` prints one document with the
+fused module (``hlo``, null with ``-o``), the decisions and the kernel counts.  Never imports
+torch or triton.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import sys
 from fusion.logs import get_logger
 from fusion.text.printer import print_hlo
 from fusion.shapes.verifier import verify_module
+from fusion.transforms.plain_ops import plain_ops
+from fusion.transforms.scan_tree import rewrite_tree_scans
 from tiling.fusion_pass import priority_fusion
 from tiling.fusion_pass.traffic_model import count_kernels
 from triton_backend.cli.check_command import read_verified_module
@@ -43,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     output = check_output_path(args.output, "-o") if args.output else None
     module = read_verified_module(args.file)
+    if not args.no_canonicalize:
+        module = rewrite_tree_scans(plain_ops(module))
     options = priority_fusion.FusionOptions(canonicalize=not args.no_canonicalize,
                                             multi_output=not args.no_multi_output)
     result = priority_fusion.fuse_module(module, options=options)
