@@ -56,3 +56,23 @@ def test_fuse_does_not_import_torch_or_triton():
             f"main(['fuse', {str(HLO / 'gelu.before.hlo')!r}]); "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_fuse_starts_from_the_plain_ops_compile_runs(tmp_path, capsys):
+    """A decoding step's MXFP8 matmul: ``scaled-dot`` is written as its dequantization and
+    dot, which fuse into one kernel, as ``compile`` builds it; as written it is one op."""
+    text = ("HloModule m\nENTRY e {\n  a = f8e4m3fn[16,256] parameter(0)\n"
+            "  b = f8e4m3fn[512,256] parameter(1)\n  sa = f8e8m0fnu[16,8] parameter(2)\n"
+            "  sb = f8e8m0fnu[512,8] parameter(3)\n  ROOT d = bf16[16,512] scaled-dot(a, b, sa, "
+            "sb), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n")
+    path = tmp_path / "mx.hlo"
+    path.write_text(text)
+    assert main(["fuse", str(path)]) == 0
+    fused = parse_hlo(capsys.readouterr().out)
+    assert len(fused.fusions()) == 1 and "scaled-dot" not in {
+        i.opcode for c in fused.computations for i in c}
+    inputs = random_inputs(parse_hlo(text))
+    np.testing.assert_array_equal(evaluate(parse_hlo(text), *inputs)[0].astype(np.float32),
+                                  evaluate(fused, *inputs)[0].astype(np.float32))
+    assert main(["fuse", str(path), "--no-canonicalize"]) == 0
+    assert "scaled-dot(" in capsys.readouterr().out
