@@ -73,7 +73,8 @@ class OpTraits:
     ``library_call``: XLA:GPU runs it as a library call (cuSOLVER, cuFFT, cuBLAS, a TopK
     kernel); here torch runs it on the host.
     ``collective``: a cross-device collective (all-reduce, all-gather, reduce-scatter,
-    all-to-all, ragged-all-to-all, collective-broadcast, collective-permute, and the ``-start``/``-done`` halves XLA splits some into).
+    all-to-all, ragged-all-to-all, collective-broadcast, collective-permute, and the
+    ``-start``/``-done`` halves XLA splits some into).
     Modules run on one device here, where it has one participant and its value is defined
     (``fusion.analysis.collectives``); the host copies it.
     ``global_ids_flag``: a collective with XLA's ``use_global_device_ids`` flag (all-reduce,

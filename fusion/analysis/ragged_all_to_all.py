@@ -13,8 +13,8 @@ received slices into a copy of the output, checking bounds (XLA leaves a slice p
 undefined: here it is an error naming the slice).
 
 >>> import numpy as np
->>> out = write_slices(np.zeros(5), [(np.arange(1.0, 7.0), slices_to(0, 1, [0, 4], [2, 1], [3, 0]))])
->>> out.tolist()
+>>> sent = slices_to(0, 1, [0, 4], [2, 1], [3, 0])
+>>> write_slices(np.zeros(5), [(np.arange(1.0, 7.0), sent)]).tolist()
 [5.0, 0.0, 0.0, 1.0, 2.0]
 """
 from __future__ import annotations

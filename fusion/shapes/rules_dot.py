@@ -57,7 +57,8 @@ def shape_scaled_dot(instr: HloInstruction, operands: Sequence[Shape],
     ``__op$block_scaled_dot`` custom-call): the dot's of its lhs and rhs; the type is
     declared."""
     sd = scaled_dot(instr, tuple(operands))
-    lhs, rhs = expect_array(instr, operands[0], "the lhs"), expect_array(instr, operands[1], "the rhs")
+    lhs = expect_array(instr, operands[0], "the lhs")
+    rhs = expect_array(instr, operands[1], "the rhs")
     return ArrayShape(sd.result.dtype, _dot_dims(instr, lhs, rhs, sd.lhs_contracting,
                                                  sd.rhs_contracting, sd.lhs_batch,
                                                  sd.rhs_batch))

@@ -13,9 +13,10 @@ the ops drawing it from its generator state (``rng_distribution_expansion``, as 
 batch-norm op its reductions and elementwise ops (``batch_norm_expansion``, as XLA's
 ``BatchNormExpander``), a scaled dot (the ``scaled-dot`` op, JAX's ``__op$block_scaled_dot``
 call) the dot of its operands times their repeated scales (``scaled_dot_expansion``, as XLA's
-``ScaledDotRewriter`` and ``BlockScalingRewriter``), a dot whose algorithm only rounds its operands (XLA's
-``dot_bf16_bf16_f32``) the conversions and a plain dot (``dot_operand_rounding``) and a dot of
-complex values dots of their real parts (``complex_dots``): each the same value, op for op.
+``ScaledDotRewriter`` and ``BlockScalingRewriter``), a dot whose algorithm only rounds its
+operands (XLA's ``dot_bf16_bf16_f32``) the conversions and a plain dot
+(``dot_operand_rounding``) and a dot of complex values dots of their real parts
+(``complex_dots``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the
 compiler compiles.
 

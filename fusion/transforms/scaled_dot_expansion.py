@@ -17,8 +17,10 @@ its own.  A module without scaled dots is returned as is.
 ...   sb = f8e8m0fnu[8,2] parameter(3)
 ...   ROOT d = f32[4,8] scaled-dot(a, b, sa, sb), lhs_contracting_dims={1}, rhs_contracting_dims={1}
 ... }''')
->>> [(i.opcode, str(i.shape)) for i in expand_scaled_dots(m).entry][4:9]
-[('convert', 'bf16[4,64]'), ('convert', 'bf16[4,2]'), ('broadcast', 'bf16[4,2,32]'), ('reshape', 'bf16[4,64]'), ('multiply', 'bf16[4,64]')]
+>>> ops = [(i.opcode, str(i.shape)) for i in expand_scaled_dots(m).entry]
+>>> ops[4:9]  # doctest: +NORMALIZE_WHITESPACE
+[('convert', 'bf16[4,64]'), ('convert', 'bf16[4,2]'), ('broadcast', 'bf16[4,2,32]'),
+ ('reshape', 'bf16[4,64]'), ('multiply', 'bf16[4,64]')]
 >>> expand_scaled_dots(m).entry.root.opcode
 'dot'
 """

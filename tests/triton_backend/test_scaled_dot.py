@@ -50,8 +50,9 @@ def _hlo_type(dtype) -> str:
 def _scaled_dot_text(args, out_type, out_dims, dims) -> str:
     params = "\n".join(f"  p{i} = {_hlo_type(a.dtype)}[{','.join(map(str, a.shape))}] "
                        f"parameter({i})" for i, a in enumerate(args))
-    return (f"HloModule m\nENTRY e {{\n{params}\n  ROOT d = {out_type}[{','.join(map(str, out_dims))}]"
-            f" scaled-dot(p0, p1, p2, p3), {dims}\n}}\n")
+    out = f"{out_type}[{','.join(map(str, out_dims))}]"
+    return (f"HloModule m\nENTRY e {{\n{params}\n  ROOT d = {out} scaled-dot(p0, p1, p2, p3), "
+            f"{dims}\n}}\n")
 
 
 CASES = {

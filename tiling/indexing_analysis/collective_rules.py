@@ -1,14 +1,14 @@
 """Indexing of the ops that move values between devices without computing on them: the
 collectives (``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all``,
-``collective-broadcast``, ``collective-permute``, ``all-reduce-start``/``-done``) and the sharding custom calls
-(``fusion.analysis.sharding``).
+``collective-broadcast``, ``collective-permute``, ``all-reduce-start``/``-done``) and the
+sharding custom calls (``fusion.analysis.sharding``).
 
 On one device each is the identity: output ``k`` is operand ``k``, element for element, and
 reads no other operand (a ``collective-permute`` that receives nothing reads nothing: its
 result is zeros).  ``all-reduce``, ``collective-broadcast`` and ``collective-permute`` keep
-the identity on any number of devices (each element reduces or moves the same element of its peers); an op whose result
-has another shape than its operand (an ``all-gather`` among several devices, a shard) or
-whose value is a ``-start`` tuple has undefined indexing, as has an ``all-to-all`` whose
+the identity on any number of devices (each element reduces or moves the same element of its
+peers); an op whose result has another shape than its operand (an ``all-gather`` among
+several devices, a shard) or whose value is a ``-start`` tuple has undefined indexing, as has an ``all-to-all`` whose
 groups name several devices, and any other custom call.
 
 >>> from fusion.ir.hlo_module import HloInstruction

@@ -2,10 +2,11 @@
 
 With one participant (``fusion.analysis.collectives``) every collective moves values without
 computing: ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` and
-``collective-broadcast`` copy their operands; ``collective-permute`` copies its operand when a pair sends device 0 to itself and
-gives zeros when none targets it; ``ragged-all-to-all`` writes its own slices into a copy of
-its output (:func:`host_ragged_all_to_all`).  The ``-start`` halves build XLA's value (the result, or
-``(operand, result[, contexts])`` with zero contexts) and a ``-done`` takes the result out.
+``collective-broadcast`` copy their operands; ``collective-permute`` copies its operand when a
+pair sends device 0 to itself and gives zeros when none targets it; ``ragged-all-to-all``
+writes its own slices into a copy of its output (:func:`host_ragged_all_to_all`).  The
+``-start`` halves build XLA's value (the result, or ``(operand, result[, contexts])`` with
+zero contexts) and a ``-done`` takes the result out.
 Copies go through the logical tensors, so operand and result may have different layouts.  An
 op that names another device runs only across processes: a call whose host context has a
 ``ProcessPlace`` (``compile_hlo`` under ``torch.distributed``) hands each collective to
