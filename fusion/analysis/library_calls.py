@@ -37,6 +37,7 @@ _LAPACK = {
     "getrf": ("lu", "sdcz"), "heevd": ("eigh", "cz"), "orgqr": ("householder_product", "sd"),
     "potrf": ("cholesky", "sdcz"), "syevd": ("eigh", "sd"), "trsm": ("triangular_solve", "sdcz"),
     "ungqr": ("householder_product", "cz"), "gtsv": ("tridiagonal_solve", "sdcz"),
+    "geev": ("eig", "sdcz"),
 }
 _GPU_SOLVER = {
     "gesdd": "svd", "gesvd": "svd", "gesvdj": "svd", "geqrf": "qr", "getrf": "lu",
@@ -52,6 +53,8 @@ def _targets() -> dict[str, str]:
         table.update({f"{prefix}solver_{routine}_ffi": what for routine, what in _GPU_SOLVER.items()})
         table[f"{prefix}_lu_pivots_to_permutation"] = "lu_pivots_to_permutation"
         table[f"{prefix}sparse_gtsv2_ffi"] = "tridiagonal_solve"
+    # JAX's eig on an NVIDIA GPU: MAGMA or LAPACK on the host ("hybrid"), geev's outputs.
+    table.update({"cuhybrid_eig_comp": "eig", "cuhybrid_eig_real": "eig"})
     return dict(sorted(table.items()))
 
 
@@ -86,7 +89,7 @@ def opaque_target_reason(target: object) -> str:
 class LibraryCall:
     """What one library call computes.
 
-    ``routine``: ``cholesky``, ``eigh``, ``fft``, ``householder_product``, ``lu``,
+    ``routine``: ``cholesky``, ``eig``, ``eigh``, ``fft``, ``householder_product``, ``lu``,
     ``lu_pivots_to_permutation``, ``qr``, ``svd``, ``topk``, ``triangular_solve`` or
     ``tridiagonal_solve``.
     ``target``: the custom-call target, or the opcode of an HLO op.  ``lapack_type``: the
@@ -96,7 +99,8 @@ class LibraryCall:
     ``transpose_a`` (``N``, ``T`` or ``C``), ``unit_diagonal``: the triangular solve.
     ``compute_uv``, ``full_matrices``: the SVD; ``svd_v``: its fourth output holds V, not V^H
     (cuSOLVER's Jacobi SVD); ``svd_swapped``: its third output holds V^H and the fourth U
-    (cuSOLVER's gesvd on a wide matrix).  ``compute_v``: eigh computes eigenvectors.
+    (cuSOLVER's gesvd on a wide matrix).  ``compute_v``: eigh computes eigenvectors;
+    ``left_vectors``, ``right_vectors``: eig computes those.
     ``largest``: top-k order.  ``fft_type`` and ``fft_length``: the FFT.
     """
 
@@ -113,6 +117,8 @@ class LibraryCall:
     svd_v: bool = False
     svd_swapped: bool = False
     compute_v: bool = True
+    left_vectors: bool = False
+    right_vectors: bool = True
     largest: bool = True
     fft_type: str = ""
     fft_length: tuple[int, ...] = ()
@@ -133,13 +139,14 @@ def is_library_call(instr: HloInstruction) -> bool:
     return instr.opcode == "custom-call" and instr.attr("custom_call_target", None) in TARGETS
 
 
-_ENTRY = re.compile(r"\s*([A-Za-z_][\w.]*)\s*=\s*(true|false|-?\d+)(?:\s*:\s*\w+)?\s*(?:,|$)")
+_ENTRY = re.compile(r'\s*([A-Za-z_][\w.]*)\s*=\s*(true|false|-?\d+|"[^"]*")(?:\s*:\s*\w+)?\s*'
+                    r'(?:,|$)')
 
 
-def mlir_dictionary(text: str) -> dict[str, bool | int]:
+def mlir_dictionary(text: str) -> dict[str, bool | int | str]:
     """The entries of a ``backend_config`` written as an MLIR dictionary of scalars
-    (``{uplo = 76 : ui8, lower = true}``, what JAX's FFI calls carry); ``{}`` or an empty
-    text is empty.  Any other form (JSON, protobuf text) gives ``ValueError``."""
+    (``{uplo = 76 : ui8, lower = true, magma = "auto"}``, what JAX's FFI calls carry); ``{}``
+    or an empty text is empty.  Any other form (JSON, protobuf text) gives ``ValueError``."""
     body = text.strip()
     if body.startswith('"') and body.endswith('"'):
         body = body[1:-1].strip()
@@ -153,7 +160,8 @@ def mlir_dictionary(text: str) -> dict[str, bool | int]:
         if match is None:
             raise ValueError(f"cannot read backend_config entry at {body[pos:]!r}")
         key, value = match.group(1), match.group(2)
-        out[key] = value == "true" if value in ("true", "false") else int(value)
+        out[key] = (value == "true" if value in ("true", "false") else
+                    value[1:-1] if value.startswith('"') else int(value))
         pos = match.end()
     return out
 
@@ -219,6 +227,13 @@ def library_call(instr: HloInstruction) -> LibraryCall:
         else:
             lower, compute_v = bool(config.get("lower", True)), True
         return LibraryCall(**base, info=True, lower=lower, compute_v=compute_v)
+    if routine == "eig":
+        if lapack_type:
+            left = _letter(config, "compute_left", "NV", "N", instr) == "V"
+            right = _letter(config, "compute_right", "NV", "V", instr) == "V"
+        else:
+            left, right = bool(config.get("left", False)), bool(config.get("right", True))
+        return LibraryCall(**base, info=True, left_vectors=left, right_vectors=right)
     if routine == "svd":
         if lapack_type:
             mode = _letter(config, "mode", "ASON", "A", instr)
@@ -281,7 +296,8 @@ def jacobi_svd_is_thin(declared: tuple[Shape, ...], m: int, n: int) -> bool:
 
 #: routine -> (matrix operands, matrix result leaves) LAPACK/cuSOLVER read and write column-major.
 _MATRICES = {
-    "cholesky": ((0,), (0,)), "eigh": ((0,), (0,)), "householder_product": ((0,), (0,)),
+    "cholesky": ((0,), (0,)), "eig": ((0,), (2, 3)), "eigh": ((0,), (0,)),
+    "householder_product": ((0,), (0,)),
     "lu": ((0,), (0,)), "qr": ((0,), (0,)), "svd": ((0,), (0, 2, 3)),
     "triangular_solve": ((0, 1), (0,)), "tridiagonal_solve": ((3,), (3,)),
 }
@@ -310,7 +326,7 @@ def layout_problem(call: LibraryCall, instr: HloInstruction,
     (``f32[4,4]{0,1}``); an unlaid-out shape is row-major, as XLA lays it out.
     """
     if call.lapack_type is None and not call.target.startswith(
-            ("cusolver_", "hipsolver_", "cusparse_", "hipsparse_")):
+            ("cusolver_", "hipsolver_", "cusparse_", "hipsparse_", "cuhybrid_")):
         return None
     if call.svd_swapped:
         return f"{call.target} with transposed=true (a row-major SVD) is not run"
@@ -319,8 +335,10 @@ def layout_problem(call: LibraryCall, instr: HloInstruction,
     operands_at, results_at = _MATRICES[call.routine]
     if call.routine == "tridiagonal_solve" and not call.info:
         results_at = (0,)  # cuSPARSE's gtsv2 returns the solution alone
-    laid_out = _constraints(instr) or operand_shapes
     leaves = flatten_shape(instr.shape)
+    if call.routine == "eig" and len(leaves) == 4:
+        results_at = (1, 2)  # a complex matrix's eigenvalues are one output, not two
+    laid_out = _constraints(instr) or operand_shapes
     for what, shapes, positions in (("operand", laid_out, operands_at), ("result", leaves, results_at)):
         for k in positions:
             shape = shapes[k] if k < len(shapes) else None

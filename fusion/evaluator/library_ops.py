@@ -142,6 +142,10 @@ def _target_cholesky(ev, instr, call, args):
     return lapack.potrf(args[0], call.lower)
 
 
+def _target_eig(ev, instr, call, args):
+    return lapack.geev_outputs(args[0], call.left_vectors, call.right_vectors)
+
+
 def _target_eigh(ev, instr, call, args):
     return lapack.syevd(args[0], call.lower)
 
@@ -199,6 +203,7 @@ def _target_tridiagonal_solve(ev, instr, call, args):
 
 _ROUTINES: dict[str, Callable[[Any, HloInstruction, LibraryCall, list], Any]] = {
     "cholesky": _target_cholesky,
+    "eig": _target_eig,
     "eigh": _target_eigh,
     "householder_product": _target_householder_product,
     "lu": _target_lu,

@@ -2,7 +2,7 @@
 
 What JAX's FFI calls return is LAPACK's output as is, so the reference keeps every convention
 a program may read: the factor of ``potrf`` in one triangle with the other triangle untouched;
-``getrf``'s packed ``L\\U`` with 1-based row swaps (partial pivoting on the first largest
+``geev``'s eigenvalues in its order; ``getrf``'s packed ``L\\U`` with 1-based row swaps (partial pivoting on the first largest
 ``|x|``, ``|re|+|im|`` for complex, as ``i?amax``) and ``info`` = the first zero pivot;
 ``geqrf``'s packed ``R`` and Householder vectors with their ``tau``; ``orgqr``'s product of
 those reflectors; ``info`` as one ``int32`` per matrix.  Each routine computes in the precision
@@ -159,6 +159,87 @@ def syevd(a: np.ndarray, lower: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return vectors.reshape(a.shape), values.reshape(batch + (n,)), info.reshape(batch)
 
 
+def left_vectors(right: np.ndarray) -> np.ndarray:
+    """The left eigenvectors that go with the right ones (columns of ``right``): the columns
+    of ``inv(right)^H``, each scaled to norm 1 with its largest component real and positive
+    (``geev``'s normalization, up to LAPACK's choice of sign).
+
+    >>> v = left_vectors(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    >>> np.round(v, 4).tolist()
+    [[0.7071, 0.0], [-0.7071, 1.0]]
+    """
+    left = np.conj(np.swapaxes(np.linalg.inv(right), -1, -2))
+    left = left / np.linalg.norm(left, axis=-2, keepdims=True)
+    largest = np.argmax(np.abs(left), axis=-2)
+    pivot = np.take_along_axis(left, largest[..., None, :], axis=-2)
+    return left * (np.conj(pivot) / np.abs(pivot))
+
+
+def _eig(matrix: np.ndarray, left: bool, right: bool
+         ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(eigenvalues, left vectors, right vectors) of one matrix: SciPy's LAPACK ``geev``,
+    the very routine jaxlib calls for XLA:CPU (so its vectors' phases are XLA's), else
+    NumPy's, whose vectors may differ from XLA's by each column's phase."""
+    try:
+        import scipy.linalg  # noqa: PLC0415 - optional: installed with jax
+    except ImportError:
+        values, vectors = np.linalg.eig(matrix)
+        vectors = vectors.astype(np.result_type(vectors.dtype, np.complex64))
+        return values, left_vectors(vectors) if left else None, vectors if right else None
+    try:
+        out = scipy.linalg.eig(matrix, left=left, right=right, check_finite=False)
+    except (ValueError, scipy.linalg.LinAlgError) as err:
+        raise np.linalg.LinAlgError(str(err)) from None
+    if not (left or right):
+        return out, None, None
+    values, *vectors = out
+    return values, vectors[0] if left else None, vectors[-1] if right else None
+
+
+def geev(a: np.ndarray, left: bool, right: bool
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Eigen-decomposition of each general matrix: (eigenvalues in LAPACK's order, left and
+    right eigenvectors as columns, complex, zeros where not asked for; info), as LAPACK's
+    ``geev`` gives them (norm 1, largest component real; :func:`_eig`).  Non-finite
+    matrices have info 1 and NaN results."""
+    stack, batch = _batched(np.array(a))
+    n = stack.shape[-1]
+    complex_type = np.result_type(stack.dtype, np.complex64)  # c64 for f32, c128 for f64
+    values = np.empty((len(stack), n), complex_type)
+    vl = np.zeros((len(stack), n, n), complex_type)
+    vr = np.zeros((len(stack), n, n), complex_type)
+    info = np.zeros(len(stack), np.int32)
+    for b, matrix in enumerate(stack):
+        try:
+            if not np.all(np.isfinite(matrix)):
+                raise np.linalg.LinAlgError
+            values[b], lefts, rights = _eig(matrix, left, right)
+            if right:
+                vr[b] = rights
+            if left:
+                vl[b] = lefts
+        except np.linalg.LinAlgError:
+            values[b], info[b] = np.nan, 1
+            vl[b] = np.nan if left else 0
+            vr[b] = np.nan if right else 0
+    shaped = lambda x: x.reshape(batch + x.shape[1:])  # noqa: E731
+    return shaped(values), shaped(vl), shaped(vr), info.reshape(batch)
+
+
+def geev_outputs(a: np.ndarray, left: bool, right: bool) -> tuple[np.ndarray, ...]:
+    """The outputs of JAX's ``geev`` calls: for a real ``a``, the eigenvalues' real and
+    imaginary parts in ``a``'s type, for a complex one the eigenvalues; then the left and
+    right eigenvectors (complex) and info.
+
+    >>> [x.dtype.name for x in geev_outputs(np.eye(2, dtype=np.float32), False, True)]
+    ['float32', 'float32', 'complex64', 'complex64', 'int32']
+    """
+    values, vl, vr, info = geev(a, left, right)
+    if np.iscomplexobj(a):
+        return values.astype(a.dtype), vl, vr, info
+    return values.real.astype(a.dtype), values.imag.astype(a.dtype), vl, vr, info
+
+
 def gesdd(a: np.ndarray, full_matrices: bool, compute_uv: bool
           ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
     """SVD ``a = U diag(s) V^H``: (s descending, U, V^H, info); U and V^H are None when not
@@ -235,4 +316,4 @@ def pivots_to_permutation(pivots: np.ndarray, size: int) -> np.ndarray:
     return perm.reshape(pivots.shape[:-1] + (size,))
 
 
-__all__ = ["geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation", "potrf", "syevd", "trsm"]
+__all__ = ["geev", "geev_outputs", "geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation", "potrf", "syevd", "trsm"]

@@ -155,6 +155,19 @@ def _target_cholesky(instr, call, operands):
     return TupleShape((a, _info(a.dims[:-2])))
 
 
+def _target_eig(instr, call, operands):
+    """A general matrix's eigenvalues (a real one's as real and imaginary parts), then its
+    left and right eigenvectors, complex, and info."""
+    a = _one_matrix(instr, call, operands, square=True)
+    complex_type = COMPLEX_OF_PART_TYPES.get(a.dtype, a.dtype)
+    vectors = ArrayShape(complex_type, a.dims)
+    if complex_type == a.dtype:
+        values: tuple[ArrayShape, ...] = (ArrayShape(a.dtype, a.dims[:-1]),)
+    else:
+        values = (ArrayShape(a.dtype, a.dims[:-1]),) * 2
+    return TupleShape(values + (vectors, vectors, _info(a.dims[:-2])))
+
+
 def _target_eigh(instr, call, operands):
     a = _one_matrix(instr, call, operands, square=True)
     real = COMPLEX_PART_TYPES.get(a.dtype, a.dtype)
@@ -258,6 +271,7 @@ def _target_tridiagonal_solve(instr, call, operands):
 
 _ROUTINE_RULES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
+    "eig": _target_eig,
     "eigh": _target_eigh,
     "householder_product": _target_householder_product,
     "lu": _target_lu,

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
+import numpy as np
 import torch
 
 from fusion.errors import FusionCompilerError, UnsupportedOpError
@@ -32,6 +33,7 @@ from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
 from fusion.ir.shape import ArrayShape, TupleShape
+from fusion.evaluator.linalg_reference import geev_outputs
 from fusion.evaluator.tridiagonal_reference import gtsv
 from triton_backend.host.collectives import host_sharding_call
 
@@ -190,6 +192,14 @@ def _target_cholesky(instr, call, operands):
     return _potrf(operands[0], call.lower)
 
 
+def _target_eig(instr, call, operands):
+    """No torch routine gives left eigenvectors, nor XLA's phases: the evaluator's LAPACK
+    ``geev`` on the host (XLA:GPU's own eig is a host LAPACK or MAGMA call too)."""
+    a = operands[0]
+    outputs = geev_outputs(a.detach().cpu().numpy(), call.left_vectors, call.right_vectors)
+    return tuple(torch.from_numpy(np.ascontiguousarray(x)).to(a.device) for x in outputs)
+
+
 def _target_eigh(instr, call, operands):
     a = operands[0]
     finite = _finite_matrices(a)
@@ -273,6 +283,7 @@ def _target_tridiagonal_solve(instr, call, operands):
 
 _ROUTINES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
+    "eig": _target_eig,
     "eigh": _target_eigh,
     "householder_product": _target_householder_product,
     "lu": _target_lu,
@@ -316,6 +327,7 @@ def host_custom_call(comp: HloComputation, instr: HloInstruction,
 #: routine -> the torch call that runs it (reports name it).
 TORCH_ROUTINES: dict[str, str] = {
     "cholesky": "torch.linalg.cholesky_ex",
+    "eig": "LAPACK's geev on the host (SciPy's, as XLA:CPU calls it; NumPy's without SciPy)",
     "eigh": "torch.linalg.eigh",
     "fft": "torch.fft",
     "householder_product": "torch.linalg.householder_product",
