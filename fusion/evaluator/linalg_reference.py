@@ -2,13 +2,14 @@
 
 What JAX's FFI calls return is LAPACK's output as is, so the reference keeps every convention
 a program may read: the factor of ``potrf`` in one triangle with the other triangle untouched;
-``geev``'s eigenvalues in its order; ``getrf``'s packed ``L\\U`` with 1-based row swaps (partial pivoting on the first largest
-``|x|``, ``|re|+|im|`` for complex, as ``i?amax``) and ``info`` = the first zero pivot;
+``geev``'s eigenvalues in its order; ``getrf``'s packed ``L\\U`` with 1-based row swaps
+(partial pivoting on the first largest ``|x|``, ``|re|+|im|`` for complex, as ``i?amax``) and
+``info`` = the first zero pivot;
 ``geqrf``'s packed ``R`` and Householder vectors with their ``tau``; ``orgqr``'s product of
 those reflectors; ``info`` as one ``int32`` per matrix.  Each routine computes in the precision
 of its operand (NumPy's single-precision LAPACK for ``float32``/``complex64``).  Eigenvector
-and singular-vector signs are whatever NumPy's LAPACK gives; tests compare those by
-reconstruction.
+and singular-vector signs are whatever NumPy's LAPACK gives (``geev``'s, SciPy's when it is
+installed: XLA:CPU's own); tests compare those by reconstruction.
 
 >>> a = np.array([[4.0, 9.0], [2.0, 5.0]], np.float32)
 >>> lu, pivots, info = getrf(a)
@@ -316,4 +317,5 @@ def pivots_to_permutation(pivots: np.ndarray, size: int) -> np.ndarray:
     return perm.reshape(pivots.shape[:-1] + (size,))
 
 
-__all__ = ["geev", "geev_outputs", "geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation", "potrf", "syevd", "trsm"]
+__all__ = ["geev", "geev_outputs", "geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation",
+           "potrf", "syevd", "trsm"]
