@@ -37,11 +37,13 @@ _LAPACK = {
     "getrf": ("lu", "sdcz"), "heevd": ("eigh", "cz"), "orgqr": ("householder_product", "sd"),
     "potrf": ("cholesky", "sdcz"), "syevd": ("eigh", "sd"), "trsm": ("triangular_solve", "sdcz"),
     "ungqr": ("householder_product", "cz"), "gtsv": ("tridiagonal_solve", "sdcz"),
-    "geev": ("eig", "sdcz"),
+    "geev": ("eig", "sdcz"), "gees": ("schur", "sdcz"), "gehrd": ("hessenberg", "sdcz"),
+    "hetrd": ("tridiagonal", "cz"), "sytrd": ("tridiagonal", "sd"),
 }
 _GPU_SOLVER = {
     "gesdd": "svd", "gesvd": "svd", "gesvdj": "svd", "geqrf": "qr", "getrf": "lu",
     "orgqr": "householder_product", "potrf": "cholesky", "syevd": "eigh",
+    "sytrd": "tridiagonal",
 }
 
 
@@ -89,9 +91,9 @@ def opaque_target_reason(target: object) -> str:
 class LibraryCall:
     """What one library call computes.
 
-    ``routine``: ``cholesky``, ``eig``, ``eigh``, ``fft``, ``householder_product``, ``lu``,
-    ``lu_pivots_to_permutation``, ``qr``, ``svd``, ``topk``, ``triangular_solve`` or
-    ``tridiagonal_solve``.
+    ``routine``: ``cholesky``, ``eig``, ``eigh``, ``fft``, ``hessenberg``,
+    ``householder_product``, ``lu``, ``lu_pivots_to_permutation``, ``qr``, ``schur``, ``svd``,
+    ``topk``, ``triangular_solve``, ``tridiagonal`` or ``tridiagonal_solve``.
     ``target``: the custom-call target, or the opcode of an HLO op.  ``lapack_type``: the
     element type a LAPACK target's type letter names (``None`` elsewhere).
     ``info``: the result is a tuple whose last element is LAPACK's per-matrix ``info``.
@@ -99,8 +101,10 @@ class LibraryCall:
     ``transpose_a`` (``N``, ``T`` or ``C``), ``unit_diagonal``: the triangular solve.
     ``compute_uv``, ``full_matrices``: the SVD; ``svd_v``: its fourth output holds V, not V^H
     (cuSOLVER's Jacobi SVD); ``svd_swapped``: its third output holds V^H and the fourth U
-    (cuSOLVER's gesvd on a wide matrix).  ``compute_v``: eigh computes eigenvectors;
-    ``left_vectors``, ``right_vectors``: eig computes those.
+    (cuSOLVER's gesvd on a wide matrix).  ``compute_v``: eigh computes eigenvectors, schur
+    its Schur vectors; ``left_vectors``, ``right_vectors``: eig computes those.  ``low``,
+    ``high``: the rows and columns a Hessenberg reduction reduces (LAPACK's 1-based ilo, ihi;
+    ``high`` 0: the last).
     ``largest``: top-k order.  ``fft_type`` and ``fft_length``: the FFT.
     """
 
@@ -119,6 +123,8 @@ class LibraryCall:
     compute_v: bool = True
     left_vectors: bool = False
     right_vectors: bool = True
+    low: int = 1
+    high: int = 0
     largest: bool = True
     fft_type: str = ""
     fft_length: tuple[int, ...] = ()
@@ -216,24 +222,12 @@ def library_call(instr: HloInstruction) -> LibraryCall:
         return LibraryCall(**base, info=True)
     if routine == "tridiagonal_solve":  # LAPACK's gtsv returns info, cuSPARSE's gtsv2 not
         return LibraryCall(**base, info=lapack_type is not None)
-    if routine == "cholesky":
+    if routine in ("cholesky", "tridiagonal"):
         lower = (_letter(config, "uplo", "LU", "L", instr) == "L" if lapack_type
                  else bool(config.get("lower", True)))
         return LibraryCall(**base, info=True, lower=lower)
-    if routine == "eigh":
-        if lapack_type:
-            lower = _letter(config, "uplo", "LU", "L", instr) == "L"
-            compute_v = _letter(config, "mode", "NV", "V", instr) == "V"
-        else:
-            lower, compute_v = bool(config.get("lower", True)), True
-        return LibraryCall(**base, info=True, lower=lower, compute_v=compute_v)
-    if routine == "eig":
-        if lapack_type:
-            left = _letter(config, "compute_left", "NV", "N", instr) == "V"
-            right = _letter(config, "compute_right", "NV", "V", instr) == "V"
-        else:
-            left, right = bool(config.get("left", False)), bool(config.get("right", True))
-        return LibraryCall(**base, info=True, left_vectors=left, right_vectors=right)
+    if routine in ("eig", "eigh", "hessenberg", "schur"):
+        return _eigen_call(instr, base, config)
     if routine == "svd":
         if lapack_type:
             mode = _letter(config, "mode", "ASON", "A", instr)
@@ -250,6 +244,33 @@ def library_call(instr: HloInstruction) -> LibraryCall:
                        lower=_letter(config, "uplo", "LU", "L", instr) == "L",
                        transpose_a=_letter(config, "trans_x", "NTC", "N", instr),
                        unit_diagonal=_letter(config, "diag", "NU", "N", instr) == "U")
+
+
+def _eigen_call(instr: HloInstruction, base: dict, config: dict) -> LibraryCall:
+    """An eigen-decomposition's options (eig, eigh, schur) or a Hessenberg reduction's."""
+    routine, target, lapack_type = base["routine"], base["target"], base["lapack_type"]
+    if routine == "schur":
+        if _letter(config, "sort", "NS", "N", instr) == "S":
+            raise _unsupported(instr, f"{target} with sort 'S' (its select function is a "
+                               "callback the HLO does not carry)")
+        return LibraryCall(**base, info=True,
+                           compute_v=_letter(config, "mode", "NV", "V", instr) == "V")
+    if routine == "hessenberg":
+        return LibraryCall(**base, info=True, low=int(config.get("low", 1)),
+                           high=int(config.get("high", 0)))
+    if routine == "eigh":
+        if lapack_type:
+            lower = _letter(config, "uplo", "LU", "L", instr) == "L"
+            compute_v = _letter(config, "mode", "NV", "V", instr) == "V"
+        else:
+            lower, compute_v = bool(config.get("lower", True)), True
+        return LibraryCall(**base, info=True, lower=lower, compute_v=compute_v)
+    if lapack_type:
+        left = _letter(config, "compute_left", "NV", "N", instr) == "V"
+        right = _letter(config, "compute_right", "NV", "V", instr) == "V"
+    else:
+        left, right = bool(config.get("left", False)), bool(config.get("right", True))
+    return LibraryCall(**base, info=True, left_vectors=left, right_vectors=right)
 
 
 def _fft(instr: HloInstruction) -> LibraryCall:
@@ -297,7 +318,8 @@ def jacobi_svd_is_thin(declared: tuple[Shape, ...], m: int, n: int) -> bool:
 #: routine -> (matrix operands, matrix result leaves) LAPACK/cuSOLVER read and write column-major.
 _MATRICES = {
     "cholesky": ((0,), (0,)), "eig": ((0,), (2, 3)), "eigh": ((0,), (0,)),
-    "householder_product": ((0,), (0,)),
+    "hessenberg": ((0,), (0,)), "householder_product": ((0,), (0,)), "schur": ((0,), (0, 1)),
+    "tridiagonal": ((0,), (0,)),
     "lu": ((0,), (0,)), "qr": ((0,), (0,)), "svd": ((0,), (0, 2, 3)),
     "triangular_solve": ((0, 1), (0,)), "tridiagonal_solve": ((3,), (3,)),
 }

@@ -35,7 +35,9 @@ from fusion.evaluator.failures import op_error
 from fusion.evaluator.cudnn_conv_ops import eval_cudnn_conv_call
 from fusion.evaluator.cudnn_fmha_ops import eval_cudnn_fmha_call
 from fusion.evaluator.gemm_ops import eval_gemm_call
+from fusion.evaluator import scipy_lapack
 from fusion.evaluator.numerics import total_order_key
+from fusion.evaluator.scipy_lapack import LapackUnavailable
 from fusion.evaluator.scaled_dot_ops import eval_scaled_dot
 from fusion.evaluator.sort_ops import eval_sort
 from fusion.evaluator.tridiagonal_reference import gtsv_numpy
@@ -146,6 +148,26 @@ def _target_eig(ev, instr, call, args):
     return lapack.geev_outputs(args[0], call.left_vectors, call.right_vectors)
 
 
+def _scipy_lapack(instr: HloInstruction, run: Callable[[], Any]) -> Any:
+    try:
+        return run()
+    except LapackUnavailable as err:
+        raise op_error(instr, f"{instr.attr('custom_call_target')}: {err}") from None
+
+
+def _target_hessenberg(ev, instr, call, args):
+    return _scipy_lapack(instr, lambda: scipy_lapack.gehrd(args[0], call.low,
+                                                           call.high or args[0].shape[-1]))
+
+
+def _target_schur(ev, instr, call, args):
+    return _scipy_lapack(instr, lambda: scipy_lapack.gees_outputs(args[0], call.compute_v))
+
+
+def _target_tridiagonal(ev, instr, call, args):
+    return _scipy_lapack(instr, lambda: scipy_lapack.sytrd(args[0], call.lower))
+
+
 def _target_eigh(ev, instr, call, args):
     return lapack.syevd(args[0], call.lower)
 
@@ -205,13 +227,16 @@ _ROUTINES: dict[str, Callable[[Any, HloInstruction, LibraryCall, list], Any]] = 
     "cholesky": _target_cholesky,
     "eig": _target_eig,
     "eigh": _target_eigh,
+    "hessenberg": _target_hessenberg,
     "householder_product": _target_householder_product,
     "lu": _target_lu,
     "lu_pivots_to_permutation": _target_lu_pivots_to_permutation,
     "qr": _target_qr,
+    "schur": _target_schur,
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal": _target_tridiagonal,
     "tridiagonal_solve": _target_tridiagonal_solve,
 }
 

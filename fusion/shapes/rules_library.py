@@ -168,6 +168,39 @@ def _target_eig(instr, call, operands):
     return TupleShape(values + (vectors, vectors, _info(a.dims[:-2])))
 
 
+def _target_hessenberg(instr, call, operands):
+    """The reduced matrix with its reflectors packed below, their ``n - 1`` taus, info."""
+    a = _one_matrix(instr, call, operands, square=True)
+    n = a.dims[-1]
+    high = call.high or n
+    if not 1 <= call.low <= max(high, 1) <= max(n, 1):
+        fail(instr, f"{call.target}: low={call.low}, high={call.high} are not rows of a "
+             f"{n} x {n} matrix (1 <= low <= high <= n)")
+    return TupleShape((a, ArrayShape(a.dtype, a.dims[:-2] + (max(n - 1, 0),)),
+                       _info(a.dims[:-2])))
+
+
+def _target_schur(instr, call, operands):
+    """The Schur form, the Schur vectors, the eigenvalues (a real matrix's as real and
+    imaginary parts), the count of sorted ones and info."""
+    a = _one_matrix(instr, call, operands, square=True)
+    values = ArrayShape(a.dtype, a.dims[:-1])
+    scalars = _info(a.dims[:-2])
+    parts = (values,) if a.dtype in COMPLEX_PART_TYPES else (values, values)
+    return TupleShape((a, a) + parts + (scalars, scalars))
+
+
+def _target_tridiagonal(instr, call, operands):
+    """The reflectors packed around the tridiagonal, its diagonal and off-diagonal (real),
+    the taus and info."""
+    a = _one_matrix(instr, call, operands, square=True)
+    real = COMPLEX_PART_TYPES.get(a.dtype, a.dtype)
+    batch, n = a.dims[:-2], a.dims[-1]
+    off = batch + (max(n - 1, 0),)
+    return TupleShape((a, ArrayShape(real, batch + (n,)), ArrayShape(real, off),
+                       ArrayShape(a.dtype, off), _info(batch)))
+
+
 def _target_eigh(instr, call, operands):
     a = _one_matrix(instr, call, operands, square=True)
     real = COMPLEX_PART_TYPES.get(a.dtype, a.dtype)
@@ -273,13 +306,16 @@ _ROUTINE_RULES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
     "eig": _target_eig,
     "eigh": _target_eigh,
+    "hessenberg": _target_hessenberg,
     "householder_product": _target_householder_product,
     "lu": _target_lu,
     "lu_pivots_to_permutation": _target_lu_pivots_to_permutation,
     "qr": _target_qr,
+    "schur": _target_schur,
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal": _target_tridiagonal,
     "tridiagonal_solve": _target_tridiagonal_solve,
 }
 

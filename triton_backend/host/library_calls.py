@@ -26,7 +26,7 @@ from typing import Any, Union
 import numpy as np
 import torch
 
-from fusion.errors import FusionCompilerError, UnsupportedOpError
+from fusion.errors import EvaluationError, FusionCompilerError, UnsupportedOpError
 from fusion.analysis.sharding import is_sharding_call
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.analysis.library_calls import (
@@ -34,6 +34,7 @@ from fusion.analysis.library_calls import (
 )
 from fusion.ir.shape import ArrayShape, TupleShape
 from fusion.evaluator.linalg_reference import geev_outputs
+from fusion.evaluator.scipy_lapack import LapackUnavailable, gees_outputs, gehrd, sytrd
 from fusion.evaluator.tridiagonal_reference import gtsv
 from triton_backend.host.collectives import host_sharding_call
 
@@ -195,9 +196,32 @@ def _target_cholesky(instr, call, operands):
 def _target_eig(instr, call, operands):
     """No torch routine gives left eigenvectors, nor XLA's phases: the evaluator's LAPACK
     ``geev`` on the host (XLA:GPU's own eig is a host LAPACK or MAGMA call too)."""
+    return _through_numpy(instr, operands,
+                          lambda a: geev_outputs(a, call.left_vectors, call.right_vectors))
+
+
+def _through_numpy(instr, operands, run: Callable[[np.ndarray], tuple]) -> tuple:
+    """``run`` (a LAPACK routine of the reference) on the host's copy of the matrix, its
+    outputs back on the operand's device."""
     a = operands[0]
-    outputs = geev_outputs(a.detach().cpu().numpy(), call.left_vectors, call.right_vectors)
+    try:
+        outputs = run(a.detach().cpu().numpy())
+    except LapackUnavailable as err:
+        raise EvaluationError(f"{instr.attr('custom_call_target')}: {err}",
+                              **instr._located()) from None
     return tuple(torch.from_numpy(np.ascontiguousarray(x)).to(a.device) for x in outputs)
+
+
+def _target_hessenberg(instr, call, operands):
+    return _through_numpy(instr, operands, lambda a: gehrd(a, call.low, call.high or a.shape[-1]))
+
+
+def _target_schur(instr, call, operands):
+    return _through_numpy(instr, operands, lambda a: gees_outputs(a, call.compute_v))
+
+
+def _target_tridiagonal(instr, call, operands):
+    return _through_numpy(instr, operands, lambda a: sytrd(a, call.lower))
 
 
 def _target_eigh(instr, call, operands):
@@ -285,13 +309,16 @@ _ROUTINES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
     "eig": _target_eig,
     "eigh": _target_eigh,
+    "hessenberg": _target_hessenberg,
     "householder_product": _target_householder_product,
     "lu": _target_lu,
     "lu_pivots_to_permutation": _target_lu_pivots_to_permutation,
     "qr": _target_qr,
+    "schur": _target_schur,
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
+    "tridiagonal": _target_tridiagonal,
     "tridiagonal_solve": _target_tridiagonal_solve,
 }
 
@@ -330,13 +357,16 @@ TORCH_ROUTINES: dict[str, str] = {
     "eig": "LAPACK's geev on the host (SciPy's, as XLA:CPU calls it; NumPy's without SciPy)",
     "eigh": "torch.linalg.eigh",
     "fft": "torch.fft",
+    "hessenberg": "LAPACK's gehrd on the host (SciPy's, as XLA:CPU calls it)",
     "householder_product": "torch.linalg.householder_product",
     "lu": "torch.linalg.lu_factor_ex",
     "lu_pivots_to_permutation": "row swaps (torch.gather/scatter)",
     "qr": "torch.geqrf",
+    "schur": "LAPACK's gees on the host (SciPy's, as XLA:CPU calls it)",
     "svd": "torch.linalg.svd",
     "topk": "torch.sort (stable, XLA's total order)",
     "triangular_solve": "torch.linalg.solve_triangular",
+    "tridiagonal": "LAPACK's sytrd/hetrd on the host (SciPy's, as XLA:CPU calls it)",
     "tridiagonal_solve": "LAPACK's gtsv elimination in torch ops, one step per row",
 }
 

@@ -1,8 +1,10 @@
-"""General eigen-decomposition (``jax.lax.linalg.eig``, ``jnp.linalg.eig``): LAPACK's ``geev``
-custom-calls JAX emits on the CPU and the ``cuhybrid_eig_*`` calls it emits for an NVIDIA GPU.
+"""General eigen-decompositions and the reductions behind them: ``jax.lax.linalg.eig`` and
+``jnp.linalg.eig`` (LAPACK's ``geev`` on the CPU, ``cuhybrid_eig_*`` for an NVIDIA GPU),
+``jax.scipy.linalg.schur`` (``gees``), ``jax.lax.linalg.hessenberg`` (``gehrd``) and
+``jax.lax.linalg.tridiagonal`` (``sytrd``/``hetrd``, ``cusolver_sytrd_ffi`` for a GPU).
 Truths: XLA itself (JAX running the same program, bit for bit: jaxlib calls SciPy's LAPACK,
-as the evaluator and the host rule do), and the eigen-equations by reconstruction for the
-NumPy fallback, whose vectors may differ from XLA's by each column's phase."""
+as the evaluator and the host rules do), and the eigen-equations by reconstruction for the
+NumPy fallback of ``geev``, whose vectors may differ from XLA's by each column's phase."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from fusion.errors import EvaluationError, FusionCompilerError
 from fusion.evaluator import evaluate
 from fusion.text.parser import parse_hlo
 from triton_backend import compile_hlo
@@ -79,3 +82,49 @@ def test_without_scipy_the_eigen_equations_hold(monkeypatch):
         np.testing.assert_allclose(left.conj().T @ a, values[:, None] * left.conj().T,
                                    atol=1e-10)
         np.testing.assert_allclose(np.linalg.norm(left, axis=0), 1, atol=1e-12)
+
+
+REDUCTIONS = {
+    "schur": lambda a: jax.scipy.linalg.schur(a[0]),
+    "hessenberg": lambda a: jax.lax.linalg.hessenberg(a),
+    "tridiagonal_lower": lambda a: jax.lax.linalg.tridiagonal(a, lower=True),
+    "tridiagonal_upper": lambda a: jax.lax.linalg.tridiagonal(a, lower=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_reductions_evaluated_and_compiled_match_xla_bit_for_bit(name, dtype):
+    x = _matrices(dtype)[:2]
+    f = REDUCTIONS[name]
+    text = jax.jit(f).lower(x).as_text(dialect="hlo")
+    want = [np.asarray(w) for w in jax.tree_util.tree_leaves(jax.jit(f)(x))]
+    evaluated = evaluate(parse_hlo(text), x)
+    compiled = [t.numpy() for t in compile_hlo(text, cache=False)(torch.from_numpy(x))]
+    for e, c, w in zip(evaluated, compiled, want):
+        np.testing.assert_array_equal(e, w)
+        np.testing.assert_array_equal(c, w)
+
+
+def test_the_gpu_tridiagonal_call_and_the_refusals():
+    x = _matrices(np.float32)[:2]
+    text = jax.jit(REDUCTIONS["tridiagonal_lower"]).lower(x).as_text(dialect="hlo")
+    gpu = text.replace('custom_call_target="lapack_ssytrd_ffi"',
+                       'custom_call_target="cusolver_sytrd_ffi"').replace(
+        "backend_config={uplo = 76 : ui8}", "backend_config={lower = true}")
+    assert "cusolver_sytrd_ffi" in gpu
+    for g, c in zip(evaluate(parse_hlo(gpu), x), evaluate(parse_hlo(text), x)):
+        np.testing.assert_array_equal(g, c)
+    schur = jax.jit(REDUCTIONS["schur"]).lower(x).as_text(dialect="hlo")
+    with pytest.raises(FusionCompilerError, match="sort 'S'"):
+        evaluate(parse_hlo(schur.replace("sort = 78", "sort = 83")), x)
+
+
+def test_without_scipy_the_reductions_are_located_errors(monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.linalg", None)
+    x = _matrices(np.float32)[:2]
+    text = jax.jit(REDUCTIONS["hessenberg"]).lower(x).as_text(dialect="hlo")
+    with pytest.raises(EvaluationError, match="runs through SciPy, which is not installed") as err:
+        evaluate(parse_hlo(text), x)
+    assert "lapack_sgehrd_ffi" in str(err.value) and str(err.value)[0].isdigit()
