@@ -201,8 +201,8 @@ def _expand_instruction(b: _Builder, instr: HloInstruction) -> None:
         b.env[instr.name] = grouping(instr, args)
         return
     calls_complex = _holds_complex(b.module, list(instr.called_computations()))
-    if instr.opcode == "reduce":
-        _expand_reduce(b, instr, args) if involved or calls_complex else _copy(b, instr, args)
+    if traits(instr.opcode).kernel_reducer:
+        _expand_reducing(b, instr, args) if involved or calls_complex else _copy(b, instr, args)
         return
     if calls_complex:  # copied as is, its callee would keep complex values in the expansion
         raise _unsupported(instr, "a computation it calls holds complex values")
@@ -493,16 +493,19 @@ _EXPANSIONS = {
 }
 
 
-def _expand_reduce(b: _Builder, instr: HloInstruction, args: list) -> None:
-    count = len(args) // 2
-    reducer = _expand_computation(b.module, b.module.computation(instr.attr("to_apply")),
+def _expand_reducing(b: _Builder, instr: HloInstruction, args: list) -> None:
+    """A reduce, reduce-window or scatter over complex values: the variadic op over their
+    parts, each complex operand two consecutive real ones (``reduce(x.re, x.im, init.re,
+    init.im)``, ``scatter(o.re, o.im, indices, u.re, u.im)``), its ``to_apply`` expanded
+    alike, which keeps XLA's order of the reducer's parameters (the values, then the
+    others)."""
+    reducer = real_parts_computation(b.module, b.module.computation(instr.attr("to_apply")),
                                   b.new_computations, b.taken)
-    inputs = [n for a in args[:count] for n in _names(a)]
-    inits = [n for a in args[count:] for n in _names(a)]
     leaves = flatten_shape(instr.shape)
     parts = [_part_shape(leaf) for leaf in leaves for _ in range(2 if leaf.element_type.is_complex else 1)]
     attrs = tuple((k, reducer.name if k == "to_apply" else v) for k, v in instr.attributes)
-    reduce = b.add(instr.name, "reduce", TupleShape(tuple(parts)), (*inputs, *inits), attrs, instr)
+    operands = tuple(n for a in args for n in _names(a))
+    reduce = b.add(instr.name, instr.opcode, TupleShape(tuple(parts)), operands, attrs, instr)
     out, k = [], 0
     for leaf in leaves:
         gte = lambda i: b.add(f"{instr.name}.{i}", "get-tuple-element", parts[i], (reduce,),  # noqa: E731
@@ -516,11 +519,11 @@ def _expand_reduce(b: _Builder, instr: HloInstruction, args: list) -> None:
     b.env[instr.name] = tuple(out) if isinstance(instr.shape, TupleShape) else out[0]
 
 
-def _expand_computation(module: HloModule, comp: HloComputation,
+def real_parts_computation(module: HloModule, comp: HloComputation,
                         new_computations: list[HloComputation], taken: set[str]) -> HloComputation:
     """``comp`` with every complex value as two real ones; parameters renumbered so that a
     complex parameter becomes two consecutive ones, and the root a tuple of all parts when it
-    holds a complex value (or several)."""
+    holds a complex value (or several); appended to ``new_computations``."""
     b = _Builder(module, comp, new_computations, taken)
     number = 0
     for param in sorted(comp.parameters, key=lambda p: p.attr("parameter_number")):
@@ -541,7 +544,13 @@ def _expand_computation(module: HloModule, comp: HloComputation,
         instr = comp.instruction(name)
         if instr.opcode != "parameter":
             _expand_instruction(b, instr)
-    root = _names(b.env[comp.root_name])
+    # A part is laid out as the op it came from (real(select(t)) as the transpose t): the
+    # root's parts take the layouts the root declares, which its readers read.
+    declared = [_part_shape(leaf) for leaf in flatten_shape(comp.root.shape)
+                for _ in range(2 if leaf.element_type.is_complex else 1)]
+    root = [r if b.shapes[r].effective_layout == d.effective_layout else
+            b.add(r + ".laid_out", "copy", d, (r,))
+            for r, d in zip(_names(b.env[comp.root_name]), declared)]
     if len(root) == 1 and not isinstance(comp.root.shape, TupleShape):
         root_name = root[0]
     else:
@@ -565,7 +574,7 @@ def expand_complex_fusion(module: HloModule, fusion_instr: HloInstruction) -> Co
     fused = module.computation(fusion_instr.attr("calls"))
     taken = {c.name for c in module.computations}
     new: list[HloComputation] = []
-    expanded = _expand_computation(module, fused, new, taken)
+    expanded = real_parts_computation(module, fused, new, taken)
     params = sorted(fused.parameters, key=lambda p: p.attr("parameter_number"))
     operands = tuple(is_complex_shape(p.shape) for p in params)
     outputs = tuple(leaf.element_type.is_complex for leaf in flatten_shape(fused.root.shape))
@@ -587,4 +596,4 @@ def expand_complex_fusion(module: HloModule, fusion_instr: HloInstruction) -> Co
 
 
 __all__ = ["ComplexExpansion", "Pair", "expand_complex_fusion", "involves_complex",
-           "is_complex_shape"]
+           "is_complex_shape", "real_parts_computation"]
