@@ -38,19 +38,23 @@ def _lowered(x, left: bool) -> str:
         x).as_text(dialect="hlo")
 
 
-@pytest.mark.parametrize("dtype, left", [(np.float32, True), (np.complex64, True),
-                                         (np.float32, False)])
-def test_evaluated_and_compiled_match_xla_bit_for_bit(dtype, left):
-    x = _matrices(dtype)
-    text = _lowered(x, left)
-    assert "geev_ffi" in text
-    want = [np.asarray(w) for w in jax.jit(
-        lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=left))(x)]
+def _matches_xla_bit_for_bit(f, x, target: str) -> None:
+    """``f``'s program, evaluated and compiled, gives what JAX gives, bit for bit."""
+    text = jax.jit(f).lower(x).as_text(dialect="hlo")
+    assert target in text
+    want = [np.asarray(w) for w in jax.tree_util.tree_leaves(jax.jit(f)(x))]
     evaluated = evaluate(parse_hlo(text), x)
     compiled = [t.numpy() for t in compile_hlo(text, cache=False)(torch.from_numpy(x))]
     for e, c, w in zip(evaluated, compiled, want):
         np.testing.assert_array_equal(e, w)
         np.testing.assert_array_equal(c, w)
+
+
+@pytest.mark.parametrize("dtype, left", [(np.float32, True), (np.complex64, True),
+                                         (np.float32, False)])
+def test_evaluated_and_compiled_match_xla_bit_for_bit(dtype, left):
+    _matches_xla_bit_for_bit(lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=left),
+                             _matrices(dtype), "geev_ffi")
 
 
 def test_the_gpu_call_computes_what_the_cpu_call_does():
@@ -95,15 +99,7 @@ REDUCTIONS = {
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 def test_reductions_evaluated_and_compiled_match_xla_bit_for_bit(name, dtype):
-    x = _matrices(dtype)[:2]
-    f = REDUCTIONS[name]
-    text = jax.jit(f).lower(x).as_text(dialect="hlo")
-    want = [np.asarray(w) for w in jax.tree_util.tree_leaves(jax.jit(f)(x))]
-    evaluated = evaluate(parse_hlo(text), x)
-    compiled = [t.numpy() for t in compile_hlo(text, cache=False)(torch.from_numpy(x))]
-    for e, c, w in zip(evaluated, compiled, want):
-        np.testing.assert_array_equal(e, w)
-        np.testing.assert_array_equal(c, w)
+    _matches_xla_bit_for_bit(REDUCTIONS[name], _matrices(dtype)[:2], "_ffi")
 
 
 def test_the_gpu_tridiagonal_call_and_the_refusals():
