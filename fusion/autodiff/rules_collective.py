@@ -6,6 +6,8 @@ so its VJP is its transpose, as JAX's transpose rules write.
   ``reduce-scatter``'s is the ``all-gather``;
 * ``all-to-all``'s is itself (it sends block ``j`` to participant ``j`` and takes block ``j``
   from it, along one dimension for split and concat);
+* ``collective-broadcast``'s sums the group's cotangents onto its first member, zeros
+  elsewhere (JAX's ``pbroadcast`` transpose);
 * ``collective-permute``'s is the permute with every pair reversed;
 * ``ragged-all-to-all``'s sends the cotangent's slices back where they came from, and zeroes
   the rows it wrote in the output's cotangent (JAX's ``_ragged_all_to_all_transpose``);
@@ -24,10 +26,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from fusion.analysis.sharding import is_sharding_call
+from fusion.analysis.spmd_groups import device_counts, rank_groups
 from fusion.autodiff.combiner_kind import CombinerKind, combiner_kind
 from fusion.autodiff.cotangents import Cotangent, materialize, unpack
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
+from fusion.ir.attributes import Literal
 from fusion.ir.hlo_module import HloInstruction
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 
@@ -124,6 +128,35 @@ def vjp_collective_permute(ctx: VjpContext, instr: HloInstruction, ct: Cotangent
     return (out,) if len(shapes) == 1 else tuple(unpack(ctx.b, out, shape))
 
 
+def vjp_collective_broadcast(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """JAX's transpose of ``pbroadcast``: each group's first member gets the group's sum of
+    the cotangents, the others zeros.  The sum is an ``all-reduce`` over the same groups as
+    device ids (``use_global_device_ids``, whatever the broadcast's mode); a device finds
+    whether it leads its group in a table indexed by its id."""
+    b = ctx.b
+    counts = device_counts(ctx.module)
+    groups = rank_groups(instr, counts)
+    channel = instr.attr("channel_id", 1)
+    leads = Literal((counts.world,), tuple(any(g and g[0] == d for g in groups)
+                                           for d in range(counts.world)))
+    table = b.emit("constant", (), (("literal", leads),), shape=ArrayShape("pred",
+                                                                           (counts.world,)))
+    replica = b.emit("replica-id", (), shape=ArrayShape("u32", ()))
+    partition = b.emit("partition-id", (), shape=ArrayShape("u32", ()))
+    device = b.add(b.multiply(replica, b.scalar(counts.partitions, "u32")), partition)
+    lead = b.reshape(b.emit("dynamic-slice", (table, device), (("dynamic_slice_sizes", (1,)),),
+                            shape=ArrayShape("pred", (1,))), ())
+    out = []
+    for c in _cts(ctx, instr, ct):
+        shape = b.array_shape(c).with_layout(None)
+        summed = b.emit("all-reduce", (c,), (
+            ("channel_id", channel), ("replica_groups", groups),
+            ("use_global_device_ids", True),
+            ("to_apply", b.table.scalar_reducer("add", shape.dtype))), shape=shape)
+        out.append(b.select(b.broadcast(lead, shape.dims, ()), summed, b.zeros(shape)))
+    return tuple(out)
+
+
 def vjp_ragged_all_to_all(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """JAX's transpose: the input's cotangent is the output's slices sent back where they came
     from (a ragged-all-to-all whose offsets are the all-to-all of the forward's, sizes
@@ -174,6 +207,7 @@ COLLECTIVE_VJP_RULES: dict[str, Rule] = {
     "all-gather": vjp_all_gather,
     "all-reduce": vjp_all_reduce,
     "all-to-all": vjp_all_to_all,
+    "collective-broadcast": vjp_collective_broadcast,
     "collective-permute": vjp_collective_permute,
     "custom-call": vjp_custom_call,
     "ragged-all-to-all": vjp_ragged_all_to_all,

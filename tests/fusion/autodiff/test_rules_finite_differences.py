@@ -261,7 +261,8 @@ CASES = {
   s = f64[4,3] reduce-scatter(g), dimensions={1}, replica_groups={}, to_apply=add_f64
   a = f64[4,3] all-to-all(s), dimensions={0}, replica_groups={{0}}
   p = f64[4,3] collective-permute(a), source_target_pairs={{0,0}}
-  ROOT m = f64[4,3] multiply(p, x)""", [normal(4, 3)]),
+  b = f64[4,3] collective-broadcast(p), replica_groups={{0}}
+  ROOT m = f64[4,3] multiply(b, x)""", [normal(4, 3)]),
     # Rows 3..4 and 0 of x written at rows 0..1 and 4 of o; o's other rows kept.
     "ragged_all_to_all_one_device": ("""
   x = f64[5,3] parameter(0)
