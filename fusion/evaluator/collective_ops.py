@@ -5,8 +5,8 @@ With one participant, ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-
 pair sends device 0 to itself, zeros when none targets it; ``ragged-all-to-all`` writes its
 own slices into its output (``fusion.analysis.ragged_all_to_all``).  A ``-start`` computes
 that value (``all-gather-start`` as ``(operand, result)``, ``collective-permute-start`` as
-``(operand, result, contexts...)`` with zero contexts); its ``-done`` takes the result out.  An op whose groups name another device is
-an ``EvaluationError`` at its line and column.  The sharding custom calls
+``(operand, result, contexts...)`` with zero contexts); its ``-done`` takes the result out.
+An op whose groups name another device is an ``EvaluationError`` at its line and column.  The sharding custom calls
 (``fusion.analysis.sharding``) give their operands: :func:`eval_sharding_call`.  Under
 ``fusion.evaluator.spmd`` (several devices in lockstep) the collectives are resolved across
 the devices instead.

@@ -227,18 +227,28 @@ def geev(a: np.ndarray, left: bool, right: bool
     return shaped(values), shaped(vl), shaped(vr), info.reshape(batch)
 
 
+def eigenvalue_outputs(values: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """Complex eigenvalues as JAX's LAPACK calls (``geev``, ``gees``) return them for a
+    matrix of ``dtype``: its real and imaginary parts in that type for a real matrix, the
+    values themselves for a complex one.
+
+    >>> [x.tolist() for x in eigenvalue_outputs(np.array([1 + 2j]), np.dtype(np.float32))]
+    [[1.0], [2.0]]
+    """
+    if np.dtype(dtype).kind == "c":
+        return (values.astype(dtype),)
+    return values.real.astype(dtype), values.imag.astype(dtype)
+
+
 def geev_outputs(a: np.ndarray, left: bool, right: bool) -> tuple[np.ndarray, ...]:
-    """The outputs of JAX's ``geev`` calls: for a real ``a``, the eigenvalues' real and
-    imaginary parts in ``a``'s type, for a complex one the eigenvalues; then the left and
-    right eigenvectors (complex) and info.
+    """The outputs of JAX's ``geev`` calls: the eigenvalues (:func:`eigenvalue_outputs`),
+    the left and right eigenvectors (complex) and info.
 
     >>> [x.dtype.name for x in geev_outputs(np.eye(2, dtype=np.float32), False, True)]
     ['float32', 'float32', 'complex64', 'complex64', 'int32']
     """
     values, vl, vr, info = geev(a, left, right)
-    if np.iscomplexobj(a):
-        return values.astype(a.dtype), vl, vr, info
-    return values.real.astype(a.dtype), values.imag.astype(a.dtype), vl, vr, info
+    return (*eigenvalue_outputs(values, np.asarray(a).dtype), vl, vr, info)
 
 
 def gesdd(a: np.ndarray, full_matrices: bool, compute_uv: bool
@@ -317,5 +327,5 @@ def pivots_to_permutation(pivots: np.ndarray, size: int) -> np.ndarray:
     return perm.reshape(pivots.shape[:-1] + (size,))
 
 
-__all__ = ["geev", "geev_outputs", "geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation",
+__all__ = ["eigenvalue_outputs", "geev", "geev_outputs", "geqrf", "gesdd", "getrf", "orgqr", "pivots_to_permutation",
            "potrf", "syevd", "trsm"]

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from fusion.evaluator.linalg_reference import eigenvalue_outputs
+
 
 class LapackUnavailable(ImportError):
     """SciPy, whose LAPACK these routines call, is not installed."""
@@ -70,13 +72,10 @@ def gees(a: np.ndarray, compute_v: bool) -> tuple[np.ndarray, ...]:
 
 
 def gees_outputs(a: np.ndarray, compute_v: bool) -> tuple[np.ndarray, ...]:
-    """The outputs of JAX's ``gees`` calls: the Schur form and vectors, the eigenvalues (a
-    real matrix's as real and imaginary parts in its type), sdim and info."""
+    """The outputs of JAX's ``gees`` calls: the Schur form and vectors, the eigenvalues
+    (``linalg_reference.eigenvalue_outputs``), sdim and info."""
     t, vs, values, sdim, info = gees(a, compute_v)
-    if np.iscomplexobj(a):
-        return t, vs, values.astype(np.asarray(a).dtype), sdim, info
-    real = np.asarray(a).dtype
-    return t, vs, values.real.astype(real), values.imag.astype(real), sdim, info
+    return (t, vs, *eigenvalue_outputs(values, np.asarray(a).dtype), sdim, info)
 
 
 def gehrd(a: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

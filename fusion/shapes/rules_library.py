@@ -155,17 +155,19 @@ def _target_cholesky(instr, call, operands):
     return TupleShape((a, _info(a.dims[:-2])))
 
 
+def _eigenvalues(a: ArrayShape) -> tuple[ArrayShape, ...]:
+    """The eigenvalue outputs of ``a``'s LAPACK call: a real matrix's real and imaginary
+    parts, a complex one's values, in ``a``'s type."""
+    values = ArrayShape(a.dtype, a.dims[:-1])
+    return (values,) if a.dtype in COMPLEX_PART_TYPES else (values, values)
+
+
 def _target_eig(instr, call, operands):
-    """A general matrix's eigenvalues (a real one's as real and imaginary parts), then its
-    left and right eigenvectors, complex, and info."""
+    """A general matrix's eigenvalues (:func:`_eigenvalues`), then its left and right
+    eigenvectors, complex, and info."""
     a = _one_matrix(instr, call, operands, square=True)
-    complex_type = COMPLEX_OF_PART_TYPES.get(a.dtype, a.dtype)
-    vectors = ArrayShape(complex_type, a.dims)
-    if complex_type == a.dtype:
-        values: tuple[ArrayShape, ...] = (ArrayShape(a.dtype, a.dims[:-1]),)
-    else:
-        values = (ArrayShape(a.dtype, a.dims[:-1]),) * 2
-    return TupleShape(values + (vectors, vectors, _info(a.dims[:-2])))
+    vectors = ArrayShape(COMPLEX_OF_PART_TYPES.get(a.dtype, a.dtype), a.dims)
+    return TupleShape(_eigenvalues(a) + (vectors, vectors, _info(a.dims[:-2])))
 
 
 def _target_hessenberg(instr, call, operands):
@@ -181,13 +183,11 @@ def _target_hessenberg(instr, call, operands):
 
 
 def _target_schur(instr, call, operands):
-    """The Schur form, the Schur vectors, the eigenvalues (a real matrix's as real and
-    imaginary parts), the count of sorted ones and info."""
+    """The Schur form, the Schur vectors, the eigenvalues (:func:`_eigenvalues`), the count
+    of sorted ones and info."""
     a = _one_matrix(instr, call, operands, square=True)
-    values = ArrayShape(a.dtype, a.dims[:-1])
     scalars = _info(a.dims[:-2])
-    parts = (values,) if a.dtype in COMPLEX_PART_TYPES else (values, values)
-    return TupleShape((a, a) + parts + (scalars, scalars))
+    return TupleShape((a, a) + _eigenvalues(a) + (scalars, scalars))
 
 
 def _target_tridiagonal(instr, call, operands):

@@ -26,15 +26,14 @@ from typing import Any, Union
 import numpy as np
 import torch
 
-from fusion.errors import EvaluationError, FusionCompilerError, UnsupportedOpError
+from fusion.errors import FusionCompilerError, UnsupportedOpError
 from fusion.analysis.sharding import is_sharding_call
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.analysis.library_calls import (
     LibraryCall, TARGETS, jacobi_svd_is_thin, layout_problem, library_call,
 )
 from fusion.ir.shape import ArrayShape, TupleShape
-from fusion.evaluator.linalg_reference import geev_outputs
-from fusion.evaluator.scipy_lapack import LapackUnavailable, gees_outputs, gehrd, sytrd
+from fusion.evaluator.library_ops import CUSTOM_CALL_RULES
 from fusion.evaluator.tridiagonal_reference import gtsv
 from triton_backend.host.collectives import host_sharding_call
 
@@ -193,35 +192,15 @@ def _target_cholesky(instr, call, operands):
     return _potrf(operands[0], call.lower)
 
 
-def _target_eig(instr, call, operands):
-    """No torch routine gives left eigenvectors, nor XLA's phases: the evaluator's LAPACK
-    ``geev`` on the host (XLA:GPU's own eig is a host LAPACK or MAGMA call too)."""
-    return _through_numpy(instr, operands,
-                          lambda a: geev_outputs(a, call.left_vectors, call.right_vectors))
-
-
-def _through_numpy(instr, operands, run: Callable[[np.ndarray], tuple]) -> tuple:
-    """``run`` (a LAPACK routine of the reference) on the host's copy of the matrix, its
-    outputs back on the operand's device."""
+def _reference_on_the_host(instr, call, operands):
+    """No torch routine gives left eigenvectors, XLA's phases, a Schur form or a Hessenberg
+    or tridiagonal reduction: the evaluator's own LAPACK rule (SciPy's LAPACK, as XLA:CPU
+    calls it) on the host's copy of the matrix, its outputs back on the operand's device
+    (XLA:GPU's eig is a host LAPACK or MAGMA call too)."""
     a = operands[0]
-    try:
-        outputs = run(a.detach().cpu().numpy())
-    except LapackUnavailable as err:
-        raise EvaluationError(f"{instr.attr('custom_call_target')}: {err}",
-                              **instr._located()) from None
+    rule = CUSTOM_CALL_RULES[instr.attr("custom_call_target")]
+    outputs = rule(None, instr, call, [a.detach().cpu().numpy()])
     return tuple(torch.from_numpy(np.ascontiguousarray(x)).to(a.device) for x in outputs)
-
-
-def _target_hessenberg(instr, call, operands):
-    return _through_numpy(instr, operands, lambda a: gehrd(a, call.low, call.high or a.shape[-1]))
-
-
-def _target_schur(instr, call, operands):
-    return _through_numpy(instr, operands, lambda a: gees_outputs(a, call.compute_v))
-
-
-def _target_tridiagonal(instr, call, operands):
-    return _through_numpy(instr, operands, lambda a: sytrd(a, call.lower))
 
 
 def _target_eigh(instr, call, operands):
@@ -307,18 +286,18 @@ def _target_tridiagonal_solve(instr, call, operands):
 
 _ROUTINES: dict[str, TargetRule] = {
     "cholesky": _target_cholesky,
-    "eig": _target_eig,
+    "eig": _reference_on_the_host,
     "eigh": _target_eigh,
-    "hessenberg": _target_hessenberg,
+    "hessenberg": _reference_on_the_host,
     "householder_product": _target_householder_product,
     "lu": _target_lu,
     "lu_pivots_to_permutation": _target_lu_pivots_to_permutation,
     "qr": _target_qr,
-    "schur": _target_schur,
+    "schur": _reference_on_the_host,
     "svd": _target_svd,
     "topk": _target_topk,
     "triangular_solve": _target_triangular_solve,
-    "tridiagonal": _target_tridiagonal,
+    "tridiagonal": _reference_on_the_host,
     "tridiagonal_solve": _target_tridiagonal_solve,
 }
 
