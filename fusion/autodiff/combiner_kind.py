@@ -55,6 +55,11 @@ _CANDIDATES: dict[CombinerKind, Callable[[float, float], float]] = {
 
 # Exactly representable in every float type (bf16 included), with ties, signs and zeros.
 _SAMPLES = ((1.5, -2.25), (-0.75, 3.0), (2.0, 2.0), (0.0, -4.0), (-1.25, -0.5), (6.0, 0.25))
+# Complex samples tell apart the combiners complex numbers have (no max or min), and a
+# conjugating one from add or multiply.
+_COMPLEX_SAMPLES = ((1.5 - 0.5j, -2.25 + 1j), (-0.75 + 2j, 3.0 - 0.25j), (2.0, 2.0),
+                    (0.5j, -4.0 + 1.5j))
+_COMPLEX_KINDS = (CombinerKind.ADD, CombinerKind.MUL, CombinerKind.SET)
 # In every integer type, unsigned and 8-bit included; products and sums stay in range.
 _INTEGER_SAMPLES = ((3, 5), (7, 2), (4, 4), (0, 9), (6, 1), (2, 3))
 
@@ -75,10 +80,12 @@ def combiner_kind(module: HloModule, name: str, output: int = 0,
         return None
     lhs, rhs = params[output].shape, params[count + output].shape
     floats = lhs.element_type.is_float and rhs.element_type.is_float
+    complexes = lhs.element_type.is_complex and rhs.element_type.is_complex
     ints = integers and lhs.element_type.is_integer and rhs.element_type.is_integer
-    if not (floats or ints):
+    if not (floats or complexes or ints):
         return None
-    samples = _SAMPLES if floats else _INTEGER_SAMPLES
+    samples = _COMPLEX_SAMPLES if complexes else _SAMPLES if floats else _INTEGER_SAMPLES
+    as_python = complex if complexes else float
     evaluator = Evaluator(module)
     outputs = []
     try:
@@ -87,10 +94,12 @@ def combiner_kind(module: HloModule, name: str, output: int = 0,
             args[output] = np.asarray(a, numpy_dtype(lhs))
             args[count + output] = np.asarray(b, numpy_dtype(rhs))
             value = flatten_value(evaluator.call(name, args))[output]
-            outputs.append(float(np.asarray(value)))
+            outputs.append(as_python(np.asarray(value)))
     except FusionCompilerError:
         return None
     for kind, function in _CANDIDATES.items():
+        if complexes and kind not in _COMPLEX_KINDS:
+            continue
         if all(out == function(a, b) for out, (a, b) in zip(outputs, samples)):
             return kind
     return None

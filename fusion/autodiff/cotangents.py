@@ -18,10 +18,15 @@ Cotangent = Union[str, None, tuple]
 
 
 def is_differentiable(shape: Shape) -> bool:
-    """Floating-point arrays carry gradients; integers, pred, complex and tokens do not."""
+    """Floating-point and complex arrays carry gradients; integers, pred and tokens do not.
+
+    A complex value's cotangent follows JAX's convention: rules transpose the linear maps
+    over the complex numbers without conjugating (``real``'s transpose is ``complex(ct, 0)``,
+    ``imag``'s ``complex(0, -ct)``), so a real function of real inputs through complex
+    values gets JAX's (and the textbook's) gradient."""
     if isinstance(shape, TupleShape):
         return any(is_differentiable(e) for e in shape.elements)
-    return shape.element_type.is_float
+    return shape.element_type.is_float or shape.element_type.is_complex
 
 
 def is_zero(ct: Cotangent) -> bool:

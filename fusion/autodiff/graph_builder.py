@@ -130,6 +130,8 @@ class GraphBuilder:
         etype = element_type(dtype)
         if etype.is_float:
             value = float(etype.numpy_dtype().type(value))
+        elif etype.is_complex:
+            value = complex(etype.numpy_dtype().type(value))
         return self.emit("constant", (), (("literal", Literal((), (value,))),),
                          ArrayShape(dtype, ()))
 

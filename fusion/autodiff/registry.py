@@ -17,6 +17,7 @@ from fusion.autodiff.rules_convolution import CONVOLUTION_VJP_RULES
 from fusion.autodiff.rules_data import DATA_VJP_RULES
 from fusion.autodiff.rules_dot import DOT_VJP_RULES
 from fusion.autodiff.rules_elementwise import ELEMENTWISE_VJP_RULES
+from fusion.autodiff.rules_fft import FFT_VJP_RULES
 from fusion.autodiff.rules_indexed import INDEXED_VJP_RULES
 from fusion.autodiff.rules_reduce import REDUCE_VJP_RULES
 from fusion.rule_tables import merge_rule_families
@@ -30,6 +31,7 @@ VJP_RULES: dict[str, Rule] = merge_rule_families(
     DATA_VJP_RULES,
     DOT_VJP_RULES,
     ELEMENTWISE_VJP_RULES,
+    FFT_VJP_RULES,
     INDEXED_VJP_RULES,
     REDUCE_VJP_RULES,
 )

@@ -1,6 +1,8 @@
 """VJP rules of the elementwise ops: ``vjp_<op>(ctx, instr, ct)`` returns one cotangent per
 operand.  Formulas follow JAX's JVP rules (``jax._src.lax.lax``), ties of ``maximum`` and
-``minimum`` included (split evenly), so that gradients match ``jax.vjp`` everywhere.
+``minimum`` included (split evenly), so that gradients match ``jax.vjp`` everywhere; on
+complex values too, whose cotangents follow JAX's convention (``cotangents``): a
+holomorphic op's rule is the same product, ``abs`` and the part ops have their own.
 
 >>> sorted(ELEMENTWISE_VJP_RULES)[:3]
 ['abs', 'add', 'atan2']
@@ -12,6 +14,7 @@ from typing import Sequence
 
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.ir.element_types import element_type
 from fusion.ir.hlo_module import HloInstruction
 
 Cts = Sequence[Cotangent]
@@ -34,9 +37,21 @@ def _chain(ctx: VjpContext, ct: str, derivative: str, divide: bool = False) -> s
     return b.select(b.compare(ct, zero, "EQ"), zero, product)
 
 
+def _complex_of(ctx: VjpContext, re: str, im: str) -> str:
+    return ctx.b.emit("complex", (re, im))
+
+
 def vjp_abs(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     b = ctx.b
-    return (b.multiply(ct, b.unary("sign", _x(ctx, instr))),)
+    x = _x(ctx, instr)
+    if not b.array_shape(x).element_type.is_complex:
+        return (b.multiply(ct, b.unary("sign", x)),)
+    # JAX: real(ct * conj(x) / |x|), |x| read as 1 where x is 0 (the gradient is 0 there).
+    size = ctx.out(instr)
+    safe = b.select(b.compare(size, b.full_like(0, size), "EQ"), b.full_like(1, size), size)
+    share = b.divide(ct, safe)
+    return (_complex_of(ctx, b.multiply(share, b.unary("real", x)),
+                        b.negate(b.multiply(share, b.unary("imag", x)))),)
 
 
 def vjp_add(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
@@ -73,12 +88,21 @@ def vjp_clamp(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
             b.sum_to(b.select(take_hi, ct, zero), b.array_shape(hi).dims))
 
 
+def vjp_complex(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    b = ctx.b
+    return (b.unary("real", ct), b.negate(b.unary("imag", ct)))
+
+
 def vjp_compare(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     return (None, None)
 
 
 def vjp_convert(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
-    return (ctx.b.convert(ct, ctx.operand_shape(instr, 0).dtype),)
+    b = ctx.b
+    dtype = ctx.operand_shape(instr, 0).dtype
+    if b.array_shape(ct).element_type.is_complex and not element_type(dtype).is_complex:
+        ct = b.unary("real", ct)  # a real value converted to complex: real's transpose
+    return (b.convert(ct, dtype),)
 
 
 def vjp_copy(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
@@ -117,6 +141,11 @@ def vjp_exponential_minus_one(ctx: VjpContext, instr: HloInstruction, ct: str) -
 def _no_gradient(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """Piecewise-constant ops (floor, sign, rounding): zero almost everywhere."""
     return (None,) * len(instr.operands)
+
+
+def vjp_imag(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    b = ctx.b
+    return (_complex_of(ctx, b.full_like(0, ct), b.negate(ct)),)
 
 
 def vjp_log(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
@@ -172,6 +201,10 @@ def vjp_power(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     safe_x = b.select(b.compare(x, zero, "EQ"), one, x)
     d_y = b.multiply(b.unary("log", safe_x), out)
     return (_chain(ctx, ct, d_x), _chain(ctx, ct, d_y))
+
+
+def vjp_real(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    return (_complex_of(ctx, ct, ctx.b.full_like(0, ct)),)
 
 
 def vjp_reduce_precision(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
@@ -235,6 +268,7 @@ ELEMENTWISE_VJP_RULES: dict[str, Rule] = {
     "ceil": _no_gradient,
     "clamp": vjp_clamp,
     "compare": vjp_compare,
+    "complex": vjp_complex,
     "convert": vjp_convert,
     "copy": vjp_copy,
     "cosine": vjp_cosine,
@@ -243,6 +277,7 @@ ELEMENTWISE_VJP_RULES: dict[str, Rule] = {
     "exponential": vjp_exponential,
     "exponential-minus-one": vjp_exponential_minus_one,
     "floor": _no_gradient,
+    "imag": vjp_imag,
     "is-finite": _no_gradient,
     "log": vjp_log,
     "log-plus-one": vjp_log_plus_one,
@@ -252,6 +287,7 @@ ELEMENTWISE_VJP_RULES: dict[str, Rule] = {
     "multiply": vjp_multiply,
     "negate": vjp_negate,
     "power": vjp_power,
+    "real": vjp_real,
     "reduce-precision": vjp_reduce_precision,
     "remainder": vjp_remainder,
     "round-nearest-afz": _no_gradient,

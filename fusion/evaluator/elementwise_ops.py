@@ -36,6 +36,12 @@ def _abs(x: np.ndarray) -> np.ndarray:
     return np.abs(x)
 
 
+def _atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if np.iscomplexobj(y):  # XLA's: -i log((x + iy) / sqrt(x^2 + y^2))
+        return (-1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))).astype(y.dtype)
+    return np.arctan2(y, x)
+
+
 def _sign(x: np.ndarray) -> np.ndarray:
     if np.iscomplexobj(x):
         magnitude = np.abs(x)
@@ -158,7 +164,7 @@ ELEMENTWISE_RULES: dict[str, Callable[..., Any]] = {
     "abs": eval_unary(_abs),
     "add": eval_binary(np.add),
     "and": eval_logical(np.bitwise_and, np.logical_and),
-    "atan2": eval_binary(np.arctan2),
+    "atan2": eval_binary(_atan2),
     "cbrt": eval_unary(np.cbrt),
     "ceil": eval_unary(np.ceil),
     "clamp": eval_clamp,

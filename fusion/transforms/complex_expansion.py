@@ -7,10 +7,10 @@ operand of the fusion two real operands (its ``real`` and ``imag`` parts, in tha
 every complex output two real outputs.  The host splits and joins the parts around the launch
 (``triton_backend.runtime.complex_fusion``).  Ops on complex values, in XLA's semantics:
 
-* ``add``, ``subtract``, ``negate``: per part; ``multiply``: ``(ac - bd, ad + bc)``;
-  ``divide``: XLA's (Smith's algorithm, then C99's results for zero and infinite parts);
-  ``abs``: ``|x|`` scaled by the larger part (no overflow); ``exponential``:
-  ``e^re (cos im, sin im)``; ``sqrt``: the principal root;
+* ``add``, ``subtract``, ``negate``: per part; the arithmetic (``multiply``, ``divide``,
+  ``abs``, ``sign``, ``exponential``, ``log``, ``sqrt``, ``rsqrt``, ``power``, ``sine``,
+  ``cosine``, ``tan``, ``tanh``, ``exponential-minus-one``, ``log-plus-one``) as XLA
+  computes it, in ``complex_math``;
 * ``complex``, ``real``, ``imag`` build and take parts; ``compare`` EQ/NE compares both;
   ``select`` and ``convert`` (real -> complex, complex -> complex) act per part; a convert
   of a complex value to a real type keeps the real part (as the evaluator does);
@@ -50,14 +50,7 @@ from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.element_types import COMPLEX_PART_TYPES
 from fusion.ir.shape import ArrayShape, Shape, TupleShape, flatten_shape
 from fusion.opcodes import traits
-
-
-@dataclass(frozen=True)
-class Pair:
-    """The names of a complex value's real and imaginary parts."""
-
-    re: str
-    im: str
+from fusion.transforms.complex_math import COMPLEX_MATH, Pair
 
 
 @dataclass(frozen=True)
@@ -212,7 +205,7 @@ def _expand_instruction(b: _Builder, instr: HloInstruction) -> None:
     if traits(instr.opcode).data_movement:  # the same op on each part
         b.env[instr.name] = _per_part(b, instr, args)
         return
-    rule = _EXPANSIONS.get(instr.opcode)
+    rule = _EXPANSIONS.get(instr.opcode, COMPLEX_MATH.get(instr.opcode))
     if rule is None:
         raise _unsupported(instr, "no expansion into real parts for this op")
     b.env[instr.name] = rule(b, instr, args)
@@ -301,166 +294,6 @@ def _negate(b, instr, args):
     return Pair(b.unary("negate", x.re, instr.name + ".re"), b.unary("negate", x.im, instr.name + ".im"))
 
 
-def _multiply(b, instr, args):
-    x, y = args
-    n = instr.name
-    re = b.binary("subtract", b.binary("multiply", x.re, y.re, n + ".rr"),
-                  b.binary("multiply", x.im, y.im, n + ".ii"), n + ".re")
-    im = b.binary("add", b.binary("multiply", x.re, y.im, n + ".ri"),
-                  b.binary("multiply", x.im, y.re, n + ".ir"), n + ".im")
-    return Pair(re, im)
-
-
-def _signbit(b: _Builder, v: str, hint: str) -> str:
-    """The sign bit of a float (true for -0 and -NaN too), through its integer bits."""
-    shape = b.shape(v)
-    int_type = {"f32": "s32", "f64": "s64"}[shape.dtype]
-    bits = b.add(hint + ".bits", "bitcast-convert", shape.with_dtype(int_type), (v,))
-    zero = b.add(hint + ".z", "constant", ArrayShape(int_type, ()), (), (("literal", Literal((), (0,))),))
-    if shape.dims:
-        zero = b.add(hint + ".zb", "broadcast", shape.with_dtype(int_type), (zero,), (("dimensions", ()),))
-    return b.binary("compare", bits, zero, hint, (("direction", "LT"),))
-
-
-def _copysign(b: _Builder, magnitude: str, sign: str, hint: str) -> str:
-    """``copysign`` of a non-negative ``magnitude``."""
-    negative = b.unary("negate", magnitude, hint + ".neg")
-    return b.select(_signbit(b, sign, hint + ".sign"), negative, magnitude, hint)
-
-
-def _divide(b, instr, args):
-    """XLA's complex division: Smith's algorithm (divide by the larger part of the divisor,
-    no overflow), then, where it gives NaN in both parts, C99's zero-divisor, infinite
-    dividend and infinite divisor results (``ElementalIrEmitter::EmitComplexDivide``)."""
-    x, y = args
-    n = instr.name
-
-    def op(opcode: str, lhs: str, rhs: str, hint: str, attrs: tuple = ()) -> str:
-        return b.binary(opcode, lhs, rhs, f"{n}.{hint}", attrs)
-
-    def cmp(lhs: str, rhs: str, direction: str, hint: str) -> str:
-        return op("compare", lhs, rhs, hint, (("direction", direction),))
-
-    absr, absi = b.unary("abs", y.re, n + ".absr"), b.unary("abs", y.im, n + ".absi")
-    narrow = cmp(absr, absi, "LT", "narrow")  # |yr| < |yi|: divide by yi first
-    r1 = op("divide", y.im, y.re, "r1")
-    d1 = op("add", y.re, op("multiply", y.im, r1, "t1"), "d1")
-    re1 = op("divide", op("add", x.re, op("multiply", x.im, r1, "t2"), "t3"), d1, "re1")
-    im1 = op("divide", op("subtract", x.im, op("multiply", x.re, r1, "t4"), "t5"), d1, "im1")
-    r2 = op("divide", y.re, y.im, "r2")
-    d2 = op("add", y.im, op("multiply", y.re, r2, "t6"), "d2")
-    re2 = op("divide", op("add", op("multiply", x.re, r2, "t7"), x.im, "t8"), d2, "re2")
-    im2 = op("divide", op("subtract", op("multiply", x.im, r2, "t9"), x.re, "t10"), d2, "im2")
-    re, im = b.select(narrow, re2, re1, n + ".smr"), b.select(narrow, im2, im1, n + ".smi")
-    zero, one = b.scalar_like(0.0, re, n + ".zero"), b.scalar_like(1.0, re, n + ".one")
-    inf = b.scalar_like(float("inf"), re, n + ".inf")
-
-    def isnan(v: str, hint: str) -> str:
-        return cmp(v, v, "NE", hint)
-
-    def both(opcode: str, p: str, q: str, hint: str) -> str:
-        return b.add(f"{n}.{hint}", opcode, b.shape(p), (p, q))
-
-    # Case 1: a zero divisor (and a dividend not NaN in both parts): copysign(inf, yr) * x.
-    zero_divisor = both("and", both("and", cmp(absr, zero, "EQ", "zr"), cmp(absi, zero, "EQ", "zi"), "z"),
-                        both("or", cmp(x.re, x.re, "EQ", "xrn"), cmp(x.im, x.im, "EQ", "xin"), "xn"),
-                        "zero_divisor")
-    signed_inf = _copysign(b, inf, y.re, n + ".sinf")
-    case1 = (op("multiply", signed_inf, x.re, "c1r"), op("multiply", signed_inf, x.im, "c1i"))
-    # Case 2: an infinite dividend, a finite divisor.
-    axr, axi = b.unary("abs", x.re, n + ".axr"), b.unary("abs", x.im, n + ".axi")
-    xr_inf, xi_inf = cmp(axr, inf, "EQ", "xrinf"), cmp(axi, inf, "EQ", "xiinf")
-    y_finite = both("and", cmp(absr, inf, "LT", "yrf"), cmp(absi, inf, "LT", "yif"), "yf")
-    inf_dividend = both("and", both("or", xr_inf, xi_inf, "xinf"), y_finite, "inf_dividend")
-    sr = _copysign(b, b.select(xr_inf, one, zero, n + ".xr1"), x.re, n + ".sxr")
-    si = _copysign(b, b.select(xi_inf, one, zero, n + ".xi1"), x.im, n + ".sxi")
-    case2 = (op("multiply", inf, op("add", op("multiply", sr, y.re, "u1"), op("multiply", si, y.im, "u2"), "u3"), "c2r"),
-             op("multiply", inf, op("subtract", op("multiply", si, y.re, "u4"), op("multiply", sr, y.im, "u5"), "u6"), "c2i"))
-    # Case 3: a finite dividend, an infinite divisor.
-    yr_inf, yi_inf = cmp(absr, inf, "EQ", "yrinf"), cmp(absi, inf, "EQ", "yiinf")
-    x_finite = both("and", cmp(axr, inf, "LT", "xrf"), cmp(axi, inf, "LT", "xif"), "xf")
-    inf_divisor = both("and", both("or", yr_inf, yi_inf, "yinf"), x_finite, "inf_divisor")
-    tr = _copysign(b, b.select(yr_inf, one, zero, n + ".yr1"), y.re, n + ".syr")
-    ti = _copysign(b, b.select(yi_inf, one, zero, n + ".yi1"), y.im, n + ".syi")
-    case3 = (op("multiply", zero, op("add", op("multiply", x.re, tr, "v1"), op("multiply", x.im, ti, "v2"), "v3"), "c3r"),
-             op("multiply", zero, op("subtract", op("multiply", x.im, tr, "v4"), op("multiply", x.re, ti, "v5"), "v6"), "c3i"))
-    nan = both("and", isnan(re, "nanr"), isnan(im, "nani"), "nan")
-    parts = []
-    for k, smith in enumerate((re, im)):
-        fixed = b.select(inf_divisor, case3[k], smith, f"{n}.f3{k}")
-        fixed = b.select(inf_dividend, case2[k], fixed, f"{n}.f2{k}")
-        fixed = b.select(zero_divisor, case1[k], fixed, f"{n}.f1{k}")
-        parts.append(b.select(nan, fixed, smith, f"{n}.{('re', 'im')[k]}"))
-    return Pair(*parts)
-
-
-def _abs(b, instr, args):
-    """``max * sqrt(1 + (min/max)^2)``; 0 when both parts are 0, inf when one is inf."""
-    (x,) = args
-    n = instr.name
-    ar, ai = b.unary("abs", x.re, n + ".ar"), b.unary("abs", x.im, n + ".ai")
-    big, small = b.binary("maximum", ar, ai, n + ".max"), b.binary("minimum", ar, ai, n + ".min")
-    ratio = b.binary("divide", small, big, n + ".ratio")
-    one = b.scalar_like(1.0, big, n + ".one")
-    squared = b.binary("multiply", ratio, ratio, n + ".sq")
-    root = b.unary("sqrt", b.binary("add", one, squared, n + ".sum"), n + ".sqrt")
-    scaled = b.binary("multiply", big, root, n + ".scaled")
-    zero = b.scalar_like(0.0, big, n + ".zero")
-    inf = b.scalar_like(float("inf"), big, n + ".inf")
-    is_zero = b.binary("compare", big, zero, n + ".iszero", (("direction", "EQ"),))
-    is_inf = b.binary("compare", big, inf, n + ".isinf", (("direction", "EQ"),))
-    return b.select(is_inf, inf, b.select(is_zero, zero, scaled, n + ".nz"), n)
-
-
-def _exponential(b, instr, args):
-    (x,) = args
-    n = instr.name
-    e = b.unary("exponential", x.re, n + ".exp")
-    sin = b.unary("sine", x.im, n + ".sin")
-    # A zero sine keeps the imaginary part zero (exp(inf + 0i) is inf + 0i, not inf + NaN i).
-    zero = b.scalar_like(0.0, sin, n + ".zero")
-    sin_zero = b.binary("compare", sin, zero, n + ".sinz", (("direction", "EQ"),))
-    return Pair(b.binary("multiply", e, b.unary("cosine", x.im, n + ".cos"), n + ".re"),
-                b.select(sin_zero, sin, b.binary("multiply", e, sin, n + ".esin"), n + ".im"))
-
-
-def _sqrt(b, instr, args):
-    """Principal root: ``t = sqrt((|x| + |re|) / 2)``; re >= 0: ``(t, im / 2t)``, else
-    ``(|im| / 2t, copysign(t, im))``; 0 at 0."""
-    (x,) = args
-    n = instr.name
-    mag = _abs(b, _renamed(instr, n + ".mag"), [x])
-    half = b.scalar_like(0.5, mag, n + ".half")
-    total = b.binary("add", mag, b.unary("abs", x.re, n + ".ar"), n + ".s")
-    t = b.unary("sqrt", b.binary("multiply", total, half, n + ".h"), n + ".t")
-    two_t = b.binary("add", t, t, n + ".2t")
-    zero = b.scalar_like(0.0, t, n + ".zero")
-    is_zero = b.binary("compare", t, zero, n + ".tz", (("direction", "EQ"),))
-    positive = b.binary("compare", x.re, zero, n + ".pos", (("direction", "GE"),))
-    q = b.select(is_zero, zero, b.binary("divide", x.im, two_t, n + ".q0"), n + ".q")
-    aq = b.unary("abs", q, n + ".aq")
-    signed_t = b.select(_signbit(b, x.im, n + ".negim"), b.unary("negate", t, n + ".nt"), t,
-                        n + ".st")
-    re = b.select(positive, t, aq, n + ".re0")
-    im = b.select(positive, q, signed_t, n + ".im0")
-    # Infinite parts as XLA: sqrt(x + inf i) = inf + inf i, sqrt(-inf + y i) = 0 + inf i.
-    inf = b.scalar_like(float("inf"), t, n + ".inf")
-    b_inf = b.binary("compare", b.unary("abs", x.im, n + ".ai"), inf, n + ".binf", (("direction", "EQ"),))
-    a_pinf = b.binary("compare", x.re, inf, n + ".apinf", (("direction", "EQ"),))
-    a_ninf = b.binary("compare", x.re, b.unary("negate", inf, n + ".ninf"), n + ".aninf",
-                      (("direction", "EQ"),))
-    inf_re = b.add(n + ".infre", "or", b.shape(b_inf), (b_inf, a_pinf))
-    inf_im = b.add(n + ".infim", "or", b.shape(b_inf), (b_inf, a_ninf))
-    re = b.select(inf_re, inf, b.select(a_ninf, zero, re, n + ".re1"), n + ".re")
-    im = b.select(inf_im, _copysign(b, inf, x.im, n + ".sinf"), im, n + ".im")
-    return Pair(re, im)
-
-
-def _renamed(instr: HloInstruction, name: str) -> HloInstruction:
-    return HloInstruction(name, instr.opcode, instr.shape, instr.operands, instr.attributes,
-                          instr.location)
-
-
 def _compare(b, instr, args):
     x, y = args
     direction = instr.attr("direction")
@@ -475,20 +308,15 @@ def _compare(b, instr, args):
 
 #: The ops on complex values other than data movement -> their expansion into parts.
 _EXPANSIONS = {
-    "abs": _abs,
     "add": _add,
     "compare": _compare,
     "complex": _complex,
     "constant": _constant,
     "convert": _convert,
-    "divide": _divide,
-    "exponential": _exponential,
     "imag": _imag,
-    "multiply": _multiply,
     "negate": _negate,
     "real": _real,
     "select": _select,
-    "sqrt": _sqrt,
     "subtract": _add,
 }
 

@@ -16,8 +16,8 @@ call) the dot of its operands times their repeated scales (``scaled_dot_expansio
 ``ScaledDotRewriter`` and ``BlockScalingRewriter``), a dot whose algorithm only rounds its
 operands (XLA's ``dot_bf16_bf16_f32``) the conversions and a plain dot
 (``dot_operand_rounding``), a dot of complex values dots of their real parts
-(``complex_dots``) and a scatter of complex values a scatter of their parts
-(``complex_scatters``): each the same value, op for op.
+(``complex_dots``) and a scatter or sort of complex values the same op over their parts
+(``complex_variadic_ops``): each the same value, op for op.
 ``compile_hlo`` and the coverage check both start from this, so the check judges what the
 compiler compiles.
 
@@ -41,7 +41,7 @@ from fusion.ir.hlo_module import HloModule
 from fusion.transforms.async_unwrapping import unwrap_async_calls
 from fusion.transforms.batch_norm_expansion import expand_batch_norms
 from fusion.transforms.complex_dots import expand_complex_dots
-from fusion.transforms.complex_scatters import expand_complex_scatters
+from fusion.transforms.complex_variadic_ops import expand_complex_variadic_ops
 from fusion.transforms.dot_operand_rounding import round_dot_operands
 from fusion.transforms.gpu_call_expansion import expand_gpu_library_calls
 from fusion.transforms.map_inlining import inline_maps
@@ -60,7 +60,7 @@ def plain_ops(module: HloModule) -> HloModule:
     plain = inline_maps(inline_nested_fusions(expand_scaled_dots(expand_gpu_library_calls(
         unwrap_async_calls(module)))))
     return expand_stochastic_converts(expand_batch_norms(expand_rngs(expand_rng_bit_generators(
-        expand_complex_scatters(expand_complex_dots(round_dot_operands(expand_ragged_dots(
+        expand_complex_variadic_ops(expand_complex_dots(round_dot_operands(expand_ragged_dots(
             plain, keep="grouped"))))))))
 
 

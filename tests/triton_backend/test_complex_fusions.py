@@ -50,7 +50,7 @@ def _binary(op: str, t: str = "c64", out: str | None = None, attrs: str = "") ->
             f"  ROOT r = {out or t}[3,5] {op}(x, y){attrs}\n}}\n")
 
 
-@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide"])
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "power", "atan2"])
 @pytest.mark.parametrize("t, dtype", [("c64", np.complex64), ("c128", np.complex128)])
 def test_binary_arithmetic(op, t, dtype):
     x, y = _complex((3, 5), dtype), _complex((3, 5), dtype)
@@ -58,8 +58,11 @@ def test_binary_arithmetic(op, t, dtype):
     _check(_binary(op, t), x, y, tol=2e-5 if t == "c64" else 1e-12)
 
 
-@pytest.mark.parametrize("op, out", [("negate", "c64"), ("abs", "f32"), ("exponential", "c64"),
-                                     ("sqrt", "c64"), ("real", "f32"), ("imag", "f32")])
+@pytest.mark.parametrize("op, out", [
+    ("negate", "c64"), ("abs", "f32"), ("exponential", "c64"), ("sqrt", "c64"), ("real", "f32"),
+    ("imag", "f32"), ("sign", "c64"), ("log", "c64"), ("log-plus-one", "c64"), ("rsqrt", "c64"),
+    ("exponential-minus-one", "c64"), ("sine", "c64"), ("cosine", "c64"), ("tan", "c64"),
+    ("tanh", "c64")])
 def test_unary(op, out):
     x = _complex((4, 6))
     x[0, :4] = [0, -4, 3j, -2 - 0j]  # sqrt's branches and |0|
@@ -130,7 +133,7 @@ def test_expansion_is_valid_hlo_with_pairs_of_operands_and_outputs():
 
 def test_a_complex_op_without_an_expansion_is_refused_located():
     text = ("HloModule m\nENTRY e {\n  x = c64[4] parameter(0)\n"
-            "  ROOT r = c64[4] sine(x)\n}\n")
+            "  ROOT r = c64[4] cbrt(x)\n}\n")
     with pytest.raises(UnsupportedOpError, match="no expansion into real parts") as info:
         compile_hlo(text)
     assert (info.value.line, info.value.column) == (4, 3)

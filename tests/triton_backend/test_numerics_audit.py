@@ -609,3 +609,16 @@ def test_rank0_compare_broadcast_into_block_ops(root):
             f"  {root}")
     out = root.split("= ")[-1].split()[0] if "\n" not in root else root.rsplit("= ", 1)[-1].split()[0]
     run_and_compare(single_fusion_module(["f32[8]", "f32[8]"], body, out), exact=True)
+
+
+@pytest.mark.parametrize("opcode", sorted(ULP_TOLERANCE))
+def test_transcendental_f64_keeps_f64_precision(opcode):
+    """fp64 results within a few fp64 ulps (a constant rounded to fp32 inside a helper, as
+    ``tl.where`` of two literals does, costs about 10^8 of them).  The interpreter's
+    ``power`` is ``exp2(y * log2(x))``: the product's rounding grows with the result's
+    exponent, up to 2^10 ulps at the ends of the range (libdevice's on a GPU is exact)."""
+    binary = opcode in ("atan2", "power")
+    x = edges("f64")
+    inputs = list(pairs(x, x)) if binary else [x]
+    got, want = run_op(opcode, ["f64"] * len(inputs), "f64", inputs)
+    assert_same(got, want, "f64", inputs, ulps=1100 if opcode == "power" else 4)

@@ -240,14 +240,17 @@ def _atan_f64(t):
     big = a > 2.414213562373095
     mid = (a > 0.66) & ~big
     z = tl.where(big, -1.0 / tl.where(big, a, 1.0), tl.where(mid, (a - 1.0) / (a + 1.0), a))
-    y0 = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    # A where of two constants is an fp32 tensor: the quarter turns are counted there, exactly,
+    # and scaled by pi/4 in fp64 (tl.where(big, pi/2, ...) rounded pi/2 to fp32).
+    quarters = tl.where(big, 2.0, tl.where(mid, 1.0, 0.0)).to(tl.float64)
+    y0 = quarters * 0.7853981633974483
     zz = z * z
     p = (((-8.750608600031904122785e-1 * zz - 1.615753718733365076637e1) * zz
           - 7.500855792314704667340e1) * zz - 1.228866684490136173410e2) * zz - 6.485021904942025371773e1
     q = ((((zz + 2.485846490142306297962e1) * zz + 1.650270098316988542046e2) * zz
           + 4.328810604912902668951e2) * zz + 4.853903996359136964868e2) * zz + 1.945506571482613964425e2
     r = z * (zz * p / q) + z
-    r = r + tl.where(big, 6.123233995736765886130e-17, tl.where(mid, 3.061616997868382943065e-17, 0.0))
+    r = r + quarters * 3.061616997868382943065e-17
     r = y0 + r
     return tl.where(t < 0, -r, r)
 
@@ -318,9 +321,14 @@ if INTERPRETED:
         d = x.to(tl.float64)
         a = tl.abs(d)
         ok = (a != 0.0) & (a != float("inf")) & (d == d)
+        # A subnormal is scaled by 2^162 first: the Newton step cubes y, and a subnormal cube
+        # has lost the bits the step would correct.
+        tiny = a < 2.2250738585072014e-308
         a1 = tl.where(ok, a, 1.0)
+        a1 = tl.where(tiny, a1 * 5.846006549323612e+48, a1)
         y = tl.exp2(tl.log2(a1) / 3.0)
         y = y - (y * y * y - a1) / (3.0 * y * y)
+        y = tl.where(tiny, y * 5.551115123125783e-17, y)
         r = tl.where(ok, tl.where(d < 0, -y, y), d)
         return r.to(x.dtype)
 

@@ -373,6 +373,8 @@ class _Backward:
             if ct is None:   # an output autograd has no gradient for (an integer one)
                 dtype, dims = outputs[k]
                 ct = torch.zeros(dims, dtype=dtype, device=device)
+            elif ct.is_complex():   # torch's convention is the conjugate of the module's (JAX's)
+                ct = ct.conj().resolve_conj()
             used.append(ct)
         # No double backward: the backward op has no formula of its own, and functorch's
         # grad transform would otherwise try to record it (and refuse, as above).

@@ -12,7 +12,19 @@ from fusion.ir.hlo_module import HloModule
 
 
 def _inner(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
-    return float(sum(np.sum(x.astype(np.float64) * y.astype(np.float64)) for x, y in zip(a, b)))
+    """The pairing the cotangents follow: ``real(sum(a * b))``, unconjugated on complex
+    values as in JAX's convention (``fusion.autodiff.cotangents``)."""
+    return float(sum(np.real(np.sum(x.astype(np.complex128) * y.astype(np.complex128)))
+                     for x, y in zip(a, b)))
+
+
+def _cotangent(rng: np.random.Generator, out: np.ndarray) -> np.ndarray:
+    if out.dtype.kind == "c":
+        parts = rng.standard_normal((2, *out.shape))
+        return (parts[0] + 1j * parts[1]).astype(out.dtype)
+    if out.dtype.kind == "f":
+        return rng.standard_normal(out.shape).astype(out.dtype)
+    return np.zeros(out.shape, out.dtype)
 
 
 def check_directional_derivatives(module: HloModule, inputs: Sequence[np.ndarray],
@@ -23,8 +35,7 @@ def check_directional_derivatives(module: HloModule, inputs: Sequence[np.ndarray
     rng = np.random.default_rng(seed)
     inputs = [np.asarray(a) for a in inputs]
     outputs = evaluate(module, *inputs)
-    cotangents = [rng.standard_normal(o.shape).astype(o.dtype) if o.dtype.kind == "f"
-                  else np.zeros(o.shape, o.dtype) for o in outputs]
+    cotangents = [_cotangent(rng, o) for o in outputs]
     backward = vjp(module, wrt)
     if wrt is None:
         wrt = [k for k, a in enumerate(inputs) if a.dtype.kind == "f"]

@@ -39,6 +39,11 @@ set_f64 {
   a = f64[] parameter(0)
   ROOT b = f64[] parameter(1)
 }
+add_c128 {
+  a = c128[] parameter(0)
+  b = c128[] parameter(1)
+  ROOT r = c128[] add(a, b)
+}
 less_f64 {
   a = f64[] parameter(0)
   b = f64[] parameter(1)
@@ -116,6 +121,28 @@ CASES = {
   y = f64[3,5] parameter(1)
   p = pred[3,5] compare(x, y), direction=GT
   ROOT s = f64[3,5] select(p, x, y)""", [normal(3, 5), normal(3, 5)]),
+    "complex_parts": ("""
+  x = f64[3,5] parameter(0)
+  y = f64[3,5] parameter(1)
+  z = c128[3,5] complex(x, y)
+  w = c128[3,5] multiply(z, z)
+  e = c128[3,5] exponential(w)
+  q = c128[3,5] divide(e, z)
+  r = f64[3,5] real(q)
+  i = f64[3,5] imag(q)
+  a = f64[3,5] abs(q)
+  c = c128[3,5] convert(x)
+  s = c128[3,5] sine(c)
+  ROOT t = (f64[3,5], f64[3,5], f64[3,5], c128[3,5]) tuple(r, i, a, s)""",
+                      [normal(3, 5), normal(3, 5) * 0.5]),
+    "complex_reduce_dot": ("""
+  x = f64[3,5] parameter(0)
+  y = f64[3,5] parameter(1)
+  z = c128[3,5] complex(x, y)
+  d = c128[3,3] dot(z, z), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  zero = c128[] constant((0, 0))
+  ROOT r = c128[3] reduce(d, zero), dimensions={1}, to_apply=add_c128""",
+                           [normal(3, 5), normal(3, 5)]),
     "concatenate": ("""
   x = f64[3,2] parameter(0)
   y = f64[3,5] parameter(1)
@@ -171,6 +198,22 @@ CASES = {
   i = s32[] parameter(2)
   z = s32[] constant(0)
   ROOT d = f64[5,3] dynamic-update-slice(x, u, i, z)""", [normal(5, 3), normal(2, 3), np.int32(7)]),
+    "fft_complex": ("""
+  x = f64[3,6] parameter(0)
+  y = f64[3,6] parameter(1)
+  z = c128[3,6] complex(x, y)
+  f = c128[3,6] fft(z), fft_type=FFT, fft_length={3,6}
+  ROOT g = c128[3,6] fft(f), fft_type=IFFT, fft_length={6}""", [normal(3, 6), normal(3, 6)]),
+    "fft_real_even": ("""
+  x = f64[2,3,6] parameter(0)
+  f = c128[2,3,4] fft(x), fft_type=RFFT, fft_length={3,6}
+  s = c128[2,3,4] multiply(f, f)
+  ROOT g = f64[2,3,6] fft(s), fft_type=IRFFT, fft_length={3,6}""", [normal(2, 3, 6)]),
+    "fft_real_odd": ("""
+  x = f64[2,7] parameter(0)
+  f = c128[2,4] fft(x), fft_type=RFFT, fft_length={7}
+  s = c128[2,4] sine(f)
+  ROOT g = f64[2,7] fft(s), fft_type=IRFFT, fft_length={7}""", [normal(2, 7)]),
     "gather_clamped": ("""
   x = f64[6,3] parameter(0)
   i = s32[4,1] parameter(1)

@@ -1,5 +1,6 @@
 """VJP rules against ``jax.vjp`` of the same JAX functions, lowered by JAX to HLO in f64 on
-non-power-of-two shapes: the backward module in the reference evaluator against JAX."""
+non-power-of-two shapes: the backward module in the reference evaluator against JAX.  Complex
+intermediates and outputs included: their cotangents must follow JAX's convention."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,6 +68,12 @@ FUNCTIONS = {
     "broadcast": (lambda x: jnp.broadcast_to(x[:, None, :], (3, 4, 5)) * 2.0, (normal(3, 5),)),
     "cbrt": (jnp.cbrt, (positive(7),)),
     "clip": (lambda x: jnp.clip(x, -0.5, 0.7), (normal(3, 5),)),
+    "complex_abs_angle": (lambda x, y: jnp.abs(lax.complex(x, y) ** 3)
+                          + jnp.angle(lax.complex(y, x)), (normal(7), normal(7))),
+    "complex_output": (lambda x, y: jnp.tanh(lax.complex(x, y)) * (2 - 1j)
+                       / jnp.sqrt(lax.complex(y, x)), (normal(7), positive(7))),
+    "complex_matmul_sum": (lambda a, b: jnp.sum(lax.complex(a, b) @ lax.complex(b, a).T, axis=0),
+                           (normal(3, 5), normal(3, 5))),
     "concatenate": (lambda a, b: jnp.concatenate([a, b, a], 1), (normal(3, 2), normal(3, 5))),
     "cond": (lambda p, x: lax.cond(p > 0, jnp.sin, jnp.cos, x), (np.int32(1), normal(5))),
     "conv": (_conv, (normal(2, 7, 5, 3), normal(3, 2, 3, 4))),
@@ -82,6 +89,10 @@ FUNCTIONS = {
     "erf": (jax.scipy.special.erf, (normal(7),)),
     "exp_log": (lambda x: jnp.log(jnp.exp(x) + 1.0), (normal(7),)),
     "expm1_log1p": (lambda x: jnp.expm1(x) * jnp.log1p(x), (positive(7),)),
+    "fft_rfft_irfft": (lambda x: jnp.fft.irfft(jnp.fft.rfft2(x) ** 2, n=5),
+                       (normal(3, 5),)),
+    "fft_complex": (lambda x, y: jnp.fft.ifft(jnp.fft.fft2(lax.complex(x, y)) * x),
+                    (normal(4, 3), normal(4, 3))),
     "gather": (lambda x, i: x[i], (normal(6, 3), np.array([4, 0, 5, 4], np.int32))),
     "gather_batched": (jax.vmap(lambda x, i: x[i]),
                        (normal(3, 6, 2), np.array([[4, 0], [5, 5], [1, 2]], np.int32))),
@@ -122,6 +133,12 @@ FUNCTIONS = {
 }
 
 
+def _cotangent(leaf):
+    """A random cotangent of an output; a complex one in JAX's (unconjugated) convention."""
+    ct = RNG.standard_normal(leaf.shape)
+    return ct + 1j * RNG.standard_normal(leaf.shape) if jnp.iscomplexobj(leaf) else ct
+
+
 def _is_float(a) -> bool:
     return np.asarray(a).dtype.kind == "f"
 
@@ -144,7 +161,7 @@ def test_vjp_matches_jax(name: str) -> None:
     with jax.enable_x64(True):
         lowered = jax.jit(fn).lower(*args)
         text = lowered.as_text(dialect="hlo")
-        cts = [RNG.standard_normal(np.shape(leaf)) for leaf in jax.tree.leaves(lowered.out_info)]
+        cts = [_cotangent(leaf) for leaf in jax.tree.leaves(lowered.out_info)]
         # jax.vjp under jax.jit: one XLA compile, not one per primitive.
         want = [np.asarray(g) for g in jax.jit(gradients)([args[k] for k in positions], cts)]
     module = parse_hlo(text)
