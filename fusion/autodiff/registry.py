@@ -19,6 +19,7 @@ from fusion.autodiff.rules_dot import DOT_VJP_RULES
 from fusion.autodiff.rules_elementwise import ELEMENTWISE_VJP_RULES
 from fusion.autodiff.rules_fft import FFT_VJP_RULES
 from fusion.autodiff.rules_indexed import INDEXED_VJP_RULES
+from fusion.autodiff.rules_library import LIBRARY_VJP_RULES
 from fusion.autodiff.rules_reduce import REDUCE_VJP_RULES
 from fusion.rule_tables import merge_rule_families
 
@@ -33,5 +34,6 @@ VJP_RULES: dict[str, Rule] = merge_rule_families(
     ELEMENTWISE_VJP_RULES,
     FFT_VJP_RULES,
     INDEXED_VJP_RULES,
+    LIBRARY_VJP_RULES,
     REDUCE_VJP_RULES,
 )

@@ -189,11 +189,9 @@ def vjp_ragged_all_to_all(ctx: VjpContext, instr: HloInstruction, ct: Cotangent)
     return (grad_data, grad_output, None, None, None, None)
 
 
-def vjp_custom_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
-    """A sharding call's transpose; any other custom call has no VJP."""
-    if not is_sharding_call(instr):
-        raise _unsupported(instr, f"custom-call target {instr.attr('custom_call_target')} is "
-                           "opaque (only the sharding calls have a transpose)")
+def vjp_sharding_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """A sharding call's transpose (``rules_library.vjp_custom_call`` dispatches here)."""
+    assert is_sharding_call(instr), instr.name
     inverse = _INVERSE_TARGET[instr.attr("custom_call_target")]
     cts = _cts(ctx, instr, ct)
     out = []
@@ -209,7 +207,6 @@ COLLECTIVE_VJP_RULES: dict[str, Rule] = {
     "all-to-all": vjp_all_to_all,
     "collective-broadcast": vjp_collective_broadcast,
     "collective-permute": vjp_collective_permute,
-    "custom-call": vjp_custom_call,
     "ragged-all-to-all": vjp_ragged_all_to_all,
     "reduce-scatter": vjp_reduce_scatter,
 }

@@ -3,7 +3,9 @@
 * gather: a scatter-add of the cotangent into zeros, from start indices clamped as gather
   clamps them (scatter would drop an out-of-bounds window instead).
 * scatter (add, or overwrite): the operand's cotangent passes (or is zeroed where
-  overwritten); the updates' is a gather of it, zero for windows scatter dropped.
+  overwritten); the updates' is a gather of it, zero for windows scatter dropped.  A max
+  (min) scatter's goes to the operand and updates equal to the result, shared evenly (JAX's
+  ``_scatter_extremal_jvp``).
 * sort: sorted again with an iota as an extra operand, which gives the permutation the sort
   applies; each cotangent is scattered back through it.
 
@@ -93,10 +95,10 @@ def vjp_scatter(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
         raise UnsupportedOpError(f"no VJP for the variadic scatter %{instr.name}",
                                  **instr._located())
     kind = combiner_kind(ctx.module, instr.attr("to_apply"))
-    if kind not in (CombinerKind.ADD, CombinerKind.SET):
+    if kind is CombinerKind.MUL or kind is None:
         raise UnsupportedOpError(
             f"no VJP for scatter %{instr.name}: its to_apply {instr.attr('to_apply')} is "
-            "neither an add nor an overwrite", **instr._located())
+            "not an add, an overwrite, a max or a min", **instr._located())
     operand, updates = ctx.operand_shape(instr, 0), ctx.operand_shape(instr, 2)
     indices = ctx.operand(instr, 1)
     window_dims = tuple(instr.attr("update_window_dims"))
@@ -119,6 +121,8 @@ def vjp_scatter(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     gather_attributes.append(("slice_sizes", tuple(window_sizes)))
     gathered = b.emit("gather", (ct, indices), gather_attributes)
     applied = _in_bounds_windows(b, instr, indices, operand, window_sizes, updates)
+    if kind in (CombinerKind.MAX, CombinerKind.MIN):
+        return _extremal_scatter(ctx, instr, ct, gather_attributes, applied)
     grad_updates = b.select(applied, gathered, b.full_like(0, gathered))
     if kind is CombinerKind.ADD:
         return (ct, None, grad_updates)
@@ -128,6 +132,39 @@ def vjp_scatter(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
     grad_operand = b.emit("scatter", (ct, indices, b.zeros(updates.with_layout(None))),
                           attributes)
     return (grad_operand, None, grad_updates)
+
+
+def _extremal_scatter(ctx: VjpContext, instr: HloInstruction, ct: str,
+                      gather_attributes: list, applied: str) -> Cts:
+    """A max (min) scatter, as JAX's ``_scatter_extremal_jvp`` transposed: the cotangent of
+    an element goes to the operand and the updates that equal the result there, shared
+    evenly among them."""
+    b = ctx.b
+    operand, indices, updates = (ctx.operand(instr, k) for k in range(3))
+    out = ctx.out(instr)
+    operand_shape = ctx.operand_shape(instr, 0).with_layout(None)
+
+    def gather(value: str) -> str:
+        return b.emit("gather", (value, indices), gather_attributes)
+
+    adder = b.table.scalar_reducer("add", operand_shape.dtype)
+    attributes = [(k, adder if k == "to_apply" else v) for k, v in instr.attributes]
+
+    def count(hits: str) -> str:  # how many applied updates per operand element
+        ones = b.select(hits, b.full_like(1, updates), b.full_like(0, updates))
+        return b.emit("scatter", (b.zeros(operand_shape), indices, ones), attributes)
+
+    successful = b.emit("and", (b.compare(updates, gather(out), "EQ"), applied))
+    retained = b.compare(operand, out, "EQ")
+    winners, references = count(successful), count(applied)
+    one, zero = b.full_like(1, winners), b.full_like(0, winners)
+    shared = b.divide(one, b.add(winners, one))
+    update_share = b.select(retained, shared, b.divide(one, winners))
+    grad_updates = b.multiply(gather(ct), b.select(successful, gather(update_share),
+                                                   b.full_like(0, updates)))
+    operand_share = b.select(b.compare(references, zero, "GT"),
+                             b.select(retained, shared, zero), one)
+    return (b.multiply(ct, operand_share), None, grad_updates)
 
 
 def _comparator_with_indices(b: GraphBuilder, module, name: str, count: int) -> str:
@@ -152,7 +189,6 @@ def vjp_sort(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     count = len(instr.operands)
     shapes = [ctx.operand_shape(instr, k) for k in range(count)]
     dims = shapes[0].dims
-    rank = len(dims)
     comparator = _comparator_with_indices(b, ctx.module, instr.attr("to_apply"), count)
     iota = b.emit("iota", (), (("iota_dimension", dim),), ArrayShape("s32", dims))
     sorted_shape = TupleShape(tuple(s.with_layout(None) for s in shapes)
@@ -161,24 +197,29 @@ def vjp_sort(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
                       (("dimensions", (dim,)), ("is_stable", True), ("to_apply", comparator)),
                       sorted_shape)
     permutation = b.get_tuple_element(resorted, count)
+    cts = ct if isinstance(ct, tuple) else (ct,)
+    return tuple(None if c is None else
+                 scatter_add_along(b, c, permutation, dim, shape.with_layout(None))
+                 for shape, c in zip(shapes, cts))
+
+
+def scatter_add_along(b: GraphBuilder, ct: str, positions: str, dim: int,
+                      shape: ArrayShape) -> str:
+    """Zeros of ``shape`` with each element of ``ct`` added at its own coordinates but
+    ``positions`` (s32, ``ct``'s dims) along ``dim``: the transpose of taking the elements at
+    ``positions`` along ``dim`` (a sort's permutation, top-k's indices)."""
+    dims = b.array_shape(ct).dims
+    rank = len(dims)
     coordinates = []
     for d in range(rank):
-        along = permutation if d == dim else b.emit(
+        along = positions if d == dim else b.emit(
             "iota", (), (("iota_dimension", d),), ArrayShape("s32", dims))
         coordinates.append(b.reshape(along, dims + (1,)))
     indices = coordinates[0] if rank == 1 else b.emit(
         "concatenate", coordinates, (("dimensions", (rank,)),))
-    cts = ct if isinstance(ct, tuple) else (ct,)
-    grads = []
-    for shape, c in zip(shapes, cts):
-        if c is None:
-            grads.append(None)
-            continue
-        adder = b.table.scalar_reducer("add", shape.dtype)
-        attributes = _scatter_attributes((), range(rank), range(rank), rank, (), (), adder)
-        grads.append(b.emit("scatter", (b.zeros(shape.with_layout(None)), indices, c),
-                            attributes))
-    return tuple(grads)
+    adder = b.table.scalar_reducer("add", shape.dtype)
+    attributes = _scatter_attributes((), range(rank), range(rank), rank, (), (), adder)
+    return b.emit("scatter", (b.zeros(shape), indices, ct), attributes)
 
 
 INDEXED_VJP_RULES: dict[str, Rule] = {

@@ -210,17 +210,17 @@ def test_every_evaluator_opcode_compiles_or_is_rejected_up_front(opcode, monkeyp
 
 
 def test_complex_ops_without_an_expansion_are_listed_with_their_locations(no_kernels):
-    # complex/real run as pairs of floats (fusion.transforms.complex_expansion); a complex sine and
-    # tangent have no expansion into real parts.
+    # complex/real run as pairs of floats (fusion.transforms.complex_expansion); a complex
+    # logistic and cube root have no expansion into real parts.
     text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  y = f32[2] parameter(1)\n"
-            "  c = c64[2] complex(x, y)\n  s = c64[2] sine(c)\n  t = c64[2] tan(s)\n"
+            "  c = c64[2] complex(x, y)\n  s = c64[2] logistic(c)\n  t = c64[2] cbrt(s)\n"
             "  ROOT r = f32[2] real(t)\n}\n")
     with pytest.raises(UnsupportedOpError) as info:
         compile_hlo(text)
     assert (info.value.line, info.value.column) == (6, 3)
     assert "2 ops are not covered" in info.value.message
-    assert "6:3 sine %s in computation e" in info.value.message
-    assert "7:3 tan %t in computation e" in info.value.message
+    assert "6:3 logistic %s in computation e" in info.value.message
+    assert "7:3 cbrt %t in computation e" in info.value.message
 
 
 # ---- limits of covered ops --------------------------------------------------------------------

@@ -62,6 +62,11 @@ def normal(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape)
 
 
+def _spd(*shape: int) -> np.ndarray:
+    a = normal(*shape)
+    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
 def positive(*shape: int) -> np.ndarray:
     return np.abs(RNG.standard_normal(shape)) + 0.5
 
@@ -106,6 +111,16 @@ CASES = {
     "broadcast": ("""
   x = f64[5,3] parameter(0)
   ROOT y = f64[3,2,5] broadcast(x), dimensions={2,0}""", [normal(5, 3)]),
+    "cholesky_lower": ("""
+  a = f64[2,3,3] parameter(0)
+  ROOT l = f64[2,3,3] cholesky(a), lower=true""", [_spd(2, 3, 3)]),
+    "cholesky_upper": ("""
+  a = f64[3,3] parameter(0)
+  ROOT u = f64[3,3] cholesky(a), lower=false""", [_spd(3, 3)]),
+    "cholesky_lapack": ("""
+  a = f64[3,3] parameter(0)
+  c = (f64[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_dpotrf_ffi", operand_layout_constraints={f64[3,3]{0,1}}, backend_config={uplo = 76 : ui8}
+  ROOT l = f64[3,3]{0,1} get-tuple-element(c), index=0""", [_spd(3, 3)]),
     "clamp": ("""
   lo = f64[3,5] parameter(0)
   x = f64[3,5] parameter(1)
@@ -214,6 +229,17 @@ CASES = {
   f = c128[2,4] fft(x), fft_type=RFFT, fft_length={7}
   s = c128[2,4] sine(f)
   ROOT g = f64[2,7] fft(s), fft_type=IRFFT, fft_length={7}""", [normal(2, 7)]),
+    "eigh_lapack": ("""
+  a = f64[3,3] parameter(0)
+  e = (f64[3,3]{0,1}, f64[3], s32[]) custom-call(a), custom_call_target="lapack_dsyevd_ffi", operand_layout_constraints={f64[3,3]{0,1}}, backend_config={mode = 86 : ui8, uplo = 85 : ui8}
+  v = f64[3,3]{0,1} get-tuple-element(e), index=0
+  w = f64[3] get-tuple-element(e), index=1
+  vv = f64[3,3] multiply(v, v)
+  ROOT t = (f64[3], f64[3,3]) tuple(w, vv)""", [_spd(3, 3)]),
+    "lu_lapack": ("""
+  a = f64[2,4,4] parameter(0)
+  c = (f64[2,4,4]{1,2,0}, s32[2,4], s32[2]) custom-call(a), custom_call_target="lapack_dgetrf_ffi", operand_layout_constraints={f64[2,4,4]{1,2,0}}
+  ROOT l = f64[2,4,4]{1,2,0} get-tuple-element(c), index=0""", [normal(2, 4, 4)]),
     "gather_clamped": ("""
   x = f64[6,3] parameter(0)
   i = s32[4,1] parameter(1)
@@ -276,6 +302,13 @@ CASES = {
   u = f64[4,3] parameter(2)
   ROOT s = f64[6,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f64""",
                     [normal(6, 3), np.array([[1], [1], [7], [5]], np.int32), normal(4, 3)]),
+    "scatter_max_duplicates_out_of_bounds": ("""
+  x = f64[6,3] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f64[4,3] parameter(2)
+  ROOT s = f64[6,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max_f64""",
+                                             [normal(6, 3), np.array([[2], [-1], [2], [5]], np.int32),
+                                              normal(4, 3)]),
     "scatter_set": ("""
   x = f64[6,3] parameter(0)
   i = s32[3,1] parameter(1)
@@ -292,6 +325,25 @@ CASES = {
   a = f64[3,5] get-tuple-element(s), index=0
   b = f64[3,5] get-tuple-element(s), index=1
   ROOT m = f64[3,5] multiply(a, b)""", [normal(3, 5), normal(3, 5)]),
+    "top_k": ("""
+  x = f64[2,7] parameter(0)
+  t = (f64[2,3], s32[2,3]) topk(x), k=3, largest=true
+  ROOT v = f64[2,3] get-tuple-element(t), index=0""", [normal(2, 7)]),
+    "triangular_solve_left_lower": ("""
+  a = f64[2,3,3] parameter(0)
+  b = f64[2,3,4] parameter(1)
+  ROOT x = f64[2,3,4] triangular-solve(a, b), left_side=true, lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE""",
+                                    [normal(2, 3, 3) + 3 * np.eye(3), normal(2, 3, 4)]),
+    "triangular_solve_right_upper_unit_transposed": ("""
+  a = f64[3,3] parameter(0)
+  b = f64[4,3] parameter(1)
+  ROOT x = f64[4,3] triangular-solve(a, b), left_side=false, lower=false, unit_diagonal=true, transpose_a=TRANSPOSE""",
+                                                     [normal(3, 3), normal(4, 3)]),
+    "triangular_solve_lapack": ("""
+  a = f64[3,3] parameter(0)
+  b = f64[3,2] parameter(1)
+  ROOT x = f64[3,2]{0,1} custom-call(a, b), custom_call_target="lapack_dtrsm_ffi", operand_layout_constraints={f64[3,3]{0,1}, f64[3,2]{0,1}}, backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 85 : ui8}""",
+                                [normal(3, 3) + 3 * np.eye(3), normal(3, 2)]),
     "transpose": ("""
   x = f64[2,3,5] parameter(0)
   ROOT y = f64[5,2,3] transpose(x), dimensions={2,0,1}""", [normal(2, 3, 5)]),

@@ -52,6 +52,30 @@ def _scan(x):
     return lax.scan(lambda c, v: (c * v + 1.0, c * v), jnp.float64(1.0), x)
 
 
+def _spd(*batch, n=4):
+    a = normal(*batch, n, n)
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def _solves(a, b):
+    x = lax.linalg.triangular_solve(a, b, left_side=True, lower=True)
+    y = lax.linalg.triangular_solve(a, x.T, left_side=False, lower=False, transpose_a=True,
+                                    unit_diagonal=True)
+    return lax.linalg.triangular_solve(a, y.T, left_side=True, lower=False, transpose_a=True)
+
+
+def _cholesky_upper(a):
+    # LAPACK reads one triangle; JAX's rule assumes a symmetric perturbation.  Both give the
+    # same gradient through a symmetric input, which is how a program reaches a Cholesky.
+    return jax.scipy.linalg.cholesky((a + a.T) / 2, lower=False)
+
+
+def _eigh(a):
+    # Eigenvectors only up to sign: the outputs are sign-invariant functions of them.
+    w, v = jnp.linalg.eigh(a)
+    return w, (v * jnp.arange(1.0, 5.0)) @ v.T, v * v
+
+
 def _switch(i, x):
     return lax.switch(i, [jnp.sin, jnp.cos, lambda v: v * v], x)
 
@@ -67,6 +91,8 @@ FUNCTIONS = {
                        (normal(3, 2, 5), normal(3, 5, 7))),
     "broadcast": (lambda x: jnp.broadcast_to(x[:, None, :], (3, 4, 5)) * 2.0, (normal(3, 5),)),
     "cbrt": (jnp.cbrt, (positive(7),)),
+    "cholesky": (jnp.linalg.cholesky, (_spd(2),)),
+    "cholesky_upper": (_cholesky_upper, (_spd(n=3) + 0.3 * normal(3, 3),)),
     "clip": (lambda x: jnp.clip(x, -0.5, 0.7), (normal(3, 5),)),
     "complex_abs_angle": (lambda x, y: jnp.abs(lax.complex(x, y) ** 3)
                           + jnp.angle(lax.complex(y, x)), (normal(7), normal(7))),
@@ -79,11 +105,13 @@ FUNCTIONS = {
     "conv": (_conv, (normal(2, 7, 5, 3), normal(3, 2, 3, 4))),
     "conv_grouped_dilated": (_conv_grouped, (normal(2, 4, 5, 3), normal(6, 2, 3, 2))),
     "cumsum": (lambda x: jnp.cumsum(x, axis=1), (normal(3, 6),)),
+    "det_slogdet": (lambda a: (jnp.linalg.det(a), jnp.linalg.slogdet(a)[1]), (_spd(2),)),
     "divide": (lambda a, b: a / b, (normal(7), positive(7))),
     "dynamic_slice": (lambda x, i: lax.dynamic_slice(x, (i, np.int32(1)), (2, 3)),
                       (normal(5, 6), np.int32(2))),
     "dynamic_update_slice": (lambda x, u, i: lax.dynamic_update_slice(x, u, (i, np.int32(0))),
                              (normal(5, 3), normal(2, 3), np.int32(1))),
+    "eigh": (_eigh, (_spd(n=4) + 0.3 * normal(4, 4),)),
     "einsum_contract_two": (lambda a, b: jnp.einsum("ijk,kjl->il", a, b),
                             (normal(3, 5, 2), normal(2, 5, 7))),
     "erf": (jax.scipy.special.erf, (normal(7),)),
@@ -97,6 +125,8 @@ FUNCTIONS = {
     "gather_batched": (jax.vmap(lambda x, i: x[i]),
                        (normal(3, 6, 2), np.array([[4, 0], [5, 5], [1, 2]], np.int32))),
     "gelu": (lambda x: jax.nn.gelu(x, approximate=False), (normal(3, 5),)),
+    "inverse_solve": (lambda a, b: (jnp.linalg.inv(a), jnp.linalg.solve(a, b)),
+                      (normal(2, 4, 4) + 4 * np.eye(4), normal(2, 4, 3))),
     "layernorm": (lambda x, g: (x - x.mean(-1, keepdims=True))
                   * lax.rsqrt(x.var(-1, keepdims=True) + 1e-5) * g, (normal(3, 5), normal(5))),
     "logsumexp": (lambda x: jax.nn.logsumexp(x, axis=1), (normal(3, 5),)),
@@ -119,6 +149,11 @@ FUNCTIONS = {
     "scatter_add_batched": (jax.vmap(lambda x, i, u: x.at[i].add(u)),
                             (normal(2, 6, 3), np.array([[1, 1], [0, 4]], np.int32),
                              normal(2, 2, 3))),
+    "scatter_max_ties": (lambda x, u: x.at[np.array([1, 1, 0, 3, 3])].max(u),
+                         (np.array([1.0, 5.0, 2.0, -1.0]),
+                          np.array([5.0, 3.0, 1.0, 0.5, 0.5]))),
+    "scatter_min_2d": (lambda x, i, u: x.at[i, 1:].min(u),
+                       (normal(5, 3), np.array([0, 4, 0], np.int32), normal(3, 2))),
     "scatter_set": (lambda x, i, u: x.at[i].set(u),
                     (normal(6, 3), np.array([1, 5, 4], np.int32), normal(3, 3))),
     "sigmoid_tanh": (lambda x: jax.nn.sigmoid(x) * jnp.tanh(x), (normal(7),)),
@@ -129,6 +164,8 @@ FUNCTIONS = {
     "sort": (lambda x: jnp.sort(x, axis=-1), (normal(3, 5),)),
     "sort_key_value": (lambda k, v: lax.sort((k, v), num_keys=1)[1] * 2.0, (normal(7), normal(7))),
     "switch": (_switch, (np.int32(2), normal(5))),
+    "top_k": (lambda x: lax.top_k(x, 3)[0], (normal(2, 3, 7),)),
+    "triangular_solves": (_solves, (normal(3, 3) + 3 * np.eye(3), normal(3, 2))),
     "where": (lambda x: jnp.where(x > 0, jnp.log(jnp.abs(x) + 1.0), x * x), (normal(3, 5),)),
 }
 

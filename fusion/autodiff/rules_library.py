@@ -1,0 +1,269 @@
+"""VJP rules of the library calls (``fusion.analysis.library_calls``): the HLO ops
+``cholesky``, ``triangular-solve`` and ``topk``, and the custom calls computing the same
+routines (LAPACK's ``potrf``, ``trsm``, ``getrf`` as JAX calls them on the CPU, cuSOLVER's on
+a GPU, XLA:CPU's ``TopK``).  One rule per routine, whichever form carries it; formulas are
+JAX's (``jax._src.lax.linalg``), transposed, on real matrices (``f32``/``f64``) with any
+leading batch dims.
+
+* ``triangular_solve``: ``X = op(A)^-1 B`` (or ``B op(A)^-1``): ``B``'s cotangent is the solve
+  with ``op`` transposed, ``Y``; ``A``'s is ``-Y X^T`` (``-X^T Y`` on the right), transposed
+  back when ``op`` transposes, in the triangle the solve reads (without the diagonal for a
+  unit one).
+* ``cholesky``: ``A = L L^T``: ``G = L^-T phi(L^T Lbar) L^-1`` (``phi``: the lower triangle,
+  its diagonal halved), JAX's gradient for a symmetric perturbation.  The factorization reads
+  one triangle of ``A``: that triangle gets ``G + G^T`` off the diagonal and ``G``'s diagonal
+  on it, the other none; through a symmetric input (``jnp.linalg.cholesky`` symmetrizes its
+  argument) this is JAX's gradient, and it is the derivative of what is computed.
+  LAPACK leaves the other triangle of its output as it found it: that part's cotangent
+  passes to ``A``.
+* ``lu`` (square): ``P A = L U``: with ``G = tril(L^T C, -1) + triu(C U^T)`` for the packed
+  factor's cotangent ``C``, ``A``'s is ``P^T L^-T G U^-T``; ``P`` from the pivots
+  (``lu_pivots_to_permutation``).
+* ``eigh``: ``A = V diag(w) V^T``: ``V (diag(wbar) + F o (V^T Vbar)) V^T`` with ``F[i, j] =
+  1 / (w[j] - w[i])`` off the diagonal, read into one triangle as the Cholesky's.
+* ``topk``: the values' cotangent added back at the indices (as a sort's).
+
+Other routines (svd, qr, eig ...) are located ``UnsupportedOpError``s.
+
+>>> sorted(LIBRARY_VJP_RULES)
+['cholesky', 'custom-call', 'topk', 'triangular-solve']
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from fusion.analysis.library_calls import LibraryCall, is_library_call, library_call
+from fusion.analysis.sharding import is_sharding_call
+from fusion.autodiff.cotangents import Cotangent
+from fusion.autodiff.graph_builder import GraphBuilder
+from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.autodiff.rules_collective import vjp_sharding_call
+from fusion.autodiff.rules_indexed import scatter_add_along
+from fusion.errors import UnsupportedOpError
+from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.shape import ArrayShape, TupleShape
+
+Cts = Sequence[Cotangent]
+
+_TRANSPOSE = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE"}
+
+
+def _unsupported(instr: HloInstruction, message: str) -> UnsupportedOpError:
+    return UnsupportedOpError(f"no VJP rule for op {instr.opcode} (%{instr.name}): {message}",
+                              **instr._located())
+
+
+def _leaf_cts(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> list[Cotangent]:
+    """The cotangent of each result leaf (``None`` where none flows back)."""
+    if isinstance(instr.shape, TupleShape):
+        return list(ct) if isinstance(ct, tuple) else [None] * len(instr.shape.elements)
+    return [ct]
+
+
+def _leaf(ctx: VjpContext, instr: HloInstruction, k: int) -> str:
+    """The backward name of the forward result's leaf ``k``."""
+    value = ctx.out(instr)
+    return ctx.b.get_tuple_element(value, k) if isinstance(instr.shape, TupleShape) else value
+
+
+# --- matrix helpers (the last two dims; the others are batch dims) ----------------------------
+
+def _matmul(b: GraphBuilder, x: str, y: str, tx: bool = False, ty: bool = False) -> str:
+    """``op(x) @ op(y)`` per batch element, ``op`` transposing where asked."""
+    rank = b.array_shape(x).rank
+    batch = tuple(range(rank - 2))
+    attributes = [("lhs_contracting_dims", (rank - 2 if tx else rank - 1,)),
+                  ("rhs_contracting_dims", (rank - 1 if ty else rank - 2,))]
+    if batch:
+        attributes = [("lhs_batch_dims", batch), ("rhs_batch_dims", batch)] + attributes
+    return b.emit("dot", (x, y), attributes)
+
+
+def _t(b: GraphBuilder, x: str) -> str:
+    rank = b.array_shape(x).rank
+    return b.transpose(x, tuple(range(rank - 2)) + (rank - 1, rank - 2))
+
+
+def _triangle(b: GraphBuilder, x: str, lower: bool, offset: int = 0) -> str:
+    """``x`` where ``column - row <= offset`` (lower) or ``>= offset`` (upper), else 0."""
+    shape = b.array_shape(x).with_layout(None)
+    rows, columns = (b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
+                     for d in (shape.rank - 2, shape.rank - 1))
+    difference = b.subtract(columns, rows)
+    keep = b.compare(difference, b.full_like(offset, difference), "LE" if lower else "GE")
+    return b.select(keep, x, b.zeros(shape))
+
+
+def _diagonal_only(b: GraphBuilder, x: str) -> str:
+    return _triangle(b, _triangle(b, x, True), False)
+
+
+def _solve(b: GraphBuilder, a: str, rhs: str, *, left_side: bool, lower: bool,
+           transpose: str, unit_diagonal: bool = False) -> str:
+    return b.emit("triangular-solve", (a, rhs), (
+        ("left_side", left_side), ("lower", lower), ("unit_diagonal", unit_diagonal),
+        ("transpose_a", _TRANSPOSE[transpose])))
+
+
+def _real_only(ctx: VjpContext, instr: HloInstruction, call: LibraryCall) -> None:
+    dtype = ctx.operand_shape(instr, 0).dtype
+    if dtype not in ("f32", "f64"):
+        raise _unsupported(instr, f"the VJP of {call.routine} is derived for f32 and f64 "
+                           f"matrices, not {dtype}")
+
+
+# --- routines --------------------------------------------------------------------------------
+
+def _triangular_solve(ctx: VjpContext, instr: HloInstruction, call: LibraryCall,
+                      ct: Cotangent) -> Cts:
+    b = ctx.b
+    a, x = ctx.operand(instr, 0), ctx.out(instr)
+    flipped = {"N": "T", "T": "N"}[call.transpose_a]
+    y = _solve(b, a, ct, left_side=call.left_side, lower=call.lower, transpose=flipped,
+               unit_diagonal=call.unit_diagonal)
+    outer = _matmul(b, y, x, ty=True) if call.left_side else _matmul(b, x, y, tx=True)
+    if call.transpose_a == "T":
+        outer = _t(b, outer)
+    grad_a = _triangle(b, b.negate(outer), call.lower,
+                       (-1 if call.lower else 1) if call.unit_diagonal else 0)
+    return (grad_a, y)
+
+
+def _cholesky(ctx: VjpContext, instr: HloInstruction, call: LibraryCall,
+              ct: Cotangent) -> Cts:
+    b = ctx.b
+    factor_ct = _leaf_cts(ctx, instr, ct)[0]
+    if factor_ct is None:
+        return (None,)
+    raw = _leaf(ctx, instr, 0)
+    factor = _triangle(b, raw, call.lower)
+    bar = _triangle(b, factor_ct, call.lower)
+    # The upper factor U = L^T: the lower factor's formula on the transposes.
+    lower, lower_bar = (factor, bar) if call.lower else (_t(b, factor), _t(b, bar))
+    inner = _matmul(b, lower, lower_bar, tx=True)
+    phi = b.subtract(_triangle(b, inner, True), b.scale(_diagonal_only(b, inner), 0.5))
+    left = _solve(b, lower, phi, left_side=True, lower=True, transpose="T")
+    grad = _solve(b, lower, left, left_side=False, lower=True, transpose="N")
+    grad_a = _read_triangle(b, grad, call.lower)
+    if call.info:  # LAPACK's factor keeps the input's other triangle
+        grad_a = b.add(grad_a, _triangle(b, factor_ct, not call.lower,
+                                         1 if call.lower else -1))
+    return (grad_a,)
+
+
+def _read_triangle(b: GraphBuilder, grad: str, lower: bool) -> str:
+    """JAX's gradient ``grad`` for a symmetric perturbation, as the derivative of a routine
+    that reads one triangle: ``grad + grad^T`` there off the diagonal, ``grad``'s diagonal."""
+    symmetric = b.add(grad, _t(b, grad))
+    return b.subtract(_triangle(b, symmetric, lower), _diagonal_only(b, grad))
+
+
+def _eigh(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
+    """``A = V diag(w) V^T``: ``A``'s is ``V (diag(wbar) + F o (V^T Vbar)) V^T``, ``F[i, j] =
+    1 / (w[j] - w[i])`` off the diagonal, 0 on it (JAX's ``_eigh_jvp_rule``, transposed)."""
+    b = ctx.b
+    vectors_ct, values_ct = _leaf_cts(ctx, instr, ct)[:2]
+    if vectors_ct is not None and not call.compute_v:
+        raise _unsupported(instr, f"{call.target} computed no eigenvectors to differentiate")
+    vectors, values = _leaf(ctx, instr, 0), _leaf(ctx, instr, 1)
+    shape = b.array_shape(vectors).with_layout(None)
+    rank = shape.rank
+    g = b.zeros(shape)
+    if values_ct is not None:
+        g = b.multiply(b.broadcast(values_ct, shape.dims, tuple(range(rank - 1))),
+                       _identity(b, shape))
+    if vectors_ct is not None:
+        along_rows = b.broadcast(values, shape.dims, tuple(range(rank - 2)) + (rank - 1,))
+        along_columns = b.broadcast(values, shape.dims, tuple(range(rank - 1)))
+        eye = _identity(b, shape)
+        gaps = b.add(b.subtract(along_rows, along_columns), eye)  # w[j] - w[i], 1 on the diagonal
+        f = b.subtract(b.divide(b.full_like(1, gaps), gaps), eye)
+        g = b.add(g, b.multiply(f, _matmul(b, vectors, vectors_ct, tx=True)))
+    grad = _matmul(b, _matmul(b, vectors, g), vectors, ty=True)
+    return (_read_triangle(b, grad, call.lower),)
+
+
+def _lu(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
+    b = ctx.b
+    shape = ctx.operand_shape(instr, 0).with_layout(None)
+    m, n = shape.dims[-2:]
+    if m != n:
+        raise _unsupported(instr, f"the VJP of LU is derived for square matrices, not {m}x{n}")
+    packed_ct = _leaf_cts(ctx, instr, ct)[0]
+    if packed_ct is None:
+        return (None,)
+    packed, pivots = _leaf(ctx, instr, 0), _leaf(ctx, instr, 1)
+    unit = b.add(_triangle(b, packed, True, -1), _identity(b, shape))
+    upper = _triangle(b, packed, False)
+    g = b.add(_triangle(b, _matmul(b, unit, packed_ct, tx=True), True, -1),
+              _triangle(b, _matmul(b, packed_ct, upper, ty=True), False))
+    left = _solve(b, packed, g, left_side=True, lower=True, transpose="T", unit_diagonal=True)
+    y = _solve(b, packed, left, left_side=False, lower=False, transpose="T")
+    # A's cotangent is P^T Y: row i of Y goes to row perm[i].
+    pivot_shape = b.array_shape(pivots)
+    zero_based = b.subtract(pivots, b.full_like(1, pivots))
+    permutation = b.emit("custom-call", (zero_based,),
+                         (("custom_call_target", "cu_lu_pivots_to_permutation"),),
+                         ArrayShape("s32", pivot_shape.dims[:-1] + (m,)))
+    rows = b.emit("iota", (), (("iota_dimension", shape.rank - 1),), shape.with_dtype("s32"))
+    chosen = b.compare(b.broadcast(permutation, shape.dims, tuple(range(shape.rank - 1))),
+                       rows, "EQ")
+    one_hot = b.convert(chosen, shape.dtype)  # P[i, perm[i]] = 1
+    return (_matmul(b, one_hot, y, tx=True),)
+
+
+def _identity(b: GraphBuilder, shape: ArrayShape) -> str:
+    rows, columns = (b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
+                     for d in (shape.rank - 2, shape.rank - 1))
+    return b.convert(b.compare(rows, columns, "EQ"), shape.dtype)
+
+
+def _topk(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
+    values_ct = _leaf_cts(ctx, instr, ct)[0]
+    if values_ct is None:
+        return (None,)
+    shape = ctx.operand_shape(instr, 0).with_layout(None)
+    indices = _leaf(ctx, instr, 1)
+    return (scatter_add_along(ctx.b, values_ct, indices, shape.rank - 1, shape),)
+
+
+#: routine -> its VJP rule (``rule(ctx, instr, call, ct)``).
+_ROUTINES = {
+    "cholesky": _cholesky,
+    "eigh": _eigh,
+    "lu": _lu,
+    "topk": _topk,
+    "triangular_solve": _triangular_solve,
+}
+
+
+def vjp_library_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """The VJP of a library call, by the routine it computes."""
+    call = library_call(instr)
+    rule = _ROUTINES.get(call.routine)
+    if rule is None:
+        raise _unsupported(instr, f"{call.routine} ({call.target}) has no VJP rule here")
+    if call.routine != "topk":
+        _real_only(ctx, instr, call)
+    grads = rule(ctx, instr, call, ct)
+    return tuple(grads) + (None,) * (len(instr.operands) - len(grads))
+
+
+def vjp_custom_call(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
+    """A library call's rule, or a sharding call's transpose; other targets have none."""
+    if is_library_call(instr):
+        return vjp_library_call(ctx, instr, ct)
+    if is_sharding_call(instr):
+        return vjp_sharding_call(ctx, instr, ct)
+    raise _unsupported(instr, f"custom-call target {instr.attr('custom_call_target')} is "
+                       "opaque (only the sharding and library calls have a VJP)")
+
+
+LIBRARY_VJP_RULES: dict[str, Rule] = {
+    "cholesky": vjp_library_call,
+    "custom-call": vjp_custom_call,
+    "topk": vjp_library_call,
+    "triangular-solve": vjp_library_call,
+}
+
+__all__ = ["LIBRARY_VJP_RULES"]
