@@ -7,7 +7,9 @@
 * reduce-window add: JAX's transpose (a padded, dilated cotangent summed over the same
   window); maximum/minimum: for each position in the window, a strided slice of the padded
   operand, the cotangent going to the first position equal to the result, as XLA's
-  ``select-and-scatter`` with ``GE`` does (which the Triton path has no kernel for).
+  ``select-and-scatter`` with ``GE`` does (which the Triton path has no kernel for);
+  multiply (a cumulative product): the product of the window's other elements, from the
+  window's product of non-zero elements and its count of zeros.
 
 >>> sorted(REDUCE_VJP_RULES)
 ['reduce', 'reduce-window']
@@ -185,8 +187,35 @@ def vjp_reduce_window(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> 
             raise _unsupported(instr, "a summing window with base dilation")
         return (_window_sum_transpose(ctx, instr, ct), None)
     if kind is CombinerKind.MUL:
-        raise _unsupported(instr, "a multiplying window")
+        if any(w.base_dilation != 1 for w in window):
+            raise _unsupported(instr, "a multiplying window with base dilation")
+        return (_window_product_transpose(ctx, instr, ct), None)
     return (_window_choice_transpose(ctx, instr, ct), None)
+
+
+def _window_product_transpose(ctx: VjpContext, instr: HloInstruction, ct: str) -> str:
+    """A product window (a cumulative product): each element gets, from each window holding
+    it, the cotangent times the product of the window's other elements.  With ``P`` the
+    window's product of its non-zero elements and ``Z`` its count of zeros, that is ``P / x``
+    for ``x != 0`` in a window without zeros, ``P`` for the window's only zero, and 0
+    otherwise: two window sums transposed, no division by zero."""
+    b = ctx.b
+    x, init = ctx.operand(instr, 0), ctx.operand(instr, 1)
+    dtype = b.array_shape(x).dtype
+    is_zero = b.compare(x, b.full_like(0, x), "EQ")
+    nonzero = b.select(is_zero, b.full_like(1, x), x)
+    window = ("window", instr.attr("window"))
+    products = b.emit("reduce-window", (nonzero, init), (
+        window, ("to_apply", b.table.scalar_reducer("multiply", dtype))))
+    zeros = b.emit("reduce-window", (b.convert(is_zero, dtype), b.scalar(0, dtype)), (
+        window, ("to_apply", b.table.scalar_reducer("add", dtype))))
+
+    def share(count: int) -> str:
+        chosen = b.compare(zeros, b.full_like(count, zeros), "EQ")
+        return _window_sum_transpose(ctx, instr, b.multiply(
+            ct, b.select(chosen, products, b.full_like(0, products))))
+
+    return b.select(is_zero, share(1), b.divide(share(0), nonzero))
 
 
 REDUCE_VJP_RULES: dict[str, Rule] = {

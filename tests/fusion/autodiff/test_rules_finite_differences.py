@@ -280,6 +280,11 @@ CASES = {
   z = f64[] constant(0)
   ROOT r = f64[3,6] reduce-window(x, z), window={size=1x6 pad=0_0x5_0}, to_apply=add_f64""",
                              [normal(3, 6)]),
+    "reduce_window_mul_strided": ("""
+  x = f64[3,8] parameter(0)
+  one = f64[] constant(1)
+  ROOT r = f64[3,4] reduce-window(x, one), window={size=1x3 stride=1x2 pad=0_0x1_0}, to_apply=mul_f64""",
+                                  [np.concatenate([normal(3, 4), np.zeros((3, 1)), normal(3, 3)], 1)]),
     "reduce_window_max": ("""
   x = f64[5,7] parameter(0)
   z = f64[] constant(-inf)

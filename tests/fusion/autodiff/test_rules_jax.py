@@ -104,6 +104,8 @@ FUNCTIONS = {
     "cond": (lambda p, x: lax.cond(p > 0, jnp.sin, jnp.cos, x), (np.int32(1), normal(5))),
     "conv": (_conv, (normal(2, 7, 5, 3), normal(3, 2, 3, 4))),
     "conv_grouped_dilated": (_conv_grouped, (normal(2, 4, 5, 3), normal(6, 2, 3, 2))),
+    "cumprod_with_zeros": (lambda x: jnp.cumprod(x, axis=1),
+                           (np.where(RNG.random((3, 6)) < 0.25, 0.0, normal(3, 6)),)),
     "cumsum": (lambda x: jnp.cumsum(x, axis=1), (normal(3, 6),)),
     "det_slogdet": (lambda a: (jnp.linalg.det(a), jnp.linalg.slogdet(a)[1]), (_spd(2),)),
     "divide": (lambda a, b: a / b, (normal(7), positive(7))),
