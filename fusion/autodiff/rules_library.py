@@ -23,7 +23,10 @@ leading batch dims.
   1 / (w[j] - w[i])`` off the diagonal, read into one triangle as the Cholesky's.
 * ``topk``: the values' cotangent added back at the indices (as a sort's).
 
-Other routines (svd, qr, eig ...) are located ``UnsupportedOpError``s.
+* ``svd``: JAX's rule on thin factors (the forward's, or a thin ``gesdd`` of the backward's own
+  when the forward computed none or full ones and only the singular values are used).
+
+Other routines (qr, eig ...) are located ``UnsupportedOpError``s.
 
 >>> sorted(LIBRARY_VJP_RULES)
 ['cholesky', 'custom-call', 'topk', 'triangular-solve']
@@ -40,7 +43,9 @@ from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.autodiff.rules_collective import vjp_sharding_call
 from fusion.autodiff.rules_indexed import scatter_add_along
 from fusion.errors import UnsupportedOpError
+from fusion.ir.attributes import RawText
 from fusion.ir.hlo_module import HloInstruction
+from fusion.ir.layout import Layout
 from fusion.ir.shape import ArrayShape, TupleShape
 
 Cts = Sequence[Cotangent]
@@ -183,6 +188,98 @@ def _eigh(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotange
     return (_read_triangle(b, grad, call.lower),)
 
 
+def _column_major(shape: ArrayShape) -> ArrayShape:
+    rank = shape.rank
+    return shape.with_layout(Layout((rank - 2, rank - 1) + tuple(range(rank - 3, -1, -1))))
+
+
+def _forward_is_thin(instr: HloInstruction, call: LibraryCall) -> bool:
+    """Whether the forward computed thin (or square) singular vectors."""
+    leaves = instr.shape.elements
+    u, v = (leaves[3], leaves[2]) if call.svd_swapped else (leaves[2], leaves[3])
+    k = min(leaves[0].dims[-2:])
+    return call.compute_uv and u.dims[-1] == k and (v.dims[-1] if call.svd_v else v.dims[-2]) == k
+
+
+def _thin_svd(ctx: VjpContext, instr: HloInstruction, call: LibraryCall) -> tuple[str, str, str]:
+    """``(U, s, V)`` of the operand, thin (``U``: ``m x k``, ``V``: ``n x k``): the forward's
+    own outputs when it computed them thin, else a LAPACK ``gesdd`` of its own."""
+    b = ctx.b
+    if _forward_is_thin(instr, call):
+        u, v = _leaf(ctx, instr, 2), _leaf(ctx, instr, 3)
+        if call.svd_swapped:
+            u, v = v, u
+        return u, _leaf(ctx, instr, 1), v if call.svd_v else _t(b, v)
+    shape = ctx.operand_shape(instr, 0).with_layout(None)
+    m, n = shape.dims[-2:]
+    k, batch = min(m, n), shape.dims[:-2]
+    letter = {"f32": "s", "f64": "d"}[shape.dtype]
+    matrix = _column_major(shape)
+    thin = TupleShape((matrix, ArrayShape(shape.dtype, batch + (k,)),
+                       _column_major(ArrayShape(shape.dtype, batch + (m, k))),
+                       _column_major(ArrayShape(shape.dtype, batch + (k, n))),
+                       ArrayShape("s32", batch)))
+    a = b.emit("copy", (ctx.operand(instr, 0),), shape=matrix)
+    svd = b.emit("custom-call", (a,), (
+        ("custom_call_target", f"lapack_{letter}gesdd_ffi"),
+        ("operand_layout_constraints", RawText("{" + str(matrix) + "}")),
+        ("backend_config", RawText("{mode = 83 : ui8}"))), thin)
+    parts = [b.get_tuple_element(svd, i) for i in (2, 1, 3)]
+    return parts[0], parts[1], _t(b, parts[2])
+
+
+def _svd(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
+    """JAX's ``_svd_jvp_rule`` (thin factors) transposed: with ``J = F o (U^T Ubar)``, ``K = F o
+    (V^T Vbar)``, ``F[i, j] = 1 / (s_j^2 - s_i^2)`` off the diagonal, ``A``'s cotangent is
+    ``U (diag(sbar) + (J + J^T) S + S (K + K^T)) V^T``, plus, for a tall or wide matrix,
+    ``(I - U U^T) Ubar S^-1 V^T`` and ``U ((I - V V^T) Vbar S^-1)^T``."""
+    b = ctx.b
+    cts = _leaf_cts(ctx, instr, ct)
+    s_ct, u_ct, v_ct = cts[1], cts[2], cts[3]
+    if call.svd_swapped:
+        u_ct, v_ct = v_ct, u_ct
+    shape = ctx.operand_shape(instr, 0).with_layout(None)
+    m, n = shape.dims[-2:]
+    k = min(m, n)
+    if (u_ct is not None or v_ct is not None) and not _forward_is_thin(instr, call):
+        raise _unsupported(instr, "the singular vectors of a full (not thin) SVD of a "
+                           f"{m}x{n} matrix have no VJP (JAX's neither)")
+    u, s, v = _thin_svd(ctx, instr, call)
+    square = ArrayShape(shape.dtype, shape.dims[:-2] + (k, k))
+    rank = square.rank
+    s_columns = b.broadcast(s, square.dims, tuple(range(rank - 2)) + (rank - 1,))  # s_j
+    s_rows = b.broadcast(s, square.dims, tuple(range(rank - 1)))  # s_i
+    eye = _identity(b, square)
+    g = b.zeros(square)
+    if s_ct is not None:
+        g = b.multiply(b.broadcast(s_ct, square.dims, tuple(range(rank - 1))), eye)
+    if u_ct is not None or v_ct is not None:
+        gaps = b.add(b.multiply(b.add(s_columns, s_rows), b.subtract(s_columns, s_rows)), eye)
+        f = b.subtract(b.divide(b.full_like(1, gaps), gaps), eye)
+    extra = None
+    if u_ct is not None:
+        u_bar = u_ct
+        j = b.multiply(f, _matmul(b, u, u_bar, tx=True))
+        g = b.add(g, b.multiply(b.add(j, _t(b, j)), s_columns))
+        if m > k:
+            scaled = b.divide(u_bar, b.broadcast(s, b.array_shape(u_bar).dims,
+                                                 tuple(range(rank - 2)) + (rank - 1,)))
+            rest = b.subtract(scaled, _matmul(b, u, _matmul(b, u, scaled, tx=True)))
+            extra = _matmul(b, rest, v, ty=True)
+    if v_ct is not None:
+        v_bar = v_ct if call.svd_v else _t(b, v_ct)
+        kk = b.multiply(f, _matmul(b, v, v_bar, tx=True))
+        g = b.add(g, b.multiply(s_rows, b.add(kk, _t(b, kk))))
+        if n > k:
+            scaled = b.divide(v_bar, b.broadcast(s, b.array_shape(v_bar).dims,
+                                                 tuple(range(rank - 2)) + (rank - 1,)))
+            rest = b.subtract(scaled, _matmul(b, v, _matmul(b, v, scaled, tx=True)))
+            term = _matmul(b, u, rest, ty=True)
+            extra = term if extra is None else b.add(extra, term)
+    grad = _matmul(b, _matmul(b, u, g), v, ty=True)
+    return (grad if extra is None else b.add(grad, extra),)
+
+
 def _lu(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
     b = ctx.b
     shape = ctx.operand_shape(instr, 0).with_layout(None)
@@ -232,6 +329,7 @@ _ROUTINES = {
     "cholesky": _cholesky,
     "eigh": _eigh,
     "lu": _lu,
+    "svd": _svd,
     "topk": _topk,
     "triangular_solve": _triangular_solve,
 }

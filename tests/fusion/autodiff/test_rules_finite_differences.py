@@ -320,6 +320,19 @@ CASES = {
   u = f64[3,3] parameter(2)
   ROOT s = f64[6,3] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set_f64""",
                     [normal(6, 3), np.array([[2], [-1], [5]], np.int32), normal(3, 3)]),
+    "svd_lapack_thin": ("""
+  a = f64[4,3] parameter(0)
+  c = (f64[4,3]{0,1}, f64[3], f64[4,3]{0,1}, f64[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_dgesdd_ffi", operand_layout_constraints={f64[4,3]{0,1}}, backend_config={mode = 83 : ui8}
+  s = f64[3] get-tuple-element(c), index=1
+  u = f64[4,3]{0,1} get-tuple-element(c), index=2
+  vt = f64[3,3]{0,1} get-tuple-element(c), index=3
+  uu = f64[4,3] multiply(u, u)
+  vv = f64[3,3] multiply(vt, vt)
+  ROOT t = (f64[3], f64[4,3], f64[3,3]) tuple(s, uu, vv)""", [normal(4, 3)]),
+    "svd_lapack_values": ("""
+  a = f64[2,3,5] parameter(0)
+  c = (f64[2,3,5]{1,2,0}, f64[2,3], f64[2,3,3]{1,2,0}, f64[2,5,5]{1,2,0}, s32[2]) custom-call(a), custom_call_target="lapack_dgesdd_ffi", operand_layout_constraints={f64[2,3,5]{1,2,0}}, backend_config={mode = 78 : ui8}
+  ROOT s = f64[2,3] get-tuple-element(c), index=1""", [normal(2, 3, 5)]),
     "slice_strided": ("""
   x = f64[7,6] parameter(0)
   ROOT s = f64[3,2] slice(x), slice={[1:7:2], [0:5:3]}""", [normal(7, 6)]),

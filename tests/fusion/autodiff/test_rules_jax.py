@@ -76,6 +76,13 @@ def _eigh(a):
     return w, (v * jnp.arange(1.0, 5.0)) @ v.T, v * v
 
 
+def _svd(a):
+    # Singular vectors only up to a common sign per pair: sign-invariant outputs.
+    u, s, vt = jnp.linalg.svd(a, full_matrices=False)
+    weights = jnp.arange(1.0, s.shape[-1] + 1.0)
+    return s, (u * weights) @ vt, u * u, vt * vt
+
+
 def _switch(i, x):
     return lax.switch(i, [jnp.sin, jnp.cos, lambda v: v * v], x)
 
@@ -165,6 +172,9 @@ FUNCTIONS = {
     "softmax": (lambda x: jax.nn.softmax(x, axis=-1), (normal(3, 5),)),
     "sort": (lambda x: jnp.sort(x, axis=-1), (normal(3, 5),)),
     "sort_key_value": (lambda k, v: lax.sort((k, v), num_keys=1)[1] * 2.0, (normal(7), normal(7))),
+    "svd_tall_batched": (_svd, (normal(2, 5, 3),)),
+    "svd_values_only": (lambda a: jnp.linalg.svd(a, compute_uv=False), (normal(2, 3, 5),)),
+    "svd_wide": (_svd, (normal(3, 4),)),
     "switch": (_switch, (np.int32(2), normal(5))),
     "top_k": (lambda x: lax.top_k(x, 3)[0], (normal(2, 3, 7),)),
     "triangular_solves": (_solves, (normal(3, 3) + 3 * np.eye(3), normal(3, 2))),
