@@ -29,11 +29,13 @@ from fusion.transforms.scaled_dot_expansion import expand_scaled_dots
 
 
 def _differentiable_parameter(shape: Shape) -> bool:
-    return isinstance(shape, ArrayShape) and shape.element_type.is_float
+    return isinstance(shape, ArrayShape) and (shape.element_type.is_float
+                                              or shape.element_type.is_complex)
 
 
 def default_wrt(module: HloModule) -> tuple[int, ...]:
-    """The ENTRY parameters differentiated by default: every floating-point array."""
+    """The ENTRY parameters differentiated by default: every floating-point or complex array
+    (a complex one's gradient in JAX's convention, ``cotangents``)."""
     return tuple(i for i, p in enumerate(module.entry.parameters)
                  if _differentiable_parameter(p.shape))
 
@@ -51,8 +53,8 @@ def _checked_wrt(module: HloModule, wrt: Sequence[int] | None) -> tuple[int, ...
         if not _differentiable_parameter(params[index].shape):
             raise BadArgumentError(
                 f"parameter {index} (%{params[index].name}) is {params[index].shape}: only "
-                "floating-point arrays have gradients", where=module.entry_name,
-                expected="a floating-point array parameter")
+                "floating-point and complex arrays have gradients", where=module.entry_name,
+                expected="a floating-point or complex array parameter")
     if len(set(chosen)) != len(chosen):
         raise BadArgumentError(f"wrt {list(chosen)} names a parameter twice",
                             where=module.entry_name)

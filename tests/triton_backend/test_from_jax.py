@@ -155,6 +155,18 @@ def test_gradcheck_f64():
     assert torch.autograd.gradcheck(fn, (x, w))
 
 
+@pytest.mark.parametrize("grad", ["jax", "hlo"])
+def test_gradcheck_complex_inputs_and_outputs(grad):
+    """Both backwards (JAX's VJP and fusion.autodiff's) take and give complex cotangents in
+    JAX's convention; the op converts to torch's, which gradcheck checks."""
+    fn = from_jax(lambda z, x: (jnp.exp(z * x) * jnp.conj(z), jnp.abs(z) * x),
+                  torch.zeros(3, dtype=torch.complex128), torch.zeros(3, dtype=torch.float64),
+                  name=f"from_jax_complex_{grad}", grad=grad)
+    z = torch.randn(3, dtype=torch.complex128, requires_grad=True)
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(fn, (z, x))
+
+
 def test_hlo_gradients_through_linear_algebra_and_ffts_match_jax_grad():
     """fusion.autodiff's rules for LAPACK's calls and complex values, compiled and run as the
     op's backward (grad="hlo"), against jax.grad of the same function."""

@@ -211,23 +211,27 @@ def test_gradcheck_f64():
     assert torch.autograd.gradcheck(op, (x, g))
 
 
-def test_gradcheck_complex_output_and_intermediates():
-    """A complex output's cotangent arrives in torch's convention, the conjugate of the
-    backward module's (JAX's); gradcheck's finite differences see both parts."""
+def test_gradcheck_complex_inputs_outputs_and_intermediates():
+    """A complex output's cotangent arrives, and a complex input's gradient leaves, in torch's
+    convention, the conjugate of the backward module's (JAX's); gradcheck's finite
+    differences see both parts of each."""
     op = torch_op("""HloModule complex_out
 ENTRY e {
   x = f64[2,3] parameter(0)
   y = f64[2,3] parameter(1)
+  w = c128[3] parameter(2)
   z = c128[2,3] complex(x, y)
-  w = c128[2,3] multiply(z, z)
-  s = c128[2,3] sine(w)
+  b = c128[2,3] broadcast(w), dimensions={1}
+  m = c128[2,3] multiply(z, b)
+  s = c128[2,3] sine(m)
   f = c128[2,3] fft(s), fft_type=FFT, fft_length={3}
   a = f64[2,3] abs(z)
   ROOT t = (c128[2,3], f64[2,3]) tuple(f, a)
 }""", name="autograd_complex_output")
     x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     y = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(op, (x, y))
+    w = torch.randn(3, dtype=torch.complex128, requires_grad=True)
+    assert torch.autograd.gradcheck(op, (x, y, w))
 
 
 def test_gradcheck_two_outputs_integer_input(mixed):

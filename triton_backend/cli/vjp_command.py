@@ -2,8 +2,8 @@
 
 Derives ``fusion.autodiff.vjp``: parameters are the forward's parameters followed by one
 cotangent per forward output, the result a tuple of one gradient per differentiated
-parameter (every floating-point parameter, or those ``--wrt`` lists).  Prints the module's
-text, or writes it to ``-o``; ``--json`` prints one document with the text (``hlo``, null with
+parameter (every floating-point or complex parameter, or those ``--wrt`` lists).  Prints the
+module's text, or writes it to ``-o``; ``--json`` prints one document with the text (``hlo``, null with
 ``-o``) and the differentiated parameters.  An op without a VJP rule is reported with its
 line:column.  Never imports torch or triton.
 """
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the backward module here instead of to stdout")
     parser.add_argument("--wrt", metavar="I,J,...",
                         help="the ENTRY parameters to differentiate, by number "
-                             "(default: every floating-point parameter)")
+                             "(default: every floating-point or complex parameter)")
 
 
 def parse_wrt(text: str | None) -> list[int] | None:

@@ -4,7 +4,7 @@
 an explicit backward HLO text, or ``None`` (inference only).  Either module follows one
 convention: its parameters are the forward's parameters followed by one cotangent per forward
 output (a tuple result flattened in order); its result is a tuple of one gradient per
-floating-point forward parameter, in order.  ``backward_plan`` checks an explicit module
+floating-point or complex forward parameter, in order.  ``backward_plan`` checks an explicit module
 against that convention, then drops the parameters the backward never reads, so the torch
 op saves for backward only the forward inputs it needs and passes only the cotangents it uses.
 
@@ -92,7 +92,7 @@ def _check_convention(forward: HloModule, backward: HloModule, wrt: tuple[int, .
     expected = [p.shape for p in params] + list(outputs)
     got = backward.entry.parameters
     convention = ("the forward's parameters, then one cotangent per forward output; result: "
-                  "a tuple of one gradient per floating-point forward parameter")
+                  "a tuple of one gradient per floating-point or complex forward parameter")
     if len(got) != len(expected):
         raise BadArgumentError(
             f"the backward module has {len(got)} parameter(s); the forward's {len(params)} "

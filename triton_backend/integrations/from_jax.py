@@ -213,9 +213,10 @@ def _x64(jax, on: bool):
 
 def _lower_vjp(jax, jnp, flat: Callable, specs: list, outputs) -> str:
     """JAX's VJP of ``flat`` as HLO, in ``torch_op``'s backward convention: parameters are the
-    forward's, then one cotangent per output; the result one gradient per float parameter."""
+    forward's, then one cotangent per output; the result one gradient per float or complex
+    parameter (JAX's convention; the torch op conjugates complex ones)."""
     n = len(specs)
-    wrt = [i for i, s in enumerate(specs) if jnp.issubdtype(s.dtype, jnp.floating)]
+    wrt = [i for i, s in enumerate(specs) if jnp.issubdtype(s.dtype, jnp.inexact)]
 
     def backward(*args):
         primals, cotangents = list(args[:n]), args[n:]

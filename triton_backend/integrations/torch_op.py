@@ -21,8 +21,9 @@ tilings from the tuning database are used when present (see ``tuning_db``).
 ``<namespace>::<name>_backward``, running the compiled VJP module (``fusion.autodiff.vjp``),
 compiled at the first backward and kept.  ``backward=`` may also be an explicit backward HLO
 text (parameters: the forward's, then one cotangent per output; result: a tuple of one
-gradient per floating-point parameter), or ``None`` for inference only: backward through the
-op then raises ``BadArgumentError`` (and ``"auto"`` on a module with an op autodiff has no
+gradient per floating-point or complex parameter, complex ones in JAX's convention, which the
+op conjugates into torch's), or ``None`` for inference only: backward through the op then
+raises ``BadArgumentError`` (and ``"auto"`` on a module with an op autodiff has no
 rule for raises autodiff's ``UnsupportedOpError``, naming the op and its line).  Only the
 forward inputs the backward reads are saved; integer inputs get ``None`` gradients.  Being a
 custom op with a fake implementation and an autograd formula, it trains in eager mode,
@@ -364,7 +365,7 @@ class _Backward:
         if isinstance(plan, NoBackward):
             raise plan.error
         result: list[torch.Tensor | None] = [None] * n_inputs
-        if self.op is None:   # no floating-point input: nothing has a gradient
+        if self.op is None:   # no floating-point or complex input: nothing has a gradient
             return tuple(result)
         device = next(c.device for c in cotangents if c is not None)
         used = []
@@ -384,7 +385,9 @@ class _Backward:
             computed = (computed,)
         for index, gradient in zip(plan.wrt, computed):
             if needs_input_grad[index]:
-                result[index] = gradient
+                # A complex input's gradient in torch's convention: the conjugate of JAX's.
+                result[index] = gradient.conj().resolve_conj() if gradient.is_complex() \
+                    else gradient
         return tuple(result)
 
 

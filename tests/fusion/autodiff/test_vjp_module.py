@@ -63,7 +63,7 @@ def test_backward_module_prints_and_parses_back() -> None:
 
 @pytest.mark.parametrize("wrt, message", [
     ([3], "wrt index 3 is not a parameter"),
-    ([1], "only floating-point arrays have gradients"),
+    ([1], "only floating-point and complex arrays have gradients"),
     ([0, 0], "names a parameter twice"),
 ])
 def test_bad_wrt_is_an_argument_error(wrt, message) -> None:
