@@ -83,6 +83,19 @@ def test_topk_op_and_xla_topk_custom_call_match_xla_bit_for_bit():
         assert got.tobytes() == want.tobytes()
 
 
+def test_xla_topk_custom_calls_with_values_only_comparators():
+    """XLA:CPU's optimized jnp.partition and argpartition: TopK calls whose comparator takes
+    the values alone (two parameters) or the values and indices (four)."""
+    jax = pytest.importorskip("jax")
+    x = _random((9,), np.float32)
+    for fn in (lambda v: jax.numpy.partition(v, 3), lambda v: jax.numpy.argpartition(v, 2)):
+        optimized = jax.jit(fn).lower(x).compile().as_text()
+        assert 'custom_call_target="TopK"' in optimized
+        (got,) = _run(optimized, x)
+        want = np.asarray(jax.jit(fn)(x))
+        np.testing.assert_array_equal(np.sort(got), np.sort(want))
+
+
 def test_cholesky_and_triangular_solve_ops():
     a = _random((4, 4), np.float64)
     spd = a @ a.T + 4 * np.eye(4)

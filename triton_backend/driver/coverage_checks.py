@@ -231,7 +231,12 @@ def _topk_comparator_reason(module: HloModule, instr: HloInstruction) -> str | N
     if len(comparators) != 1:
         return "TopK needs exactly one comparator in called_computations"
     values = flatten_shape(instr.shape)[0]
-    sort = replace(instr, opcode="sort", shape=TupleShape(tuple(flatten_shape(instr.shape))),
+    # XLA:CPU's comparator compares the values alone (two parameters) or the values and
+    # their indices (four): probe it as the sort of that many operands.
+    operands = len(module.computation(comparators[0]).parameters) // 2
+    sort = replace(instr, opcode="sort",
+                   shape=values if operands == 1 else TupleShape(tuple(flatten_shape(instr.shape))),
+                   operands=instr.operands * operands,
                    attributes=(("dimensions", (values.rank - 1,)), ("to_apply", comparators[0])))
     try:
         order = comparator_order(module, sort)
