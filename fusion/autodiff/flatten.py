@@ -27,8 +27,9 @@ from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import operands_first
 
-# Unrolling copies the body this many times at most: beyond, the backward module would be huge.
-MAX_UNROLLED_TRIPS = 1024
+# Unrolling copies the body this many times at most: a longer loop stays a loop, which the
+# while rule differentiates with loops (a trip's kernels then run once per trip, on the host).
+MAX_UNROLLED_TRIPS = 32
 
 
 class _Flattener:

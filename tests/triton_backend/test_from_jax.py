@@ -167,6 +167,23 @@ def test_gradcheck_complex_inputs_and_outputs(grad):
     assert torch.autograd.gradcheck(fn, (z, x))
 
 
+def test_hlo_gradients_through_a_long_scan_match_jax_grad():
+    """A 40-trip scan: fusion.autodiff differentiates it with a stacking and a reverse loop
+    (not unrolled), which compile and run as host loops of kernels."""
+    def loss(w, xs):
+        return jnp.sum(jax.lax.scan(lambda h, x: (jnp.tanh(h * w + x),) * 2, jnp.zeros(2), xs)[1])
+
+    w = np.float32([0.5, -0.8])
+    xs = np.random.default_rng(6).standard_normal((40, 2)).astype(np.float32)
+    fn = from_jax(loss, torch.from_numpy(w), torch.from_numpy(xs), name="from_jax_long_scan",
+                  grad="hlo")
+    tw, txs = (torch.from_numpy(v).requires_grad_(True) for v in (w, xs))
+    fn(tw, txs).backward()
+    want_w, want_xs = jax.grad(loss, argnums=(0, 1))(w, xs)
+    np.testing.assert_allclose(tw.grad.numpy(), want_w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(txs.grad.numpy(), want_xs, rtol=1e-4, atol=1e-5)
+
+
 def test_hlo_gradients_through_linear_algebra_and_ffts_match_jax_grad():
     """fusion.autodiff's rules for LAPACK's calls and complex values, compiled and run as the
     op's backward (grad="hlo"), against jax.grad of the same function."""

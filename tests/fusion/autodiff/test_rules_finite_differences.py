@@ -486,6 +486,36 @@ on_false {
   a = f64[5] parameter(0)
   ROOT s = f64[5] exponential(a)
 }"""),
+    "while_long_scan": ("""
+  w = f64[3,3] parameter(0)
+  xs = f64[40,3] parameter(1)
+  h = f64[3] parameter(2)
+  z = s32[] constant(0)
+  t = (s32[], f64[3,3], f64[40,3], f64[3]) tuple(z, w, xs, h)
+  l = (s32[], f64[3,3], f64[40,3], f64[3]) while(t), condition=scan_cond, body=scan_body
+  ROOT r = f64[3] get-tuple-element(l), index=3""", """
+scan_body {
+  s = (s32[], f64[3,3], f64[40,3], f64[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  w = f64[3,3] get-tuple-element(s), index=1
+  xs = f64[40,3] get-tuple-element(s), index=2
+  h = f64[3] get-tuple-element(s), index=3
+  zero = s32[] constant(0)
+  row = f64[1,3] dynamic-slice(xs, i, zero), dynamic_slice_sizes={1,3}
+  x = f64[3] reshape(row)
+  wh = f64[3] dot(w, h), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f64[3] add(wh, x)
+  n = f64[3] tanh(a)
+  ROOT u = (s32[], f64[3,3], f64[40,3], f64[3]) tuple(j, w, xs, n)
+}
+scan_cond {
+  s = (s32[], f64[3,3], f64[40,3], f64[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(40)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}"""),
     "while_counted": ("""
   x = f64[5] parameter(0)
   z = s32[] constant(0)

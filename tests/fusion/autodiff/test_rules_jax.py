@@ -83,6 +83,15 @@ def _svd(a):
     return s, (u * weights) @ vt, u * u, vt * vt
 
 
+def _long_scan(w, xs, h):
+    # 40 trips: past flatten's unrolling, differentiated as a loop (rules_control.vjp_while).
+    def cell(carry, x):
+        h, total = carry
+        h = jnp.tanh(h @ w + x)
+        return (h, total + jnp.sum(h * h)), h * x
+    return lax.scan(cell, (h, 0.0), xs)
+
+
 def _switch(i, x):
     return lax.switch(i, [jnp.sin, jnp.cos, lambda v: v * v], x)
 
@@ -152,6 +161,7 @@ FUNCTIONS = {
     "reshape_transpose": (lambda x: jnp.transpose(x.reshape(5, 2, 3), (2, 0, 1)), (normal(3, 10),)),
     "reverse": (lambda x: jnp.flip(x, (0, 1)), (normal(3, 5),)),
     "rsqrt_sqrt": (lambda x: lax.rsqrt(x) + jnp.sqrt(x), (positive(7),)),
+    "long_scan": (_long_scan, (normal(3, 3) * 0.5, normal(40, 3), normal(3))),
     "scan": (_scan, (normal(5),)),
     "scatter_add": (lambda x, i, u: x.at[i].add(u),
                     (normal(6, 3), np.array([1, 1, 4], np.int32), normal(3, 3))),

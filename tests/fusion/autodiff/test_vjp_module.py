@@ -124,3 +124,47 @@ ENTRY e {
     with pytest.raises(UnsupportedOpError, match="no VJP for while %w: .*trip count") as info:
         vjp(module)
     assert info.value.line == 29
+
+
+def _counted_loop(trips: int) -> str:
+    return f"""HloModule m
+body {{
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f32[2] get-tuple-element(s), index=1
+  w = f32[2] sine(v)
+  ROOT t = (s32[], f32[2]) tuple(j, w)
+}}
+cond {{
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant({trips})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+ENTRY e {{
+  x = f32[2] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[2]) tuple(z, x)
+  w = (s32[], f32[2]) while(t), condition=cond, body=body
+  ROOT r = f32[2] get-tuple-element(w), index=1
+}}"""
+
+
+def test_a_long_counted_loop_stays_a_loop_of_a_fixed_size() -> None:
+    # Past flatten.MAX_UNROLLED_TRIPS the backward is a stacking loop and a reverse loop,
+    # the same instructions for 40 trips as for 4000; the gradient is the chain rule's.
+    sizes = []
+    for trips in (40, 4000):
+        backward = vjp(parse_hlo(_counted_loop(trips)))
+        sizes.append(sum(len(c.instructions) for c in backward.computations))
+        assert sum(i.opcode == "while" for i in backward.entry.instructions) == 2
+    assert sizes[0] == sizes[1]
+    x, ct = np.float32([0.5, -1.0]), np.float32([1.0, 2.0])
+    (grad,) = evaluate(vjp(parse_hlo(_counted_loop(40))), x, ct)
+    value, derivative = x.astype(np.float64), np.ones(2)
+    for _ in range(40):
+        derivative *= np.cos(value)
+        value = np.sin(value)
+    np.testing.assert_allclose(grad, ct * derivative, rtol=1e-4)
