@@ -26,7 +26,11 @@ leading batch dims.
 * ``svd``: JAX's rule on thin factors (the forward's, or a thin ``gesdd`` of the backward's own
   when the forward computed none or full ones and only the singular values are used).
 
-Other routines (qr, eig ...) are located ``UnsupportedOpError``s.
+* ``qr``: a thin QR's ``Q`` is written ``A R^-1`` before the reverse pass (``qr_as_solve``),
+  so ``geqrf`` gets ``R``'s cotangent alone: ``Q (triu(X) + tril(X^T, -1)) R^-T``,
+  ``X = Rbar R^T``, JAX's rule.
+
+Other routines (eig ...) are located ``UnsupportedOpError``s.
 
 >>> sorted(LIBRARY_VJP_RULES)
 ['cholesky', 'custom-call', 'topk', 'triangular-solve']
@@ -280,6 +284,33 @@ def _svd(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangen
     return (grad if extra is None else b.add(grad, extra),)
 
 
+def _qr(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
+    """``geqrf`` whose ``Q`` was written as ``A R^-1`` (``qr_as_solve``): the cotangent of ``R``
+    (the packed factor's upper triangle) alone, ``Q (triu(X) + tril(X^T, -1)) R^-T`` with
+    ``X = Rbar R^T`` (JAX's ``qr_jvp_rule``, transposed); the reflectors and ``tau`` have no
+    gradient of their own."""
+    b = ctx.b
+    packed_ct, tau_ct = _leaf_cts(ctx, instr, ct)[:2]
+    shape = ctx.operand_shape(instr, 0).with_layout(None)
+    m, n = shape.dims[-2:]
+    if tau_ct is not None or m < n:
+        raise _unsupported(instr, "a QR differentiates as its Q and R (jnp.linalg.qr of a "
+                           f"matrix with at least as many rows as columns), not {m}x{n} "
+                           "reflectors and tau read as they are")
+    if packed_ct is None:
+        return (None,)
+    square = ArrayShape(shape.dtype, shape.dims[:-2] + (n, n))
+    corner = [0] * (shape.rank - 2)
+    r = _triangle(b, b.slice(_leaf(ctx, instr, 0), corner + [0, 0], square.dims), False)
+    r_bar = _triangle(b, b.slice(packed_ct, corner + [0, 0], square.dims), False)
+    a = ctx.operand(instr, 0)
+    q = _solve(b, r, a, left_side=False, lower=False, transpose="N")
+    x = _matmul(b, r_bar, r, ty=True)
+    inner = b.add(_triangle(b, x, False), _triangle(b, _t(b, x), True, -1))
+    scaled = _solve(b, r, _matmul(b, q, inner), left_side=False, lower=False, transpose="T")
+    return (scaled,)
+
+
 def _lu(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent) -> Cts:
     b = ctx.b
     shape = ctx.operand_shape(instr, 0).with_layout(None)
@@ -329,6 +360,7 @@ _ROUTINES = {
     "cholesky": _cholesky,
     "eigh": _eigh,
     "lu": _lu,
+    "qr": _qr,
     "svd": _svd,
     "topk": _topk,
     "triangular_solve": _triangular_solve,

@@ -15,6 +15,7 @@ from fusion.autodiff.cotangents import Cotangent, materialize
 from fusion.autodiff.dead_code import called_first, tidy
 from fusion.autodiff.flatten import flatten_computation
 from fusion.autodiff.graph_builder import ComputationTable, GraphBuilder
+from fusion.autodiff.qr_as_solve import qr_as_solve
 from fusion.autodiff.registry import VJP_RULES
 from fusion.autodiff.reverse_pass import differentiate
 from fusion.errors import BadArgumentError
@@ -92,9 +93,10 @@ def vjp(module: HloModule, wrt: Sequence[int] | None = None) -> HloModule:
     }
     """
     # An async pair, a cuBLAS/cuDNN call, a batch-norm op, a ragged or scaled dot
-    # differentiates as what it computes (XLA defines a batch-norm op by its expansion).
-    module = expand_ragged_dots(expand_batch_norms(expand_scaled_dots(expand_gpu_library_calls(
-        unwrap_async_calls(module)))), keep="canonical")
+    # differentiates as what it computes (XLA defines a batch-norm op by its expansion); a
+    # QR as its Q and R.
+    module = qr_as_solve(expand_ragged_dots(expand_batch_norms(expand_scaled_dots(
+        expand_gpu_library_calls(unwrap_async_calls(module)))), keep="canonical"))
     verify_module(module)
     chosen = _checked_wrt(module, wrt)
     table = ComputationTable({c.name: c for c in module.computations})

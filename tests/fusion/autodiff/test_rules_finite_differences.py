@@ -254,6 +254,20 @@ CASES = {
   x = f64[3,4] parameter(0)
   v = f64[] parameter(1)
   ROOT p = f64[6,10] pad(x, v), padding=1_2_0x-1_1_2""", [normal(3, 4), np.float64(0.5)]),
+    "qr_lapack": ("""
+  a = f64[5,3] parameter(0)
+  g = (f64[5,3]{0,1}, f64[3]) custom-call(a), custom_call_target="lapack_dgeqrf_ffi", operand_layout_constraints={f64[5,3]{0,1}}
+  p = f64[5,3]{0,1} get-tuple-element(g), index=0
+  t = f64[3] get-tuple-element(g), index=1
+  q = f64[5,3]{0,1} custom-call(p, t), custom_call_target="lapack_dorgqr_ffi", operand_layout_constraints={f64[5,3]{0,1}, f64[3]}
+  s = f64[3,3] slice(p), slice={[0:3], [0:3]}
+  rows = s32[3,3] iota(), iota_dimension=0
+  columns = s32[3,3] iota(), iota_dimension=1
+  upper = pred[3,3] compare(columns, rows), direction=GE
+  zero = f64[] constant(0)
+  zeros = f64[3,3] broadcast(zero), dimensions={}
+  r = f64[3,3] select(upper, s, zeros)
+  ROOT qr = (f64[5,3]{0,1}, f64[3,3]) tuple(q, r)""", [normal(5, 3)]),
     "reduce_add": ("""
   x = f64[3,5,2] parameter(0)
   z = f64[] constant(0)

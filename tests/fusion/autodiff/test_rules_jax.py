@@ -156,6 +156,8 @@ FUNCTIONS = {
     "power": (lambda a, b: a ** b, (positive(7), normal(7))),
     "prod": (lambda x: jnp.prod(x, axis=0), (normal(3, 5),)),
     "reduce_max_min": (lambda x: jnp.max(x, 1) + jnp.min(x, 0).sum(), (normal(3, 5),)),
+    "qr_square": (jnp.linalg.qr, (normal(4, 4),)),
+    "qr_tall_batched": (jnp.linalg.qr, (normal(2, 5, 3),)),
     "relu": (jax.nn.relu, (normal(3, 5),)),
     "remainder": (lambda a, b: lax.rem(a, b), (normal(7) * 4, positive(7))),
     "reshape_transpose": (lambda x: jnp.transpose(x.reshape(5, 2, 3), (2, 0, 1)), (normal(3, 10),)),
