@@ -7,6 +7,7 @@ structure; torch, NumPy and JAX inputs; one op per signature, cached, a warning 
 from __future__ import annotations
 
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,7 @@ import torch
 import triton_backend
 from fusion.errors import BadArgumentError
 from triton_backend.integrations import from_jax as from_jax_module
-from triton_backend.integrations.from_jax import RetraceWarning, from_jax
+from triton_backend.integrations.from_jax import CustomGradientWarning, RetraceWarning, from_jax
 
 ROWS, FEATURES, HIDDEN = 3, 5, 7
 
@@ -165,6 +166,25 @@ def test_gradcheck_complex_inputs_and_outputs(grad):
     z = torch.randn(3, dtype=torch.complex128, requires_grad=True)
     x = torch.randn(3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(fn, (z, x))
+
+
+def test_a_custom_vjp_rule_warns_that_hlo_gradients_ignore_it():
+    @jax.custom_vjp
+    def clipped(x):
+        return x
+
+    clipped.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.1, 0.1),))
+    x = torch.ones(3)
+    with pytest.warns(CustomGradientWarning, match="clipped"):
+        from_jax(lambda v: jnp.sum(clipped(v) * 3.0), x, name="from_jax_custom_vjp_hlo",
+                 grad="hlo")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CustomGradientWarning)
+        fn = from_jax(lambda v: jnp.sum(clipped(v) * 3.0), x, name="from_jax_custom_vjp_jax")
+        from_jax(lambda v: jnp.sum(jax.nn.relu(v)), x, name="from_jax_relu_hlo", grad="hlo")
+    xs = x.clone().requires_grad_(True)
+    fn(xs).backward()   # JAX's VJP: the rule's clipped gradient
+    np.testing.assert_allclose(xs.grad.numpy(), np.full(3, 0.1, np.float32))
 
 
 def test_hlo_gradients_through_a_long_scan_match_jax_grad():

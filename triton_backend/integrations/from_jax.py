@@ -10,7 +10,11 @@ tensors.  Arguments may be torch tensors, NumPy arrays, JAX arrays (taken throug
 
 Gradients: ``grad="jax"`` (the default) lowers JAX's own VJP of ``fn`` to HLO and uses it as
 the op's backward module; ``grad="hlo"`` derives it with ``fusion.autodiff.vjp``; ``None``
-makes an inference-only op.  Either way the op trains under ``torch.compile``.
+makes an inference-only op.  The HLO holds no trace of ``jax.lax.stop_gradient`` or of a
+``jax.custom_vjp`` rule, so ``grad="hlo"`` differentiates the forward as it computes: a
+straight-through estimator or a clipped gradient is JAX's only with ``grad="jax"`` (a
+``custom_vjp`` warns, ``CustomGradientWarning``).  Either way the op trains under
+``torch.compile``.
 
 Like ``jax.jit``, each new signature (the pytree structure, shapes and dtypes of the leaves)
 lowers, compiles and registers again, and is cached; past ``RETRACE_WARNING`` signatures each
@@ -49,6 +53,31 @@ GRAD_MODES = ("jax", "hlo", None)
 
 class RetraceWarning(UserWarning):
     """``from_jax``'s function met more than ``RETRACE_WARNING`` signatures."""
+
+
+class CustomGradientWarning(UserWarning):
+    """``grad="hlo"`` on a function with a ``jax.custom_vjp`` rule: the HLO holds the forward
+    only, so its gradient is the forward's, not the rule's."""
+
+
+#: The jaxpr primitives whose gradient rule the HLO does not carry, and which a program uses
+#: to change its gradient (``custom_jvp`` rules, as ``jax.nn.relu``'s, match the forward's).
+_CUSTOM_GRADIENTS = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+
+def _custom_gradient_rules(jaxpr) -> list[str]:
+    """The custom-VJP calls in ``jaxpr`` and the jaxprs its equations call."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _CUSTOM_GRADIENTS:
+            called = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
+            info = getattr(called, "debug_info", None)
+            found.append(str(getattr(info, "func_src_info", None) or eqn.primitive.name))
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                found += _custom_gradient_rules(inner)
+    return found
 
 
 def _jax():
@@ -201,6 +230,14 @@ def _lower(jax, fn: Callable, signature: _Signature, grad: str | None
         forward = lowered.as_text(dialect="hlo")
         outputs = jax.eval_shape(flat, *specs)
         backward = _lower_vjp(jax, jnp, flat, specs, outputs) if grad == "jax" else None
+        if grad == "hlo":
+            rules = _custom_gradient_rules(jax.make_jaxpr(flat)(*specs).jaxpr)
+            if rules:
+                warnings.warn(
+                    f"grad='hlo' differentiates the HLO of {getattr(fn, '__name__', 'fn')}, "
+                    f"which has no trace of its jax.custom_vjp rule(s) ({', '.join(rules)}): "
+                    "the gradient is the forward's; grad='jax' uses the rule",
+                    CustomGradientWarning, stacklevel=4)
     return forward, backward, out_tree[0]
 
 
