@@ -103,6 +103,15 @@ class GraphBuilder:
         self.instructions.append(instr)
         return instr.name
 
+    def redefine(self, name: str, opcode: str, operands: Sequence[str],
+                 attributes: Sequence[tuple[str, Any]] = ()) -> None:
+        """Compute the existing value ``name`` (same shape) as another instruction, which may
+        read values written after it (dead-code elimination puts operands first again)."""
+        k = next(k for k, instr in enumerate(self.instructions) if instr.name == name)
+        old = self.instructions[k]
+        self.instructions[k] = HloInstruction(name, opcode, old.shape, tuple(operands),
+                                              tuple(attributes), old.location)
+
     def copy(self, instr: HloInstruction, operands: Sequence[str]) -> str:
         """A copy of a forward instruction reading ``operands``, under a fresh name."""
         name = self.fresh(instr.name)

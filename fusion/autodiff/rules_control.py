@@ -117,8 +117,8 @@ def _counter_loop(b: GraphBuilder, name: str, state: TupleShape, step: int, limi
 
 def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """A counted loop too long to unroll, differentiated as JAX's scan is: a forward loop
-    stacks each trip's state (the elements the body changes), then a reverse loop runs the
-    body's VJP on each trip's state, last trip first."""
+    stacks each trip's state (the elements the body changes; it stands for the loop's own
+    copy too), then a reverse loop runs the body's VJP on each trip's state, last first."""
     trips = _loop_trip_count(ctx, instr)
     state = instr.shape
     if trips is None or not isinstance(state, TupleShape) or not all(
@@ -151,6 +151,8 @@ def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     forward = b.emit("while", (b.tuple([b.scalar(0, "s32"), ctx.operand(instr, 0)]
                                        + [b.zeros(shape) for shape in stacks]),),
                      (("condition", condition), ("body", body)), forward_state)
+    # The forward's own copy of the loop computes what the stacking loop does: it reads it.
+    b.redefine(ctx.out(instr), "get-tuple-element", (forward,), (("index", 1),))
     flat_body = flatten_computation(ctx.module, ctx.module.computation(body_name))
 
     def reverse_trip(inner: GraphBuilder, param: str, counter: str) -> list[str]:
