@@ -292,7 +292,11 @@ def _exponential_minus_one(b, instr, args):
                 op("multiply", sin_half, sin_half, "sh2"), "cm1")  # cos b - 1, exactly near 0
     re = op("add", op("multiply", fn("exponential-minus-one", x.re, "em1"),
                       fn("cosine", x.im, "cos"), "ec"), cos_m1, "re")
-    return Pair(re, op("multiply", fn("exponential", x.re, "e"), fn("sine", x.im, "sin"), "im"))
+    # A zero sine keeps the imaginary part zero, as exponential's (inf * 0 would be NaN).
+    sin = fn("sine", x.im, "sin")
+    zero = _is(b, sin, b.scalar_like(0.0, sin, n + ".zero"), "EQ", n + ".sinz")
+    return Pair(re, b.select(zero, sin, op("multiply", fn("exponential", x.re, "e"), sin, "es"),
+                             n + ".im"))
 
 
 def _log(b, instr, args):
@@ -310,8 +314,11 @@ def _log_plus_one(b, instr, args):
     total = op("add", op("add", op("multiply", x.re, x.re, "aa"), op("multiply", two, x.re, "2a"),
                          "s1"), op("multiply", x.im, x.im, "bb"), "s")
     re = op("multiply", b.scalar_like(0.5, x.re, n + ".half"), fn("log-plus-one", total, "l"), "re")
-    return Pair(re, op("atan2", x.im, op("add", x.re, b.scalar_like(1.0, x.re, n + ".one"),
-                                         "a1"), "im"))
+    shifted = Pair(op("add", x.re, b.scalar_like(1.0, x.re, n + ".one"), "a1"), x.im)
+    # Where the sum overflows (an infinite part: inf - inf), log |1 + x| directly.
+    wide = fn("log", _abs(b, _renamed(instr, n + ".abs"), [shifted]), "lw")
+    re = b.select(_is(b, total, total, "EQ", n + ".ok"), re, wide, n + ".re1")
+    return Pair(re, op("atan2", x.im, shifted.re, "im"))
 
 
 def _power_parts(b, n: str, x: Pair, y: Pair) -> Pair:
@@ -352,8 +359,12 @@ def _rsqrt(b, instr, args):
     scale = fn("rsqrt", _abs(b, _renamed(instr, n + ".abs"), [x]), "r")
     half_angle = op("multiply", op("atan2", x.im, x.re, "arg"),
                     b.scalar_like(-0.5, x.re, n + ".mh"), "ha")
-    return Pair(op("multiply", scale, fn("cosine", half_angle, "cos"), "re"),
-                op("multiply", scale, fn("sine", half_angle, "sin"), "im"))
+    re = op("multiply", scale, fn("cosine", half_angle, "cos"), "re")
+    im = op("multiply", scale, fn("sine", half_angle, "sin"), "im")
+    # At 0 (either sign): XLA's inf + NaN i.
+    at_zero = _is(b, scale, b.scalar_like(float("inf"), scale, n + ".inf"), "EQ", n + ".z")
+    nan = b.scalar_like(float("nan"), scale, n + ".nan")
+    return Pair(b.select(at_zero, scale, re, n + ".re1"), b.select(at_zero, nan, im, n + ".im1"))
 
 
 def _sign(b, instr, args):
