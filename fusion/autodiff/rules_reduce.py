@@ -10,9 +10,11 @@
   ``select-and-scatter`` with ``GE`` does (which the Triton path has no kernel for);
   multiply (a cumulative product): the product of the window's other elements, from the
   window's product of non-zero elements and its count of zeros.
+* select-and-scatter with an add (a max pool's gradient): linear in its source, whose
+  cotangent is gathered from each window's selected position (a second derivative).
 
 >>> sorted(REDUCE_VJP_RULES)
-['reduce', 'reduce-window']
+['reduce', 'reduce-window', 'select-and-scatter']
 """
 from __future__ import annotations
 
@@ -218,7 +220,44 @@ def _window_product_transpose(ctx: VjpContext, instr: HloInstruction, ct: str) -
     return b.select(is_zero, share(1), b.divide(share(0), nonzero))
 
 
+def vjp_select_and_scatter(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
+    """A summing select-and-scatter (a max pool's gradient) is linear in its source: each
+    source element's cotangent is the output's at the position its window selected, found
+    by running the selection window position by window position as the op does (padding
+    never selected); the operand only chooses (no gradient), the init gets the sum."""
+    b = ctx.b
+    if combiner_kind(ctx.module, instr.attr("scatter")) is not CombinerKind.ADD:
+        raise _unsupported(instr, f"its scatter {instr.attr('scatter')} is not an add")
+    window = instr.attr("window").dims
+    if math.prod(w.size for w in window) > MAX_WINDOW_POSITIONS:
+        raise _unsupported(instr, f"a window of more than {MAX_WINDOW_POSITIONS} positions")
+    operand, init = ctx.operand(instr, 0), ctx.operand(instr, 2)
+    source = ctx.operand_shape(instr, 1).with_layout(None)
+    config = [(w.padding_low, w.padding_high, 0) for w in window]
+    padded = b.pad(operand, init, config)
+    padded_ct = b.pad(ct, b.scalar(0, source.dtype), config)
+    inside = b.pad(b.full(True, b.array_shape(operand).with_dtype("pred").with_layout(None)),
+                   b.scalar(False, "pred"), config)
+    have = b.full(False, source.with_dtype("pred"))
+    chosen, picked = b.zeros(source), b.zeros(source)
+    for offset in product(*(range(w.size) for w in window)):
+        starts = [k * w.window_dilation for k, w in zip(offset, window)]
+        limits = [s + (n - 1) * w.stride + 1 for s, n, w in zip(starts, source.dims, window)]
+        strides = [w.stride for w in window]
+        value, valid, value_ct = (b.slice(v, starts, limits, strides)
+                                  for v in (padded, inside, padded_ct))
+        keep = b.emit("map", (chosen, value), (("dimensions", tuple(range(source.rank))),
+                                                ("to_apply", instr.attr("select"))))
+        take = b.emit("and", (valid, b.emit("or", (b.unary("not", have), b.unary("not", keep)))))
+        chosen, picked = b.select(take, value, chosen), b.select(take, value_ct, picked)
+        have = b.emit("or", (have, valid))
+    grad_source = b.select(have, picked, b.zeros(source))
+    grad_init = b.sum_all(ct) if ctx.is_active(instr.operands[2]) else None
+    return (None, grad_source, grad_init)
+
+
 REDUCE_VJP_RULES: dict[str, Rule] = {
     "reduce": vjp_reduce,
     "reduce-window": vjp_reduce_window,
+    "select-and-scatter": vjp_select_and_scatter,
 }

@@ -44,6 +44,11 @@ add_c128 {
   b = c128[] parameter(1)
   ROOT r = c128[] add(a, b)
 }
+ge_f64 {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT ge = pred[] compare(a, b), direction=GE
+}
 less_f64 {
   a = f64[] parameter(0)
   b = f64[] parameter(1)
@@ -426,6 +431,12 @@ CASES = {
   g = s32[2] constant({3, 2})
   ROOT r = f64[7,4] ragged-dot(x, w, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}""",
                    [normal(7, 3), normal(2, 3, 4)]),
+    "select_and_scatter_padded_strided": ("""
+  x = f64[5,7] parameter(0)
+  s = f64[3,3] parameter(1)
+  z = f64[] constant(0)
+  ROOT r = f64[5,7] select-and-scatter(x, s, z), window={size=2x3 stride=2x2 pad=0_1x0_0}, select=ge_f64, scatter=add_f64""",
+                                          [normal(5, 7), normal(3, 3)]),
     "sharding_custom_call": ("""
   x = f64[4,3] parameter(0)
   c = f64[4,3] custom-call(x), custom_call_target="Sharding", sharding={replicated}

@@ -152,6 +152,7 @@ FUNCTIONS = {
     "matmul": (lambda a, b: a @ b, (normal(3, 5), normal(5, 7))),
     "max_min": (lambda a, b: jnp.maximum(a, b) - jnp.minimum(a, 2 * b), (normal(7), normal(7))),
     "max_pool": (_max_pool, (normal(2, 5, 7),)),
+    "max_pool_second_order": (jax.grad(lambda x: jnp.sum(_max_pool(x) ** 3)), (normal(2, 5, 7),)),
     "pad": (lambda x: lax.pad(x, 0.0, ((1, 2, 0), (-1, 1, 2))), (normal(3, 4),)),
     "power": (lambda a, b: a ** b, (positive(7), normal(7))),
     "prod": (lambda x: jnp.prod(x, axis=0), (normal(3, 5),)),
