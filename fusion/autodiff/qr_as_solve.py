@@ -40,12 +40,21 @@ def _routine(instr: HloInstruction) -> str | None:
     return library_call(instr).routine if is_library_call(instr) else None
 
 
+def _through_copies(comp: HloComputation, name: str) -> HloInstruction:
+    """The instruction ``name`` copies (XLA's optimized modules copy into LAPACK's layout)."""
+    instr = comp.instruction(name)
+    while instr.opcode in ("copy", "bitcast") and \
+            comp.instruction(instr.operands[0]).shape.dims == instr.shape.dims:
+        instr = comp.instruction(instr.operands[0])
+    return instr
+
+
 def _factorization(comp: HloComputation, instr: HloInstruction) -> HloInstruction | None:
     """The thin ``geqrf`` whose packed factor and ``tau`` ``instr`` (a householder product)
     multiplies out, or None."""
     if _routine(instr) != "householder_product" or len(instr.operands) != 2:
         return None
-    parts = [comp.instruction(o) for o in instr.operands]
+    parts = [_through_copies(comp, o) for o in instr.operands]
     if any(p.opcode != "get-tuple-element" for p in parts) or \
             [p.attr("index") for p in parts] != [0, 1] or parts[0].operands != parts[1].operands:
         return None

@@ -19,6 +19,7 @@ from fusion.autodiff.dead_code import tidy
 from fusion.autodiff.flatten import flatten_computation
 from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.autodiff.graph_builder import GraphBuilder
+from fusion.autodiff.loops import counter_loop
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction
@@ -95,26 +96,6 @@ def _invariant_leaves(body: HloComputation, count: int) -> set[int]:
     return out
 
 
-def _counter_loop(b: GraphBuilder, name: str, state: TupleShape, step: int, limit: int,
-                  direction: str, body_of) -> tuple[str, str]:
-    """The computations of a loop over ``state`` whose element 0 counts by ``step`` while
-    ``counter <direction> limit``; ``body_of(inner, state, counter)`` gives the new values
-    of the other elements."""
-    cond = GraphBuilder(b.table)
-    counter = cond.get_tuple_element(cond.parameter(0, state, "state"), 0)
-    test = cond.compare(counter, cond.scalar(limit, "s32"), direction)
-    condition = b.table.add(HloComputation(b.table.fresh_name(name + "_condition"),
-                                           tuple(cond.instructions), test))
-    inner = GraphBuilder(b.table)
-    param = inner.parameter(0, state, "state")
-    counter = inner.get_tuple_element(param, 0)
-    rest = body_of(inner, param, counter)
-    root = inner.tuple([inner.add(counter, inner.scalar(step, "s32"))] + rest)
-    body = b.table.add(tidy(HloComputation(b.table.fresh_name(name + "_body"),
-                                           tuple(inner.instructions), root)))
-    return condition, body
-
-
 def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """A counted loop too long to unroll, differentiated as JAX's scan is: a forward loop
     stacks each trip's state (the elements the body changes; it stands for the loop's own
@@ -146,7 +127,7 @@ def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
         return out
 
     forward_state = TupleShape((s32, state) + tuple(stacks))
-    condition, body = _counter_loop(b, instr.name + "_stacking", forward_state, 1, trips, "LT",
+    condition, body = counter_loop(b, instr.name + "_stacking", forward_state, 1, trips, "LT",
                                     stack_trip)
     forward = b.emit("while", (b.tuple([b.scalar(0, "s32"), ctx.operand(instr, 0)]
                                        + [b.zeros(shape) for shape in stacks]),),
@@ -172,7 +153,7 @@ def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
                 + [inner.get_tuple_element(param, 2 + j) for j in range(len(stacked) + 1)])
 
     reverse_state = TupleShape((s32, state) + tuple(stacks) + (state,))
-    condition, body = _counter_loop(b, instr.name + "_reverse", reverse_state, -1, 0, "GE",
+    condition, body = counter_loop(b, instr.name + "_reverse", reverse_state, -1, 0, "GE",
                                     reverse_trip)
     start = [b.scalar(trips - 1, "s32"), materialize(b, ct, state)]
     start += [b.get_tuple_element(forward, 2 + j) for j in range(len(stacked))]

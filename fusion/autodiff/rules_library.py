@@ -17,8 +17,8 @@ leading batch dims.
   LAPACK leaves the other triangle of its output as it found it: that part's cotangent
   passes to ``A``.
 * ``lu`` (square): ``P A = L U``: with ``G = tril(L^T C, -1) + triu(C U^T)`` for the packed
-  factor's cotangent ``C``, ``A``'s is ``P^T L^-T G U^-T``; ``P`` from the pivots
-  (``lu_pivots_to_permutation``).
+  factor's cotangent ``C``, ``A``'s is ``P^T L^-T G U^-T``; ``P`` from the pivots by a
+  loop of row swaps (plain HLO, which XLA runs too).
 * ``eigh``: ``A = V diag(w) V^T``: ``V (diag(wbar) + F o (V^T Vbar)) V^T`` with ``F[i, j] =
   1 / (w[j] - w[i])`` off the diagonal, read into one triangle as the Cholesky's.
 * ``topk``: the values' cotangent added back at the indices (as a sort's).
@@ -43,6 +43,7 @@ from fusion.analysis.library_calls import LibraryCall, is_library_call, library_
 from fusion.analysis.sharding import is_sharding_call
 from fusion.autodiff.cotangents import Cotangent
 from fusion.autodiff.graph_builder import GraphBuilder
+from fusion.autodiff.loops import counter_loop
 from fusion.autodiff.reverse_pass import Rule, VjpContext
 from fusion.autodiff.rules_collective import vjp_sharding_call
 from fusion.autodiff.rules_indexed import scatter_add_along
@@ -328,16 +329,48 @@ def _lu(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent
     left = _solve(b, packed, g, left_side=True, lower=True, transpose="T", unit_diagonal=True)
     y = _solve(b, packed, left, left_side=False, lower=False, transpose="T")
     # A's cotangent is P^T Y: row i of Y goes to row perm[i].
-    pivot_shape = b.array_shape(pivots)
-    zero_based = b.subtract(pivots, b.full_like(1, pivots))
-    permutation = b.emit("custom-call", (zero_based,),
-                         (("custom_call_target", "cu_lu_pivots_to_permutation"),),
-                         ArrayShape("s32", pivot_shape.dims[:-1] + (m,)))
+    permutation = _permutation(b, b.subtract(pivots, b.full_like(1, pivots)), m)
     rows = b.emit("iota", (), (("iota_dimension", shape.rank - 1),), shape.with_dtype("s32"))
     chosen = b.compare(b.broadcast(permutation, shape.dims, tuple(range(shape.rank - 1))),
                        rows, "EQ")
     one_hot = b.convert(chosen, shape.dtype)  # P[i, perm[i]] = 1
     return (_matmul(b, one_hot, y, tx=True),)
+
+
+def _permutation(b: GraphBuilder, pivots: str, m: int) -> str:
+    """The row permutation LAPACK's 0-based row swaps ``pivots`` (``[..., k]``) make of ``m``
+    rows (``perm[i]``: the original row now at ``i``), as a loop of plain HLO over the swaps
+    (a backward XLA runs too, not a GPU call)."""
+    pivot_shape = b.array_shape(pivots).with_layout(None)
+    batch, k = pivot_shape.dims[:-1], pivot_shape.dims[-1]
+    perm = ArrayShape("s32", batch + (m,))
+    rank = perm.rank
+    state = TupleShape((ArrayShape("s32", ()), pivot_shape, perm))
+
+    def swap(inner: GraphBuilder, param: str, i: str) -> list[str]:
+        swaps, current = inner.get_tuple_element(param, 1), inner.get_tuple_element(param, 2)
+        zero = inner.scalar(0, "s32")
+
+        def column(value: str, at: str) -> str:  # value[..., at] broadcast along the rows
+            picked = inner.emit("dynamic-slice", (value, *[zero] * (rank - 1), at),
+                                (("dynamic_slice_sizes", batch + (1,)),))
+            return inner.broadcast(inner.reshape(picked, batch), perm.dims, tuple(range(rank - 1)))
+
+        columns = inner.emit("iota", (), (("iota_dimension", rank - 1),), perm)
+        j = column(swaps, i)
+        at_i = inner.compare(columns, inner.broadcast(i, perm.dims, ()), "EQ")
+        at_j = inner.compare(columns, j, "EQ")
+        row_j = inner.broadcast(inner.reduce_sum(
+            inner.select(at_j, current, inner.zeros(perm)), (rank - 1,)),
+            perm.dims, tuple(range(rank - 1)))
+        swapped = inner.select(at_i, row_j, inner.select(at_j, column(current, i), current))
+        return [swaps, swapped]
+
+    condition, body = counter_loop(b, "pivots_to_permutation", state, 1, k, "LT", swap)
+    start = b.tuple([b.scalar(0, "s32"), pivots,
+                     b.emit("iota", (), (("iota_dimension", rank - 1),), perm)])
+    return b.get_tuple_element(b.emit("while", (start,), (("condition", condition),
+                                                          ("body", body)), state), 2)
 
 
 def _identity(b: GraphBuilder, shape: ArrayShape) -> str:

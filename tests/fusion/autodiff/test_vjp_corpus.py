@@ -11,7 +11,6 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from fusion.autodiff import vjp  # noqa: E402
-from fusion.errors import UnsupportedOpError  # noqa: E402
 from fusion.evaluator import evaluate  # noqa: E402
 from fusion.text.parser import parse_hlo  # noqa: E402
 from fusion.text.printer import print_hlo  # noqa: E402
@@ -35,15 +34,25 @@ def _is_float(a) -> bool:
     return _is_float_dtype(np.asarray(a).dtype)
 
 
-# Library calls (fft, topk and the LAPACK custom-calls, issue 15) have no VJP rule in
-# fusion.autodiff: JAX differentiates them before lowering, never the HLO op itself.
-LIBRARY_CALLS = {"cholesky_solve", "eigh", "fft_filter", "lu_solve", "qr", "svd", "top_k"}
-# (program, stage) -> the op without a VJP rule: select-and-scatter (a max-pool gradient
-# before XLA's passes; its derivative needs the positions its select picked, which no HLO op
-# gives).  The test checks the refusal; the optimized HLO (XLA rewrote the op) is differentiated.
-NO_VJP_RULE = {("max_pool_grad", "before"): "select-and-scatter"}
+def _is_inexact(a) -> bool:
+    """Floats and complex values: what ``vjp`` differentiates by default."""
+    return _is_float(a) or np.asarray(a).dtype.kind == "c"
+
+
+def _cotangent(rng, out: np.ndarray) -> np.ndarray:
+    """A random cotangent; a complex output's in JAX's (unconjugated) convention."""
+    if out.dtype.kind == "c":
+        parts = rng.standard_normal((2, *out.shape))
+        return (parts[0] + 1j * parts[1]).astype(out.dtype)
+    return rng.standard_normal(out.shape).astype(out.dtype) if _is_float(out) else \
+        np.zeros(out.shape, out.dtype)
+
+
+# The library calls (fft, topk and the LAPACK custom-calls) have VJP rules
+# (fusion/autodiff/rules_library.py), as does select-and-scatter (a max-pool gradient,
+# differentiated again): every corpus program with a float input is differentiated.
 DIFFERENTIABLE = sorted(name for name, (_, args) in CASES.items()
-                        if any(_is_float(a) for a in args) and name not in LIBRARY_CALLS)
+                        if any(_is_float(a) for a in args))
 
 
 def _inputs(args, rng):
@@ -74,7 +83,7 @@ def _jax_vjp(name, fn, inputs, cotangents):
 
 
 def _jitted_jax_vjp(fn, inputs, cotangents):
-    positions = [k for k, a in enumerate(inputs) if _is_float(a)]
+    positions = [k for k, a in enumerate(inputs) if _is_inexact(a)]
 
     def of_floats(*floats):
         full = list(inputs)
@@ -85,7 +94,8 @@ def _jitted_jax_vjp(fn, inputs, cotangents):
     def gradients(floats, cotangents):
         out, pullback = jax.vjp(of_floats, *floats)
         leaves, tree = jax.tree.flatten(out)
-        cts = [c if _is_float_dtype(leaf.dtype) else np.zeros(np.shape(leaf), jax.dtypes.float0)
+        cts = [c if jax.numpy.issubdtype(leaf.dtype, jax.numpy.inexact)
+               else np.zeros(np.shape(leaf), jax.dtypes.float0)
                for c, leaf in zip(cotangents, leaves)]
         return pullback(jax.tree.unflatten(tree, cts))
 
@@ -95,7 +105,8 @@ def _jitted_jax_vjp(fn, inputs, cotangents):
 
 
 def _tolerance(dtype) -> float:
-    return 3e-2 if np.dtype(dtype) == BF16 else 2e-5 if np.dtype(dtype) == np.float32 else 1e-9
+    dtype = np.dtype(dtype)
+    return 3e-2 if dtype == BF16 else 2e-5 if dtype in (np.float32, np.complex64) else 1e-9
 
 
 @pytest.mark.parametrize("stage", ["before", "after"])
@@ -103,18 +114,13 @@ def _tolerance(dtype) -> float:
 def test_vjp_matches_jax(name: str, stage: str) -> None:
     fn, args = CASES[name]
     module = parse_hlo((CORPUS / f"{name}.{stage}.hlo").read_text())
-    if (name, stage) in NO_VJP_RULE:
-        with pytest.raises(UnsupportedOpError, match=f"no VJP rule for op {NO_VJP_RULE[name, stage]}"):
-            vjp(module)
-        return
     rng = np.random.default_rng(7)
     inputs = _inputs(args, rng)
     if name in JAX_CANNOT_DIFFERENTIATE:
         check_directional_derivatives(module, inputs, eps=1e-2, rtol=1e-3)
         return
     outputs = evaluate(module, *inputs)
-    cotangents = [rng.standard_normal(o.shape).astype(o.dtype) if _is_float(o)
-                  else np.zeros(o.shape, o.dtype) for o in outputs]
+    cotangents = [_cotangent(rng, o) for o in outputs]
     backward = vjp(module)
     got = evaluate(backward, *inputs, *cotangents)
     want = _jax_vjp(name, fn, inputs, cotangents)
@@ -122,12 +128,14 @@ def test_vjp_matches_jax(name: str, stage: str) -> None:
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         tol = _tolerance(g.dtype)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+        wide = np.complex128 if g.dtype.kind == "c" else np.float64
+        np.testing.assert_allclose(g.astype(wide), w.astype(wide),
                                    rtol=tol, atol=tol * max(1.0, np.abs(w).max()))
     if stage == "before":
         # XLA parses, compiles and runs the printed backward module to the same gradients.
         from_xla = run_xla(print_hlo(backward), *inputs, *cotangents)
         for g, x in zip(got, from_xla):
             tol = _tolerance(g.dtype)
-            np.testing.assert_allclose(np.asarray(x, np.float64), g.astype(np.float64),
+            wide = np.complex128 if g.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(np.asarray(x, wide), g.astype(wide),
                                        rtol=tol, atol=tol * max(1.0, np.abs(g).max()))
