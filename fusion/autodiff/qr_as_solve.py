@@ -32,6 +32,7 @@ from fusion.ir.attributes import SliceDim
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_writer import InstructionWriter
 from fusion.ir.shape import ArrayShape
+from fusion.opcodes import traits
 from fusion.transforms.map_inlining import fresh_names
 from fusion.transforms.naming import taken_names
 
@@ -43,9 +44,13 @@ def _routine(instr: HloInstruction) -> str | None:
 def _through_copies(comp: HloComputation, name: str) -> HloInstruction:
     """The instruction ``name`` copies (XLA's optimized modules copy into LAPACK's layout)."""
     instr = comp.instruction(name)
-    while instr.opcode in ("copy", "bitcast") and \
-            comp.instruction(instr.operands[0]).shape.dims == instr.shape.dims:
-        instr = comp.instruction(instr.operands[0])
+    while traits(instr.opcode).passes_counter and len(instr.operands) == 1:
+        source = comp.instruction(instr.operands[0])
+        same = isinstance(source.shape, ArrayShape) and isinstance(instr.shape, ArrayShape) \
+            and (source.shape.dims, source.shape.dtype) == (instr.shape.dims, instr.shape.dtype)
+        if not same:
+            break
+        instr = source
     return instr
 
 
