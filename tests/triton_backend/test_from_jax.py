@@ -187,26 +187,9 @@ def test_a_custom_vjp_rule_warns_that_hlo_gradients_ignore_it():
     np.testing.assert_allclose(xs.grad.numpy(), np.full(3, 0.1, np.float32))
 
 
-def test_hlo_gradients_through_a_long_scan_match_jax_grad():
-    """A 33-trip scan (past flatten's 32): fusion.autodiff differentiates it with a stacking
-    and a reverse loop (not unrolled), which compile and run as host loops of kernels."""
-    def loss(w, xs):
-        return jnp.sum(jax.lax.scan(lambda h, x: (jnp.tanh(h * w + x),) * 2, jnp.zeros(2), xs)[1])
-
-    w = np.float32([0.5, -0.8])
-    xs = np.random.default_rng(6).standard_normal((33, 2)).astype(np.float32)
-    fn = from_jax(loss, torch.from_numpy(w), torch.from_numpy(xs), name="from_jax_long_scan",
-                  grad="hlo")
-    tw, txs = (torch.from_numpy(v).requires_grad_(True) for v in (w, xs))
-    fn(tw, txs).backward()
-    want_w, want_xs = jax.grad(loss, argnums=(0, 1))(w, xs)
-    np.testing.assert_allclose(tw.grad.numpy(), want_w, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(txs.grad.numpy(), want_xs, rtol=1e-4, atol=1e-5)
-
-
 def test_hlo_gradients_through_linear_algebra_and_ffts_match_jax_grad():
-    """fusion.autodiff's rules for LAPACK's calls and complex values, compiled and run as the
-    op's backward (grad="hlo"), against jax.grad of the same function."""
+    """fusion.autodiff's rules for LAPACK's calls (solve, slogdet, Cholesky) and complex
+    values (an FFT), compiled and run as the op's backward (grad="hlo"), against jax.grad."""
     def loss(a, b):
         spd = a @ a.T + 3.0 * jnp.eye(3)
         spectrum = jnp.abs(jnp.fft.rfft(b, axis=0)) ** 2
@@ -214,15 +197,14 @@ def test_hlo_gradients_through_linear_algebra_and_ffts_match_jax_grad():
                 + jnp.sum(jnp.linalg.cholesky(spd)) + jnp.sum(spectrum))
 
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((3, 3)).astype(np.float32)
-    b = rng.standard_normal((3, 2)).astype(np.float32)
-    fn = from_jax(loss, torch.from_numpy(a), torch.from_numpy(b), name="from_jax_linalg_fft",
+    args = (rng.standard_normal((3, 3)).astype(np.float32),
+            rng.standard_normal((3, 2)).astype(np.float32))
+    fn = from_jax(loss, *(torch.from_numpy(v) for v in args), name="from_jax_linalg_fft",
                   grad="hlo")
-    ta, tb = (torch.from_numpy(v).requires_grad_(True) for v in (a, b))
-    fn(ta, tb).backward()
-    want_a, want_b = jax.grad(loss, argnums=(0, 1))(a, b)
-    np.testing.assert_allclose(ta.grad.numpy(), want_a, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(tb.grad.numpy(), want_b, rtol=1e-4, atol=1e-4)
+    tensors = [torch.from_numpy(v).requires_grad_(True) for v in args]
+    fn(*tensors).backward()
+    for t, want in zip(tensors, jax.grad(loss, argnums=(0, 1))(*args), strict=True):
+        np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow
