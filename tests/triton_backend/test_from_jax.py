@@ -157,15 +157,29 @@ def test_gradcheck_f64():
 
 
 @pytest.mark.parametrize("grad", ["jax", "hlo"])
-def test_gradcheck_complex_inputs_and_outputs(grad):
+def test_complex_inputs_and_outputs_get_torchs_gradients(grad):
     """Both backwards (JAX's VJP and fusion.autodiff's) take and give complex cotangents in
-    JAX's convention; the op converts to torch's, which gradcheck checks."""
-    fn = from_jax(lambda z, x: (jnp.exp(z * x) * jnp.conj(z), jnp.abs(z) * x),
-                  torch.zeros(3, dtype=torch.complex128), torch.zeros(3, dtype=torch.float64),
-                  name=f"from_jax_complex_{grad}", grad=grad)
-    z = torch.randn(3, dtype=torch.complex128, requires_grad=True)
-    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(fn, (z, x))
+    JAX's convention; the op converts to torch's, the conjugate: a complex input's gradient
+    is conj(jax.grad), and a complex output's gradient arrives conjugated."""
+    def fn(z, x):
+        return jnp.exp(z * x) * jnp.conj(z), jnp.abs(z) * x
+
+    def loss(z, x, c):  # real: torch's backward starts from it as JAX's grad does
+        out, mag = fn(z, x)
+        return jnp.sum(jnp.real(out * c)) + jnp.sum(mag)
+
+    rng = np.random.default_rng(8)
+    z = (rng.standard_normal(3) + 1j * rng.standard_normal(3)).astype(np.complex64)
+    x = rng.standard_normal(3).astype(np.float32)
+    c = np.complex64([1 - 2j, 0.5j, 2])
+    op = from_jax(fn, torch.from_numpy(z), torch.from_numpy(x), name=f"from_jax_complex_{grad}",
+                  grad=grad)
+    tz, tx = torch.from_numpy(z).requires_grad_(True), torch.from_numpy(x).requires_grad_(True)
+    out, mag = op(tz, tx)
+    (torch.sum(torch.real(out * torch.from_numpy(c))) + torch.sum(mag)).backward()
+    want_z, want_x = jax.grad(loss, argnums=(0, 1))(z, x, c)
+    np.testing.assert_allclose(tz.grad.numpy(), np.conj(want_z), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tx.grad.numpy(), want_x, rtol=1e-5, atol=1e-5)
 
 
 def test_a_custom_vjp_rule_warns_that_hlo_gradients_ignore_it():
