@@ -2,8 +2,9 @@
 
 ``vjp(module, wrt=None)`` derives the backward module of a forward module: parameters are
 the forward's parameters followed by one cotangent per forward output, the result a tuple of
-one gradient per differentiated parameter (every floating-point or complex parameter by default).  The
-backward module is plain HLO: it verifies, evaluates, prints and compiles like any other.
+one gradient per differentiated parameter (every floating-point or complex parameter by
+default; complex cotangents in JAX's convention).  The backward module is plain HLO: it
+verifies, evaluates, prints and compiles like any other.
 
 >>> import numpy as np
 >>> from fusion.evaluator import evaluate

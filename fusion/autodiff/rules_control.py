@@ -3,9 +3,11 @@
 ``call``, ``fusion`` and short counted loops never reach the reverse pass (``flatten``
 inlines and unrolls them).  A longer counted loop is differentiated as JAX differentiates a
 scan: a forward loop stacks the state of each trip, then a reverse loop runs the body's VJP
-on each, last first (``vjp_while``); a loop whose trip count is not known has no VJP.  A conditional's VJP is a conditional on the same index whose branch ``j``
-differentiates forward branch ``j``: it takes ``(operand_j, cotangent)`` and returns the
-gradients of every branch operand, zero but for its own, so all branches return one shape.
+on each, last first (``vjp_while``); a loop whose trip count is not known has no VJP.
+
+A conditional's VJP is a conditional on the same index whose branch ``j`` differentiates
+forward branch ``j``: it takes ``(operand_j, cotangent)`` and returns the gradients of every
+branch operand, zero but for its own, so all branches return one shape.
 
 >>> sorted(CONTROL_VJP_RULES)
 ['conditional', 'while']
@@ -17,10 +19,10 @@ from typing import Sequence
 from fusion.autodiff.cotangents import Cotangent, materialize, unpack
 from fusion.autodiff.dead_code import tidy
 from fusion.autodiff.flatten import flatten_computation
-from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.loops import counter_loop
 from fusion.autodiff.reverse_pass import Rule, VjpContext
+from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape
