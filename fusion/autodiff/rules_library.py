@@ -22,6 +22,8 @@ leading batch dims.
 * ``eigh``: ``A = V diag(w) V^T``: ``V (diag(wbar) + F o (V^T Vbar)) V^T`` with ``F[i, j] =
   1 / (w[j] - w[i])`` off the diagonal, read into one triangle as the Cholesky's.
 * ``topk``: the values' cotangent added back at the indices (as a sort's).
+* ``tridiagonal_solve``: ``B``'s cotangent is the solve with ``T^T``, the diagonals' the
+  three diagonals of ``-G X^T`` (JAX's rules).
 
 * ``svd``: JAX's rule on thin factors (the forward's, or a thin ``gesdd`` of the backward's own
   when the forward computed none or full ones and only the singular values are used).
@@ -373,6 +375,45 @@ def _permutation(b: GraphBuilder, pivots: str, m: int) -> str:
                                                           ("body", body)), state), 2)
 
 
+def _shift(b: GraphBuilder, x: str, by: int) -> str:
+    """``x`` moved ``by`` places along its last dim (+1: toward the end), zeros shifted in."""
+    shape = b.array_shape(x).with_layout(None)
+    rank, n = shape.rank, shape.dims[-1]
+    starts = [0] * rank
+    kept = b.slice(x, starts[:-1] + [max(-by, 0)], list(shape.dims[:-1]) + [n - max(by, 0)])
+    config = [(0, 0, 0)] * (rank - 1) + [(max(by, 0), max(-by, 0), 0)]
+    return b.pad(kept, b.scalar(0, shape.dtype), config)
+
+
+def _tridiagonal_solve(ctx: VjpContext, instr: HloInstruction, call: LibraryCall,
+                       ct: Cotangent) -> Cts:
+    """``X = T^-1 B`` for the tridiagonal ``T`` of ``(dl, d, du)``: ``B``'s cotangent is the
+    solve with ``T^T`` (``G``, JAX's transpose rule), the diagonals' ``-G X^T`` on the three
+    diagonals (``-sum G[i] X[i-1]``, ``-sum G[i] X[i]``, ``-sum G[i] X[i+1]``, JAX's JVP)."""
+    b = ctx.b
+    x_ct = _leaf_cts(ctx, instr, ct)[3] if call.info else ct
+    if x_ct is None:
+        return (None,) * 4
+    dl, d, du = (ctx.operand(instr, k) for k in range(3))
+    # T^T's sub-diagonal is T's super-diagonal moved down one row, and the reverse.
+    operands = (_shift(b, du, 1), d, _shift(b, dl, -1), x_ct)
+    solved = b.emit(instr.opcode, operands, instr.attributes, instr.shape)
+    g = b.get_tuple_element(solved, 3) if call.info else solved
+    x = _leaf(ctx, instr, 3) if call.info else ctx.out(instr)
+    rank = b.array_shape(x).rank
+
+    def diagonal(shift: int) -> str:  # -sum over the columns of G[i] * X[i + shift]
+        rows = x if shift == 0 else b.transpose(_shift(b, b.transpose(x, _swap(rank)), -shift),
+                                                _swap(rank))
+        return b.negate(b.reduce_sum(b.multiply(g, rows), (rank - 1,)))
+
+    return (diagonal(-1), diagonal(0), diagonal(1), g)
+
+
+def _swap(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 2)) + (rank - 1, rank - 2)
+
+
 def _identity(b: GraphBuilder, shape: ArrayShape) -> str:
     rows, columns = (b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
                      for d in (shape.rank - 2, shape.rank - 1))
@@ -397,6 +438,7 @@ _ROUTINES = {
     "svd": _svd,
     "topk": _topk,
     "triangular_solve": _triangular_solve,
+    "tridiagonal_solve": _tridiagonal_solve,
 }
 
 

@@ -366,6 +366,14 @@ CASES = {
   x = f64[2,7] parameter(0)
   t = (f64[2,3], s32[2,3]) topk(x), k=3, largest=true
   ROOT v = f64[2,3] get-tuple-element(t), index=0""", [normal(2, 7)]),
+    "tridiagonal_solve_lapack": ("""
+  dl = f64[2,5] parameter(0)
+  d = f64[2,5] parameter(1)
+  du = f64[2,5] parameter(2)
+  b = f64[2,5,3] parameter(3)
+  t = (f64[2,5], f64[2,5], f64[2,5], f64[2,5,3]{1,2,0}, s32[2]) custom-call(dl, d, du, b), custom_call_target="lapack_dgtsv_ffi", operand_layout_constraints={f64[2,5]{1,0}, f64[2,5]{1,0}, f64[2,5]{1,0}, f64[2,5,3]{1,2,0}}
+  ROOT x = f64[2,5,3]{1,2,0} get-tuple-element(t), index=3""",
+                                 [normal(2, 5), normal(2, 5) + 4.0, normal(2, 5), normal(2, 5, 3)]),
     "triangular_solve_left_lower": ("""
   a = f64[2,3,3] parameter(0)
   b = f64[2,3,4] parameter(1)

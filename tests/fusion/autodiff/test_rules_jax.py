@@ -185,6 +185,9 @@ FUNCTIONS = {
     "svd_tall_batched": (_svd, (normal(2, 5, 3),)),
     "svd_values_only": (lambda a: jnp.linalg.svd(a, compute_uv=False), (normal(2, 3, 5),)),
     "switch": (_switch, (np.int32(2), normal(5))),
+    "tridiagonal_solve": (lambda dl, d, du, b: lax.linalg.tridiagonal_solve(dl, d, du, b) ** 2,
+                          (np.concatenate([[0.0], normal(5)]), normal(6) + 4.0,
+                           np.concatenate([normal(5), [0.0]]), normal(6, 3))),
     "triangular_solves": (_solves, (normal(3, 3) + 3 * np.eye(3), normal(3, 2))),
     "where": (lambda x: jnp.where(x > 0, jnp.log(jnp.abs(x) + 1.0), x * x), (normal(3, 5),)),
 }
