@@ -201,26 +201,6 @@ def test_a_custom_vjp_rule_warns_that_hlo_gradients_ignore_it():
     np.testing.assert_allclose(xs.grad.numpy(), np.full(3, 0.1, np.float32))
 
 
-def test_hlo_gradients_through_linear_algebra_and_ffts_match_jax_grad():
-    """fusion.autodiff's rules for LAPACK's calls (solve, slogdet, Cholesky) and complex
-    values (an FFT), compiled and run as the op's backward (grad="hlo"), against jax.grad."""
-    def loss(a, b):
-        spd = a @ a.T + 3.0 * jnp.eye(3)
-        spectrum = jnp.abs(jnp.fft.rfft(b, axis=0)) ** 2
-        return (jnp.sum(jnp.linalg.solve(spd, b) ** 2) + jnp.linalg.slogdet(spd)[1]
-                + jnp.sum(jnp.linalg.cholesky(spd)) + jnp.sum(spectrum))
-
-    rng = np.random.default_rng(5)
-    args = (rng.standard_normal((3, 3)).astype(np.float32),
-            rng.standard_normal((3, 2)).astype(np.float32))
-    fn = from_jax(loss, *(torch.from_numpy(v) for v in args), name="from_jax_linalg_fft",
-                  grad="hlo")
-    tensors = [torch.from_numpy(v).requires_grad_(True) for v in args]
-    fn(*tensors).backward()
-    for t, want in zip(tensors, jax.grad(loss, argnums=(0, 1))(*args), strict=True):
-        np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-4, atol=1e-4)
-
-
 @pytest.mark.slow
 def test_trains_under_torch_compile(fns, inductor_without_vec_isa_probe):
     fn = fns["jax"]
