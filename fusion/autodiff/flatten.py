@@ -23,6 +23,8 @@ branches of a ``conditional`` (differentiated by their own rule).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.ir.hlo_module import HloComputation, HloInstruction, HloModule
 from fusion.ir.instruction_order import operands_first
@@ -96,12 +98,7 @@ class _Flattener:
         """The body inlined once per trip; a loop whose trip count is not known, or too large,
         stays a ``while`` (its VJP rule says why it cannot be differentiated)."""
         init = operands[0]
-        trips = xla_trip_count(instr)
-        if trips is None:
-            condition = flatten_computation(self.module,
-                                            self.module.computation(instr.attr("condition")))
-            body = flatten_computation(self.module, self.module.computation(instr.attr("body")))
-            trips = known_trip_count(condition, body, self.by_name.get(init), self.by_name.get)
+        trips = loop_trip_count(self.module, instr.replace(operands=(init,)), self.by_name.get)
         if trips is None or trips > MAX_UNROLLED_TRIPS:
             return self.emit(instr.replace(name=self.fresh(instr.name), operands=(init,)))
         body = self.module.computation(instr.attr("body"))
@@ -118,6 +115,18 @@ _STEPS = {
     "get-tuple-element": _Flattener.element,
     "while": _Flattener.unroll,
 }
+
+
+def loop_trip_count(module: HloModule, loop: HloInstruction,
+                    lookup: Callable[[str], HloInstruction | None]) -> int | None:
+    """How many trips ``loop`` (a ``while``) makes: XLA's recorded count, else the counter
+    ``trip_count`` recognises, its initial state found by ``lookup``; None when unknown."""
+    trips = xla_trip_count(loop)
+    if trips is not None:
+        return trips
+    condition = flatten_computation(module, module.computation(loop.attr("condition")))
+    body = flatten_computation(module, module.computation(loop.attr("body")))
+    return known_trip_count(condition, body, lookup(loop.operands[0]), lookup)
 
 
 def flatten_computation(module: HloModule, comp: HloComputation, taken: set[str] | None = None

@@ -18,11 +18,10 @@ from typing import Sequence
 
 from fusion.autodiff.cotangents import Cotangent, materialize, unpack
 from fusion.autodiff.dead_code import tidy
-from fusion.autodiff.flatten import flatten_computation
+from fusion.autodiff.flatten import flatten_computation, loop_trip_count
 from fusion.autodiff.graph_builder import GraphBuilder
 from fusion.autodiff.loops import counter_loop
 from fusion.autodiff.reverse_pass import Rule, VjpContext
-from fusion.autodiff.trip_count import known_trip_count, xla_trip_count
 from fusion.errors import UnsupportedOpError
 from fusion.ir.hlo_module import HloComputation, HloInstruction
 from fusion.ir.shape import ArrayShape, TupleShape
@@ -69,20 +68,6 @@ def vjp_conditional(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Ct
                            for j, s in enumerate(operand_shapes))
 
 
-def _loop_trip_count(ctx: VjpContext, instr: HloInstruction) -> int | None:
-    trips = xla_trip_count(instr)
-    if trips is not None:
-        return trips
-    module, forward = ctx.module, ctx.forward
-    condition = flatten_computation(module, module.computation(instr.attr("condition")))
-    body = flatten_computation(module, module.computation(instr.attr("body")))
-
-    def lookup(name: str) -> HloInstruction | None:
-        return forward.instruction(name) if forward.has_instruction(name) else None
-
-    return known_trip_count(condition, body, lookup(instr.operands[0]), lookup)
-
-
 def _invariant_leaves(body: HloComputation, count: int) -> set[int]:
     """The state elements the body passes through unchanged (``get-tuple-element`` of its
     parameter at the same index): a loop's weights, read, never written."""
@@ -102,7 +87,9 @@ def vjp_while(ctx: VjpContext, instr: HloInstruction, ct: Cotangent) -> Cts:
     """A counted loop too long to unroll, differentiated as JAX's scan is: a forward loop
     stacks each trip's state (the elements the body changes; it stands for the loop's own
     copy too), then a reverse loop runs the body's VJP on each trip's state, last first."""
-    trips = _loop_trip_count(ctx, instr)
+    forward = ctx.forward
+    trips = loop_trip_count(ctx.module, instr, lambda name: forward.instruction(name)
+                            if forward.has_instruction(name) else None)
     state = instr.shape
     if trips is None or not isinstance(state, TupleShape) or not all(
             isinstance(e, ArrayShape) for e in state.elements):

@@ -96,11 +96,16 @@ def _t(b: GraphBuilder, x: str) -> str:
     return b.transpose(x, tuple(range(rank - 2)) + (rank - 1, rank - 2))
 
 
+def _rows_and_columns(b: GraphBuilder, shape: ArrayShape) -> tuple[str, str]:
+    """Each element's row and column index, s32 of ``shape``."""
+    return tuple(b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
+                 for d in (shape.rank - 2, shape.rank - 1))
+
+
 def _triangle(b: GraphBuilder, x: str, lower: bool, offset: int = 0) -> str:
     """``x`` where ``column - row <= offset`` (lower) or ``>= offset`` (upper), else 0."""
     shape = b.array_shape(x).with_layout(None)
-    rows, columns = (b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
-                     for d in (shape.rank - 2, shape.rank - 1))
+    rows, columns = _rows_and_columns(b, shape)
     difference = b.subtract(columns, rows)
     keep = b.compare(difference, b.full_like(offset, difference), "LE" if lower else "GE")
     return b.select(keep, x, b.zeros(shape))
@@ -265,11 +270,10 @@ def _svd(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangen
         f = b.subtract(b.divide(b.full_like(1, gaps), gaps), eye)
     extra = None
     if u_ct is not None:
-        u_bar = u_ct
-        j = b.multiply(f, _matmul(b, u, u_bar, tx=True))
+        j = b.multiply(f, _matmul(b, u, u_ct, tx=True))
         g = b.add(g, b.multiply(b.add(j, _t(b, j)), s_columns))
         if m > k:
-            scaled = b.divide(u_bar, b.broadcast(s, b.array_shape(u_bar).dims,
+            scaled = b.divide(u_ct, b.broadcast(s, b.array_shape(u_ct).dims,
                                                  tuple(range(rank - 2)) + (rank - 1,)))
             rest = b.subtract(scaled, _matmul(b, u, _matmul(b, u, scaled, tx=True)))
             extra = _matmul(b, rest, v, ty=True)
@@ -332,9 +336,9 @@ def _lu(ctx: VjpContext, instr: HloInstruction, call: LibraryCall, ct: Cotangent
     y = _solve(b, packed, left, left_side=False, lower=False, transpose="T")
     # A's cotangent is P^T Y: row i of Y goes to row perm[i].
     permutation = _permutation(b, b.subtract(pivots, b.full_like(1, pivots)), m)
-    rows = b.emit("iota", (), (("iota_dimension", shape.rank - 1),), shape.with_dtype("s32"))
+    columns = _rows_and_columns(b, shape)[1]
     chosen = b.compare(b.broadcast(permutation, shape.dims, tuple(range(shape.rank - 1))),
-                       rows, "EQ")
+                       columns, "EQ")
     one_hot = b.convert(chosen, shape.dtype)  # P[i, perm[i]] = 1
     return (_matmul(b, one_hot, y, tx=True),)
 
@@ -375,14 +379,15 @@ def _permutation(b: GraphBuilder, pivots: str, m: int) -> str:
                                                           ("body", body)), state), 2)
 
 
-def _shift(b: GraphBuilder, x: str, by: int) -> str:
-    """``x`` moved ``by`` places along its last dim (+1: toward the end), zeros shifted in."""
+def _shift(b: GraphBuilder, x: str, by: int, dim: int = -1) -> str:
+    """``x`` moved ``by`` places along ``dim`` (+1: toward the end), zeros shifted in."""
     shape = b.array_shape(x).with_layout(None)
-    rank, n = shape.rank, shape.dims[-1]
-    starts = [0] * rank
-    kept = b.slice(x, starts[:-1] + [max(-by, 0)], list(shape.dims[:-1]) + [n - max(by, 0)])
-    config = [(0, 0, 0)] * (rank - 1) + [(max(by, 0), max(-by, 0), 0)]
-    return b.pad(kept, b.scalar(0, shape.dtype), config)
+    dim %= shape.rank
+    starts, limits = [0] * shape.rank, list(shape.dims)
+    starts[dim], limits[dim] = max(-by, 0), shape.dims[dim] - max(by, 0)
+    config = [(0, 0, 0)] * shape.rank
+    config[dim] = (max(by, 0), max(-by, 0), 0)
+    return b.pad(b.slice(x, starts, limits), b.scalar(0, shape.dtype), config)
 
 
 def _tridiagonal_solve(ctx: VjpContext, instr: HloInstruction, call: LibraryCall,
@@ -403,20 +408,14 @@ def _tridiagonal_solve(ctx: VjpContext, instr: HloInstruction, call: LibraryCall
     rank = b.array_shape(x).rank
 
     def diagonal(shift: int) -> str:  # -sum over the columns of G[i] * X[i + shift]
-        rows = x if shift == 0 else b.transpose(_shift(b, b.transpose(x, _swap(rank)), -shift),
-                                                _swap(rank))
+        rows = x if shift == 0 else _shift(b, x, -shift, rank - 2)
         return b.negate(b.reduce_sum(b.multiply(g, rows), (rank - 1,)))
 
     return (diagonal(-1), diagonal(0), diagonal(1), g)
 
 
-def _swap(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 2)) + (rank - 1, rank - 2)
-
-
 def _identity(b: GraphBuilder, shape: ArrayShape) -> str:
-    rows, columns = (b.emit("iota", (), (("iota_dimension", d),), shape.with_dtype("s32"))
-                     for d in (shape.rank - 2, shape.rank - 1))
+    rows, columns = _rows_and_columns(b, shape)
     return b.convert(b.compare(rows, columns, "EQ"), shape.dtype)
 
 

@@ -142,6 +142,16 @@ def _window_sum_transpose(ctx: VjpContext, instr: HloInstruction, ct: str) -> st
     return b.emit("reduce-window", (padded, zero), (("window", summing), ("to_apply", reducer)))
 
 
+def _window_positions(window, out_dims):
+    """For each position in the window, in XLA's order: the strided slice of the padded
+    operand holding that position of every window (starts, limits, strides)."""
+    strides = [w.stride for w in window]
+    for offset in product(*(range(w.size) for w in window)):
+        starts = [k * w.window_dilation for k, w in zip(offset, window)]
+        limits = [s + (n - 1) * w.stride + 1 for s, n, w in zip(starts, out_dims, window)]
+        yield starts, limits, strides
+
+
 def _window_choice_transpose(ctx: VjpContext, instr: HloInstruction, ct: str) -> str:
     """The cotangent of each window to the first element equal to the window's result."""
     b = ctx.b
@@ -159,10 +169,8 @@ def _window_choice_transpose(ctx: VjpContext, instr: HloInstruction, ct: str) ->
     zero = b.full_like(0, ct)
     taken = b.full(False, b.array_shape(ct).with_dtype("pred").with_layout(None))
     grad_padded = None
-    for offset in product(*(range(w.size) for w in window)):
-        starts = [k * w.window_dilation for k, w in zip(offset, window)]
-        limits = [s + (n - 1) * w.stride + 1 for s, n, w in zip(starts, out_dims, window)]
-        candidate = b.slice(padded, starts, limits, [w.stride for w in window])
+    for starts, limits, strides in _window_positions(window, out_dims):
+        candidate = b.slice(padded, starts, limits, strides)
         hit = b.emit("and", (b.compare(candidate, out, "EQ"), b.unary("not", taken)))
         taken = b.emit("or", (taken, hit))
         config = [(s, padded_dims[d] - l, window[d].stride - 1)
@@ -240,10 +248,7 @@ def vjp_select_and_scatter(ctx: VjpContext, instr: HloInstruction, ct: str) -> C
                    b.scalar(False, "pred"), config)
     have = b.full(False, source.with_dtype("pred"))
     chosen, picked = b.zeros(source), b.zeros(source)
-    for offset in product(*(range(w.size) for w in window)):
-        starts = [k * w.window_dilation for k, w in zip(offset, window)]
-        limits = [s + (n - 1) * w.stride + 1 for s, n, w in zip(starts, source.dims, window)]
-        strides = [w.stride for w in window]
+    for starts, limits, strides in _window_positions(window, source.dims):
         value, valid, value_ct = (b.slice(v, starts, limits, strides)
                                   for v in (padded, inside, padded_ct))
         keep = b.emit("map", (chosen, value), (("dimensions", tuple(range(source.rank))),
