@@ -115,10 +115,8 @@ def vjp_cosine(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
 
 
 def vjp_divide(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
-    b = ctx.b
-    x, y = _x(ctx, instr, 0), _x(ctx, instr, 1)
-    grad_x = _chain(ctx, ct, y, divide=True)
-    return (grad_x, b.negate(_chain(ctx, grad_x, ctx.out(instr))))
+    grad_x = _chain(ctx, ct, _x(ctx, instr, 1), divide=True)
+    return (grad_x, ctx.b.negate(_chain(ctx, grad_x, ctx.out(instr))))
 
 
 def vjp_erf(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
@@ -183,7 +181,6 @@ vjp_minimum = vjp_maximum  # the same rule: the cotangent follows the operand th
 
 
 def vjp_multiply(ctx: VjpContext, instr: HloInstruction, ct: str) -> Cts:
-    b = ctx.b
     return (_chain(ctx, ct, _x(ctx, instr, 1)), _chain(ctx, ct, _x(ctx, instr, 0)))
 
 
